@@ -1,0 +1,44 @@
+# gpucompare: `make demo` runs the main job on the embedded default, `make test` runs every test.
+# Both create what they need: the orchestrator environment (.venv) and the worker's (.venv-bench).
+
+PYTHON ?= python3.11
+VENV := .venv
+BENCH_VENV := .venv-bench
+export AIRFLOW_HOME := $(CURDIR)/.airflow
+export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags
+export AIRFLOW__CORE__PLUGINS_FOLDER := $(CURDIR)/plugins
+export AIRFLOW__CORE__LOAD_EXAMPLES := False
+export AIRFLOW__CORE__UNIT_TEST_MODE := False
+export GPUCOMPARE_BENCH_PYTHON := $(CURDIR)/$(BENCH_VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint envs system-deps bench-fidelity bench-sweep bench-reports clean
+
+envs: $(VENV)/.installed $(BENCH_VENV)/.installed
+
+$(VENV)/.installed: requirements.txt constraints.txt pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.txt -c constraints.txt
+	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $@
+
+$(BENCH_VENV)/.installed: bench_tasks/requirements-cpu.txt
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install -q --disable-pip-version-check -r bench_tasks/requirements-cpu.txt
+	touch $@
+
+# OpenSSH server, Chromium, PostgreSQL and Redis for the tests with real parts.
+system-deps:
+	scripts/install-system-deps.sh
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+
+test: envs system-deps lint
+	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+demo: envs
+	$(VENV)/bin/python scripts/demo.py
+
+clean:
+	rm -rf $(VENV) $(BENCH_VENV) .airflow lake reports

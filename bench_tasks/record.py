@@ -1,0 +1,200 @@
+"""The result record: the one data contract between the worker and the orchestrator.
+
+Every configuration a sweep is asked to run produces exactly one record, also the ones that
+did not run (``status`` says why). The worker validates each record here before writing it,
+and the orchestrator validates each line here again before it reaches the lake, so the
+contract is checked in one place on both sides of the boundary.
+
+Standard library only: this module is imported by the orchestrator too, which never
+imports mxnet.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from bench_tasks.constants import (
+    DEVICE_KINDS,
+    DTYPES,
+    KVSTORES,
+    MODES,
+    NETWORKS,
+    SCALING_KINDS,
+    STATUSES,
+)
+
+SCHEMA_VERSION = 1
+
+_TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+_DEVICE = re.compile(r"^(cpu|gpu):\d+$")
+_IMAGE_SHAPE = re.compile(r"^\d+,\d+,\d+$")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One column of the record: its JSON type, whether it may be null, its allowed values."""
+
+    name: str
+    kind: str  # str | int | float | str_list | float_list
+    nullable: bool = False
+    allowed: tuple[str, ...] | None = None
+    doc: str = ""
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("schema_version", "int", doc="version of this record format"),
+    Field("run_id", "str", doc="one sweep invocation; every record of a sweep shares it"),
+    Field("config_id", "str", doc="stable id of the configuration inside the run"),
+    Field("mode", "str", allowed=MODES, doc="score = inference, train = forward+backward+update"),
+    Field("network", "str", allowed=NETWORKS),
+    Field("image_shape", "str", doc="C,H,W of one input image, e.g. 3,224,224"),
+    Field("dtype", "str", allowed=DTYPES),
+    Field("batch_size", "int", doc="global batch: images per step over all devices and nodes"),
+    Field("per_device_batch", "int", nullable=True, doc="batch_size / (gpu or device count)"),
+    Field("devices", "str_list", doc="device contexts of one node, e.g. ['gpu:0', 'gpu:1']"),
+    Field("device_kind", "str", allowed=DEVICE_KINDS),
+    Field("gpu_count", "int", doc="devices used over all nodes (GPUs, or CPU contexts on CPU)"),
+    Field("num_nodes", "int", doc="hosts taking part (1 unless a parameter-server run)"),
+    Field("kvstore", "str", nullable=True, allowed=KVSTORES, doc="null for scoring"),
+    Field("scaling", "str", nullable=True, allowed=SCALING_KINDS,
+          doc="weak = per-device batch held, strong = global batch held, null = not a series"),
+    Field("parameters", "int", nullable=True, doc="trainable parameter count of the network"),
+    Field("warmup_batches", "int"),
+    Field("timed_batches", "int"),
+    Field("repeats", "int"),
+    Field("images_per_sec", "float", nullable=True, doc="median of the repeats; null unless ok"),
+    Field("images_per_sec_samples", "float_list", doc="one figure per repeat"),
+    Field("per_worker_images_per_sec", "float_list",
+          doc="multi-node runs: each worker's throughput; empty otherwise"),
+    Field("cv", "float", nullable=True, doc="coefficient of variation of the samples"),
+    Field("status", "str", allowed=STATUSES),
+    Field("error", "str", nullable=True, doc="what went wrong, for every status but ok"),
+    Field("started_at", "str", doc="ISO 8601 with time zone"),
+    Field("finished_at", "str", doc="ISO 8601 with time zone"),
+    Field("host", "str"),
+    Field("cpu_model", "str", nullable=True),
+    Field("gpu_model", "str", nullable=True),
+    Field("gpu_memory_mib", "int", nullable=True),
+    Field("driver_version", "str", nullable=True),
+    Field("cuda_version", "str", nullable=True),
+    Field("cudnn_version", "str", nullable=True),
+    Field("mxnet_version", "str", nullable=True),
+)
+
+FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)
+_BY_NAME = {f.name: f for f in FIELDS}
+
+
+class RecordError(ValueError):
+    """A record that breaks the contract; ``field`` names the culprit."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def _check_type(field: Field, value: Any) -> None:
+    if value is None:
+        if not field.nullable:
+            raise RecordError(field.name, "must not be null")
+        return
+    kind = field.kind
+    if kind == "str":
+        ok = isinstance(value, str)
+    elif kind == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind == "float":
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+              and math.isfinite(value))
+    elif kind == "str_list":
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+    elif kind == "float_list":
+        ok = isinstance(value, list) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            for v in value
+        )
+    else:  # pragma: no cover - a typo in FIELDS
+        raise AssertionError(kind)
+    if not ok:
+        raise RecordError(field.name, f"expected {kind}, got {type(value).__name__} {value!r}")
+    if field.allowed is not None and value not in field.allowed:
+        raise RecordError(
+            field.name, f"{value!r} is not one of {', '.join(field.allowed)}"
+        )
+
+
+def validate_record(record: Any) -> dict[str, Any]:
+    """Check one record against the contract and return it; raise RecordError otherwise.
+
+    Checks types, allowed values, and the rules between fields (an ``ok`` record has a
+    positive throughput, any other status has an error message, the batch is positive...).
+    Unknown fields are refused so that a typo cannot silently drop a column.
+    """
+    if not isinstance(record, dict):
+        raise RecordError("record", f"expected a JSON object, got {type(record).__name__}")
+    unknown = sorted(set(record) - set(FIELD_NAMES))
+    if unknown:
+        raise RecordError(unknown[0], "unknown field (allowed: the fields of bench_tasks.record)")
+    for field in FIELDS:
+        if field.name not in record:
+            raise RecordError(field.name, "missing")
+        _check_type(field, record[field.name])
+
+    if record["schema_version"] != SCHEMA_VERSION:
+        raise RecordError("schema_version", f"expected {SCHEMA_VERSION}, got {record['schema_version']}")
+    if not _IMAGE_SHAPE.match(record["image_shape"]):
+        raise RecordError("image_shape", f"expected C,H,W such as 3,224,224, got {record['image_shape']!r}")
+    for name in ("batch_size", "gpu_count", "num_nodes", "repeats"):
+        if record[name] <= 0:
+            raise RecordError(name, f"must be > 0, got {record[name]}")
+    for name in ("warmup_batches", "timed_batches"):
+        if record[name] < 0:
+            raise RecordError(name, f"must be >= 0, got {record[name]}")
+    if not record["devices"]:
+        raise RecordError("devices", "must name at least one device")
+    for device in record["devices"]:
+        if not _DEVICE.match(device):
+            raise RecordError("devices", f"{device!r} is not of the form cpu:N or gpu:N")
+    for name in ("started_at", "finished_at"):
+        if not _TIMESTAMP.match(record[name]):
+            raise RecordError(name, f"expected ISO 8601 with a time zone, got {record[name]!r}")
+
+    status = record["status"]
+    if status == "ok":
+        ips = record["images_per_sec"]
+        if ips is None or ips <= 0:
+            raise RecordError("images_per_sec", "an ok record needs a throughput > 0")
+        if not record["images_per_sec_samples"]:
+            raise RecordError("images_per_sec_samples", "an ok record needs its samples")
+        if record["error"] is not None:
+            raise RecordError("error", "an ok record has no error")
+    else:
+        if record["images_per_sec"] is not None:
+            raise RecordError("images_per_sec", f"a {status} record has no throughput")
+        if not record["error"]:
+            raise RecordError("error", f"a {status} record must say what went wrong")
+    if record["mode"] == "score" and record["kvstore"] is not None:
+        raise RecordError("kvstore", "scoring uses no kvstore; must be null")
+    return record
+
+
+def empty_record(**values: Any) -> dict[str, Any]:
+    """A record with every field present (lists empty, the rest null), updated with values."""
+    record: dict[str, Any] = {
+        f.name: ([] if f.kind.endswith("_list") else None) for f in FIELDS
+    }
+    record["schema_version"] = SCHEMA_VERSION
+    unknown = set(values) - set(FIELD_NAMES)
+    if unknown:
+        raise RecordError(sorted(unknown)[0], "unknown field")
+    record.update(values)
+    return record
+
+
+def field(name: str) -> Field:
+    """The definition of one field (used by the orchestrator to build its Arrow schema)."""
+    return _BY_NAME[name]

@@ -1,0 +1,113 @@
+"""The one interface every execution target implements; the DAGs talk to nothing else.
+
+A run on a target goes: ``prepare`` (provision if needed) → ``deploy`` (put the worker
+there) → ``run_sweep`` (stream its progress into the log, bounded by a time limit) →
+``collect`` (bring the JSON Lines back) → ``teardown`` (give back what was paid for).
+
+Every step is safe to retry. ``teardown`` is safe to call twice, or after a ``prepare``
+that failed half-way. The state a target needs between steps (which may run in different
+Airflow tasks, on different workers) lives in a ``TargetState`` that is plain JSON, so it
+can travel through XCom.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+#: Receives each progress line of the worker as it is printed (default: the module logger).
+LineSink = Callable[[str], None]
+
+
+class TargetError(RuntimeError):
+    """A step of a target failed; the message says which step and why (with stderr tail)."""
+
+
+class BudgetExceeded(TargetError):
+    """The cost guard refused a run before anything was started."""
+
+
+@dataclass
+class TargetSpec:
+    """What a fleet entry or a manual trigger says about one target (validated before use).
+
+    ``kind`` is local | ssh | ec2. ``options`` holds the kind's own settings (for ssh:
+    ``ssh_conn_id``, ``remote_dir``, ``use_docker``; for ec2: ``ami``, ``subnet_id``,
+    ``security_group_ids``, ``aws_conn_id``, ``results_bucket``, ``ttl_minutes``,
+    ``budget_cap``...).
+    """
+
+    name: str
+    kind: str
+    provider: str
+    instance_type: str
+    region: str | None = None
+    market: str = "on_demand"
+    gpu_count: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TargetSpec:
+        return cls(**data)
+
+
+@dataclass
+class TargetState:
+    """JSON-serialisable state carried between steps (through XCom in the DAGs).
+
+    ``market`` is what the run actually got (a spot request may fall back to on-demand);
+    ``resource_id`` is the instance id for ec2, the host for ssh, None for local.
+    """
+
+    spec: dict[str, Any]
+    run_id: str
+    resource_id: str | None = None
+    market: str | None = None
+    workdir: str | None = None
+    remote_results: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TargetState:
+        return cls(**data)
+
+
+class Target(abc.ABC):
+    """A place where ``python -m bench_tasks sweep`` can run."""
+
+    kind: str = ""
+
+    def __init__(self, spec: TargetSpec, *, line_sink: LineSink | None = None) -> None:
+        self.spec = spec
+        self.line_sink: LineSink = line_sink or log.info
+
+    @abc.abstractmethod
+    def prepare(self, run_id: str) -> TargetState:
+        """Provision or reach the machine; return the state for the next steps."""
+
+    @abc.abstractmethod
+    def deploy(self, state: TargetState) -> TargetState:
+        """Put the worker code and its environment on the machine (idempotent)."""
+
+    @abc.abstractmethod
+    def run_sweep(self, state: TargetState, sweep_config: dict[str, Any], *,
+                  timeout_s: float) -> TargetState:
+        """Run ``python -m bench_tasks sweep`` with this config, streaming progress lines."""
+
+    @abc.abstractmethod
+    def collect(self, state: TargetState, local_path: str) -> str:
+        """Copy the run's JSON Lines results to ``local_path``; return that path."""
+
+    @abc.abstractmethod
+    def teardown(self, state: TargetState | None) -> None:
+        """Release what ``prepare`` took. Safe twice, and with a partial or absent state."""
