@@ -19,7 +19,7 @@ envs: $(VENV)/.installed $(BENCH_VENV)/.installed
 $(VENV)/.installed: requirements.txt constraints.txt pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.txt -c constraints.txt
-	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
 
 $(BENCH_VENV)/.installed: bench_tasks/requirements-cpu.txt
