@@ -1,0 +1,211 @@
+"""The ``python -m gpucompare`` command line: a registry of subcommands.
+
+Each subcommand is registered once with :func:`register` (a name, a help line, a function
+that adds its arguments and the function that runs it and returns an exit code). Modules
+listed in ``EXTENSIONS`` may add subcommands of their own: if importable, their
+``add_cli(subparsers)`` is called, and each parser they add must ``set_defaults(func=…)``
+with a ``func(args) -> int``. That is how ``gpucompare.reports`` adds ``report``.
+
+Bad input ends with exit code 2 and a one-line message naming the flag or field at fault;
+nothing is written then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpucompare import schema
+
+#: Modules that may contribute subcommands through ``add_cli(subparsers)``.
+EXTENSIONS: tuple[str, ...] = ("gpucompare.reports",)
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def register(name: str, help: str, configure: Callable[[argparse.ArgumentParser], None],  # noqa: A002
+             run: Callable[[argparse.Namespace], int]) -> None:
+    """Add a subcommand (a name may be registered once)."""
+    if name in COMMANDS:
+        raise ValueError(f"subcommand {name!r} is already registered")
+    COMMANDS[name] = Command(name, help, configure, run)
+
+
+class UsageError(ValueError):
+    """Bad input from the command line: exit code 2 with the message."""
+
+
+def _lake_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lake", default="./lake", help="lake URI: a local path or s3://bucket/prefix "
+                        "(default ./lake; S3 endpoint from AWS_ENDPOINT_URL if set)")
+
+
+def _date(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date YYYY-MM-DD") from None
+
+
+# ---- ingest ------------------------------------------------------------------------------
+def _configure_ingest(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--results", required=True, type=Path, help="JSON Lines file written by bench_tasks")
+    _lake_argument(parser)
+    parser.add_argument("--provider", required=True, help="e.g. aws, leadergpu, local")
+    parser.add_argument("--instance-type", required=True, help="the provider's machine name, e.g. g5.xlarge")
+    parser.add_argument("--region", default=None, help="provider region, e.g. us-east-1")
+    parser.add_argument("--market", default="on_demand", choices=schema.MARKETS)
+    parser.add_argument("--target", default="local", choices=[t for t in schema.TARGETS if t != "published"])
+    parser.add_argument("--source", default=None,
+                        help="where the figures come from (default: gpucompare <target> run)")
+    parser.add_argument("--dag-run-id", default=None, help="the Airflow run ingesting the file, if any")
+
+
+def _run_ingest(args: argparse.Namespace) -> int:
+    from gpucompare import lake
+
+    context = lake.RunContext(provider=args.provider, instance_type=args.instance_type, region=args.region,
+                              market=args.market, target=args.target, source=args.source,
+                              dag_run_id=args.dag_run_id)
+    target = lake.open_lake(args.lake)
+    try:
+        written = lake.ingest_results(target, args.results, context)
+    except lake.IngestError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"ingested {args.results} into {args.lake}: {len(written)} file(s)")
+    for path in written:
+        print(f"  {path}")
+    return 0
+
+
+# ---- import-published --------------------------------------------------------------------
+def _configure_import_published(parser: argparse.ArgumentParser) -> None:
+    from gpucompare import published
+
+    parser.add_argument("--results", type=Path, default=published.SHIPPED_RESULTS,
+                        help="published results CSV (default: the shipped copy)")
+    parser.add_argument("--prices", type=Path, default=published.SHIPPED_PRICES,
+                        help="published prices CSV (default: the shipped copy)")
+    parser.add_argument("--scaling", type=Path, default=published.SHIPPED_SCALING,
+                        help="published scaling CSV (default: the shipped copy)")
+    _lake_argument(parser)
+
+
+def _run_import_published(args: argparse.Namespace) -> int:
+    from gpucompare import lake, published
+
+    target = lake.open_lake(args.lake)
+    try:
+        summary = published.import_published(target, results_csv=args.results, prices_csv=args.prices,
+                                             scaling_csv=args.scaling)
+    except (published.PublishedError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    print(summary.describe())
+    return 0
+
+
+# ---- prices ------------------------------------------------------------------------------
+def _configure_load_prices(parser: argparse.ArgumentParser) -> None:
+    _lake_argument(parser)
+
+
+def _run_load_prices(args: argparse.Namespace) -> int:
+    from gpucompare import lake, prices
+
+    target = lake.open_lake(args.lake)
+    written = [target.write_table("prices", "shipped", prices.shipped_prices()),
+               target.write_table("fx", "shipped", prices.shipped_fx())]
+    print(f"loaded the shipped price and exchange-rate history into {args.lake}: {', '.join(written)}")
+    return 0
+
+
+def _configure_refresh_prices(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--provider", required=True, choices=["aws"])
+    parser.add_argument("--region", required=True, help="AWS region, e.g. us-east-1")
+    parser.add_argument("--instance-types", default=None,
+                        help="comma-separated instance types (default: every GPU type of "
+                             "the p3, g4dn, g5, g6, p4d and p5 families)")
+    _lake_argument(parser)
+    parser.add_argument("--csv", type=Path, default=None,
+                        help="also append the new rows to this price CSV (e.g. a file under data/prices)")
+    parser.add_argument("--date", type=_date, default=None,
+                        help="effective date of the new rows (default today)")
+
+
+def _run_refresh_prices(args: argparse.Namespace) -> int:
+    from gpucompare import lake, prices
+
+    region = args.region
+    if not lake.REGION_PATTERN.match(region):
+        raise UsageError(f"--region {region!r} is not a valid region name (e.g. us-east-1)")
+    instance_types = None
+    if args.instance_types:
+        instance_types = [t.strip() for t in args.instance_types.split(",") if t.strip()]
+        bad = [t for t in instance_types if not lake.INSTANCE_TYPE_PATTERN.match(t)]
+        if bad:
+            raise UsageError(f"--instance-types: {bad[0]!r} is not a valid instance type")
+    target = lake.open_lake(args.lake)
+    new_rows = prices.refresh_aws_to_lake(target, region=region, instance_types=instance_types,
+                                          today=args.date, csv_path=args.csv)
+    print(f"refreshed {new_rows.num_rows} AWS price row(s) for {region} into {args.lake}")
+    return 0
+
+
+register("ingest", "validate a bench_tasks results file and write it into the lake",
+         _configure_ingest, _run_ingest)
+register("import-published", "bring the published reference figures into the lake (target=published)",
+         _configure_import_published, _run_import_published)
+register("load-prices", "write the shipped price and exchange-rate history into the lake",
+         _configure_load_prices, _run_load_prices)
+register("refresh-prices", "append today's on-demand and spot prices from the AWS APIs",
+         _configure_refresh_prices, _run_refresh_prices)
+
+
+# ---- entry point -------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m gpucompare",
+                                     description="gpucompare: results lake, prices and reports")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS.values():
+        sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
+        command.configure(sub)
+        sub.set_defaults(func=command.run)
+    for module_name in EXTENSIONS:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        add_cli = getattr(module, "add_cli", None)
+        if add_cli is not None:
+            add_cli(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except UsageError as exc:
+        print(f"{parser.prog} {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

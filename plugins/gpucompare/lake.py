@@ -1,0 +1,457 @@
+"""The results lake: Parquet tables on a local folder or on S3, written atomically and idempotently.
+
+A lake is a URI: a local path (default ``./lake``, or ``file:///…``) or ``s3://bucket/prefix``,
+opened through ``pyarrow.fs``. For S3 the endpoint comes from ``AWS_ENDPOINT_URL`` (or
+``AWS_ENDPOINT_URL_S3``) when set, e.g. moto's server in tests or MinIO; credentials come from
+the usual AWS environment / profile chain, never from the repository.
+
+Layout (every file zstd Parquet)::
+
+    LAKE/results/mode=score|train/date=YYYY-MM-DD/<run>-<key>.parquet   results (Hive partitions)
+    LAKE/prices/<name>.parquet                                           price history rows
+    LAKE/fx/<name>.parquet                                               exchange rates
+    LAKE/published_scaling/<name>.parquet                                published speedup curves
+
+Reading API (what the reports use; all return Arrow objects with the schemas of
+``gpucompare.schema``)::
+
+    lake = open_lake("./lake")                 # or "s3://bucket/prefix"
+    lake.results_dataset()  -> pyarrow.dataset.Dataset   (schema.RESULTS_SCHEMA, partitions mode/date)
+    lake.results_table(filter=None) -> pa.Table
+    lake.prices_table()     -> pa.Table   (schema.PRICES_SCHEMA: shipped history ∪ lake prices/)
+    lake.fx_table()         -> pa.Table   (schema.FX_SCHEMA: shipped rates ∪ lake fx/)
+    lake.published_scaling_table() -> pa.Table (schema.PUBLISHED_SCALING_SCHEMA)
+
+Writing API: ``lake.write_results(table)``, ``lake.write_table(kind, name, table)``, and
+``ingest_results(lake, "results.jsonl", RunContext(provider=…, instance_type=…, …))`` for a
+worker's JSON Lines file (every record validated with ``bench_tasks.record.validate_record``;
+a bad record is refused with its line number and field, and nothing of the file is written).
+
+Why writes are safe:
+
+* atomic — a local file is written under a hidden temporary name (``.<name>.tmp-<uuid>``,
+  which neither pyarrow's dataset discovery nor a ``*.parquet`` glob matches) and renamed
+  into place; an S3 object appears only when its PUT (or multipart upload) completes.
+  A batch of files is first serialised in memory, then committed; if one commit fails the
+  files already committed are restored to what they were, so a failed ingest leaves the
+  lake as it was.
+* idempotent — a file's name is a function of what it holds (run id, provider, instance
+  type, region, market, target, mode, date), so ingesting the same run again replaces its
+  files instead of adding copies.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import io
+import json
+import os
+import re
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from bench_tasks.record import RecordError, validate_record
+from gpucompare import schema
+
+DEFAULT_LAKE = "./lake"
+COMPRESSION = "zstd"
+TABLE_KINDS: tuple[str, ...] = ("results", "prices", "fx", "published_scaling")
+#: Columns that identify one ingest unit: one file per unit and partition.
+RUN_IDENTITY: tuple[str, ...] = ("run_id", "provider", "instance_type", "region", "market", "target")
+
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.=-]+")
+
+
+class LakeError(ValueError):
+    """A lake URI or table that cannot be used; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class PendingFile:
+    """A file serialised in memory, waiting to be committed at ``path`` (relative to the lake)."""
+
+    path: str
+    data: bytes
+
+
+def _s3_endpoint() -> str | None:
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+
+
+def _filesystem_for(uri: str) -> tuple[pafs.FileSystem, str]:
+    if uri.startswith("s3://"):
+        bucket_and_prefix = uri[len("s3://"):].strip("/")
+        if not bucket_and_prefix:
+            raise LakeError(f"lake URI {uri!r} names no bucket (expected s3://bucket/prefix)")
+        endpoint = _s3_endpoint()
+        if endpoint is None:
+            fs, path = pafs.FileSystem.from_uri(uri)
+            return fs, path.rstrip("/")
+        scheme, _, host = endpoint.partition("://")
+        if scheme not in ("http", "https") or not host:
+            raise LakeError(f"AWS_ENDPOINT_URL {endpoint!r} must be http(s)://host[:port]")
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        fs = pafs.S3FileSystem(endpoint_override=host.rstrip("/"), scheme=scheme, region=region)
+        return fs, bucket_and_prefix
+    if "://" in uri and not uri.startswith("file://"):
+        raise LakeError(f"lake URI {uri!r}: scheme not supported (use a local path, file:// or s3://)")
+    local = uri[len("file://"):] if uri.startswith("file://") else uri
+    path = Path(local).expanduser().resolve()
+    return pafs.LocalFileSystem(), path.as_posix()
+
+
+def open_lake(uri: str | None = None, *, filesystem: pafs.FileSystem | None = None) -> Lake:
+    """Open the lake at ``uri`` (default ``./lake``); ``filesystem`` overrides the one derived
+    from the URI (``uri`` is then the root path inside that filesystem)."""
+    uri = uri or DEFAULT_LAKE
+    if filesystem is not None:
+        return Lake(uri=uri, fs=filesystem, root=uri.rstrip("/"))
+    fs, root = _filesystem_for(uri)
+    return Lake(uri=uri, fs=fs, root=root)
+
+
+def safe_name(text: str) -> str:
+    """``text`` reduced to characters safe in a file name and a Hive path segment."""
+    cleaned = _SAFE_NAME.sub("_", text).strip("._")
+    return cleaned[:80] or "unnamed"
+
+
+def _to_parquet_bytes(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression=COMPRESSION)
+    return sink.getvalue()
+
+
+def _content_key(values: Iterable[object]) -> str:
+    digest = hashlib.sha256("\x1f".join("" if v is None else str(v) for v in values).encode())
+    return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Lake:
+    """An open lake: a filesystem and a root path inside it."""
+
+    uri: str
+    fs: pafs.FileSystem
+    root: str
+
+    # ---- paths -------------------------------------------------------------------------
+    def path(self, *parts: str) -> str:
+        """Absolute path (inside ``fs``) of ``parts`` below the lake root."""
+        return "/".join([self.root.rstrip("/"), *parts]) if parts else self.root
+
+    def _exists(self, path: str) -> bool:
+        return self.fs.get_file_info(path).type != pafs.FileType.NotFound
+
+    def list_files(self, kind: str) -> list[str]:
+        """Paths (relative to the lake) of the committed Parquet files of one table, sorted."""
+        self._check_kind(kind)
+        base = self.path(kind)
+        if not self._exists(base):
+            return []
+        selector = pafs.FileSelector(base, recursive=True)
+        root = self.root.rstrip("/") + "/"
+        found = []
+        for info in self.fs.get_file_info(selector):
+            name = info.base_name
+            committed = name.endswith(".parquet") and not name.startswith((".", "_"))
+            if info.type == pafs.FileType.File and committed:
+                found.append(info.path[len(root):] if info.path.startswith(root) else info.path)
+        return sorted(found)
+
+    @staticmethod
+    def _check_kind(kind: str) -> None:
+        if kind not in TABLE_KINDS:
+            raise LakeError(f"table {kind!r} is not one of {', '.join(TABLE_KINDS)}")
+
+    # ---- reading -----------------------------------------------------------------------
+    def results_dataset(self) -> ds.Dataset:
+        """The results as a Hive-partitioned Arrow dataset (empty if nothing was ingested)."""
+        base = self.path("results")
+        if not self._exists(base):
+            return ds.dataset(schema.empty_results())
+        return ds.dataset(
+            base,
+            filesystem=self.fs,
+            format="parquet",
+            schema=schema.RESULTS_SCHEMA,
+            partitioning=ds.partitioning(schema.PARTITION_SCHEMA, flavor="hive"),
+            # temporary and hidden files never belong to the table
+            ignore_prefixes=[".", "_"],
+        )
+
+    def results_table(self, filter: pc.Expression | None = None) -> pa.Table:  # noqa: A002
+        """The results (optionally filtered) as one table."""
+        return self.results_dataset().to_table(filter=filter)
+
+    def _read_kind(self, kind: str, table_schema: pa.Schema) -> pa.Table:
+        tables = [
+            pq.read_table(self.path(rel), filesystem=self.fs).cast(table_schema)
+            for rel in self.list_files(kind)
+        ]
+        return pa.concat_tables(tables) if tables else table_schema.empty_table()
+
+    def prices_table(self, include_shipped: bool = True) -> pa.Table:
+        """Price history: the shipped CSVs (``gpucompare/data/prices``) and the lake's ``prices/``."""
+        from gpucompare import prices
+
+        parts = [self._read_kind("prices", schema.PRICES_SCHEMA)]
+        if include_shipped:
+            parts.append(prices.shipped_prices())
+        return prices.deduplicate_prices(pa.concat_tables(parts))
+
+    def fx_table(self, include_shipped: bool = True) -> pa.Table:
+        """Exchange rates: the shipped CSV (``gpucompare/data/fx``) and the lake's ``fx/``."""
+        from gpucompare import prices
+
+        parts = [self._read_kind("fx", schema.FX_SCHEMA)]
+        if include_shipped:
+            parts.append(prices.shipped_fx())
+        return prices.deduplicate_fx(pa.concat_tables(parts))
+
+    def published_scaling_table(self) -> pa.Table:
+        """Published speedup curves imported with ``import-published --scaling``."""
+        return self._read_kind("published_scaling", schema.PUBLISHED_SCALING_SCHEMA)
+
+    # ---- writing -----------------------------------------------------------------------
+    def write_results(self, table: pa.Table) -> list[str]:
+        """Write result rows (``schema.RESULTS_SCHEMA`` columns incl. ``mode`` and ``date``).
+
+        One file per run identity (``RUN_IDENTITY``) and partition; an existing file of the
+        same identity is replaced. All or nothing. Returns the committed paths.
+        """
+        return self.commit(self.plan_results(table))
+
+    def plan_results(self, table: pa.Table) -> list[PendingFile]:
+        """Serialise result rows into the files ``write_results`` would commit (no I/O)."""
+        missing = [name for name in schema.RESULTS_SCHEMA.names if name not in table.column_names]
+        if missing:
+            raise LakeError(f"results table lacks columns: {', '.join(missing)}")
+        table = table.select(schema.RESULTS_SCHEMA.names).cast(schema.RESULTS_SCHEMA)
+        if table.num_rows == 0:
+            return []
+        group_columns = [*RUN_IDENTITY, *schema.PARTITION_COLUMNS]
+        keys = table.select(group_columns).group_by(group_columns, use_threads=False).aggregate([])
+        pending = []
+        for key in keys.to_pylist():
+            mask = None
+            for name in group_columns:
+                value = key[name]
+                cond = pc.is_null(table[name]) if value is None else pc.equal(table[name], value)
+                mask = cond if mask is None else pc.and_(mask, cond)
+            part = table.filter(mask)
+            if key["date"] is None or key["mode"] is None:
+                raise LakeError("every result row needs a mode and a date (the partition columns)")
+            identity = _content_key(key[c] for c in group_columns)
+            file_name = f"{safe_name(key['run_id'] or 'run')}-{identity}.parquet"
+            rel = f"results/mode={safe_name(key['mode'])}/date={key['date'].isoformat()}/{file_name}"
+            pending.append(PendingFile(rel, _to_parquet_bytes(part.select(schema.RESULTS_FILE_SCHEMA.names))))
+        return pending
+
+    def write_table(self, kind: str, name: str, table: pa.Table) -> str:
+        """Write (or replace) ``LAKE/<kind>/<name>.parquet`` atomically; returns its path."""
+        return self.commit(self.plan_table(kind, name, table))[0]
+
+    def plan_table(self, kind: str, name: str, table: pa.Table) -> list[PendingFile]:
+        """Serialise one unpartitioned table file (``prices``, ``fx``, ``published_scaling``)."""
+        self._check_kind(kind)
+        if kind == "results":
+            raise LakeError("results are written with write_results (partitioned)")
+        expected = {"prices": schema.PRICES_SCHEMA, "fx": schema.FX_SCHEMA,
+                    "published_scaling": schema.PUBLISHED_SCALING_SCHEMA}[kind]
+        try:
+            table = table.select(expected.names).cast(expected)
+        except (KeyError, pa.ArrowInvalid) as exc:
+            raise LakeError(f"{kind} table does not match its schema: {exc}") from None
+        return [PendingFile(f"{kind}/{safe_name(name)}.parquet", _to_parquet_bytes(table))]
+
+    def commit(self, files: list[PendingFile]) -> list[str]:
+        """Put every pending file in place, or none: on failure the lake is restored."""
+        previous: list[tuple[str, bytes | None]] = []
+        try:
+            for pending in files:
+                target = self.path(pending.path)
+                previous.append((target, self._read_bytes(target)))
+                self._put_atomic(target, pending.data)
+        except BaseException:
+            self._restore(previous)
+            raise
+        return [pending.path for pending in files]
+
+    def _read_bytes(self, path: str) -> bytes | None:
+        if not self._exists(path):
+            return None
+        with self.fs.open_input_stream(path) as stream:
+            return stream.read()
+
+    def _restore(self, previous: list[tuple[str, bytes | None]]) -> None:
+        for path, data in reversed(previous):
+            try:
+                if data is None:
+                    if self._exists(path):
+                        self.fs.delete_file(path)
+                else:
+                    self._put_atomic(path, data)
+            except OSError:  # pragma: no cover - best effort; the original error is re-raised
+                continue
+
+    def _put_atomic(self, path: str, data: bytes) -> None:
+        parent = path.rsplit("/", 1)[0]
+        if isinstance(self.fs, pafs.LocalFileSystem):
+            self.fs.create_dir(parent, recursive=True)
+            base = path.rsplit("/", 1)[1]
+            temp = f"{parent}/.{base}.tmp-{uuid.uuid4().hex}"
+            try:
+                with open(temp, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(temp, path)  # rename(2): readers see the old file or the new one
+            finally:
+                if os.path.exists(temp):
+                    os.remove(temp)
+        else:
+            # An S3 object becomes visible only once its PUT / multipart upload completes.
+            with self.fs.open_output_stream(path) as stream:
+                stream.write(data)
+
+    def remove(self, rel_paths: Iterable[str]) -> None:
+        """Delete committed files (relative paths) of the lake."""
+        for rel in rel_paths:
+            target = self.path(rel)
+            if self._exists(target):
+                self.fs.delete_file(target)
+
+
+# ---- ingest of worker result files --------------------------------------------------------
+class IngestError(ValueError):
+    """A results file refused at ingest; ``line`` (1-based) and ``field`` name the first culprit."""
+
+    def __init__(self, message: str, *, line: int | None = None, field: str | None = None) -> None:
+        super().__init__(message)
+        self.line = line
+        self.field = field
+
+
+PROVIDER_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+INSTANCE_TYPE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+REGION_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+_FREE_TEXT_MAX = 250
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """The orchestrator's columns for the records of one results file."""
+
+    provider: str
+    instance_type: str
+    region: str | None = None
+    market: str = "on_demand"
+    target: str = "local"
+    source: str | None = None
+    dag_run_id: str | None = None
+
+    def validated(self) -> RunContext:
+        """Self, after checking every value a user may have typed (raises IngestError)."""
+        checks = (
+            ("provider", self.provider, PROVIDER_PATTERN, "lower-case letters, digits, - and _ (max 40)"),
+            ("instance_type", self.instance_type, INSTANCE_TYPE_PATTERN,
+             "letters, digits, '.', - and _ (max 64)"),
+        )
+        for name, value, pattern, allowed in checks:
+            if not isinstance(value, str) or not pattern.match(value):
+                raise IngestError(f"{name} {value!r} is not valid (allowed: {allowed})", field=name)
+        if self.region is not None and not REGION_PATTERN.match(self.region):
+            raise IngestError(f"region {self.region!r} is not valid (e.g. us-east-1)", field="region")
+        if self.market not in schema.MARKETS:
+            raise IngestError(f"market {self.market!r} is not one of {', '.join(schema.MARKETS)}",
+                              field="market")
+        measured_targets = tuple(t for t in schema.TARGETS if t != "published")
+        if self.target not in measured_targets:
+            raise IngestError(
+                f"target {self.target!r} is not one of {', '.join(measured_targets)} "
+                "(published figures come in through import-published)", field="target")
+        for name in ("source", "dag_run_id"):
+            value = getattr(self, name)
+            if value is not None and (len(value) > _FREE_TEXT_MAX or not value.isprintable()):
+                raise IngestError(f"{name} must be printable text of at most {_FREE_TEXT_MAX} characters",
+                                  field=name)
+        return self
+
+
+def _timestamp(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text).astimezone(dt.UTC)
+
+
+def read_results_file(path: str | Path) -> list[dict[str, Any]]:
+    """Every record of a JSON Lines results file, validated; raises IngestError naming the
+    line and field of the first bad record (blank lines are skipped)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise IngestError(f"{path}: cannot read results file: {exc.strerror or exc}") from None
+    records = []
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise IngestError(f"{path.name} line {line_no}: not valid JSON ({exc.msg})",
+                              line=line_no, field="record") from None
+        try:
+            records.append(validate_record(record))
+        except RecordError as exc:
+            raise IngestError(f"{path.name} line {line_no}: field {exc.field}: {exc.message}",
+                              line=line_no, field=exc.field) from None
+    if not records:
+        raise IngestError(f"{path.name}: no records (an empty results file is refused)")
+    return records
+
+
+def results_rows(records: list[dict[str, Any]], context: RunContext, *,
+                 ingested_at: dt.datetime | None = None) -> pa.Table:
+    """Validated records plus the orchestrator's columns, as a results table."""
+    ingested_at = ingested_at or dt.datetime.now(dt.UTC)
+    default_source = f"gpucompare {context.target} run"
+    rows = []
+    for record in records:
+        started = _timestamp(record["started_at"])
+        row = dict(record)
+        row.update(
+            started_at=started,
+            finished_at=_timestamp(record["finished_at"]),
+            provider=context.provider,
+            instance_type=context.instance_type,
+            region=context.region,
+            market=context.market,
+            target=context.target,
+            source=context.source or default_source,
+            dag_run_id=context.dag_run_id,
+            ingested_at=ingested_at,
+            published_value=None,
+            note=None,
+            flags=[],
+            date=started.date(),
+        )
+        rows.append(row)
+    return pa.Table.from_pylist(rows, schema=schema.RESULTS_SCHEMA)
+
+
+def ingest_results(lake: Lake, results_file: str | Path, context: RunContext) -> list[str]:
+    """Validate a worker results file and write it into the lake, all or nothing; returns
+    the committed paths. Re-ingesting the same run replaces its files."""
+    context = context.validated()
+    table = results_rows(read_results_file(results_file), context)
+    return lake.write_results(table)
