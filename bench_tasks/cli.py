@@ -1,0 +1,247 @@
+"""``python -m bench_tasks describe|score|train|sweep|sysinfo``: the worker's command line.
+
+The contract (README.md, "The worker's command line") is what the orchestrator and the
+scripts call. ``score``, ``train`` and ``sweep`` all build a list of configurations and run
+it through ``bench_tasks.sweep`` (isolated runner processes, time limits, one record per
+configuration); they differ only in where the matrix comes from. Bad flags exit with
+status 2 and a message naming the flag and the allowed values; a finished sweep exits 0
+whatever its cells' statuses (the records say what happened to each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from bench_tasks.configs import (
+    DIST_KVSTORES,
+    Config,
+    ConfigError,
+    expand_matrix,
+    group_by_process,
+    load_sweep_file,
+    parse_devices,
+    unique,
+    validate_run_id,
+)
+from bench_tasks.constants import DTYPES, KVSTORES, MODES, NETWORKS, SCALING_KINDS
+
+EXIT_USAGE = 2
+DMLC_WORKER_VARIABLES = ("DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT", "DMLC_NUM_SERVER",
+                         "DMLC_NUM_WORKER")
+
+
+def _list_of(allowed: Sequence[str]) -> Callable[[str], list[str]]:
+    def parse(text: str) -> list[str]:
+        values = [v.strip() for v in text.split(",") if v.strip()]
+        bad = [v for v in values if v not in allowed]
+        if bad or not values:
+            raise argparse.ArgumentTypeError(
+                f"{(bad or [text])[0]!r} is not one of {', '.join(allowed)}")
+        return values
+    return parse
+
+
+def _batch_sizes(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected positive integers separated by commas, e.g. 1,2,4")
+    return values
+
+
+def _device_list(text: str) -> str:
+    try:
+        parse_devices(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+    return text
+
+
+def _non_negative(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 0")
+    return int(text)
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 1")
+    return int(text)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of seconds > 0")
+    return value
+
+
+def _run_id(text: str) -> str:
+    try:
+        return validate_run_id(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+
+
+def _add_run_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--output", default="-", help="JSON Lines file to append to; - = stdout")
+    parser.add_argument("--run-id", type=_run_id, help="id shared by every record (default: generated)")
+    parser.add_argument("--timeout", type=_seconds, help="time limit per configuration, seconds")
+    parser.add_argument("--isolation", choices=("network", "config"), default="network",
+                        help="one measuring process per network series (restarted after any "
+                             "failure) or per configuration")
+
+
+def _add_matrix_flags(parser: argparse.ArgumentParser, *, mode: str | None, required: bool) -> None:
+    if mode is None:
+        parser.add_argument("--modes", type=_list_of(MODES), help=f"comma list of {', '.join(MODES)}")
+    parser.add_argument("--networks", type=_list_of(NETWORKS), required=required,
+                        help=f"comma list of {', '.join(NETWORKS)}")
+    parser.add_argument("--batch-sizes", type=_batch_sizes, required=required,
+                        help="comma list of global batch sizes, e.g. 1,2,4")
+    parser.add_argument("--devices", type=_device_list, action="append",
+                        help="device list, e.g. cpu, gpu:0 or gpu:0,gpu:1 (repeat the flag for "
+                             "several lists); default cpu")
+    parser.add_argument("--dtypes", "--dtype", dest="dtypes", type=_list_of(DTYPES),
+                        help=f"comma list of {', '.join(DTYPES)}; default float32")
+    parser.add_argument("--warmup", type=_non_negative, help="untimed warm-up batches (default 5)")
+    parser.add_argument("--batches", type=_positive, help="timed batches per repeat (default 10)")
+    parser.add_argument("--repeats", type=_positive, help="timed repeats; median and CV (default 3)")
+    parser.add_argument("--scaling", choices=SCALING_KINDS,
+                        help="weak: batch sizes are per device; strong: global batch held")
+    if mode != "score":
+        parser.add_argument("--kvstore", choices=KVSTORES,
+                            help="kvstore for training (default device); dist_* need DMLC_* variables")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench_tasks",
+                                     description="MXNet scoring and training benchmarks.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    describe = commands.add_parser("describe", help="input shape and parameter count of a network")
+    describe.add_argument("--network", required=True, choices=NETWORKS)
+
+    for mode in MODES:
+        sub = commands.add_parser(mode, help=f"{mode} throughput over networks × batch sizes")
+        _add_matrix_flags(sub, mode=mode, required=True)
+        _add_run_flags(sub)
+
+    sweep = commands.add_parser("sweep", help="a matrix from --config (JSON/YAML) or from flags")
+    sweep.add_argument("--config", help="sweep file (format in README.md)")
+    _add_matrix_flags(sweep, mode=None, required=False)
+    _add_run_flags(sweep)
+
+    commands.add_parser("sysinfo", help="host, CPU, GPUs, CUDA, cuDNN and MXNet build as JSON")
+    commands.add_parser("_runner", help=argparse.SUPPRESS)
+    return parser
+
+
+_MATRIX_FLAG_KEYS = {"networks": "networks", "batch_sizes": "batch_sizes", "dtypes": "dtypes",
+                     "devices": "devices", "kvstore": "kvstore", "scaling": "scaling",
+                     "warmup": "warmup", "batches": "batches", "repeats": "repeats"}
+
+
+def _matrix_from_flags(args: argparse.Namespace, modes: list[str]) -> dict[str, Any]:
+    matrix: dict[str, Any] = {"modes": modes}
+    for attribute, key in _MATRIX_FLAG_KEYS.items():
+        value = getattr(args, attribute, None)
+        if value is not None:
+            matrix[key] = value
+    if args.timeout is not None:
+        matrix["timeout_s"] = args.timeout
+    return matrix
+
+
+def configurations(args: argparse.Namespace) -> tuple[list[Config], str | None]:
+    """The configurations a score/train/sweep command asks for, and the file's run id."""
+    if args.command in MODES:
+        return unique(expand_matrix(_matrix_from_flags(args, [args.command]), "flags")), None
+    flags_given = [f"--{k.replace('_', '-')}" for k in ("modes", *_MATRIX_FLAG_KEYS)
+                   if getattr(args, k, None) is not None]
+    if args.config:
+        if flags_given:
+            raise ConfigError(flags_given[0], "use either --config or the matrix flags, not both")
+        spec = load_sweep_file(args.config)
+        configs = spec.configs
+        if args.timeout is not None:
+            configs = [Config(**{**c.to_json(), "devices": c.devices, "timeout_s": args.timeout})
+                       for c in configs]
+        return configs, spec.run_id
+    if args.modes is None or args.networks is None or args.batch_sizes is None:
+        raise ConfigError("--config", "give a sweep file, or --modes, --networks and --batch-sizes")
+    return unique(expand_matrix(_matrix_from_flags(args, args.modes), "flags")), None
+
+
+def check_distributed(configs: list[Config]) -> None:
+    """A dist kvstore joins its cluster once per process: one configuration per launch."""
+    distributed = [c for c in configs if c.kvstore in DIST_KVSTORES]
+    if not distributed:
+        return
+    if len(configs) > 1:
+        raise ConfigError("--kvstore", f"{distributed[0].kvstore} runs exactly one configuration per "
+                          f"launch (got {len(configs)}); launch the workers once per configuration")
+    missing = [v for v in DMLC_WORKER_VARIABLES if not os.environ.get(v)]
+    if missing:
+        raise ConfigError("--kvstore", f"{distributed[0].kvstore} needs the DMLC_* environment of a "
+                          f"parameter-server worker; missing {', '.join(missing)}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from bench_tasks import sweep, sysinfo
+
+    configs, file_run_id = configurations(args)
+    check_distributed(configs)
+    run_id = args.run_id or file_run_id or sweep.new_run_id()
+    info = sysinfo.collect()
+    writer = sweep.RecordWriter(args.output)
+    try:
+        runner = sweep.Sweep(group_by_process(configs), info=info, run_id=run_id, writer=writer,
+                             isolation=args.isolation, image_shape_of=sweep.image_shape_text)
+        records = runner.run()
+    finally:
+        writer.close()
+    print(f"{len(records)} records ({sum(r['status'] == 'ok' for r in records)} ok) written to "
+          f"{'stdout' if args.output == '-' else args.output}; run_id {run_id}",
+          file=sys.stderr, flush=True)
+    return 0
+
+
+def _describe(args: argparse.Namespace) -> int:
+    from bench_tasks import networks
+
+    print(json.dumps(networks.describe(args.network), sort_keys=True))
+    return 0
+
+
+def _sysinfo(_args: argparse.Namespace) -> int:
+    from bench_tasks import sysinfo
+
+    print(json.dumps(sysinfo.collect().to_json(), indent=2, sort_keys=True))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "_runner":
+        from bench_tasks import runner
+
+        return runner.main()
+    handlers = {"describe": _describe, "sysinfo": _sysinfo}
+    try:
+        return handlers.get(args.command, _run)(args)
+    except ConfigError as exc:
+        parser.error(str(exc))  # exits with status 2 and the usage line
+    return EXIT_USAGE

@@ -1,0 +1,181 @@
+"""The score and train loops: MXNet's own benchmark methodology, measured the same way.
+
+Scoring follows MXNet's ``example/image-classification/benchmark_score.py``: a ``Module``
+bound for inference, parameters from ``Xavier(magnitude=2)``, one batch of random
+uniform(-1, 1) input on the device, untimed warm-up batches, then timed batches each
+followed by waiting for every output before the next one, and images/s = timed batches ×
+batch / elapsed. The clock is read once around the timed batches, as there.
+
+Training follows ``train_imagenet.py --benchmark 1`` (``common/fit.py`` and its
+``SyntheticDataIter``): one synthetic batch (uniform(-1, 1) data, random labels) reused for
+every step, ``Xavier(rnd_type='gaussian', factor_type='in', magnitude=2)``, SGD with
+learning rate 0.1, momentum 0.9, weight decay 1e-4 (multi-precision for float16), and a
+kvstore object passed to the module, as ``fit`` does, so updates go through it even on one
+device. A step is forward + backward + update; each step waits for its outputs (``fit``
+reads them for its metric); the last step of a repeat also waits for all pending work
+(the update) before the clock is read. ``batch_size`` is the global batch; the module splits
+it over the contexts (data parallel).
+
+Beyond the originals: ``repeats`` timed runs of ``batches`` batches after one warm-up, all
+on the same bound module (binding is the expensive part, and the measurement does not
+change the module); the caller takes the median and coefficient of variation.
+
+Multi-node training (``dist_sync``/``dist_device_sync``): the kvstore is created from the
+``DMLC_*`` environment by ``mx.kv.create``; each worker measures its own throughput (its
+batch × batches / its elapsed) and reports ``num_workers``. See ``bench_tasks.aggregate``
+for how the workers' records combine into one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import mxnet as mx
+import numpy as np
+
+from bench_tasks.constants import NUM_CLASSES
+
+SCORE_INITIALIZER = {"magnitude": 2.0}
+TRAIN_INITIALIZER = {"rnd_type": "gaussian", "factor_type": "in", "magnitude": 2.0}
+SGD_PARAMS = {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.0001}
+
+
+@dataclass
+class Measurement:
+    """Throughput of each repeat, and where the process's time went (for efficiency reports)."""
+
+    images_per_sec: list[float]
+    setup_s: float
+    warmup_s: float
+    timed_s: float
+    num_workers: int = 1
+    worker_batch: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def contexts(devices: tuple[str, ...]) -> list[mx.Context]:
+    """``('gpu:0', 'gpu:1')`` → ``[mx.gpu(0), mx.gpu(1)]``."""
+    result = []
+    for device in devices:
+        kind, index = device.split(":")
+        result.append(mx.gpu(int(index)) if kind == "gpu" else mx.cpu(int(index)))
+    return result
+
+
+def _host_context() -> mx.Context:
+    # fit.py's SyntheticDataIter keeps its batch in pinned host memory; a CPU-only build has none.
+    return mx.Context("cpu_pinned", 0) if mx.context.num_gpus() > 0 else mx.cpu()
+
+
+class ParamCache:
+    """Initial parameter values per (mode, network, dtype), reused across batch sizes.
+
+    Xavier initialisation of a large network costs seconds on the CPU; the values do not
+    depend on the batch size, so one process measuring several batch sizes draws them once.
+    """
+
+    def __init__(self) -> None:
+        self._params: dict[tuple[str, ...], tuple[dict, dict]] = {}
+
+    def init(self, module: mx.mod.Module, key: tuple[str, ...], initializer: mx.init.Initializer) -> None:
+        cached = self._params.get(key)
+        if cached is None:
+            module.init_params(initializer=initializer)
+            self._params.clear()  # one network at a time: do not hold two networks' weights
+            self._params[key] = module.get_params()
+        else:
+            module.init_params(arg_params=cached[0], aux_params=cached[1], allow_missing=False)
+
+
+def _timed_runs(step: Callable[[], None], finish: Callable[[], None], warmup: int,
+                batches: int, repeats: int, batch_images: int) -> tuple[list[float], float, float]:
+    warmup_start = time.perf_counter()
+    for _ in range(warmup):
+        step()
+    finish()
+    warmup_s = time.perf_counter() - warmup_start
+    samples = []
+    timed_s = 0.0
+    for _ in range(repeats):
+        tic = time.perf_counter()
+        for _ in range(batches):
+            step()
+        finish()
+        elapsed = time.perf_counter() - tic
+        timed_s += elapsed
+        samples.append(batches * batch_images / elapsed)
+    return samples, warmup_s, timed_s
+
+
+def _wait_outputs(module: mx.mod.Module) -> None:
+    for output in module.get_outputs():
+        output.wait_to_read()
+
+
+def score(symbol: mx.sym.Symbol, image_shape: tuple[int, int, int], batch_size: int,
+          devices: tuple[str, ...], *, warmup: int, batches: int, repeats: int,
+          cache: ParamCache | None = None, cache_key: tuple[str, ...] = ()) -> Measurement:
+    """Inference throughput (benchmark_score.py's loop) of ``symbol`` at ``batch_size``."""
+    setup_start = time.perf_counter()
+    ctxs = contexts(devices)
+    module = mx.mod.Module(symbol=symbol, context=ctxs)
+    data_shape = (batch_size, *image_shape)
+    module.bind(for_training=False, inputs_need_grad=False, data_shapes=[("data", data_shape)])
+    initializer = mx.init.Xavier(**SCORE_INITIALIZER)
+    (cache or ParamCache()).init(module, ("score", *cache_key), initializer)
+    data = [mx.random.uniform(-1.0, 1.0, shape=shape, ctx=ctxs[0]) for _, shape in module.data_shapes]
+    batch = mx.io.DataBatch(data, [])
+    mx.nd.waitall()
+    setup_s = time.perf_counter() - setup_start
+
+    def step() -> None:
+        module.forward(batch, is_train=False)
+        _wait_outputs(module)
+
+    samples, warmup_s, timed_s = _timed_runs(step, lambda: None, warmup, batches, repeats, batch_size)
+    return Measurement(samples, setup_s, warmup_s, timed_s, worker_batch=batch_size)
+
+
+def create_kvstore(kvstore: str) -> mx.kvstore.KVStore:
+    """The kvstore as ``fit.py`` makes it; dist types connect to the DMLC_* scheduler here."""
+    return mx.kv.create(kvstore)
+
+
+def train(symbol: mx.sym.Symbol, image_shape: tuple[int, int, int], batch_size: int,
+          devices: tuple[str, ...], *, kvstore: mx.kvstore.KVStore, dtype: str, warmup: int,
+          batches: int, repeats: int, cache: ParamCache | None = None,
+          cache_key: tuple[str, ...] = ()) -> Measurement:
+    """Training throughput (train_imagenet.py --benchmark 1) of ``symbol``.
+
+    ``batch_size`` is this process's batch over all of ``devices``; with a dist kvstore each
+    worker runs this with its own batch and the global batch is that × ``num_workers``.
+    """
+    setup_start = time.perf_counter()
+    ctxs = contexts(devices)
+    module = mx.mod.Module(symbol=symbol, context=ctxs)
+    data_shape = (batch_size, *image_shape)
+    module.bind(data_shapes=[mx.io.DataDesc("data", data_shape, np.float32)],
+                label_shapes=[mx.io.DataDesc("softmax_label", (batch_size,), np.float32)])
+    (cache or ParamCache()).init(module, ("train", *cache_key), mx.init.Xavier(**TRAIN_INITIALIZER))
+    optimizer_params = dict(SGD_PARAMS)
+    if dtype == "float16":
+        optimizer_params["multi_precision"] = True
+    module.init_optimizer(kvstore=kvstore, optimizer="sgd", optimizer_params=optimizer_params)
+    host = _host_context()
+    data = mx.nd.array(np.random.uniform(-1, 1, data_shape), dtype=np.float32, ctx=host)
+    label = mx.nd.array(np.random.randint(0, NUM_CLASSES, (batch_size,)), dtype=np.float32, ctx=host)
+    batch = mx.io.DataBatch(data=[data], label=[label], pad=0)
+    mx.nd.waitall()
+    setup_s = time.perf_counter() - setup_start
+
+    def step() -> None:
+        module.forward_backward(batch)
+        module.update()
+        _wait_outputs(module)
+
+    samples, warmup_s, timed_s = _timed_runs(step, mx.nd.waitall, warmup, batches, repeats, batch_size)
+    return Measurement(samples, setup_s, warmup_s, timed_s, num_workers=kvstore.num_workers,
+                       worker_batch=batch_size)

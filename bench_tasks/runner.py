@@ -1,0 +1,138 @@
+"""The measuring process: runs configurations sent by the sweep, one at a time.
+
+``python -m bench_tasks _runner`` reads one configuration (JSON) per line on standard input
+and answers each with one result line (JSON) on the original standard output; everything
+else that would reach standard output (MXNet, numpy) is redirected to standard error so it
+cannot corrupt the protocol. It exits at end of input. The sweep (``bench_tasks.sweep``)
+decides how many configurations one runner process gets and kills it at a time limit.
+
+A result is ``{"status": "ok", "samples": [...], ...timings}`` or
+``{"status": <oom|unsupported|batch_smaller_than_devices|error>, "error": "..."}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from typing import IO, Any
+
+from bench_tasks.configs import Config
+from bench_tasks.errors import classify_failure, summarize_error
+
+
+class _Session:
+    """What one runner keeps between configurations: the symbol, the parameters, the kvstore."""
+
+    def __init__(self) -> None:
+        from bench_tasks.measure import ParamCache
+
+        self.cache = ParamCache()
+        self.symbols: dict[tuple[str, str], Any] = {}
+        self.kvstores: dict[str, Any] = {}
+
+    def symbol(self, network: str, dtype: str) -> Any:
+        from bench_tasks import networks
+
+        key = (network, dtype)
+        if key not in self.symbols:
+            self.symbols.clear()
+            self.symbols[key] = networks.get_symbol(network, dtype=dtype)
+        return self.symbols[key]
+
+    def kvstore(self, kind: str) -> Any:
+        # A dist kvstore joins the DMLC_* cluster once per process, so it is created once.
+        from bench_tasks.measure import create_kvstore
+
+        if kind.startswith("dist"):
+            if kind not in self.kvstores:
+                self.kvstores[kind] = create_kvstore(kind)
+            return self.kvstores[kind]
+        return create_kvstore(kind)
+
+
+def unsupported_here(config: Config) -> str | None:
+    """Why this process cannot run ``config`` (GPU missing from MXNet's view), or None."""
+    import mxnet as mx
+
+    gpus = [int(d.split(":")[1]) for d in config.devices if d.startswith("gpu:")]
+    if gpus:
+        available = mx.context.num_gpus()
+        missing = [i for i in gpus if i >= available]
+        if missing:
+            return (f"device gpu:{missing[0]} is not available: MXNet sees {available} GPU(s) "
+                    "on this host")
+    return None
+
+
+def run_one(config: Config, session: _Session) -> dict[str, Any]:
+    """Measure one configuration; a failure becomes a status, never an exception."""
+    from bench_tasks import measure, networks
+
+    started = time.perf_counter()
+    try:
+        reason = unsupported_here(config)
+        if reason:
+            return {"status": "unsupported", "error": reason}
+        symbol = session.symbol(config.network, config.dtype)
+        shape = tuple(networks.image_shape(config.network))
+        common = {"warmup": config.warmup, "batches": config.batches, "repeats": config.repeats,
+                  "cache": session.cache, "cache_key": (config.network, config.dtype)}
+        if config.mode == "score":
+            result = measure.score(symbol, shape, config.worker_batch, config.devices, **common)
+        else:
+            kvstore = session.kvstore(config.kvstore or "device")
+            result = measure.train(symbol, shape, config.worker_batch, config.devices,
+                                   kvstore=kvstore, dtype=config.dtype, **common)
+    except Exception as exc:  # every failure must become a record
+        text = f"{type(exc).__name__}: {exc}"
+        status = classify_failure(text)
+        if status == "error" and not str(exc).strip():
+            text = traceback.format_exc()
+        return {"status": status, "error": summarize_error(text)}
+    return {
+        "status": "ok",
+        "samples": result.images_per_sec,
+        "num_workers": result.num_workers,
+        "worker_batch": result.worker_batch,
+        "setup_s": result.setup_s,
+        "warmup_s": result.warmup_s,
+        "timed_s": result.timed_s,
+        "total_s": time.perf_counter() - started,
+        "parameters": _parameter_count(config.network),
+    }
+
+
+def _parameter_count(network: str) -> int | None:
+    from bench_tasks import networks
+
+    try:
+        return int(networks.parameter_count(network))
+    except Exception:  # the count is descriptive; never fail a measurement on it
+        return None
+
+
+def _protocol_stream() -> IO[str]:
+    """Keep the real stdout for results and point fd 1 at stderr for everything else."""
+    protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    return protocol
+
+
+def main() -> int:
+    protocol = _protocol_stream()
+    session = _Session()
+    import mxnet  # noqa: F401 - import before "ready" so the first configuration's clock is fair
+
+    protocol.write(json.dumps({"event": "ready", "pid": os.getpid()}) + "\n")
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        config = Config.from_json(json.loads(line))
+        result = run_one(config, session)
+        protocol.write(json.dumps(result) + "\n")
+        protocol.flush()
+    return 0

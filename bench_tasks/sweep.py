@@ -1,0 +1,425 @@
+"""Run a list of configurations, isolated, with time limits, writing one record per cell.
+
+Isolation. Measuring happens in separate runner processes (``bench_tasks.runner``), never
+in this one, so a crash, a hang or an out-of-memory error cannot spoil what follows: MXNet
+keeps GPU memory in its pool after an out-of-memory error (apache/mxnet#17126), and a
+process that hit one is not trusted again. Two policies (``--isolation``):
+
+* ``network`` (default): one runner per (mode, network, dtype) series, reused across its
+  batch sizes and device lists, and replaced after *any* configuration that did not end
+  ``ok``. The series shares the MXNet import (~1-2 s), the symbol and the initial parameter
+  values (Xavier initialisation of VGG-16 alone takes seconds on a CPU); each configuration
+  still binds its own module, so its memory and cuDNN autotuning are its own.
+* ``config``: a fresh runner per configuration (strictest, slower: the import and the
+  parameter initialisation are paid every time).
+
+The sweep-efficiency benchmark (``scripts/bench_sweep_efficiency.py``) measures both.
+
+Time limits. Each configuration has ``timeout_s`` from the moment it is handed to a runner
+(for a new runner: from its start, so a hung import counts too). At the limit the runner's
+process group is killed and the cell gets a ``timeout`` record; the next configuration
+starts a new runner.
+
+Statuses decided before running (no process is started for them): batch smaller than the
+number of devices (MXNet's "Too many slices"), GPU devices on a build without CUDA, float16
+on CPU devices (MXNet 1.x has no float16 GEMM on the CPU: "FP16 gemm on cpu not
+implemented!"), ``nccl`` without NCCL or on CPU devices, dist kvstores without
+distributed-kvstore support. Everything else is decided by running, and classified from
+MXNet's message by ``bench_tasks.errors``.
+
+Output. One JSON Lines record per configuration, validated by ``bench_tasks.record``,
+appended and flushed (and fsync'ed) as soon as the configuration finishes, so a sweep
+killed halfway keeps what it did. Progress goes to standard error, one line per
+configuration with the elapsed time and an estimate of the time left.
+
+Multi-node runs (``dist_sync``, ``dist_device_sync``). The orchestrator starts one worker
+process per host with the ``DMLC_*`` environment; each runs exactly one configuration here
+(a dist kvstore joins its cluster once per process). Each worker writes a record whose
+``batch_size``/``gpu_count``/``num_nodes`` describe the whole run and whose
+``images_per_sec`` and ``per_worker_images_per_sec`` hold its own throughput;
+``bench_tasks.aggregate.merge_worker_records`` combines the workers' records into the run's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from bench_tasks.configs import Config, ConfigError
+from bench_tasks.errors import classify_failure, summarize_error
+from bench_tasks.record import empty_record, validate_record
+from bench_tasks.sysinfo import SystemInfo
+
+ISOLATION_POLICIES: tuple[str, ...] = ("network", "config")
+STDERR_TAIL_BYTES = 16_384
+_PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def new_run_id() -> str:
+    return f"run-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+
+
+# --------------------------------------------------------------------------- decided before running
+
+def precheck(config: Config, info: SystemInfo) -> tuple[str, str] | None:
+    """(status, message) for a configuration that cannot run here, or None to run it."""
+    if config.worker_batch < len(config.devices):
+        return ("batch_smaller_than_devices",
+                f"batch {config.worker_batch} is smaller than the {len(config.devices)} devices "
+                f"{','.join(config.devices)} (MXNet: Too many slices)")
+    features = set(info.mxnet_features)
+    if config.device_kind == "gpu":
+        if "CUDA" not in features:
+            return ("unsupported", f"devices {','.join(config.devices)}: this MXNet build has no "
+                    "CUDA (install mxnet-cu112 from bench_tasks/requirements-gpu.txt)")
+        visible = info.mxnet_num_gpus or 0
+        missing = [d for d in config.devices if int(d.split(":")[1]) >= visible]
+        if missing:
+            return ("unsupported", f"device {missing[0]} is not available: {visible} GPU(s) visible")
+    if config.device_kind == "cpu" and config.dtype == "float16":
+        return ("unsupported", "float16 on CPU devices: MXNet 1.x has no float16 GEMM on the CPU "
+                "(FP16 gemm on cpu not implemented!)")
+    if config.kvstore == "nccl" and (config.device_kind != "gpu" or "NCCL" not in features):
+        return ("unsupported", "kvstore nccl needs GPU devices and an MXNet build with NCCL")
+    if config.distributed and "DIST_KVSTORE" not in features:
+        return ("unsupported", f"kvstore {config.kvstore}: this MXNet build has no distributed kvstore")
+    return None
+
+
+# --------------------------------------------------------------------------- records
+
+@dataclass
+class Outcome:
+    """How one configuration ended: a status and either the runner's result or an error."""
+
+    status: str
+    error: str | None = None
+    result: dict[str, Any] | None = None
+    started_at: str = ""
+    finished_at: str = ""
+    wall_s: float = 0.0
+
+
+def _dmlc_num_workers() -> int:
+    try:
+        return max(1, int(os.environ.get("DMLC_NUM_WORKER", "1")))
+    except ValueError:
+        return 1
+
+
+def build_record(config: Config, outcome: Outcome, info: SystemInfo, run_id: str,
+                 image_shape: str) -> dict[str, Any]:
+    """The validated record of one configuration."""
+    result = outcome.result or {}
+    workers = int(result.get("num_workers") or (_dmlc_num_workers() if config.distributed else 1))
+    worker_batch = config.worker_batch
+    samples = [float(s) for s in result.get("samples", [])] if outcome.status == "ok" else []
+    median = statistics.median(samples) if samples else None
+    cv = (statistics.stdev(samples) / statistics.mean(samples)) if len(samples) >= 2 else None
+    per_device = worker_batch // len(config.devices) if worker_batch % len(config.devices) == 0 else None
+    record = empty_record(
+        run_id=run_id,
+        config_id=config.config_id,
+        mode=config.mode,
+        network=config.network,
+        image_shape=image_shape,
+        dtype=config.dtype,
+        batch_size=worker_batch * workers,
+        per_device_batch=per_device,
+        devices=list(config.devices),
+        device_kind=config.device_kind,
+        gpu_count=len(config.devices) * workers,
+        num_nodes=workers,
+        kvstore=config.kvstore,
+        scaling=config.scaling,
+        parameters=result.get("parameters"),
+        warmup_batches=config.warmup,
+        timed_batches=config.batches,
+        repeats=config.repeats,
+        images_per_sec=median,
+        images_per_sec_samples=samples,
+        per_worker_images_per_sec=[median] if (config.distributed and median is not None) else [],
+        cv=cv,
+        status=outcome.status,
+        error=outcome.error,
+        started_at=outcome.started_at,
+        finished_at=outcome.finished_at,
+        **info.record_fields(config.devices),
+    )
+    return validate_record(record)
+
+
+class RecordWriter:
+    """Appends validated records to a JSON Lines file (or stdout), durable line by line."""
+
+    def __init__(self, output: str) -> None:
+        self._to_stdout = output == "-"
+        if self._to_stdout:
+            self._stream: IO[str] = sys.stdout
+        else:
+            Path(output).parent.mkdir(parents=True, exist_ok=True)
+            self._stream = open(output, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._stream.write(json.dumps(validate_record(record), sort_keys=True) + "\n")
+        self._stream.flush()
+        if not self._to_stdout:
+            os.fsync(self._stream.fileno())
+
+    def close(self) -> None:
+        if not self._to_stdout:
+            self._stream.close()
+
+
+# --------------------------------------------------------------------------- runner processes
+
+class RunnerGone(Exception):
+    """The runner process ended without answering; ``text`` is what it left on stderr."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+class RunnerTimeout(Exception):
+    pass
+
+
+class RunnerProcess:
+    """One ``python -m bench_tasks _runner`` process and its line protocol."""
+
+    def __init__(self, python: str = sys.executable) -> None:
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
+        env["PYTHONUNBUFFERED"] = "1"
+        self.process = subprocess.Popen(
+            [python, "-m", "bench_tasks", "_runner"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+            env=env, start_new_session=True,
+        )
+        self._buffer = b""
+        self._selector = selectors.DefaultSelector()
+        assert self.process.stdout is not None
+        os.set_blocking(self.process.stdout.fileno(), False)
+        self._selector.register(self.process.stdout, selectors.EVENT_READ)
+        self.ready = False
+
+    def _read_line(self, deadline: float) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RunnerTimeout()
+            if not self._selector.select(timeout=min(remaining, 1.0)):
+                continue
+            chunk = self.process.stdout.read(65536)
+            if not chunk:  # EOF: the process is gone
+                self.process.wait()
+                raise RunnerGone(self._death_text())
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def _death_text(self) -> str:
+        code = self.process.returncode
+        if code is not None and code < 0:
+            how = f"measuring process killed by signal {signal.Signals(-code).name}"
+        else:
+            how = f"measuring process exited with code {code}"
+        return f"{how}\n{self.stderr_tail()}"
+
+    def stderr_tail(self) -> str:
+        self._stderr.flush()
+        size = self._stderr.seek(0, os.SEEK_END)
+        self._stderr.seek(max(0, size - STDERR_TAIL_BYTES))
+        return self._stderr.read().decode("utf-8", errors="replace")
+
+    def run(self, config: Config, deadline: float) -> dict[str, Any]:
+        if not self.ready:
+            event = self._read_line(deadline)
+            if event.get("event") != "ready":
+                raise RunnerGone(f"unexpected first line from the measuring process: {event!r}")
+            self.ready = True
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write((json.dumps(config.to_json()) + "\n").encode())
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            self.process.wait()
+            raise RunnerGone(self._death_text()) from None
+        return self._read_line(deadline)
+
+    def kill(self) -> None:
+        """End the runner and anything it started (its own process group)."""
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait()
+        self.close()
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """Let the runner finish (end of its input), or kill it after ``grace_s``."""
+        if self.process.poll() is None and self.process.stdin is not None:
+            try:
+                self.process.stdin.close()
+                self.process.wait(timeout=grace_s)
+            except (BrokenPipeError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+    def close(self) -> None:
+        self._selector.close()
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None and not stream.closed:
+                try:
+                    stream.close()
+                except BrokenPipeError:
+                    pass
+        self._stderr.close()
+
+
+# --------------------------------------------------------------------------- the sweep
+
+def _format_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def _describe(config: Config) -> str:
+    kv = f" kv={config.kvstore}" if config.kvstore else ""
+    return (f"{config.mode} {config.network} {config.dtype} b={config.batch_size} "
+            f"{','.join(config.devices)}{kv}")
+
+
+class Sweep:
+    """Runs configurations one after another and writes a record for each."""
+
+    def __init__(self, configs: Sequence[Config], *, info: SystemInfo, run_id: str,
+                 writer: RecordWriter, isolation: str = "network",
+                 image_shape_of: Callable[[str], str],
+                 progress: Callable[[str], None] | None = None) -> None:
+        if isolation not in ISOLATION_POLICIES:
+            raise ConfigError("--isolation", f"{isolation!r} is not one of {', '.join(ISOLATION_POLICIES)}")
+        self.configs = list(configs)
+        self.info = info
+        self.run_id = run_id
+        self.writer = writer
+        self.isolation = isolation
+        self.image_shape_of = image_shape_of
+        self.progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+        self._runner: RunnerProcess | None = None
+        self._runner_key: tuple[str, str, str] | None = None
+
+    def _runner_for(self, config: Config) -> tuple[RunnerProcess, bool]:
+        reusable = (self.isolation == "network" and self._runner is not None
+                    and self._runner_key == config.group_key and self._runner.process.poll() is None)
+        if not reusable:
+            self._drop_runner(graceful=True)
+            self._runner = RunnerProcess()
+            self._runner_key = config.group_key
+        assert self._runner is not None
+        return self._runner, not reusable
+
+    def _drop_runner(self, graceful: bool) -> None:
+        if self._runner is not None:
+            if graceful:
+                self._runner.stop()
+            else:
+                self._runner.kill()
+        self._runner = None
+        self._runner_key = None
+
+    def _execute(self, config: Config) -> Outcome:
+        started_at = now_iso()
+        start = time.monotonic()
+        runner, _fresh = self._runner_for(config)
+        deadline = start + config.timeout_s
+        try:
+            result = runner.run(config, deadline)
+        except RunnerTimeout:
+            self._drop_runner(graceful=False)
+            outcome = Outcome("timeout", f"no result within the time limit of {config.timeout_s:g} s; "
+                              "the measuring process was killed")
+        except RunnerGone as gone:
+            self._drop_runner(graceful=False)
+            outcome = Outcome(classify_failure(gone.text), summarize_error(gone.text))
+        else:
+            status = result.get("status", "error")
+            outcome = Outcome(status, result.get("error"), result)
+            if status != "ok":
+                # Restart after any failure: MXNet does not give back memory after an OOM.
+                self._drop_runner(graceful=False)
+            elif self.isolation == "config":
+                self._drop_runner(graceful=True)
+        outcome.started_at, outcome.finished_at = started_at, now_iso()
+        outcome.wall_s = time.monotonic() - start
+        return outcome
+
+    def run(self) -> list[dict[str, Any]]:
+        """Run every configuration; return the records written (in order)."""
+        decided = {i: precheck(c, self.info) for i, c in enumerate(self.configs)}
+        to_run = sum(1 for v in decided.values() if v is None)
+        sweep_start = time.monotonic()
+        ran = 0
+        ran_s = 0.0
+        records = []
+        try:
+            for index, config in enumerate(self.configs):
+                if decided[index] is not None:
+                    status, message = decided[index]
+                    stamp = now_iso()
+                    outcome = Outcome(status, message, started_at=stamp, finished_at=stamp)
+                else:
+                    outcome = self._execute(config)
+                    ran += 1
+                    ran_s += outcome.wall_s
+                record = build_record(config, outcome, self.info, self.run_id,
+                                      self.image_shape_of(config.network))
+                self.writer.write(record)
+                records.append(record)
+                self.progress(self._progress_line(index, config, record, outcome,
+                                                  sweep_start, ran, ran_s, to_run))
+        finally:
+            self._drop_runner(graceful=True)
+        return records
+
+    def _progress_line(self, index: int, config: Config, record: dict[str, Any], outcome: Outcome,
+                       sweep_start: float, ran: int, ran_s: float, to_run: int) -> str:
+        total = len(self.configs)
+        if record["status"] == "ok":
+            cv = f", cv {record['cv'] * 100:.1f}%" if record["cv"] is not None else ""
+            what = f"ok {record['images_per_sec']:.2f} img/s{cv}"
+        else:
+            first_line = (record["error"] or "").splitlines()[0][:120]
+            what = f"{record['status']}: {first_line}"
+        left = max(0, to_run - ran)
+        eta = _format_duration(ran_s / ran * left) if ran else "?"
+        return (f"[{index + 1}/{total}] {_describe(config)}: {what} ({outcome.wall_s:.1f} s) | "
+                f"elapsed {_format_duration(time.monotonic() - sweep_start)}, ETA {eta}")
+
+
+def image_shape_text(network: str) -> str:
+    """'3,224,224' for the network (inception-v3: 3,299,299)."""
+    from bench_tasks import networks
+
+    return ",".join(str(v) for v in networks.image_shape(network))
