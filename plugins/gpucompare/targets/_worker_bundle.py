@@ -1,0 +1,114 @@
+"""The worker's code as one tarball named by its content, for targets that upload it.
+
+The bundle holds the ``bench_tasks/`` package (its requirements files included) and
+nothing else; it is byte-for-byte reproducible (sorted entries, fixed times and owners), so
+its hash names the code exactly. A remote host keeps each version in
+``<remote base>/bench-<hash>/`` and an upload is skipped when that directory is there.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import bench_tasks
+
+#: Characters of the sha256 kept in names: enough to never collide between versions.
+HASH_CHARS = 16
+PACKAGE_NAME = "bench_tasks"
+REQUIREMENTS = {"cpu": "requirements-cpu.txt", "gpu": "requirements-gpu.txt"}
+
+
+@dataclass(frozen=True)
+class WorkerBundle:
+    """A built bundle: the tarball on this machine and the hashes that name it."""
+
+    tarball: Path
+    content_hash: str  # of every file, names included
+    requirements_hashes: dict[str, str]  # cpu|gpu → hash of that requirements file
+
+    @property
+    def name(self) -> str:
+        """``bench-<hash>``: the directory the code lives in on a host."""
+        return f"bench-{self.content_hash}"
+
+
+def package_dir() -> Path:
+    """Where ``bench_tasks`` is on this machine (the repository's copy when installed editable)."""
+    return Path(bench_tasks.__file__).resolve().parent
+
+
+def bundle_files(root: Path | None = None) -> list[Path]:
+    """The files that make up the worker, sorted, as paths relative to the package's parent."""
+    root = root or package_dir()
+    files = []
+    for path in root.rglob("*"):
+        relative = path.relative_to(root.parent)
+        if not path.is_file() or "__pycache__" in relative.parts:
+            continue
+        if path.suffix in {".pyc", ".pyo"} or any(part.startswith(".") for part in relative.parts):
+            continue
+        files.append(relative)
+    return sorted(files, key=lambda p: p.as_posix())
+
+
+def _hash_files(base: Path, files: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for relative in files:
+        data = (base / relative).read_bytes()
+        # Name and length delimit each file so that moving bytes between files changes the hash.
+        digest.update(f"{relative.as_posix()}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()[:HASH_CHARS]
+
+
+def _tar_bytes(base: Path, files: list[Path]) -> bytes:
+    buffer = io.BytesIO()
+    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for relative in files:
+            data = (base / relative).read_bytes()
+            info = tarfile.TarInfo(relative.as_posix())
+            info.size = len(data)
+            info.mode = 0o644
+            info.mtime = 0
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("GPUCOMPARE_CACHE_DIR", Path(tempfile.gettempdir()) / "gpucompare-cache"))
+
+
+def build_bundle(cache_dir: Path | None = None, root: Path | None = None) -> WorkerBundle:
+    """Build (or find in the cache) the tarball of the worker's current code."""
+    root = root or package_dir()
+    base = root.parent
+    files = bundle_files(root)
+    if not files:
+        raise FileNotFoundError(f"no worker code under {root}")
+    content_hash = _hash_files(base, files)
+    requirements_hashes = {
+        kind: _hash_files(base, [Path(PACKAGE_NAME) / name])
+        for kind, name in REQUIREMENTS.items()
+        if (base / PACKAGE_NAME / name).is_file()
+    }
+    cache_dir = cache_dir or default_cache_dir()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tarball = cache_dir / f"bench-{content_hash}.tar.gz"
+    if not tarball.is_file():
+        # Written aside and renamed, so a concurrent build never sees half a tarball.
+        fd, tmp_name = tempfile.mkstemp(dir=cache_dir, prefix=".bundle-", suffix=".tmp")
+        with os.fdopen(fd, "wb") as tmp:
+            tmp.write(_tar_bytes(base, files))
+        os.replace(tmp_name, tarball)
+    return WorkerBundle(tarball=tarball, content_hash=content_hash,
+                        requirements_hashes=requirements_hashes)

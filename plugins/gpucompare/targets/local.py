@@ -1,0 +1,321 @@
+"""The ``local`` target: the worker in a subprocess on this machine (the embedded default).
+
+It crosses the same boundary as the remote targets, the command
+``python -m bench_tasks sweep --config … --output …``, run with the worker environment's
+interpreter (option ``python``, else ``$GPUCOMPARE_BENCH_PYTHON``, else
+``<repo>/.venv-bench/bin/python``) from the directory that holds ``bench_tasks``. The
+worker's progress lines (its standard error) go to the line sink as they are printed. The
+worker runs in its own process group, so the time limit and ``teardown`` stop it with every
+process it started (the sweep isolates each configuration in a process of its own).
+
+Options (``TargetSpec.options``): ``python`` (absolute path of the worker interpreter),
+``work_dir`` (absolute path; runs go to ``<work_dir>/<run id>/``, default
+``$GPUCOMPARE_LOCAL_WORK_DIR`` or ``<tmp>/gpucompare-local``), ``kill_grace_s`` (seconds
+between SIGTERM and SIGKILL, default 10), ``remove_run_dir`` (teardown deletes the run's
+directory, default false).
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpucompare.targets import _runs
+from gpucompare.targets._worker_bundle import package_dir
+from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState
+
+DEPLOY_CHECK_TIMEOUT_S = 120
+_READ_CHUNK = 65536
+
+
+def default_bench_python() -> Path:
+    """The worker interpreter: ``$GPUCOMPARE_BENCH_PYTHON`` or the repository's ``.venv-bench``."""
+    configured = os.environ.get("GPUCOMPARE_BENCH_PYTHON")
+    if configured:
+        return Path(configured)
+    return package_dir().parent / ".venv-bench" / "bin" / "python"
+
+
+def default_work_dir() -> Path:
+    configured = os.environ.get("GPUCOMPARE_LOCAL_WORK_DIR")
+    return Path(configured) if configured else Path(tempfile.gettempdir()) / "gpucompare-local"
+
+
+@dataclass(frozen=True)
+class LocalOptions:
+    python: Path
+    work_dir: Path
+    kill_grace_s: float
+    remove_run_dir: bool
+
+    ALLOWED = ("python", "work_dir", "kill_grace_s", "remove_run_dir")
+
+    @classmethod
+    def parse(cls, options: dict[str, Any]) -> LocalOptions:
+        """Check the options of a local target; errors name the option and what is allowed."""
+        unknown = sorted(set(options) - set(cls.ALLOWED))
+        if unknown:
+            raise TargetError(f"local target: unknown option {unknown[0]!r} "
+                              f"(allowed: {', '.join(cls.ALLOWED)})")
+        return cls(
+            python=_absolute_path(options, "python", default_bench_python()),
+            work_dir=_absolute_path(options, "work_dir", default_work_dir()),
+            kill_grace_s=_number(options, "kill_grace_s", 10.0, low=0.1, high=600.0),
+            remove_run_dir=_flag(options, "remove_run_dir", False),
+        )
+
+
+def _absolute_path(options: dict[str, Any], name: str, default: Path) -> Path:
+    value = options.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, str) or not os.path.isabs(value):
+        raise TargetError(f"local target: option {name!r} must be an absolute path, got {value!r}")
+    return Path(value)
+
+
+def _number(options: dict[str, Any], name: str, default: float, *, low: float, high: float) -> float:
+    value = options.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise TargetError(f"local target: option {name!r} must be a number from {low} to {high}, "
+                          f"got {value!r}")
+    return float(value)
+
+
+def _flag(options: dict[str, Any], name: str, default: bool) -> bool:
+    value = options.get(name, default)
+    if not isinstance(value, bool):
+        raise TargetError(f"local target: option {name!r} must be true or false, got {value!r}")
+    return value
+
+
+class LocalTarget(Target):
+    """Runs the worker as a subprocess of this process, with the worker environment."""
+
+    kind = "local"
+
+    def __init__(self, spec: TargetSpec, *, line_sink: LineSink | None = None) -> None:
+        super().__init__(spec, line_sink=line_sink)
+        if spec.kind != self.kind:
+            raise TargetError(f"kind: expected {self.kind!r} for LocalTarget, got {spec.kind!r}")
+        self.options = LocalOptions.parse(spec.options)
+        self.code_root = package_dir().parent
+
+    # -- the interface -----------------------------------------------------------------
+    def prepare(self, run_id: str) -> TargetState:
+        run_dir = self.options.work_dir / _runs.run_dir_name(run_id)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        return TargetState(spec=self.spec.to_dict(), run_id=run_id, resource_id=None,
+                           market=self.spec.market, workdir=str(run_dir))
+
+    def deploy(self, state: TargetState) -> TargetState:
+        """Check that the worker interpreter runs and imports the worker and MXNet."""
+        python = self.options.python
+        if not python.exists():
+            raise TargetError(f"deploy: worker interpreter {python} does not exist "
+                              "(create it with `make envs`, or set GPUCOMPARE_BENCH_PYTHON "
+                              "or the target option 'python')")
+        check = "import bench_tasks, mxnet; print(mxnet.__version__)"
+        try:
+            done = subprocess.run([str(python), "-c", check], cwd=self.code_root, env=self._env(),
+                                  capture_output=True, text=True, timeout=DEPLOY_CHECK_TIMEOUT_S)
+        except subprocess.TimeoutExpired as exc:
+            raise TargetError(
+                f"deploy: {python} took over {DEPLOY_CHECK_TIMEOUT_S}s to import mxnet") from exc
+        if done.returncode != 0:
+            raise TargetError(f"deploy: {python} cannot import the worker and mxnet "
+                              f"(exit {done.returncode}):\n{_runs.tail_text(done.stderr)}")
+        state.extra["python"] = str(python)
+        state.extra["mxnet_version"] = done.stdout.strip()
+        self.line_sink(f"[local] worker interpreter {python}, mxnet {done.stdout.strip()}")
+        return state
+
+    def run_sweep(self, state: TargetState, sweep_config: dict[str, Any], *,
+                  timeout_s: float) -> TargetState:
+        if not state.workdir:
+            raise TargetError("run_sweep: the state has no run directory (prepare did not run)")
+        config = _runs.with_run_id(sweep_config, state.run_id)
+        sweep_dir = Path(state.workdir) / _runs.sweep_dir_name(config)
+        results = sweep_dir / _runs.RESULTS_FILE
+        if _finished_ok(sweep_dir):
+            self.line_sink(f"[local] sweep {sweep_dir.name} already finished; reusing its results")
+            _runs.remember_results(state, str(results))
+            return state
+        self._stop_sweep(sweep_dir)  # a previous attempt that is still running (a killed task)
+        _reset_sweep_dir(sweep_dir)
+        (sweep_dir / _runs.CONFIG_FILE).write_text(_runs.config_json(config))
+        exit_code = self._run_worker(sweep_dir, timeout_s)
+        (sweep_dir / _runs.EXIT_CODE_FILE).write_text(f"{exit_code}\n")
+        if exit_code != 0:
+            raise TargetError(f"run_sweep: the worker exited with {exit_code}; its stderr ended with:\n"
+                              f"{_tail_of_file(sweep_dir / _runs.PROGRESS_FILE)}")
+        partial = sweep_dir / _runs.PARTIAL_RESULTS_FILE
+        if not partial.is_file():
+            raise TargetError(f"run_sweep: the worker exited with 0 but wrote no results ({partial})")
+        partial.replace(results)
+        _runs.remember_results(state, str(results))
+        return state
+
+    def collect(self, state: TargetState, local_path: str) -> str:
+        sources = [Path(p) for p in _runs.result_files(state, "collect")]
+        missing = [str(p) for p in sources if not p.is_file()]
+        if missing:
+            raise TargetError(f"collect: results file(s) missing: {', '.join(missing)}")
+        return _runs.concatenate_files(sources, Path(local_path))
+
+    def teardown(self, state: TargetState | None) -> None:
+        """Stop any sweep of the run still running; delete the run directory if asked to."""
+        if state is None or not state.workdir:
+            return
+        run_dir = Path(state.workdir)
+        if not run_dir.is_dir():
+            return
+        for sweep_dir in sorted(run_dir.glob("sweep-*")):
+            self._stop_sweep(sweep_dir)
+        if self.options.remove_run_dir:
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+    # -- running the worker ------------------------------------------------------------
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        # The worker runs from the repository's copy of bench_tasks, whatever is installed.
+        env["PYTHONPATH"] = str(self.code_root)
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def worker_command(self, sweep_dir: Path) -> list[str]:
+        return [str(self.options.python), "-m", "bench_tasks", "sweep",
+                "--config", str(sweep_dir / _runs.CONFIG_FILE),
+                "--output", str(sweep_dir / _runs.PARTIAL_RESULTS_FILE)]
+
+    def _run_worker(self, sweep_dir: Path, timeout_s: float) -> int:
+        """Run the worker, stream its lines, enforce the time limit; return its exit status."""
+        if not timeout_s or timeout_s <= 0:
+            raise TargetError(f"run_sweep: timeout_s must be > 0, got {timeout_s!r}")
+        command = self.worker_command(sweep_dir)
+        self.line_sink(f"[local] running {' '.join(command)} (time limit {timeout_s:.0f}s)")
+        with open(sweep_dir / _runs.PROGRESS_FILE, "wb") as progress, subprocess.Popen(
+            command, cwd=self.code_root, env=self._env(), stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        ) as process:
+            (sweep_dir / _runs.PID_FILE).write_text(f"{process.pid}\n")
+            deadline = time.monotonic() + timeout_s
+            timed_out = not self._stream(process, progress, deadline)
+            if timed_out:
+                self.line_sink(f"[local] time limit of {timeout_s:.0f}s reached; stopping the worker")
+                _kill_group(process.pid, self.options.kill_grace_s, process)
+            exit_code = process.wait()
+        (sweep_dir / _runs.PID_FILE).unlink(missing_ok=True)
+        if timed_out:
+            raise TargetError(f"run_sweep: time limit of {timeout_s:.0f}s exceeded; the worker was "
+                              f"killed. Its stderr ended with:\n"
+                              f"{_tail_of_file(sweep_dir / _runs.PROGRESS_FILE)}")
+        return exit_code
+
+    def _stream(self, process: subprocess.Popen, progress: Any, deadline: float) -> bool:
+        """Pass the worker's output lines on until it closes them; False if time ran out."""
+        splitter = _runs.LineSplitter()
+        assert process.stdout is not None
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ)
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                if not selector.select(timeout=min(remaining, 1.0)):
+                    continue
+                chunk = os.read(process.stdout.fileno(), _READ_CHUNK)
+                if not chunk:
+                    break
+                progress.write(chunk)
+                progress.flush()
+                for line in splitter.feed(chunk):
+                    self.line_sink(line)
+        for line in splitter.flush():
+            self.line_sink(line)
+        # Output closed: the worker is exiting; give it the rest of the time to do so.
+        try:
+            process.wait(timeout=max(deadline - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def _stop_sweep(self, sweep_dir: Path) -> None:
+        """Kill the process group named in the sweep's pid file, if it is still that worker."""
+        pid_file = sweep_dir / _runs.PID_FILE
+        try:
+            pid = int(pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return
+        if _is_worker_of(pid, sweep_dir):
+            self.line_sink(f"[local] stopping the worker still running for {sweep_dir.name} (pid {pid})")
+            _kill_group(pid, self.options.kill_grace_s)
+        pid_file.unlink(missing_ok=True)
+
+
+def _finished_ok(sweep_dir: Path) -> bool:
+    try:
+        exit_code = (sweep_dir / _runs.EXIT_CODE_FILE).read_text().strip()
+    except OSError:
+        return False
+    return exit_code == "0" and (sweep_dir / _runs.RESULTS_FILE).is_file()
+
+
+def _reset_sweep_dir(sweep_dir: Path) -> None:
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    for name in (_runs.RESULTS_FILE, _runs.PARTIAL_RESULTS_FILE, _runs.EXIT_CODE_FILE,
+                 _runs.PROGRESS_FILE, _runs.PID_FILE):
+        (sweep_dir / name).unlink(missing_ok=True)
+
+
+def _is_worker_of(pid: int, sweep_dir: Path) -> bool:
+    """True if ``pid`` is alive and its command line names this sweep (not a recycled pid)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+    return str(sweep_dir / _runs.CONFIG_FILE) in cmdline
+
+
+def _kill_group(pgid: int, grace_s: float, process: subprocess.Popen | None = None) -> None:
+    """SIGTERM the process group, then SIGKILL it if it is still there after ``grace_s``."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None and not _group_alive(pgid):
+            return
+        if process is None and not _group_alive(pgid):
+            return
+        time.sleep(0.1)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _tail_of_file(path: Path) -> str:
+    try:
+        return _runs.tail_text(path.read_text(errors="replace"))
+    except OSError:
+        return "(no output)"
