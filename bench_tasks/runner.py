@@ -12,8 +12,10 @@ A result is ``{"status": "ok", "samples": [...], ...timings}`` or
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import signal
 import sys
 import time
 import traceback
@@ -21,6 +23,8 @@ from typing import IO, Any
 
 from bench_tasks.configs import Config
 from bench_tasks.errors import classify_failure, summarize_error
+
+_PR_SET_PDEATHSIG = 1
 
 
 class _Session:
@@ -122,7 +126,19 @@ def _protocol_stream() -> IO[str]:
     return protocol
 
 
+def _die_with_parent() -> None:
+    """Linux: be killed when the sweep process dies, so a killed sweep leaves no runner behind."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        sys.exit(1)
+
+
 def main() -> int:
+    _die_with_parent()
     protocol = _protocol_stream()
     session = _Session()
     import mxnet  # noqa: F401 - import before "ready" so the first configuration's clock is fair
