@@ -251,3 +251,20 @@ def test_load_prices_writes_the_shipped_history_into_the_lake(tmp_path: Path) ->
     shipped = prices.deduplicate_prices(prices.shipped_prices())
     assert target.prices_table(include_shipped=False).equals(shipped)
     assert target.fx_table(include_shipped=False).num_rows == prices.shipped_fx().num_rows
+
+
+@pytest.mark.integration
+def test_clients_from_an_airflow_connection_reach_the_endpoint(
+    aws_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    """Inside Airflow the refresh takes its clients from the amazon provider's hook."""
+    pytest.importorskip("airflow.providers.amazon")
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "airflow"))
+    monkeypatch.setenv("AIRFLOW_CONN_GPUCOMPARE_TEST_AWS", json.dumps({
+        "conn_type": "aws", "login": "testing", "password": "testing",
+        "extra": {"region_name": "us-east-1", "endpoint_url": aws_endpoint}}))
+    pricing, ec2 = prices.aws_clients("us-east-1", aws_conn_id="gpucompare_test_aws")
+    assert pricing.meta.region_name == "us-east-1" and pricing.meta.service_model.service_name == "pricing"
+    assert ec2.meta.endpoint_url == aws_endpoint
+    history = ec2.describe_spot_price_history(InstanceTypes=["g5.xlarge"])["SpotPriceHistory"]
+    assert {entry["InstanceType"] for entry in history} == {"g5.xlarge"}

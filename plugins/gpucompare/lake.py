@@ -241,17 +241,15 @@ class Lake:
         if table.num_rows == 0:
             return []
         group_columns = [*RUN_IDENTITY, *schema.PARTITION_COLUMNS]
-        keys = table.select(group_columns).group_by(group_columns, use_threads=False).aggregate([])
+        if table["mode"].null_count or table["date"].null_count:
+            raise LakeError("every result row needs a mode and a date (the partition columns)")
+        # one pass: the row numbers of each group, then one take() per file
+        row_numbers = pa.array(range(table.num_rows), pa.int64())
+        numbered = table.select(group_columns).append_column("_row", row_numbers)
+        groups = numbered.group_by(group_columns, use_threads=False).aggregate([("_row", "list")])
         pending = []
-        for key in keys.to_pylist():
-            mask = None
-            for name in group_columns:
-                value = key[name]
-                cond = pc.is_null(table[name]) if value is None else pc.equal(table[name], value)
-                mask = cond if mask is None else pc.and_(mask, cond)
-            part = table.filter(mask)
-            if key["date"] is None or key["mode"] is None:
-                raise LakeError("every result row needs a mode and a date (the partition columns)")
+        for key in groups.to_pylist():
+            part = table.take(pa.array(key["_row_list"], pa.int64()))
             identity = _content_key(key[c] for c in group_columns)
             file_name = f"{safe_name(key['run_id'] or 'run')}-{identity}.parquet"
             rel = f"results/mode={safe_name(key['mode'])}/date={key['date'].isoformat()}/{file_name}"

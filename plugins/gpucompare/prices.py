@@ -420,17 +420,32 @@ def append_prices_csv(new_rows: pa.Table, path: str | Path) -> int:
     return added
 
 
+def aws_clients(region: str, aws_conn_id: str | None = None) -> tuple[Any, Any]:
+    """(pricing, ec2) clients: through the amazon provider's hook of an Airflow connection when
+    ``aws_conn_id`` is given (inside Airflow), else plain boto3 with the usual credential chain."""
+    if aws_conn_id is not None:
+        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+        pricing = AwsBaseHook(aws_conn_id=aws_conn_id, client_type="pricing",
+                              region_name=PRICE_LIST_REGION).get_conn()
+        ec2 = AwsBaseHook(aws_conn_id=aws_conn_id, client_type="ec2", region_name=region).get_conn()
+        return pricing, ec2
+    import boto3  # only the refresh needs it
+
+    return boto3.client("pricing", region_name=PRICE_LIST_REGION), boto3.client("ec2", region_name=region)
+
+
 def refresh_aws_to_lake(
     lake: Any, *, region: str, instance_types: list[str] | None = None, today: dt.date | None = None,
     csv_path: str | Path | None = None, pricing_client: Any = None, ec2_client: Any = None,
 ) -> pa.Table:
     """Fetch today's AWS prices and append them to the lake's ``prices/`` (one file per
     region and day, so history accumulates) and, if given, to a price CSV. Returns the rows."""
-    import boto3  # only this command needs it
-
     today = today or dt.datetime.now(dt.UTC).date()
-    pricing_client = pricing_client or boto3.client("pricing", region_name=PRICE_LIST_REGION)
-    ec2_client = ec2_client or boto3.client("ec2", region_name=region)
+    if pricing_client is None or ec2_client is None:
+        default_pricing, default_ec2 = aws_clients(region)
+        pricing_client = pricing_client or default_pricing
+        ec2_client = ec2_client or default_ec2
     rows = refresh_aws(region=region, pricing_client=pricing_client, ec2_client=ec2_client,
                        instance_types=instance_types, today=today)
     lake.write_table("prices", f"aws-{region}-{today.isoformat()}", rows)
