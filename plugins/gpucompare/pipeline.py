@@ -1,0 +1,298 @@
+"""The task group every target runs, shared by the nightly and the manual DAG, and the DAGs' manners.
+
+One target's run, one mapped task group per plan (``gpucompare.fleet.plan_target``)::
+
+    prepare (setup) → deploy → score_sweep → train_sweep → collect → ingest
+        └──────────────────── terminate (teardown) ◄─────────┘
+
+* ``terminate`` is a teardown with trigger rule ``all_done``: it runs whatever happened
+  before it, also when ``prepare`` itself failed half-way (it then tears down by run id,
+  which the targets support), so a paid instance is never left behind by a failed step.
+  Its failure fails the DAG run (``on_failure_fail_dagrun``): a machine that may still be
+  running must be seen.
+* Each task reads the state the step before it returned (``TargetState`` as JSON, through
+  XCom); ``terminate`` pulls the newest state of its own map index.
+* A target whose sweep failed ingests nothing (a failed run leaves the lake as it was); the
+  others carry on, because the steps of a mapped group depend only on their own index.
+* ``results_ready`` then announces the results Asset once per DAG run (if anything was
+  ingested) and ``check_targets`` fails the run, naming every target that did not finish, so
+  a partly failed night is visible while its good results are kept and reported.
+* Network steps retry with exponential backoff; bad input (``ValueError``: validation,
+  records) and a refused budget fail at once (``AirflowFailException``), since retrying
+  cannot fix them. Every step has an execution timeout.
+* The steps that hold a machine run in the pool ``$GPUCOMPARE_POOL`` (``gpucompare_instances``),
+  whose slots cap how many targets work at once.
+
+The library modules that pull in heavy dependencies (the lake: pyarrow; ec2: boto3) are
+imported inside the tasks, so the DAG files that import this module parse fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import Asset, TriggerRule, get_current_context, task, task_group
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+from gpucompare import settings
+from gpucompare.fleet import SWEEP_TASK_TIMEOUT_S
+from gpucompare.targets.base import BudgetExceeded
+from gpucompare.validation import ValidationError
+
+log = logging.getLogger(__name__)
+
+OWNER = "gpucompare"
+GROUP_ID = "target"
+#: The steps whose state ``terminate`` may find, newest first.
+STATE_STEPS = ("train_sweep", "score_sweep", "deploy", "prepare")
+
+
+# -- manners shared by every DAG ----------------------------------------------------------------
+def retry_delay() -> timedelta:
+    return timedelta(seconds=float(settings.setting("retry_delay_s")))
+
+
+def network_retries(retries: int = 3) -> dict[str, Any]:
+    """Retry settings of a step that talks to a network: exponential backoff, capped."""
+    return {
+        "retries": retries,
+        "retry_delay": retry_delay(),
+        "retry_exponential_backoff": 2.0,
+        "max_retry_delay": timedelta(minutes=30),
+    }
+
+
+def default_args() -> dict[str, Any]:
+    """Every task of every gpucompare DAG: an owner, retries with backoff, a time limit."""
+    return {"owner": OWNER, "execution_timeout": timedelta(hours=1), **network_retries(2)}
+
+
+def _asset_uri(location: str, table: str) -> str:
+    if settings.is_remote(location):
+        return f"{location.rstrip('/')}/{table}"
+    return f"{Path(location).resolve().as_uri()}/{table}"
+
+
+#: The results table of the lake; updated once per DAG run that ingested anything.
+RESULTS = Asset(name="gpucompare_results", uri=_asset_uri(settings.lake_uri(), "results"),
+                group="gpucompare")
+#: The published report set (``<reports>/latest``); BI refreshes can schedule on it.
+REPORTS = Asset(name="gpucompare_reports", uri=_asset_uri(settings.reports_uri(), "latest"),
+                group="gpucompare")
+
+
+@contextlib.contextmanager
+def bad_input_fails() -> Iterator[None]:
+    """Turn errors no retry can fix (bad input, a refused budget) into an immediate failure."""
+    try:
+        yield
+    except (ValueError, BudgetExceeded) as exc:
+        raise AirflowFailException(str(exc)) from exc
+
+
+# -- helpers of the steps ----------------------------------------------------------------------
+def _target(plan: dict[str, Any]) -> Any:
+    from gpucompare.targets import make_target
+
+    return make_target(plan["spec"], line_sink=lambda line: log.info("%s", line))
+
+
+def check_plan(plan: dict[str, Any]) -> None:
+    """Before anything runs: the target class accepts the plan's options, its connection exists."""
+    from gpucompare.targets.base import TargetError
+
+    spec = plan["spec"]
+    try:
+        _target(plan)
+    except TargetError as exc:
+        raise ValidationError(f"{spec['name']}.options", str(exc)) from exc
+    conn_id = spec["options"].get("ssh_conn_id")
+    if conn_id:
+        _check_connection(conn_id, "ssh", f"{spec['name']}.ssh_conn_id")
+
+
+def _check_connection(conn_id: str, conn_type: str, field: str) -> None:
+    from airflow.sdk import Connection
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        connection = Connection.get(conn_id)
+    except AirflowNotFoundException as exc:
+        raise ValidationError(field, f"there is no Airflow connection {conn_id!r}",
+                              f"the id of an existing {conn_type} connection") from exc
+    if connection.conn_type != conn_type:
+        raise ValidationError(field, f"connection {conn_id!r} is of type {connection.conn_type!r}",
+                              f"a connection of type {conn_type}")
+
+
+def _state(data: dict[str, Any]) -> Any:
+    from gpucompare.targets.base import TargetState
+
+    return TargetState.from_dict(data)
+
+
+def _own_xcom(step: str) -> Any:
+    """The return value of ``step`` in this task's own map index (None if it has none)."""
+    ti = get_current_context()["ti"]
+    return ti.xcom_pull(task_ids=f"{GROUP_ID}.{step}", map_indexes=ti.map_index)
+
+
+def _newest_state(plan: dict[str, Any]) -> Any:
+    """The newest state a step of this target recorded, else a bare one (spec and run id)."""
+    for step in STATE_STEPS:
+        data = _own_xcom(step)
+        if data:
+            return _state(data)
+    from gpucompare.targets.base import TargetState
+
+    return TargetState(spec=plan["spec"], run_id=plan["run_id"])
+
+
+def _run_sweep(plan: dict[str, Any], state: dict[str, Any], mode: str) -> dict[str, Any]:
+    sweep = plan["sweeps"].get(mode)
+    if sweep is None:
+        log.info("Profile %s has no %s mode; nothing to run", plan["profile"], mode)
+        return state
+    log.info("Running the %s sweep of %s (time limit %.0f s)", mode, plan["spec"]["name"], sweep["timeout_s"])
+    with bad_input_fails():
+        done = _target(plan).run_sweep(_state(state), sweep["config"], timeout_s=sweep["timeout_s"])
+    return done.to_dict()
+
+
+def staged_results_path(plan: dict[str, Any]) -> Path:
+    """Where collect puts a target's results for ingest (Airflow run ids hold ':' and '+')."""
+    return settings.staging_dir() / re.sub(r"[^A-Za-z0-9_.-]", "-", plan["run_id"]) / "results.jsonl"
+
+
+# -- the steps -----------------------------------------------------------------------------------
+_POOL = settings.setting("pool")
+
+
+@task(pool=_POOL, execution_timeout=timedelta(minutes=45), **network_retries())
+def prepare(plan: dict[str, Any]) -> dict[str, Any]:
+    """Provision or reach the machine (the cost guard runs first for paid ones)."""
+    with bad_input_fails():
+        state = _target(plan).prepare(plan["run_id"])
+    log.info("Prepared %s: resource %s, market %s", plan["spec"]["name"], state.resource_id, state.market)
+    return state.to_dict()
+
+
+@task(pool=_POOL, execution_timeout=timedelta(hours=1), **network_retries())
+def deploy(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """Put the worker and its environment on the machine (idempotent)."""
+    with bad_input_fails():
+        return _target(plan).deploy(_state(state)).to_dict()
+
+
+@task(pool=_POOL, execution_timeout=timedelta(seconds=SWEEP_TASK_TIMEOUT_S), **network_retries(1))
+def score_sweep(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """The scoring sweep (as MXNet's benchmark_score.py), progress streamed into this log."""
+    return _run_sweep(plan, state, "score")
+
+
+@task(pool=_POOL, execution_timeout=timedelta(seconds=SWEEP_TASK_TIMEOUT_S), **network_retries(1))
+def train_sweep(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """The training sweep (as train_imagenet.py --benchmark 1)."""
+    return _run_sweep(plan, state, "train")
+
+
+@task(pool=_POOL, execution_timeout=timedelta(minutes=30), **network_retries())
+def collect(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """Bring the run's JSON Lines back into the staging directory."""
+    path = staged_results_path(plan)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with bad_input_fails():
+        local = _target(plan).collect(_state(state), str(path))
+    records = sum(1 for line in Path(local).read_text().splitlines() if line.strip())
+    log.info("Collected %d records of %s into %s", records, plan["spec"]["name"], local)
+    return {"path": local, "records": records, "market": state.get("market") or plan["spec"]["market"]}
+
+
+@task(execution_timeout=timedelta(minutes=30), **network_retries())
+def ingest(plan: dict[str, Any], collected: dict[str, Any]) -> dict[str, Any]:
+    """Validate the records and write them into the lake: all or nothing, idempotent per run."""
+    from gpucompare.lake import RunContext, ingest_results, open_lake
+
+    spec = plan["spec"]
+    context = RunContext(provider=spec["provider"], instance_type=spec["instance_type"],
+                         region=spec["region"], market=collected["market"], target=spec["kind"],
+                         dag_run_id=get_current_context()["dag_run"].run_id)
+    with bad_input_fails():
+        written = ingest_results(open_lake(settings.lake_uri()), collected["path"], context)
+    Path(collected["path"]).unlink(missing_ok=True)
+    log.info("Ingested %d records of %s: %s", collected["records"], spec["name"], ", ".join(written))
+    return {"target": spec["name"], "records": collected["records"], "files": written}
+
+
+@task(execution_timeout=timedelta(minutes=30), **network_retries(4))
+def terminate(plan: dict[str, Any]) -> None:
+    """Give back what prepare took, whatever happened in between (safe twice)."""
+    state = _newest_state(plan)
+    log.info("Tearing down %s (run %s, resource %s)", plan["spec"]["name"], state.run_id, state.resource_id)
+    _target(plan).teardown(state)
+
+
+@task_group(group_id=GROUP_ID)
+def target_run(plan: dict[str, Any]) -> Any:
+    """One target: provision, deploy, both sweeps, collect, ingest; terminate in any case."""
+    state = prepare(plan).as_setup()
+    swept = train_sweep(plan, score_sweep(plan, deploy(plan, state)))
+    collected = collect(plan, swept)
+    # Marked here rather than with @setup/@teardown: those decorators keep state between
+    # calls, and both the nightly and the manual DAG build this group.
+    finished = terminate(plan).as_teardown(setups=state.operator, on_failure_fail_dagrun=True)
+    # all_done rather than the teardown default (all_done_setup_success): a prepare that
+    # failed half-way may have started something, and teardown copes with a partial state
+    finished.operator.trigger_rule = TriggerRule.ALL_DONE
+    collected >> finished
+    return ingest(plan, collected)
+
+
+# -- after every target ------------------------------------------------------------------------
+def _ingested(plans: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
+    """Each plan's ingest summary, None where that target did not get that far."""
+    if not plans:
+        return []
+    ti = get_current_context()["ti"]
+    return ti.xcom_pull(task_ids=f"{GROUP_ID}.ingest", map_indexes=list(range(len(plans))))
+
+
+@task(outlets=[RESULTS], trigger_rule=TriggerRule.ALL_DONE_MIN_ONE_SUCCESS, retries=0)
+def results_ready(plans: list[dict[str, Any]]) -> dict[str, Any]:
+    """Announce the results Asset once for this run, if any target ingested results."""
+    done = [summary for summary in _ingested(plans) if summary]
+    if not done:
+        raise AirflowSkipException("no target ingested results; the results Asset is not updated")
+    extra = {"targets": [d["target"] for d in done], "records": sum(d["records"] for d in done),
+             "dag_run_id": get_current_context()["dag_run"].run_id}
+    get_current_context()["outlet_events"][RESULTS].extra = extra
+    log.info("Results ready: %s", extra)
+    return extra
+
+
+@task(trigger_rule=TriggerRule.ALL_DONE_MIN_ONE_SUCCESS, retries=0)
+def check_targets(plans: list[dict[str, Any]]) -> list[str]:
+    """Fail the run, naming them, if some targets did not finish; their teardown ran anyway."""
+    summaries = _ingested(plans)
+    failed = [plan["spec"]["name"] for plan, summary in zip(plans, summaries, strict=True) if not summary]
+    if failed:
+        raise AirflowFailException(
+            f"{len(failed)} of {len(plans)} target(s) did not finish: {', '.join(failed)} "
+            f"(see their tasks in the {GROUP_ID} group; their machines were torn down)")
+    names = [plan["spec"]["name"] for plan in plans]
+    log.info("Every target finished: %s", ", ".join(names) or "(none enabled)")
+    return names
+
+
+def run_targets(plans: Any) -> None:
+    """Wire the mapped per-target group and the two closing tasks onto a list of plans."""
+    runs = target_run.expand(plan=plans)
+    ready = results_ready(plans)
+    runs >> ready
+    ready >> check_targets(plans)
