@@ -144,6 +144,9 @@ def _configure_refresh_prices(parser: argparse.ArgumentParser) -> None:
                         help="also append the new rows to this price CSV (e.g. a file under data/prices)")
     parser.add_argument("--date", type=_date, default=None,
                         help="effective date of the new rows (default today)")
+    parser.add_argument("--aws-conn-id", default=None,
+                        help="take credentials from this Airflow connection (needs Airflow); "
+                             "default: the usual AWS environment / profile chain")
 
 
 def _run_refresh_prices(args: argparse.Namespace) -> int:
@@ -159,8 +162,10 @@ def _run_refresh_prices(args: argparse.Namespace) -> int:
         if bad:
             raise UsageError(f"--instance-types: {bad[0]!r} is not a valid instance type")
     target = lake.open_lake(args.lake)
+    pricing_client, ec2_client = prices.aws_clients(region, aws_conn_id=args.aws_conn_id)
     new_rows = prices.refresh_aws_to_lake(target, region=region, instance_types=instance_types,
-                                          today=args.date, csv_path=args.csv)
+                                          today=args.date, csv_path=args.csv,
+                                          pricing_client=pricing_client, ec2_client=ec2_client)
     print(f"refreshed {new_rows.num_rows} AWS price row(s) for {region} into {args.lake}")
     return 0
 

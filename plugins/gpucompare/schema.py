@@ -38,7 +38,6 @@ FLAGS: tuple[str, ...] = (
     "decimal_comma",  # published with a decimal comma ("98,30")
     "outlier_vs_neighbours",  # ≥ 5× (or ≤ 1/5 of) the neighbouring batch sizes
     "batch_scaled_x8",  # the article's AlexNet training column: batch label × 8
-    "cost_rounding",  # a published cost/time that does not follow from its own inputs
 )
 
 SECONDS_PER_UNIT: dict[str, int] = {"hour": 3600, "minute": 60, "second": 1}
