@@ -318,3 +318,15 @@ def test_cli_ingest_into_s3_as_a_subprocess(tmp_path: Path, s3_bucket: str, aws_
     assert "2 file(s)" in done.stdout
     table = lake.open_lake(uri).results_table()
     assert table.num_rows == 4 and set(table["market"].to_pylist()) == {"spot"}
+
+
+@pytest.mark.integration
+def test_results_file_can_be_read_from_s3(tmp_path: Path, s3_bucket: str, aws_client) -> None:
+    """The EC2 target leaves results in S3; ingest reads them from there directly."""
+    body = "".join(json.dumps(r) + "\n" for r in sample_records())
+    aws_client("s3").put_object(Bucket=s3_bucket, Key="runs/r1/results.jsonl", Body=body.encode())
+    target = lake.open_lake(str(tmp_path / "lake"))
+    lake.ingest_results(target, f"s3://{s3_bucket}/runs/r1/results.jsonl", CONTEXT)
+    assert target.results_table().num_rows == 4
+    with pytest.raises(lake.IngestError, match="cannot read results file"):
+        lake.ingest_results(target, f"s3://{s3_bucket}/runs/missing.jsonl", CONTEXT)

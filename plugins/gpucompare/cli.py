@@ -63,7 +63,8 @@ def _date(text: str) -> dt.date:
 
 # ---- ingest ------------------------------------------------------------------------------
 def _configure_ingest(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--results", required=True, type=Path, help="JSON Lines file written by bench_tasks")
+    parser.add_argument("--results", required=True,
+                        help="JSON Lines file written by bench_tasks: a local path or s3://bucket/key")
     _lake_argument(parser)
     parser.add_argument("--provider", required=True, help="e.g. aws, leadergpu, local")
     parser.add_argument("--instance-type", required=True, help="the provider's machine name, e.g. g5.xlarge")

@@ -391,14 +391,22 @@ def _timestamp(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text).astimezone(dt.UTC)
 
 
-def read_results_file(path: str | Path) -> list[dict[str, Any]]:
-    """Every record of a JSON Lines results file, validated; raises IngestError naming the
-    line and field of the first bad record (blank lines are skipped)."""
-    path = Path(path)
+def _read_results_text(location: str | Path) -> tuple[str, str]:
+    """(file name, text) of a results file: a local path or an s3:// URI."""
+    text_location = str(location)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise IngestError(f"{path}: cannot read results file: {exc.strerror or exc}") from None
+        if text_location.startswith("s3://"):
+            fs, path = _filesystem_for(text_location)
+            with fs.open_input_stream(path) as stream:
+                return path.rsplit("/", 1)[-1], stream.read().decode("utf-8")
+        return Path(location).name, Path(location).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise IngestError(f"{text_location}: cannot read results file: {exc}") from None
+
+
+def parse_results(text: str, name: str = "results") -> list[dict[str, Any]]:
+    """Every record of JSON Lines text, validated; raises IngestError naming the line and
+    field of the first bad record (blank lines are skipped)."""
     records = []
     for line_no, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -406,16 +414,22 @@ def read_results_file(path: str | Path) -> list[dict[str, Any]]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise IngestError(f"{path.name} line {line_no}: not valid JSON ({exc.msg})",
+            raise IngestError(f"{name} line {line_no}: not valid JSON ({exc.msg})",
                               line=line_no, field="record") from None
         try:
             records.append(validate_record(record))
         except RecordError as exc:
-            raise IngestError(f"{path.name} line {line_no}: field {exc.field}: {exc.message}",
+            raise IngestError(f"{name} line {line_no}: field {exc.field}: {exc.message}",
                               line=line_no, field=exc.field) from None
     if not records:
-        raise IngestError(f"{path.name}: no records (an empty results file is refused)")
+        raise IngestError(f"{name}: no records (an empty results file is refused)")
     return records
+
+
+def read_results_file(location: str | Path) -> list[dict[str, Any]]:
+    """The validated records of a results file (local path or s3:// URI), see parse_results."""
+    name, text = _read_results_text(location)
+    return parse_results(text, name)
 
 
 def results_rows(records: list[dict[str, Any]], context: RunContext, *,
@@ -448,8 +462,8 @@ def results_rows(records: list[dict[str, Any]], context: RunContext, *,
 
 
 def ingest_results(lake: Lake, results_file: str | Path, context: RunContext) -> list[str]:
-    """Validate a worker results file and write it into the lake, all or nothing; returns
-    the committed paths. Re-ingesting the same run replaces its files."""
+    """Validate a worker results file (local path or s3:// URI) and write it into the lake,
+    all or nothing; returns the committed paths. Re-ingesting the same run replaces its files."""
     context = context.validated()
     table = results_rows(read_results_file(results_file), context)
     return lake.write_results(table)
