@@ -1,0 +1,69 @@
+"""
+### gpucompare_reports — build and publish every report
+
+Runs when **gpucompare_results** is updated (a nightly or manual run ingested results) and
+daily at 06:30 UTC as a fallback (`AssetOrTimeSchedule`), so price changes reach the
+reports even on a night without runs.
+
+`build_reports` runs the report set of `gpucompare.reports` (DuckDB over the lake: cost per
+million images, scaling, throughput, best value, regressions; Parquet + CSV, `index.html`,
+`summary.md`) into `<reports>/<date>/` (`GPUCOMPARE_REPORTS`, default `./reports`, or
+`s3://bucket/prefix`), then points `<reports>/latest` at it. Its outlet, the
+**gpucompare_reports** Asset, is what BI refreshes can schedule on. The Airflow UI links
+to `latest/index.html` (plugin `gpucompare`, menu "GPU cost reports").
+
+Settings: `GPUCOMPARE_LAKE`, `GPUCOMPARE_REPORTS`, `GPUCOMPARE_CURRENCY` (EUR).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+import pendulum
+from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, dag, get_current_context, task
+
+from gpucompare import pipeline, settings
+
+log = logging.getLogger(__name__)
+
+
+@task(outlets=[pipeline.REPORTS], execution_timeout=timedelta(minutes=30), **pipeline.network_retries())
+def build_reports() -> dict[str, Any]:
+    """Every report for the lake, written to <reports>/<date>/ and published as latest."""
+    from gpucompare.reports import run_reports
+
+    context = get_current_context()
+    for asset, events in (context.get("triggering_asset_events") or {}).items():
+        for event in events:
+            log.info("Triggered by %s from %s: %s", asset, event.source_run_id, event.extra)
+    dated = context["dag_run"].run_after.date().isoformat()
+    reports_root = settings.reports_uri()
+    out = f"{reports_root.rstrip('/')}/{dated}"
+    with pipeline.bad_input_fails():
+        report_set = run_reports(settings.lake_uri(), out, currency=settings.setting("currency"))
+    latest = pipeline.publish_latest(reports_root, dated)
+    rows = {name: table.num_rows for name, table in report_set.tables.items()}
+    log.info("Reports in %s (latest: %s): %s", out, latest, rows)
+    context["outlet_events"][pipeline.REPORTS].extra = {"date": dated, "rows": rows}
+    return {"out": out, "latest": latest, "rows": rows,
+            "missing_prices": report_set.missing_prices.num_rows}
+
+
+@dag(
+    dag_id="gpucompare_reports",
+    schedule=AssetOrTimeSchedule(
+        timetable=CronTriggerTimetable("30 6 * * *", timezone="UTC"), assets=[pipeline.RESULTS]),
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    doc_md=__doc__,
+    tags=["gpucompare", "reports"],
+    default_args=pipeline.default_args(),
+)
+def gpucompare_reports() -> None:
+    build_reports()
+
+
+gpucompare_reports()

@@ -1,0 +1,78 @@
+"""The Airflow plugin: a "GPU cost reports" entry in the UI that shows the latest report.
+
+Airflow 3 plugins extend the API server with FastAPI apps and the UI with external views
+(Flask views and ``appbuilder_menu_items`` are Airflow 2's way). This plugin
+
+* mounts a small FastAPI app at ``/gpucompare`` on the API server that serves the local
+  reports folder (``GPUCOMPARE_REPORTS``, default ``./reports``): ``/gpucompare/`` redirects
+  to ``reports/latest/index.html``, or says how to build a first report;
+* adds an external view to the navigation bar, rendered inside the Airflow UI (it has a
+  ``url_route``), whose page is that app.
+
+Plugin endpoints are not protected by Airflow by default; these require a logged-in user
+(the UI's session cookie or an API token), like the rest of the UI. Reports published to
+S3 are not served here: the page then names the bucket to read them from (or from BI).
+
+Airflow imports this file as a top-level module of the plugins folder (see
+``plugins/.airflowignore``), so it imports the rest of gpucompare by its package name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from airflow.api_fastapi.core_api.security import requires_authenticated
+from airflow.plugins_manager import AirflowPlugin
+from fastapi import Depends, FastAPI
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.staticfiles import StaticFiles
+
+from gpucompare import settings
+
+URL_PREFIX = "/gpucompare"
+LATEST_PAGE = "reports/latest/index.html"
+
+_NO_REPORT_YET = """<!doctype html><html><head><meta charset="utf-8"><title>GPU cost reports</title></head>
+<body style="font-family: sans-serif; margin: 2em">
+<h1>No report yet</h1>
+<p>{reason}</p>
+<p>Trigger the <code>gpucompare_nightly</code> DAG (or run <code>make demo</code>); the
+<code>gpucompare_reports</code> DAG then publishes the reports here.</p>
+</body></html>"""
+
+
+def create_app(reports_location: str | None = None) -> FastAPI:
+    """The app serving ``reports_location`` (default: the ``GPUCOMPARE_REPORTS`` setting)."""
+    location = reports_location or settings.reports_uri()
+    app = FastAPI(title="gpucompare reports", dependencies=[Depends(requires_authenticated())])
+
+    @app.get("/", response_model=None)
+    def latest_report() -> Response:
+        if settings.is_remote(location):
+            return HTMLResponse(_NO_REPORT_YET.format(
+                reason=f"Reports are published to {location}/latest/ (object storage), not served here."))
+        if not (Path(location) / "latest" / "index.html").is_file():
+            return HTMLResponse(_NO_REPORT_YET.format(reason=f"{location}/latest/index.html does not exist."),
+                                status_code=404)
+        # relative, so it works behind a proxy that moves Airflow under a path prefix
+        return RedirectResponse(LATEST_PAGE, status_code=307)
+
+    if not settings.is_remote(location):
+        # check_dir=False: the folder appears with the first report, after the server started
+        app.mount("/reports", StaticFiles(directory=location, html=True, check_dir=False), name="reports")
+    return app
+
+
+class GpuComparePlugin(AirflowPlugin):
+    """Registers the reports app and the navigation entry."""
+
+    name = "gpucompare"
+    fastapi_apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "gpucompare reports"}]
+    external_views = [{
+        "name": "GPU cost reports",
+        # no leading slash: relative to the UI's base URL
+        "href": f"{URL_PREFIX.lstrip('/')}/",
+        "destination": "nav",
+        "url_route": "gpucompare-reports",
+        "category": "browse",
+    }]
