@@ -1,0 +1,391 @@
+"""The report set: DuckDB over Arrow datasets of the lake → Parquet and CSV tables for BI tools.
+
+Each report is one SQL file in ``sql/`` (DuckDB dialect), run over Arrow data registered
+with an in-memory DuckDB connection: nothing is loaded through DuckDB extensions, so the
+same code reads a local lake and an ``s3://`` one (pyarrow.fs does the I/O).
+
+How it stays fast on a big lake (10 million result rows in a few seconds on two cores):
+
+* the results dataset is scanned twice, each time only for the columns a query names
+  (DuckDB pushes the projection into the Arrow scan): once by ``latest_results.sql``, a
+  single hash aggregation keeping each machine's latest result of every configuration,
+  and once, for the regressions only, with the ``date`` partition filter applied to the
+  dataset itself, so only the last few weeks of files are opened;
+* every other report works on that small ``latest`` table, or on another report;
+* nothing goes through pandas.
+
+Reports (columns documented in README, section "Reports"): ``cost_per_million``,
+``scaling``, ``throughput`` (+ ``throughput_matrix``, its pivot), ``best_value``,
+``regressions``. Output layout under the chosen directory (local path or s3://)::
+
+    <report>.csv                     one per report, header row, UTF-8
+    <report>/<report>.parquet        one folder per report (an Athena/Glue table location)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import io
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from bench_tasks.constants import IMAGENET_TRAIN_IMAGES
+from gpucompare import schema
+from gpucompare.lake import Lake, open_lake
+
+SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
+#: The reports, in the order they are built (best_value reads cost_per_million).
+REPORTS: tuple[str, ...] = ("cost_per_million", "scaling", "throughput", "best_value", "regressions")
+#: Tables written besides the reports themselves.
+DERIVED: tuple[str, ...] = ("throughput_matrix",)
+CURRENCIES: tuple[str, ...] = schema.CURRENCIES
+
+# The SQL writes the ImageNet epoch as a literal; keep the two in step.
+assert IMAGENET_TRAIN_IMAGES == 1_281_167
+
+
+class ReportError(ValueError):
+    """Bad report settings (the message names the setting and the allowed values)."""
+
+
+@dataclass(frozen=True)
+class RegressionRule:
+    """How the regressions report tells a drop from noise (see sql/regressions.sql)."""
+
+    history_runs: int = 7  # N previous results compared with
+    min_history: int = 3  # fewer ok results before → insufficient_history
+    mad_factor: float = 3.0  # k in k × 1.4826 × MAD
+    min_drop: float = 0.05  # a drop is never noise below this share of the median
+    lookback_days: int = 28  # only this much history is read from the lake
+
+    def validate(self) -> None:
+        if self.history_runs < 1:
+            raise ReportError(f"history_runs must be >= 1, got {self.history_runs}")
+        if not 1 <= self.min_history <= self.history_runs:
+            raise ReportError(f"min_history must be between 1 and history_runs, got {self.min_history}")
+        if self.mad_factor <= 0 or not 0 <= self.min_drop < 1:
+            raise ReportError("mad_factor must be > 0 and min_drop in [0, 1)")
+        if self.lookback_days < 1:
+            raise ReportError(f"lookback_days must be >= 1, got {self.lookback_days}")
+
+
+@dataclass
+class ReportInputs:
+    """What the reports read: the lake's results files and the small side tables (Arrow)."""
+
+    lake: Lake
+    prices: pa.Table
+    fx: pa.Table
+    published_scaling: pa.Table
+
+    @classmethod
+    def from_lake(cls, uri: str) -> ReportInputs:
+        """Open the lake at ``uri`` (local path or s3://bucket/prefix)."""
+        lake = open_lake(uri)
+        return cls(
+            lake=lake,
+            prices=lake.prices_table(),
+            fx=lake.fx_table(),
+            published_scaling=lake.published_scaling_table(),
+        )
+
+
+@dataclass
+class ReportSet:
+    """The built reports (Arrow tables), where they were written, and how long each took."""
+
+    tables: dict[str, pa.Table]
+    currency: str
+    rule: RegressionRule
+    rows_scanned: int
+    newest_date: dt.date | None
+    timings: dict[str, float] = field(default_factory=dict)
+    written: list[str] = field(default_factory=list)
+
+    @property
+    def missing_prices(self) -> pa.Table:
+        """cost_per_million rows without a usable price (no price, or no exchange rate)."""
+        table = self.tables["cost_per_million"]
+        return table.filter(pc.is_in(table["price_source"], pa.array(["missing", "missing_fx"])))
+
+
+def load_sql(name: str) -> str:
+    """The text of ``sql/<name>.sql``."""
+    path = SQL_DIR / f"{name}.sql"
+    if not path.is_file():
+        raise ReportError(f"no SQL for report {name!r} at {path}")
+    return path.read_text(encoding="utf-8")
+
+
+def _timed(timings: dict[str, float], name: str, action: Callable[[], object]) -> object:
+    started = time.perf_counter()
+    value = action()
+    timings[name] = time.perf_counter() - started
+    return value
+
+
+def _connect() -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(":memory:")
+    # No extension may be fetched at run time (offline CI, no httpfs): fail instead of downloading.
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    return con
+
+
+def build_reports(
+    inputs: ReportInputs,
+    out: str | Path | None = None,
+    *,
+    currency: str = "EUR",
+    rule: RegressionRule | None = None,
+) -> ReportSet:
+    """Run every report; write each as Parquet and CSV under ``out`` when given."""
+    if currency not in CURRENCIES:
+        raise ReportError(f"--currency {currency!r} is not one of {', '.join(CURRENCIES)}")
+    rule = rule or RegressionRule()
+    rule.validate()
+    timings: dict[str, float] = {}
+    con = _connect()
+    try:
+        con.register("prices", inputs.prices)
+        con.register("fx", inputs.fx)
+        con.register("published_scaling", inputs.published_scaling)
+        files = ResultFiles.of(inputs.lake, con)
+
+        def stage_latest() -> tuple[int, list[dt.date]]:
+            files.register("results")
+            newest = con.execute(load_sql("latest_dates")).fetchall()
+            files.register("results", dates={row[0] for row in newest})
+            con.execute(f"CREATE TEMP TABLE latest AS {load_sql('latest_results')}")
+            return sum(int(row[1]) for row in newest), [row[0] for row in newest]
+
+        rows_scanned, newest_dates = _timed(timings, "scan: latest results", stage_latest)
+        newest = max(newest_dates, default=None)
+
+        tables: dict[str, pa.Table] = {}
+        params = {"currency": currency}
+
+        def run(name: str, parameters: dict[str, object] | None = None) -> pa.Table:
+            table = con.sql(load_sql(name), params=parameters or None).to_arrow_table()
+            con.register(name, table)  # later reports may read it (best_value reads cost_per_million)
+            return table
+
+        tables["cost_per_million"] = _timed(
+            timings, "cost_per_million", lambda: run("cost_per_million", params)
+        )
+        tables["scaling"] = _timed(timings, "scaling", lambda: run("scaling"))
+        tables["throughput"] = _timed(timings, "throughput", lambda: run("throughput"))
+        tables["throughput_matrix"] = _timed(timings, "throughput_matrix", lambda: _throughput_matrix(con))
+        tables["best_value"] = _timed(timings, "best_value", lambda: run("best_value"))
+
+        def regressions() -> pa.Table:
+            cutoff = newest - dt.timedelta(days=rule.lookback_days) if newest else None
+            files.register("recent", since=cutoff)
+            return run(
+                "regressions",
+                {
+                    "history_runs": rule.history_runs,
+                    "min_history": rule.min_history,
+                    "mad_factor": rule.mad_factor,
+                    "min_drop": rule.min_drop,
+                },
+            )
+
+        tables["regressions"] = _timed(timings, "regressions (scan + query)", regressions)
+    finally:
+        con.close()
+
+    report_set = ReportSet(
+        tables=tables, currency=currency, rule=rule, rows_scanned=int(rows_scanned), newest_date=newest
+    )
+    report_set.timings = timings
+    if out is not None:
+        report_set.written = _timed(timings, "write parquet + csv", lambda: write_tables(tables, str(out)))
+    return report_set
+
+
+_DATE_PARTITION = re.compile(r"(?:^|/)date=(\d{4}-\d{2}-\d{2})/")
+
+
+@dataclass
+class ResultFiles:
+    """The results Parquet files of a lake, by date partition, readable by DuckDB's own reader.
+
+    DuckDB's Parquet reader is several times faster than an Arrow dataset scan handed to
+    DuckDB (it keeps dictionary-encoded strings as they are), so the files are given to
+    ``read_parquet`` directly. Partition pruning happens here, on the file list, before
+    anything is opened. A local lake is read from disk; any other pyarrow filesystem (S3)
+    is registered with DuckDB through fsspec's wrapper of it, so the bytes still come
+    through pyarrow.fs and no DuckDB extension (httpfs) is needed.
+    """
+
+    con: duckdb.DuckDBPyConnection
+    by_date: dict[dt.date, list[str]]
+
+    @classmethod
+    def of(cls, lake: Lake, con: duckdb.DuckDBPyConnection) -> ResultFiles:
+        if isinstance(lake.fs, pafs.LocalFileSystem):
+            prefix = ""
+        else:
+            from fsspec.implementations.arrow import ArrowFSWrapper
+
+            wrapper = ArrowFSWrapper(lake.fs)
+            con.register_filesystem(wrapper)
+            protocol = wrapper.protocol if isinstance(wrapper.protocol, str) else wrapper.protocol[0]
+            prefix = f"{protocol}://"
+        by_date: dict[dt.date, list[str]] = {}
+        for rel in lake.list_files("results"):
+            match = _DATE_PARTITION.search(rel)
+            if match is None:  # not a Hive partition file: not part of the table
+                continue
+            by_date.setdefault(dt.date.fromisoformat(match.group(1)), []).append(prefix + lake.path(rel))
+        return cls(con=con, by_date=by_date)
+
+    def register(self, view: str, *, dates: set[dt.date] | None = None, since: dt.date | None = None) -> int:
+        """(Re)define ``view`` over the files of ``dates`` (or of every date >= ``since``, or all)."""
+        chosen = [
+            path
+            for date, paths in sorted(self.by_date.items())
+            if (dates is None or date in dates) and (since is None or date >= since)
+            for path in paths
+        ]
+        if not chosen:
+            self.con.register("empty_results", schema.empty_results())
+            source = "empty_results"
+        else:
+            # file paths come from the lake listing; quotes are doubled, so the literal is closed
+            listing = ", ".join("'" + path.replace("'", "''") + "'" for path in chosen)
+            source = (
+                f"read_parquet([{listing}], hive_partitioning = true, "
+                "hive_types = {'mode': 'VARCHAR', 'date': 'DATE'}, union_by_name = true)"
+            )
+        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM {source}")  # noqa: S608
+        return len(chosen)
+
+
+def _throughput_matrix(con: duckdb.DuckDBPyConnection) -> pa.Table:
+    """throughput pivoted like the published tables: a column per batch size, a row per network.
+
+    A cell is the images/s (2 decimals) or, for a configuration that did not run, its status.
+    """
+    batches = [
+        row[0]
+        for row in con.execute(
+            "SELECT DISTINCT batch_size FROM throughput WHERE batch_size IS NOT NULL ORDER BY 1"
+        ).fetchall()
+    ]
+    keys = "provider, instance_type, region, market, gpu_model, gpu_count, num_nodes, mode, dtype, network"
+    if not batches:
+        return con.sql(f"SELECT {keys} FROM throughput").to_arrow_table()  # noqa: S608 (constant)
+    # batch sizes are integers from the lake (validated), so the column list is safe to inline
+    cells = ", ".join(
+        f"first(coalesce(printf('%.2f', images_per_sec), status)) FILTER (WHERE batch_size = {int(b)}) "
+        f"AS batch_{int(b)}"
+        for b in batches
+    )
+    return con.sql(
+        f"SELECT {keys}, {cells} FROM throughput GROUP BY ALL "  # noqa: S608 (column names, integers)
+        f"ORDER BY provider, instance_type, region, market, mode, dtype, gpu_count, num_nodes, network"
+    ).to_arrow_table()
+
+
+def _output_location(out: str) -> tuple[pafs.FileSystem, str]:
+    location = open_lake(out)
+    return location.fs, location.root
+
+
+def write_bytes(out: str, name: str, data: bytes) -> str:
+    """Write one file below ``out`` (local or s3://), atomically; returns its path."""
+    fs, root = _output_location(out)
+    return _put(fs, root, name, data)
+
+
+def _put(fs: pafs.FileSystem, root: str, name: str, data: bytes) -> str:
+    path = f"{root.rstrip('/')}/{name}"
+    parent = path.rsplit("/", 1)[0]
+    if isinstance(fs, pafs.LocalFileSystem):
+        fs.create_dir(parent, recursive=True)
+        temp = f"{parent}/.{path.rsplit('/', 1)[1]}.tmp"
+        with fs.open_output_stream(temp) as stream:
+            stream.write(data)
+        fs.move(temp, path)  # a rename: a reader sees the old report or the new one
+    else:
+        with fs.open_output_stream(path) as stream:
+            stream.write(data)
+    return path
+
+
+def write_tables(tables: dict[str, pa.Table], out: str) -> list[str]:
+    """Write every table as ``<name>.csv`` and ``<name>/<name>.parquet`` below ``out``."""
+    fs, root = _output_location(out)
+    written = []
+    for name, table in tables.items():
+        parquet = io.BytesIO()
+        pq.write_table(table, parquet, compression="zstd")
+        written.append(_put(fs, root, f"{name}/{name}.parquet", parquet.getvalue()))
+        text = io.BytesIO()
+        pacsv.write_csv(table, text)
+        written.append(_put(fs, root, f"{name}.csv", text.getvalue()))
+    return written
+
+
+def run_reports(lake: str, out: str, currency: str = "EUR") -> ReportSet:
+    """The ``report`` command: every report and the HTML page for the lake at ``lake``."""
+    from gpucompare import html
+
+    report_set = build_reports(ReportInputs.from_lake(lake), out, currency=currency)
+    started = time.perf_counter()
+    report_set.written += html.write_site(report_set, out)
+    report_set.timings["index.html + summary.md"] = time.perf_counter() - started
+    return report_set
+
+
+# ---- command line (python -m gpucompare report) -------------------------------------------
+def add_cli(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``report`` subcommand to ``python -m gpucompare`` (called by gpucompare.cli)."""
+    parser = subparsers.add_parser(
+        "report",
+        help="build every report (Parquet + CSV), index.html and summary.md from the lake",
+        description="Build the report set from the lake: " + ", ".join(REPORTS) + ", index.html, summary.md.",
+    )
+    parser.add_argument(
+        "--lake", default="./lake", help="lake URI: a local path or s3://bucket/prefix (default ./lake)"
+    )
+    parser.add_argument("--out", required=True, help="output directory (local path or s3://bucket/prefix)")
+    parser.add_argument(
+        "--currency",
+        default="EUR",
+        type=str.upper,
+        choices=CURRENCIES,
+        help="currency of every money column (default EUR)",
+    )
+    parser.set_defaults(func=_run_report_command)
+
+
+def _run_report_command(args: argparse.Namespace) -> int:
+    from gpucompare.cli import UsageError
+    from gpucompare.lake import LakeError
+
+    try:
+        report_set = run_reports(args.lake, args.out, currency=args.currency)
+    except (ReportError, LakeError) as exc:
+        raise UsageError(str(exc)) from None
+    counts = ", ".join(f"{name} {table.num_rows}" for name, table in report_set.tables.items())
+    print(f"reports of {report_set.rows_scanned:,} results in {args.out} ({report_set.currency}): {counts}")
+    missing = report_set.missing_prices.num_rows
+    if missing:
+        print(f"  {missing} result(s) without a price: see cost_per_million.csv (price_source missing)")
+    flagged = sum(1 for value in report_set.tables["regressions"]["regression"].to_pylist() if value)
+    print(f"  {flagged} regression(s) flagged; open {args.out.rstrip('/')}/index.html")
+    return 0

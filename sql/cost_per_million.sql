@@ -1,0 +1,104 @@
+-- Report cost_per_million: what a million images cost on each machine and configuration.
+-- Input: latest (latest_results.sql), prices (schema.PRICES_SCHEMA), fx (schema.FX_SCHEMA).
+-- Parameter: $currency (EUR | USD), the one currency of every money column.
+--
+-- Price matching, per result (status ok only; other statuses have no throughput):
+--   same provider and instance_type; region and market equal where both are known (a price
+--   row without region is valid in every region); the price's gpu_count, when known, at
+--   least the GPUs the run used on one node; effective_from <= the result's date, latest
+--   first. Exact region and market matches beat wildcards. No match: the row stays, with
+--   empty money columns and price_source = 'missing'.
+-- A run over num_nodes hosts rents num_nodes instances: price_per_hour is per instance × nodes.
+-- Currency: the rate valid on the result's date (latest effective_from <= date), direct or
+-- inverse; no rate: empty money columns and price_source = 'missing_fx'.
+WITH ok AS (
+    SELECT *, row_number() OVER () AS result_row
+    FROM latest
+    WHERE status = 'ok' AND images_per_sec > 0
+),
+hourly_prices AS (
+    SELECT *,
+        price * CASE unit WHEN 'hour' THEN 1 WHEN 'minute' THEN 60 WHEN 'second' THEN 3600 END
+            AS price_per_instance_hour
+    FROM prices
+),
+matched AS (
+    SELECT
+        ok.result_row, p.price_per_instance_hour, p.currency AS price_currency,
+        p.source AS price_source, p.effective_from AS price_effective_from,
+        row_number() OVER (
+            PARTITION BY ok.result_row
+            ORDER BY (p.region IS NOT DISTINCT FROM ok.region) DESC,
+                     (p.market IS NOT DISTINCT FROM ok.market) DESC,
+                     (p.market = 'on_demand') DESC,
+                     p.effective_from DESC, p.region, p.source
+        ) AS preference
+    FROM ok
+    JOIN hourly_prices AS p
+      ON p.provider = ok.provider
+     AND p.instance_type = ok.instance_type
+     AND (p.region IS NULL OR ok.region IS NULL OR p.region = ok.region)
+     AND (p.market IS NULL OR ok.market IS NULL OR p.market = ok.market)
+     AND (p.gpu_count IS NULL OR p.gpu_count >= ok.gpu_count / ok.num_nodes)
+     AND p.effective_from <= ok.result_date
+),
+fx_both_ways AS (
+    SELECT base AS from_currency, quote AS to_currency, rate, effective_from, 0 AS inverse FROM fx
+    UNION ALL
+    SELECT quote, base, 1.0 / rate, effective_from, 1 FROM fx WHERE rate > 0
+),
+priced AS (
+    SELECT ok.*, m.price_per_instance_hour, m.price_currency, m.price_source, m.price_effective_from
+    FROM ok
+    LEFT JOIN matched AS m ON m.result_row = ok.result_row AND m.preference = 1
+),
+converted AS (
+    SELECT priced.*,
+        CASE
+            WHEN price_currency IS NULL THEN NULL
+            WHEN price_currency = $currency THEN 1.0
+            ELSE (
+                SELECT first(f.rate ORDER BY f.effective_from DESC, f.inverse)
+                FROM fx_both_ways AS f
+                WHERE f.from_currency = priced.price_currency
+                  AND f.to_currency = $currency
+                  AND f.effective_from <= priced.result_date
+            )
+        END AS fx_rate
+    FROM priced
+),
+money AS (
+    SELECT *,
+        price_per_instance_hour * num_nodes * fx_rate AS money_per_hour,
+        1e6 / images_per_sec AS secs_per_million,
+        CASE WHEN mode = 'train' THEN 1281167 / images_per_sec END AS secs_per_epoch
+    FROM converted
+)
+SELECT
+    provider, instance_type, region, market, gpu_model, gpu_count, num_nodes, mode, network,
+    dtype, batch_size, images_per_sec,
+    secs_per_million AS seconds_per_million,
+    money_per_hour AS price_per_hour,
+    money_per_hour * secs_per_million / 3600 AS cost_per_million,
+    $currency AS currency,
+    CASE
+        WHEN price_source IS NULL THEN 'missing'
+        WHEN fx_rate IS NULL THEN 'missing_fx'
+        ELSE price_source
+    END AS price_source,
+    price_effective_from,
+    price_currency,
+    fx_rate,
+    result_source,
+    target,
+    measured_at,
+    result_date,
+    flags,
+    secs_per_epoch AS epoch_seconds,
+    money_per_hour * secs_per_epoch / 3600 AS epoch_cost,
+    90 * secs_per_epoch AS epochs90_seconds,
+    90 * secs_per_epoch / 3600 AS epochs90_hours,
+    money_per_hour * 90 * secs_per_epoch / 3600 AS epochs90_cost
+FROM money
+ORDER BY mode, network, cost_per_million NULLS LAST, provider, instance_type, region, market,
+         gpu_count, batch_size, dtype

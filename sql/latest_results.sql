@@ -1,0 +1,27 @@
+-- Staging for cost_per_million, scaling, throughput and best_value (not a report itself).
+-- One row per machine and configuration: the latest result of it, whatever its status.
+-- machine = provider, instance_type, region, market
+-- configuration = mode, network, dtype, batch_size, gpu_count, num_nodes, device_kind, kvstore
+-- Step 2 of 2 (step 1 is latest_dates.sql): `results` here holds only the date partitions
+-- that are some configuration's newest, so this reads a few files, not the whole history.
+SELECT
+    provider, instance_type, region, market, mode, network, dtype, batch_size,
+    gpu_count, num_nodes, device_kind, kvstore,
+    r.target, r.gpu_model, r.per_device_batch, r.images_per_sec, r.cv, r.status,
+    r.source AS result_source, r.result_date, r.measured_at,
+    array_to_string(r.flags, ';') AS flags
+FROM (
+    SELECT
+        provider, instance_type, region, market, mode, network, dtype, batch_size,
+        gpu_count, num_nodes, device_kind, kvstore,
+        arg_max(
+            struct_pack(
+                target := target, gpu_model := gpu_model, per_device_batch := per_device_batch,
+                images_per_sec := images_per_sec, cv := cv, status := status, source := source,
+                result_date := CAST("date" AS DATE), measured_at := finished_at, flags := flags
+            ),
+            coalesce(finished_at, CAST("date" AS TIMESTAMPTZ))
+        ) AS r
+    FROM results
+    GROUP BY ALL
+)

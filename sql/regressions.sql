@@ -1,0 +1,73 @@
+-- Report regressions: each machine's latest result of every configuration against the
+-- history of the same machine and configuration.
+-- Input: recent (the lake's results of the last $lookback_days days before the newest
+-- night, read with the date partition filter pushed into the scan, so the cost is that of
+-- a few weeks of data, not of the whole lake). Parameters: $history_runs (N), $min_history,
+-- $mad_factor (k), $min_drop (relative floor).
+--
+-- current  = the latest result (by finished_at) of the machine and configuration;
+-- history  = its N previous results with status ok (normally one a night);
+-- noise    = max(k × 1.4826 × MAD(history), min_drop × median(history)) — MAD scaled to a
+--            standard deviation, and never less than min_drop of the median;
+-- verdict  = 'insufficient_history' (fewer than min_history ok results before),
+--            'failed' (the latest did not run ok where the history did),
+--            'regression' (images_per_sec < median − noise),
+--            'improvement' (images_per_sec > median + noise), else 'steady'.
+-- regression = verdict in ('regression', 'failed').
+-- One window (row_number) and one hash aggregation over the recent rows: linear, no self-join.
+WITH numbered AS (
+    SELECT
+        provider, instance_type, region, market, mode, network, dtype, batch_size, gpu_count,
+        num_nodes, device_kind, kvstore, gpu_model, images_per_sec, status,
+        finished_at, CAST("date" AS DATE) AS result_date,
+        row_number() OVER (
+            PARTITION BY provider, instance_type, region, market, mode, network, dtype, batch_size,
+                         gpu_count, num_nodes, device_kind, kvstore
+            ORDER BY finished_at DESC NULLS LAST
+        ) AS age
+    FROM recent
+    WHERE target IS DISTINCT FROM 'published'
+),
+summary AS (
+    SELECT
+        provider, instance_type, region, market, mode, network, dtype, batch_size, gpu_count,
+        num_nodes, device_kind, kvstore,
+        any_value(gpu_model) FILTER (WHERE age = 1) AS gpu_model,
+        any_value(status) FILTER (WHERE age = 1) AS status,
+        max(images_per_sec) FILTER (WHERE age = 1) AS images_per_sec,
+        max(finished_at) FILTER (WHERE age = 1) AS measured_at,
+        max(result_date) FILTER (WHERE age = 1) AS result_date,
+        count(*) FILTER (WHERE age > 1 AND age <= $history_runs + 1 AND status = 'ok') AS history_runs,
+        median(images_per_sec) FILTER (WHERE age > 1 AND age <= $history_runs + 1 AND status = 'ok')
+            AS history_median,
+        mad(images_per_sec) FILTER (WHERE age > 1 AND age <= $history_runs + 1 AND status = 'ok')
+            AS history_mad,
+        min(result_date) FILTER (WHERE age > 1 AND age <= $history_runs + 1 AND status = 'ok')
+            AS history_from
+    FROM numbered
+    WHERE age <= $history_runs + 1
+    GROUP BY ALL
+),
+judged AS (
+    SELECT *,
+        greatest($mad_factor * 1.4826 * history_mad, $min_drop * history_median) AS noise
+    FROM summary
+)
+SELECT
+    provider, instance_type, region, market, gpu_model, gpu_count, num_nodes, mode, network, dtype,
+    batch_size, status, images_per_sec, measured_at, result_date,
+    history_runs, history_from, history_median, history_mad, noise,
+    images_per_sec / history_median - 1 AS change,
+    CASE
+        WHEN history_runs < $min_history THEN 'insufficient_history'
+        WHEN status IS DISTINCT FROM 'ok' THEN 'failed'
+        WHEN images_per_sec < history_median - noise THEN 'regression'
+        WHEN images_per_sec > history_median + noise THEN 'improvement'
+        ELSE 'steady'
+    END AS verdict,
+    coalesce(history_runs >= $min_history
+             AND (status IS DISTINCT FROM 'ok' OR images_per_sec < history_median - noise), false)
+        AS regression
+FROM judged
+ORDER BY regression DESC, change NULLS FIRST, provider, instance_type, region, market, mode, network,
+         dtype, batch_size, gpu_count
