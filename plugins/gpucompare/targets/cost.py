@@ -1,0 +1,272 @@
+"""The cost guard: estimate what a run on a paid machine will cost, refuse it if over budget.
+
+Called before anything is provisioned (``Ec2Target.prepare`` calls it first), so a refused
+run has started nothing and costs nothing.
+
+The estimate is deliberately pessimistic, because the guard exists to stop surprises:
+
+    hours = (provisioning overhead + Σ per-configuration seconds) / 3600
+    cost  = hours × price per hour (of the instance type, region and market, at a date)
+
+* A configuration's seconds = a fixed per-process overhead (interpreter start, MXNet
+  import, symbol bind, cuDNN autotune: ``CONFIG_OVERHEAD_S``) + (warm-up + timed batches ×
+  repeats) × batch size / images per second, and never more than the configuration's own
+  time limit (the worker kills it there).
+* Images per second come from ``history`` when the caller has measured the network and
+  mode before (e.g. from the lake), otherwise from ``DEFAULT_IMAGES_PER_SEC``: the slowest
+  published single-GPU figure (Tesla K80, batch 1 where published; see the table's notes).
+* A spot run is priced at the on-demand rate: the spot request may fall back to on-demand
+  (see ``ec2.py``) and the guard must hold for the market the run may actually get.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import Any, NamedTuple
+
+from bench_tasks import constants
+from gpucompare.targets.base import BudgetExceeded, TargetError
+
+#: Seconds a configuration costs beyond its batches: a fresh process, ``import mxnet``,
+#: binding the symbol and cuDNN's algorithm search (measured at 20-60 s on GPU hosts).
+CONFIG_OVERHEAD_S = 60.0
+
+#: Boot, SSM agent registration, worker download and creating the worker environment
+#: (pip install of mxnet-cu112, ~1.5 GB) before the first configuration starts.
+PROVISIONING_OVERHEAD_S = 900.0
+
+#: Images/s assumed when no history is given: the slowest published single-GPU figures,
+#: from MXNet's perf.md K80 rows quoted in the LeaderGPU article
+#: (``/work/shared/reference/published_results.csv``, p2.xlarge, batch 1 for scoring, the
+#: smallest published batch for training). Networks without a published K80 figure:
+#: googlenet scores like inception-bn (similar FLOPs); training is a third of scoring
+#: (forward + backward + update ≈ three forward passes) where no training figure exists.
+DEFAULT_IMAGES_PER_SEC: Mapping[tuple[str, str], float] = {
+    ("alexnet", "score"): 202.66,
+    ("vgg-16", "score"): 70.76,
+    ("googlenet", "score"): 74.91,
+    ("inception-bn", "score"): 74.91,
+    ("inception-v3", "score"): 42.61,
+    ("resnet-50", "score"): 70.94,
+    ("resnet-152", "score"): 24.87,
+    ("alexnet", "train"): 230.69,  # published at batch 8 (the article's "Alexnet(*8)")
+    ("vgg-16", "train"): 70.76 / 3,
+    ("googlenet", "train"): 74.91 / 3,
+    ("inception-bn", "train"): 74.91 / 3,
+    ("inception-v3", "train"): 13.83,
+    ("resnet-50", "train"): 9.81,
+    ("resnet-152", "train"): 24.87 / 3,
+}
+
+#: The markets a price can be asked for.
+MARKETS = ("on_demand", "spot")
+
+
+class PriceQuote(NamedTuple):
+    """A price per instance-hour, its currency and where it came from (for the error text)."""
+
+    price_per_hour: float
+    currency: str
+    source: str = ""
+
+
+#: ``lookup(instance_type, region, market, on_date) -> PriceQuote``; raises LookupError when
+#: the table has no price for it.
+PriceLookup = Callable[[str, str, str, date], PriceQuote]
+
+
+@dataclass(frozen=True)
+class SweepTimeEstimate:
+    """How long the sweeps are expected to take on the machine, before provisioning."""
+
+    configurations: int
+    sweep_seconds: float
+    provisioning_seconds: float
+
+    @property
+    def hours(self) -> float:
+        return (self.sweep_seconds + self.provisioning_seconds) / 3600.0
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """The guard's verdict material: what the run is expected to cost and why."""
+
+    instance_type: str
+    region: str
+    market: str
+    priced_market: str
+    price_per_hour: float
+    currency: str
+    price_source: str
+    time: SweepTimeEstimate
+
+    @property
+    def cost(self) -> float:
+        return self.time.hours * self.price_per_hour
+
+    def describe(self) -> str:
+        return (
+            f"{self.cost:.2f} {self.currency} for {self.instance_type} in {self.region} "
+            f"({self.market}, priced as {self.priced_market} at {self.price_per_hour:.4f} "
+            f"{self.currency}/h from {self.price_source or 'the price table'}): "
+            f"{self.time.configurations} configurations, {self.time.hours:.2f} h including "
+            f"{self.time.provisioning_seconds / 60:.0f} min of provisioning"
+        )
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()] if "," in value else [value]
+    return list(value)
+
+
+def _matrix_settings(sweep_config: Mapping[str, Any], matrix: Mapping[str, Any]) -> dict[str, Any]:
+    """A matrix entry with the sweep's top-level keys as its defaults (the sweep file's rule)."""
+    settings = {key: value for key, value in sweep_config.items() if key != "matrix"}
+    settings.update(matrix)
+    return settings
+
+
+def _devices_lists(settings: Mapping[str, Any]) -> list[Any]:
+    # a device list is "gpu:0,gpu:1" (one configuration), so only the outer list counts
+    devices = settings.get("devices", ["cpu"])
+    return [devices] if isinstance(devices, str) else list(devices)
+
+
+def configuration_seconds(network: str, mode: str, batch_size: int, settings: Mapping[str, Any],
+                          history: Mapping[tuple[str, str], float] | None = None) -> float:
+    """Expected wall time of one configuration (fresh process + warm-up + timed batches)."""
+    images_per_sec = (history or {}).get((network, mode)) or DEFAULT_IMAGES_PER_SEC.get((network, mode))
+    if not images_per_sec or images_per_sec <= 0:
+        raise TargetError(
+            f"cost guard: no throughput estimate for network={network!r} mode={mode!r}; "
+            f"known networks: {', '.join(constants.NETWORKS)}; modes: {', '.join(constants.MODES)}"
+        )
+    warmup = int(settings.get("warmup", constants.DEFAULT_WARMUP_BATCHES))
+    batches = int(settings.get("batches", constants.DEFAULT_TIMED_BATCHES))
+    repeats = int(settings.get("repeats", constants.DEFAULT_REPEATS))
+    timeout_s = float(settings.get("timeout_s", constants.DEFAULT_CONFIG_TIMEOUT_S))
+    steps = warmup + batches * repeats
+    seconds = CONFIG_OVERHEAD_S + steps * batch_size / images_per_sec
+    return min(seconds, timeout_s)
+
+
+def estimate_sweep_time(sweep_configs: Iterable[Mapping[str, Any]], *,
+                        history: Mapping[tuple[str, str], float] | None = None,
+                        provisioning_overhead_s: float = PROVISIONING_OVERHEAD_S) -> SweepTimeEstimate:
+    """Expected time of the given sweeps on one machine: configurations × their estimates."""
+    count = 0
+    seconds = 0.0
+    for sweep_config in sweep_configs:
+        matrices = sweep_config.get("matrix")
+        if not matrices:
+            raise TargetError("cost guard: sweep config has no 'matrix' (a list of matrices to expand)")
+        for matrix in matrices:
+            settings = _matrix_settings(sweep_config, matrix)
+            combos = [
+                (mode, network, int(batch))
+                for mode in _as_list(settings.get("modes"))
+                for network in _as_list(settings.get("networks"))
+                for batch in _as_list(settings.get("batch_sizes"))
+            ]
+            dtypes = _as_list(settings.get("dtypes")) or ["float32"]
+            repeat_for = len(dtypes) * len(_devices_lists(settings))
+            for mode, network, batch in combos:
+                count += repeat_for
+                seconds += repeat_for * configuration_seconds(network, mode, batch, settings, history)
+    return SweepTimeEstimate(configurations=count, sweep_seconds=seconds,
+                             provisioning_seconds=provisioning_overhead_s)
+
+
+def table_price_lookup(prices_table: Any = None, *, provider: str = "aws") -> PriceLookup:
+    """A ``PriceLookup`` over the project's price table (``gpucompare.prices``; default: the
+    tables shipped in ``gpucompare/data/prices``): the row valid on the date, exact region
+    first, converted to a price per hour."""
+    from gpucompare import prices
+
+    table = prices.shipped_prices() if prices_table is None else prices_table
+
+    def lookup(instance_type: str, region: str, market: str, on_date: date) -> PriceQuote:
+        row = prices.price_at(table, provider=provider, instance_type=instance_type, market=market,
+                              on=on_date, region=region)
+        if row is None:
+            raise LookupError(f"the price table has no {provider} row for it")
+        return PriceQuote(prices.hourly(row["price"], row["unit"]), row["currency"], row.get("source") or "")
+
+    return lookup
+
+
+def table_fx_rate(from_currency: str, to_currency: str, on_date: date) -> float:
+    """Units of ``to_currency`` per ``from_currency`` from the shipped exchange-rate table."""
+    from gpucompare import prices
+
+    return prices.fx_rate(prices.shipped_fx(), from_currency=from_currency, to_currency=to_currency,
+                          on=on_date)
+
+
+#: ``rate(from_currency, to_currency, on_date) -> units of to per unit of from``.
+FxRate = Callable[[str, str, date], float]
+
+
+def estimate_run_cost(instance_type: str, region: str, market: str,
+                      sweep_configs: Iterable[Mapping[str, Any]], *,
+                      currency: str | None = None,
+                      price_lookup: PriceLookup | None = None, fx_rate: FxRate | None = None,
+                      on_date: date | None = None,
+                      history: Mapping[tuple[str, str], float] | None = None,
+                      provisioning_overhead_s: float = PROVISIONING_OVERHEAD_S) -> CostEstimate:
+    """Estimate the cost of running ``sweep_configs`` on one instance (see the module doc),
+    in ``currency`` (default: the price table's own) converted at the date's rate."""
+    if market not in MARKETS:
+        raise TargetError(f"cost guard: market={market!r} is not one of {', '.join(MARKETS)}")
+    lookup = price_lookup or table_price_lookup()
+    on_date = on_date or datetime.now(UTC).date()
+    # spot may fall back to on-demand: price the worst market the run can land in
+    priced_market = "on_demand"
+    try:
+        quote = lookup(instance_type, region, priced_market, on_date)
+    except LookupError as exc:
+        raise TargetError(
+            f"cost guard: no {priced_market} price for instance_type={instance_type!r} in "
+            f"region={region!r} on {on_date.isoformat()}: {exc}. Add it to the price table "
+            f"(python -m gpucompare refresh-prices) or remove budget_cap."
+        ) from exc
+    price, price_currency, source = float(quote.price_per_hour), quote.currency.upper(), quote.source
+    if currency and currency.upper() != price_currency:
+        try:
+            rate = (fx_rate or table_fx_rate)(price_currency, currency.upper(), on_date)
+        except (LookupError, ValueError) as exc:
+            raise TargetError(f"cost guard: cannot convert {price_currency} to {currency.upper()} on "
+                              f"{on_date.isoformat()}: {exc}") from exc
+        source = f"{source or 'the price table'}, {price:.4f} {price_currency}/h × {rate:.4f}"
+        price, price_currency = price * rate, currency.upper()
+    time_estimate = estimate_sweep_time(sweep_configs, history=history,
+                                        provisioning_overhead_s=provisioning_overhead_s)
+    return CostEstimate(instance_type=instance_type, region=region, market=market,
+                        priced_market=priced_market, price_per_hour=price,
+                        currency=price_currency, price_source=source, time=time_estimate)
+
+
+def check_budget(estimate: CostEstimate, budget_cap: float, budget_currency: str) -> CostEstimate:
+    """Refuse (``BudgetExceeded``) when the estimate is over the cap; return it otherwise."""
+    if not isinstance(budget_cap, int | float) or isinstance(budget_cap, bool) or budget_cap <= 0:
+        raise TargetError(f"budget_cap must be a positive number, got {budget_cap!r}")
+    if estimate.currency.upper() != budget_currency.upper():
+        raise TargetError(
+            f"budget_currency={budget_currency!r} does not match the price table's currency "
+            f"{estimate.currency!r} for {estimate.instance_type}; give the cap in {estimate.currency}"
+        )
+    # the estimate is rounded up to the cent so a cap equal to the shown figure is honest
+    if math.ceil(estimate.cost * 100) / 100 > budget_cap:
+        raise BudgetExceeded(
+            f"budget cap refused the run before anything was started: estimated "
+            f"{estimate.describe()}; cap {budget_cap:.2f} {budget_currency.upper()}. "
+            f"Raise budget_cap, choose a cheaper instance_type or a smaller sweep."
+        )
+    return estimate

@@ -1,0 +1,737 @@
+"""The ``ec2`` target: a GPU instance provisioned for one run, driven through SSM, results via S3.
+
+Built on the amazon provider's hooks (``EC2Hook``, ``SsmHook``, ``S3Hook``), so the AWS
+connection (``aws_conn_id``; region, credentials, role, ``endpoint_url`` in its extra)
+is the one Airflow already manages. The provider's operators (``EC2CreateInstanceOperator``,
+``SsmRunCommandOperator`` …) are whole Airflow tasks; the target's steps are called from
+inside the DAG's own tasks, so it uses the same hooks, waiters and calls they do.
+
+What ``prepare`` creates, and why:
+
+* the cost guard runs first (``cost.py``): over budget, nothing is created;
+* spot if asked, with on-demand as the fallback when spot capacity is refused
+  (``SPOT_CAPACITY_ERRORS``); ``TargetState.market`` records what the run actually got;
+* IMDSv2 required, an encrypted root volume deleted on termination,
+  ``InstanceInitiatedShutdownBehavior=terminate`` plus ``shutdown -h +TTL`` in the user data:
+  an instance nobody tears down powers itself off, and powering off terminates it;
+* tags ``gpucompare:run-id``, ``gpucompare:expires-at`` (ISO 8601 UTC; the sweeper's
+  clock), ``Name``; the run-id tag is also how a retried ``prepare`` finds its instance
+  and how ``teardown`` finds one a failed ``prepare`` left without recording its id;
+* the instance profile lets the instance write to the results prefix and nothing else
+  (``docker/iam/instance-profile-policy.json``); the worker bundle reaches it through a
+  presigned URL, so the instance needs no read permission at all.
+
+Results: each ``run_sweep`` writes ``sweep-<config hash>.jsonl`` on the instance, then
+concatenates all of the run's sweep files into ``results.jsonl`` and copies it to
+``s3://<results_bucket>/<results_prefix>/<run key>/results.jsonl`` (a retried sweep
+replaces its own file instead of appending twice); ``collect`` downloads that object.
+
+Options (``TargetSpec.options``; validated when the target is built):
+``ami`` (id or SSM parameter name, e.g.
+``/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id``,
+also as ``resolve:ssm:<name>``), ``instance_profile``, ``results_bucket`` (required);
+``aws_conn_id`` (aws_default), ``subnet_id``, ``security_group_ids``, ``results_prefix``
+(gpucompare), ``ttl_minutes`` (from the sweep estimate, else 240), ``volume_size_gb`` (150),
+``remote_root`` (/opt/gpucompare), ``bench_python`` (use this interpreter instead of
+creating a venv), ``budget_cap`` + ``budget_currency`` (USD) + ``sweep_configs`` (the sweeps
+the run will execute, for the estimate), ``poll_interval_s`` (15), ``agent_timeout_s`` (900),
+``launch_timeout_s`` (900), ``deploy_timeout_s`` (1800), ``tags`` (extra tags).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+import shlex
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import cached_property
+from typing import Any
+from urllib.parse import urlparse
+
+from gpucompare.targets import cost
+from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState
+
+log = logging.getLogger(__name__)
+
+RUN_ID_TAG = "gpucompare:run-id"
+EXPIRES_AT_TAG = "gpucompare:expires-at"
+
+#: RunInstances error codes that mean "no spot capacity for you now" (not a bad request):
+#: these, and only these, make a spot request fall back to on-demand.
+SPOT_CAPACITY_ERRORS = frozenset({
+    "InsufficientInstanceCapacity",
+    "SpotMaxPriceTooLow",
+    "MaxSpotInstanceCountExceeded",
+    "InsufficientCapacity",
+    "UnfulfillableCapacity",
+})
+
+#: States of an instance that still exists (and may cost money).
+LIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
+
+#: SSM command statuses after which nothing more will happen.
+SSM_FINAL_STATUSES = frozenset({"Success", "Failed", "Cancelled", "TimedOut", "Cancelling"})
+
+#: The document SSM runs our commands with: the agent writes them, one a line, to a
+#: ``_script.sh`` and runs ``sh -c <that file>``; a shebang as the first line makes it bash.
+SSM_DOCUMENT = "AWS-RunShellScript"
+SCRIPT_PREAMBLE = ("#!/bin/bash", "set -euo pipefail")
+
+DEFAULT_TTL_MINUTES = 240
+DEFAULT_VOLUME_GB = 150  # the Deep Learning Base AMI's root snapshot is ~100 GB
+STDERR_TAIL_LINES = 40
+
+_AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
+_SSM_PARAMETER = re.compile(r"^(resolve:ssm:)?(/[A-Za-z0-9_.\-]+)+$")
+_SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+_SECURITY_GROUP_ID = re.compile(r"^sg-[0-9a-f]{8,17}$")
+_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
+_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+_PROFILE_NAME = re.compile(r"^[A-Za-z0-9+=,.@_-]{1,128}$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_PREFIX = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")
+_ABS_PATH = re.compile(r"^(/[A-Za-z0-9_.-]+)+$")
+_RUN_ID = re.compile(r"^[A-Za-z0-9_.:+-]{1,200}$")
+_TAG_KEY = re.compile(r"^[A-Za-z0-9 _.:/=+@-]{1,128}$")
+
+
+def run_key(run_id: str) -> str:
+    """The run id as a path component (S3 keys, directories): Airflow's ':' and '+' become '-'."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", run_id)
+
+
+def _require(options: dict[str, Any], name: str, pattern: re.Pattern[str], what: str) -> str:
+    value = options.get(name)
+    if not isinstance(value, str) or not pattern.match(value):
+        raise TargetError(f"ec2 option {name!r}: {value!r} is not {what}")
+    return value
+
+
+def _optional(options: dict[str, Any], name: str, pattern: re.Pattern[str], what: str,
+              default: str | None = None) -> str | None:
+    if options.get(name) in (None, ""):
+        return default
+    return _require(options, name, pattern, what)
+
+
+def _number(options: dict[str, Any], name: str, low: float, high: float) -> float | None:
+    value = options.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise TargetError(f"ec2 option {name!r}: {value!r} is not a number between {low} and {high}")
+    return float(value)
+
+
+def _number_or(options: dict[str, Any], name: str, default: float, low: float, high: float) -> float:
+    value = _number(options, name, low, high)
+    return default if value is None else value
+
+
+@dataclass(frozen=True)
+class Ec2Options:
+    """The validated settings of an ec2 target (see the module docstring for each one)."""
+
+    ami: str
+    instance_profile: str
+    results_bucket: str
+    results_prefix: str
+    aws_conn_id: str
+    subnet_id: str | None
+    security_group_ids: tuple[str, ...]
+    ttl_minutes: int | None
+    volume_size_gb: int
+    remote_root: str
+    bench_python: str | None
+    budget_cap: float | None
+    budget_currency: str
+    sweep_configs: tuple[dict[str, Any], ...]
+    poll_interval_s: float
+    agent_timeout_s: float
+    launch_timeout_s: float
+    deploy_timeout_s: float
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_spec(cls, spec: TargetSpec) -> Ec2Options:
+        if spec.kind != "ec2":
+            raise TargetError(f"Ec2Target needs kind='ec2', got {spec.kind!r}")
+        if not isinstance(spec.instance_type, str) or not _INSTANCE_TYPE.match(spec.instance_type):
+            raise TargetError(f"ec2 instance_type {spec.instance_type!r} is not an EC2 type like g4dn.xlarge")
+        if not isinstance(spec.region, str) or not _REGION.match(spec.region):
+            raise TargetError(f"ec2 region {spec.region!r} is not an AWS region like us-east-1")
+        if spec.market not in cost.MARKETS:
+            raise TargetError(f"ec2 market {spec.market!r} is not one of {', '.join(cost.MARKETS)}")
+        opts = dict(spec.options or {})
+        groups = opts.get("security_group_ids") or []
+        if isinstance(groups, str):
+            groups = [groups]
+        for group in groups:
+            if not isinstance(group, str) or not _SECURITY_GROUP_ID.match(group):
+                raise TargetError(
+                    f"ec2 option 'security_group_ids': {group!r} is not a security group id (sg-…)")
+        sweeps = opts.get("sweep_configs") or []
+        if isinstance(sweeps, dict):
+            sweeps = [sweeps]
+        if not all(isinstance(sweep, dict) for sweep in sweeps):
+            raise TargetError("ec2 option 'sweep_configs' must be a list of sweep configs (mappings)")
+        tags = opts.get("tags") or {}
+        if not isinstance(tags, dict) or not all(
+            isinstance(k, str) and _TAG_KEY.match(k) and not k.startswith(("aws:", "gpucompare:"))
+            and isinstance(v, str) and len(v) <= 256 for k, v in tags.items()
+        ):
+            raise TargetError("ec2 option 'tags' must map tag keys (not aws:/gpucompare:) to strings")
+        aws_conn_id = opts.get("aws_conn_id", "aws_default")
+        if not isinstance(aws_conn_id, str) or not aws_conn_id:
+            raise TargetError(f"ec2 option 'aws_conn_id': {aws_conn_id!r} is not a connection id")
+        currency = opts.get("budget_currency", "USD")
+        if not isinstance(currency, str) or not re.match(r"^[A-Za-z]{3}$", currency):
+            raise TargetError(f"ec2 option 'budget_currency': {currency!r} is not an ISO currency like USD")
+        ttl = _number(opts, "ttl_minutes", 10, 7 * 24 * 60)
+        budget_cap = _number(opts, "budget_cap", 0.01, 1e6)
+        ami_pattern, ami_what = ((_AMI_ID, "an AMI id (ami-…)") if str(opts.get("ami", "")).startswith("ami-")
+                                 else (_SSM_PARAMETER, "an AMI id (ami-…) or an SSM parameter name (/aws/…)"))
+        if budget_cap is not None and not sweeps:
+            raise TargetError("ec2 option 'budget_cap' needs 'sweep_configs' (the sweeps the run will "
+                              "execute) to estimate the run's cost")
+        return cls(
+            ami=_require(opts, "ami", ami_pattern, ami_what),
+            instance_profile=_require(opts, "instance_profile", _PROFILE_NAME, "an instance profile name"),
+            results_bucket=_require(opts, "results_bucket", _BUCKET, "an S3 bucket name"),
+            results_prefix=_optional(opts, "results_prefix", _PREFIX, "an S3 key prefix (no leading '/')",
+                                     "gpucompare") or "gpucompare",
+            aws_conn_id=aws_conn_id,
+            subnet_id=_optional(opts, "subnet_id", _SUBNET_ID, "a subnet id (subnet-…)"),
+            security_group_ids=tuple(groups),
+            ttl_minutes=int(ttl) if ttl is not None else None,
+            volume_size_gb=int(_number_or(opts, "volume_size_gb", DEFAULT_VOLUME_GB, 8, 16384)),
+            remote_root=_optional(opts, "remote_root", _ABS_PATH, "an absolute path", "/opt/gpucompare")
+            or "/opt/gpucompare",
+            bench_python=_optional(opts, "bench_python", _ABS_PATH, "an absolute path to a python"),
+            budget_cap=budget_cap,
+            budget_currency=currency.upper(),
+            sweep_configs=tuple(sweeps),
+            poll_interval_s=_number_or(opts, "poll_interval_s", 15, 0.1, 600),
+            agent_timeout_s=_number_or(opts, "agent_timeout_s", 900, 1, 7200),
+            launch_timeout_s=_number_or(opts, "launch_timeout_s", 900, 1, 7200),
+            deploy_timeout_s=_number_or(opts, "deploy_timeout_s", 1800, 1, 14400),
+            tags=dict(tags),
+        )
+
+
+def _client_error_code(exc: BaseException) -> str | None:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code") or "") or None
+    return None
+
+
+def _http_status(exc: BaseException) -> int | None:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return None
+
+
+def user_data_script(ttl_minutes: int) -> str:
+    """Boot script: schedule the power-off that (with shutdown behaviour terminate) kills it."""
+    return (
+        "#!/bin/bash\n"
+        "# gpucompare: a forgotten instance powers itself off; InstanceInitiatedShutdownBehavior\n"
+        "# is 'terminate', so powering off deletes it (and its encrypted volume).\n"
+        f"shutdown -h +{int(ttl_minutes)} 'gpucompare: time-to-live reached'\n"
+    )
+
+
+class Ec2Target(Target):
+    """Provision, use and terminate one EC2 instance per run (see the module docstring)."""
+
+    kind = "ec2"
+
+    def __init__(self, spec: TargetSpec, *, line_sink: LineSink | None = None,
+                 price_lookup: cost.PriceLookup | None = None) -> None:
+        super().__init__(spec, line_sink=line_sink)
+        self.options = Ec2Options.from_spec(spec)
+        self.price_lookup = price_lookup
+
+    # --- hooks (cached: one boto3 client each, so tests can hook into its events) ---
+
+    @cached_property
+    def ec2_hook(self) -> Any:
+        from airflow.providers.amazon.aws.hooks.ec2 import EC2Hook
+
+        return EC2Hook(aws_conn_id=self.options.aws_conn_id, region_name=self.spec.region,
+                       api_type="client_type")
+
+    @cached_property
+    def ssm_hook(self) -> Any:
+        from airflow.providers.amazon.aws.hooks.ssm import SsmHook
+
+        return SsmHook(aws_conn_id=self.options.aws_conn_id, region_name=self.spec.region)
+
+    @cached_property
+    def s3_hook(self) -> Any:
+        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+        return S3Hook(aws_conn_id=self.options.aws_conn_id)
+
+    # --- the cost guard ---
+
+    def estimate(self) -> cost.CostEstimate | None:
+        """The run's cost estimate (None when no budget cap is set)."""
+        if self.options.budget_cap is None:
+            return None
+        return cost.estimate_run_cost(self.spec.instance_type, str(self.spec.region), self.spec.market,
+                                      self.options.sweep_configs, currency=self.options.budget_currency,
+                                      price_lookup=self.price_lookup)
+
+    def _ttl_minutes(self) -> int:
+        if self.options.ttl_minutes is not None:
+            return self.options.ttl_minutes
+        if self.options.sweep_configs:
+            hours = cost.estimate_sweep_time(self.options.sweep_configs).hours
+            # half as long again as expected, plus time to collect: late, never early
+            return max(60, math.ceil(hours * 60 * 1.5) + 30)
+        return DEFAULT_TTL_MINUTES
+
+    # --- prepare ---
+
+    def prepare(self, run_id: str) -> TargetState:
+        if not isinstance(run_id, str) or not _RUN_ID.match(run_id):
+            raise TargetError(f"run_id {run_id!r} may hold only letters, digits and _.:+-")
+        estimate = self.estimate()
+        if estimate is not None:
+            cost.check_budget(estimate, float(self.options.budget_cap or 0), self.options.budget_currency)
+            log.info("Cost guard passed: %s (cap %.2f %s)", estimate.describe(), self.options.budget_cap,
+                     self.options.budget_currency)
+        existing = self._instances_of(run_id, ("pending", "running"))
+        if existing:
+            instance = existing[0]
+            instance_id, market = instance["InstanceId"], self._market_of(instance)
+            expires_at = _tag(instance, EXPIRES_AT_TAG)
+            log.info("Run %s already has instance %s (%s): reusing it", run_id, instance_id, market)
+        else:
+            ttl = self._ttl_minutes()
+            expires_at = (datetime.now(UTC) + timedelta(minutes=ttl)).strftime("%Y-%m-%dT%H:%M:%SZ")
+            image_id = self.resolve_ami()
+            instance_id, market = self._launch(run_id, image_id, ttl, expires_at)
+        state = TargetState(
+            spec=self.spec.to_dict(), run_id=run_id, resource_id=instance_id, market=market,
+            extra={"region": self.spec.region, "expires_at": expires_at,
+                   "results_bucket": self.options.results_bucket,
+                   "results_key": self._results_key(run_id)},
+        )
+        try:
+            self._wait_running(instance_id)
+            self._wait_for_ssm_agent(instance_id)
+        except BaseException:
+            log.exception("Instance %s did not become usable; terminating it", instance_id)
+            self.teardown(state)
+            raise
+        return state
+
+    def resolve_ami(self) -> str:
+        """The AMI id: given directly, or read from the SSM parameter that names it."""
+        ami = self.options.ami
+        if _AMI_ID.match(ami):
+            return ami
+        name = ami.removeprefix("resolve:ssm:")
+        try:
+            value = self.ssm_hook.get_parameter_value(name)
+        except Exception as exc:
+            raise TargetError(f"ec2 option 'ami': cannot read SSM parameter {name!r} in "
+                              f"{self.spec.region}: {exc}") from exc
+        if not _AMI_ID.match(value.strip()):
+            raise TargetError(f"ec2 option 'ami': SSM parameter {name!r} holds {value!r}, not an AMI id")
+        return value.strip()
+
+    def _root_device_name(self, image_id: str) -> str:
+        images = self.ec2_hook.conn.describe_images(ImageIds=[image_id]).get("Images", [])
+        if not images:
+            raise TargetError(f"AMI {image_id} does not exist in {self.spec.region}")
+        return images[0].get("RootDeviceName") or "/dev/sda1"
+
+    def run_instances_request(self, run_id: str, image_id: str, ttl_minutes: int, expires_at: str,
+                              *, spot: bool) -> dict[str, Any]:
+        """The RunInstances parameters (everything the module docstring promises)."""
+        tags = [
+            {"Key": "Name", "Value": f"gpucompare-{run_key(run_id)}"[:255]},
+            {"Key": RUN_ID_TAG, "Value": run_id},
+            {"Key": EXPIRES_AT_TAG, "Value": expires_at},
+            *({"Key": key, "Value": value} for key, value in sorted(self.options.tags.items())),
+        ]
+        request: dict[str, Any] = {
+            "ImageId": image_id,
+            "InstanceType": self.spec.instance_type,
+            "MinCount": 1,
+            "MaxCount": 1,
+            "IamInstanceProfile": {"Name": self.options.instance_profile},
+            # hop limit 2: a container on the host (the worker image) can still reach IMDSv2
+            "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled",
+                                "HttpPutResponseHopLimit": 2},
+            "BlockDeviceMappings": [{
+                "DeviceName": self._root_device_name(image_id),
+                "Ebs": {"VolumeSize": self.options.volume_size_gb, "VolumeType": "gp3",
+                        "Encrypted": True, "DeleteOnTermination": True},
+            }],
+            "InstanceInitiatedShutdownBehavior": "terminate",
+            "UserData": user_data_script(ttl_minutes),
+            "TagSpecifications": [{"ResourceType": "instance", "Tags": tags},
+                                  {"ResourceType": "volume", "Tags": tags}],
+            # the same token on a retried call returns the same instance instead of a second one
+            "ClientToken": hashlib.sha256(f"{run_id}|{'spot' if spot else 'on_demand'}".encode())
+            .hexdigest()[:64],
+        }
+        if self.options.subnet_id:
+            request["SubnetId"] = self.options.subnet_id
+        if self.options.security_group_ids:
+            request["SecurityGroupIds"] = list(self.options.security_group_ids)
+        if spot:
+            request["InstanceMarketOptions"] = {
+                "MarketType": "spot",
+                # no MaxPrice: capped at the on-demand price, which the cost guard assumed
+                "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
+            }
+        return request
+
+    def _launch(self, run_id: str, image_id: str, ttl_minutes: int, expires_at: str) -> tuple[str, str]:
+        from botocore.exceptions import ClientError
+
+        want_spot = self.spec.market == "spot"
+        if want_spot:
+            try:
+                request = self.run_instances_request(run_id, image_id, ttl_minutes, expires_at, spot=True)
+                instance = self.ec2_hook.conn.run_instances(**request)["Instances"][0]
+                log.info("Launched spot instance %s (%s) for run %s", instance["InstanceId"],
+                         self.spec.instance_type, run_id)
+                return instance["InstanceId"], "spot"
+            except ClientError as exc:
+                code = _client_error_code(exc)
+                if code not in SPOT_CAPACITY_ERRORS:
+                    raise TargetError(f"RunInstances (spot {self.spec.instance_type}) failed: {exc}") from exc
+                log.warning("Spot capacity refused for %s in %s (%s): falling back to on-demand",
+                            self.spec.instance_type, self.spec.region, code)
+        request = self.run_instances_request(run_id, image_id, ttl_minutes, expires_at, spot=False)
+        try:
+            instance = self.ec2_hook.conn.run_instances(**request)["Instances"][0]
+        except ClientError as exc:
+            raise TargetError(f"RunInstances (on-demand {self.spec.instance_type}) failed: {exc}") from exc
+        log.info("Launched on-demand instance %s (%s) for run %s", instance["InstanceId"],
+                 self.spec.instance_type, run_id)
+        return instance["InstanceId"], "on_demand"
+
+    @staticmethod
+    def _market_of(instance: dict[str, Any]) -> str:
+        return "spot" if instance.get("InstanceLifecycle") == "spot" else "on_demand"
+
+    def _instances_of(self, run_id: str, states: tuple[str, ...] = LIVE_STATES) -> list[dict[str, Any]]:
+        return self.ec2_hook.get_instances(filters=[
+            {"Name": f"tag:{RUN_ID_TAG}", "Values": [run_id]},
+            {"Name": "instance-state-name", "Values": list(states)},
+        ])
+
+    def _waiter_config(self, timeout_s: float) -> dict[str, int]:
+        delay = max(1, int(round(self.options.poll_interval_s)))
+        return {"Delay": delay, "MaxAttempts": max(1, math.ceil(timeout_s / delay))}
+
+    def _wait_running(self, instance_id: str) -> None:
+        self.ec2_hook.get_waiter("instance_running").wait(
+            InstanceIds=[instance_id], WaiterConfig=self._waiter_config(self.options.launch_timeout_s))
+
+    def _endpoint_is_custom(self) -> bool:
+        """True when SSM calls go to an endpoint that is not AWS's own (a test endpoint)."""
+        host = urlparse(self.ssm_hook.conn.meta.endpoint_url).hostname or ""
+        return not (host.endswith(".amazonaws.com") or host.endswith(".amazonaws.com.cn"))
+
+    def _wait_for_ssm_agent(self, instance_id: str) -> None:
+        """Wait until the instance's SSM agent reports Online (commands are refused before).
+
+        Fallback, for AWS-compatible test endpoints only: when SSM calls go to an endpoint
+        outside ``*.amazonaws.com`` (``endpoint_url`` in the connection) and that endpoint does not implement
+        DescribeInstanceInformation (moto's server answers HTTP 500 "not implemented"),
+        an instance in state ``running`` counts as ready, with a warning. Against AWS itself
+        any error is raised.
+        """
+        from botocore.exceptions import ClientError
+
+        deadline = time.monotonic() + self.options.agent_timeout_s
+        while True:
+            try:
+                info = self.ssm_hook.conn.describe_instance_information(
+                    Filters=[{"Key": "InstanceIds", "Values": [instance_id]}])
+            except ClientError as exc:
+                unimplemented = _http_status(exc) in (500, 501) or _client_error_code(exc) in (
+                    "NotImplemented", "InvalidAction", "UnknownOperationException")
+                if unimplemented and self._endpoint_is_custom():
+                    log.warning("The endpoint does not implement DescribeInstanceInformation (%s); "
+                                "treating running instance %s as ready", exc, instance_id)
+                    return
+                raise TargetError(f"SSM DescribeInstanceInformation for {instance_id} failed: {exc}") from exc
+            pings = [item.get("PingStatus") for item in info.get("InstanceInformationList", [])]
+            if "Online" in pings:
+                log.info("SSM agent on %s is online", instance_id)
+                return
+            if time.monotonic() >= deadline:
+                raise TargetError(
+                    f"SSM agent on {instance_id} not online after {self.options.agent_timeout_s:.0f} s "
+                    f"(status {pings or 'not registered'}): check the instance profile has "
+                    f"AmazonSSMManagedInstanceCore and the subnet reaches the SSM endpoints")
+            time.sleep(self.options.poll_interval_s)
+
+    # --- deploy ---
+
+    def _results_key(self, run_id: str) -> str:
+        return f"{self.options.results_prefix}/{run_key(run_id)}/results.jsonl"
+
+    def _bench_python(self, requirements_hash: str) -> str:
+        venv = f"{self.options.remote_root}/venv-{requirements_hash}"
+        return self.options.bench_python or f"{venv}/bin/python"
+
+    def deploy(self, state: TargetState) -> TargetState:
+        instance_id = self._instance_id(state)
+        bundle = build_worker_bundle()
+        bundle_key = f"{self.options.results_prefix}/bundles/{bundle.content_hash}.tar.gz"
+        if not self.s3_hook.check_for_key(bundle_key, self.options.results_bucket):
+            self.s3_hook.load_bytes(bundle.data, bundle_key, self.options.results_bucket, replace=True)
+        url = self.s3_hook.generate_presigned_url(
+            "get_object", params={"Bucket": self.options.results_bucket, "Key": bundle_key},
+            expires_in=int(self.options.deploy_timeout_s) + 600)
+        if not url:
+            raise TargetError(f"could not presign s3://{self.options.results_bucket}/{bundle_key}")
+        workdir = f"{self.options.remote_root}/bench-{bundle.content_hash}"
+        python = self._bench_python(bundle.requirements_hash)
+        commands = deploy_commands(url, bundle.sha256, workdir, python,
+                                   create_venv=self.options.bench_python is None)
+        self._run_commands(state, instance_id, commands, self.options.deploy_timeout_s, purpose="deploy")
+        state.workdir = workdir
+        state.extra = {**state.extra, "bench_python": python, "bundle": bundle.content_hash}
+        return state
+
+    # --- run ---
+
+    def sweep_commands(self, state: TargetState, sweep_config: dict[str, Any]) -> list[str]:
+        """The AWS-RunShellScript commands of one sweep (the tests run exactly these in bash)."""
+        if not state.workdir:
+            raise TargetError("run_sweep before deploy: the state has no workdir")
+        config = {"run_id": state.run_id, **sweep_config}
+        config_json = json.dumps(config, sort_keys=True)
+        rundir = f"{self.options.remote_root}/runs/{run_key(state.run_id)}"
+        destination = f"s3://{self.options.results_bucket}/{self._results_key(state.run_id)}"
+        return sweep_commands(
+            config_json=config_json, workdir=state.workdir, rundir=rundir,
+            python=str(state.extra.get("bench_python") or self._bench_python("")),
+            destination=destination,
+        )
+
+    def run_sweep(self, state: TargetState, sweep_config: dict[str, Any], *, timeout_s: float) -> TargetState:
+        instance_id = self._instance_id(state)
+        commands = self.sweep_commands(state, sweep_config)
+        self._run_commands(state, instance_id, commands, timeout_s, purpose="sweep")
+        state.remote_results = f"s3://{self.options.results_bucket}/{self._results_key(state.run_id)}"
+        return state
+
+    def _run_commands(self, state: TargetState, instance_id: str, commands: list[str], timeout_s: float,
+                      *, purpose: str) -> dict[str, Any]:
+        """Send the commands through SSM Run Command, poll until done, stream the output."""
+        command_id = self.send_commands(state, instance_id, commands, timeout_s, purpose=purpose)
+        invocation = self.wait_for_command(command_id, instance_id, timeout_s)
+        for line in (invocation.get("StandardOutputContent") or "").splitlines():
+            self.line_sink(line)
+        stderr = invocation.get("StandardErrorContent") or ""
+        for line in stderr.splitlines():
+            self.line_sink(line)
+        if invocation.get("Status") != "Success":
+            tail = "\n".join(stderr.splitlines()[-STDERR_TAIL_LINES:])
+            raise TargetError(
+                f"{purpose} on {instance_id} ended {invocation.get('Status')} (exit code "
+                f"{invocation.get('ResponseCode')}, command {command_id}); stderr tail:\n{tail}")
+        return invocation
+
+    def send_commands(self, state: TargetState, instance_id: str, commands: list[str], timeout_s: float,
+                      *, purpose: str) -> str:
+        output_prefix = f"{self.options.results_prefix}/{run_key(state.run_id)}/ssm"
+        response = self.ssm_hook.conn.send_command(
+            InstanceIds=[instance_id],
+            DocumentName=SSM_DOCUMENT,
+            Comment=f"gpucompare {purpose} {run_key(state.run_id)}"[:100],
+            Parameters={"commands": commands, "executionTimeout": [str(int(math.ceil(timeout_s)))]},
+            # full stdout/stderr land here (the API returns only the first 24,000 characters)
+            OutputS3BucketName=self.options.results_bucket,
+            OutputS3KeyPrefix=output_prefix,
+        )
+        command_id = response["Command"]["CommandId"]
+        log.info("Sent SSM %s command %s to %s (%d commands, timeout %.0f s)", purpose, command_id,
+                 instance_id, len(commands), timeout_s)
+        return command_id
+
+    def wait_for_command(self, command_id: str, instance_id: str, timeout_s: float) -> dict[str, Any]:
+        """Poll GetCommandInvocation until a final status; cancel and raise past the time limit."""
+        from botocore.exceptions import ClientError
+
+        # the agent enforces executionTimeout; allow it time to notice before we give up
+        deadline = time.monotonic() + timeout_s + max(60.0, 4 * self.options.poll_interval_s)
+        last_status = None
+        while True:
+            try:
+                invocation = self.ssm_hook.get_command_invocation(command_id, instance_id)
+            except ClientError as exc:
+                # right after SendCommand the invocation may not exist yet
+                if _client_error_code(exc) != "InvocationDoesNotExist":
+                    raise TargetError(f"SSM GetCommandInvocation {command_id} failed: {exc}") from exc
+                invocation = {"Status": "Pending"}
+            status = invocation.get("Status")
+            if status != last_status:
+                log.info("SSM command %s on %s: %s", command_id, instance_id, status)
+                last_status = status
+            if status in SSM_FINAL_STATUSES:
+                return invocation
+            if time.monotonic() >= deadline:
+                try:
+                    self.ssm_hook.conn.cancel_command(CommandId=command_id, InstanceIds=[instance_id])
+                except ClientError as exc:
+                    log.warning("Could not cancel SSM command %s: %s", command_id, exc)
+                raise TargetError(f"SSM command {command_id} on {instance_id} still {status} after "
+                                  f"{timeout_s:.0f} s: cancelled")
+            time.sleep(self.options.poll_interval_s)
+
+    # --- collect ---
+
+    def collect(self, state: TargetState, local_path: str) -> str:
+        key = self._results_key(state.run_id)
+        bucket = self.options.results_bucket
+        if not self.s3_hook.check_for_key(key, bucket):
+            raise TargetError(f"no results at s3://{bucket}/{key}: the sweep did not upload them "
+                              f"(did run_sweep succeed on {state.resource_id}?)")
+        directory = os.path.dirname(os.path.abspath(local_path))
+        os.makedirs(directory, exist_ok=True)
+        # download beside the destination, then rename: a reader never sees half a file
+        fd, partial = tempfile.mkstemp(prefix=".results-", suffix=".partial", dir=directory)
+        os.close(fd)
+        try:
+            self.s3_hook.get_key(key, bucket).download_file(partial)
+            os.replace(partial, local_path)
+        finally:
+            if os.path.exists(partial):
+                os.unlink(partial)
+        log.info("Collected s3://%s/%s to %s", bucket, key, local_path)
+        return local_path
+
+    # --- teardown ---
+
+    def _instance_id(self, state: TargetState) -> str:
+        if not state.resource_id:
+            raise TargetError(f"no instance in the state of run {state.run_id}: prepare did not succeed")
+        return state.resource_id
+
+    def teardown(self, state: TargetState | None) -> None:
+        """Terminate the run's instance(s) and wait until they are gone. Safe twice."""
+        from botocore.exceptions import ClientError
+
+        if state is None:
+            log.info("Teardown without a state: nothing was recorded, nothing to terminate")
+            return
+        # by tag too: a prepare that failed after RunInstances may not have recorded the id
+        instance_ids = {instance["InstanceId"] for instance in self._instances_of(state.run_id)}
+        if state.resource_id:
+            instance_ids.add(state.resource_id)
+        if not instance_ids:
+            log.info("Run %s has no instance left", state.run_id)
+            return
+        ids = sorted(instance_ids)
+        try:
+            self.ec2_hook.terminate_instances(instance_ids=ids)
+        except ClientError as exc:
+            if _client_error_code(exc) != "InvalidInstanceID.NotFound":
+                raise TargetError(f"TerminateInstances {ids} failed: {exc}") from exc
+            ids = [instance["InstanceId"] for instance in self._instances_of(state.run_id)]
+            if not ids:
+                return
+            self.ec2_hook.terminate_instances(instance_ids=ids)
+        self.ec2_hook.get_waiter("instance_terminated").wait(
+            InstanceIds=ids, WaiterConfig=self._waiter_config(self.options.launch_timeout_s))
+        log.info("Terminated %s (run %s)", ", ".join(ids), state.run_id)
+
+
+def _tag(instance: dict[str, Any], key: str) -> str | None:
+    for tag in instance.get("Tags") or []:
+        if tag.get("Key") == key:
+            return tag.get("Value")
+    return None
+
+
+# --- the commands sent to the instance (module level: pure functions of their inputs) ---
+
+
+def deploy_commands(bundle_url: str, bundle_sha256: str, workdir: str, python: str, *,
+                    create_venv: bool) -> list[str]:
+    """Fetch and check the worker bundle, create the worker environment if missing."""
+    q = shlex.quote
+    commands = [
+        *SCRIPT_PREAMBLE,
+        f"mkdir -p {q(workdir)}",
+        f"cd {q(workdir)}",
+        # content-addressed directory: a complete one is never fetched again
+        "if [ ! -f .complete ]; then "
+        f"curl -fsSL --retry 5 -o bundle.tar.gz {q(bundle_url)}; "
+        f"echo {q(bundle_sha256 + '  bundle.tar.gz')} | sha256sum -c -; "
+        "tar -xzf bundle.tar.gz; rm -f bundle.tar.gz; touch .complete; fi",
+    ]
+    if create_venv:
+        venv = os.path.dirname(os.path.dirname(python))
+        commands.append(
+            f"if [ ! -x {q(python)} ]; then python3 -m venv {q(venv)} && "
+            f"{q(venv + '/bin/pip')} install -q -r bench_tasks/requirements-gpu.txt; fi")
+    commands.append(f"{q(python)} -m bench_tasks sysinfo > /dev/null")
+    return commands
+
+
+def sweep_commands(*, config_json: str, workdir: str, rundir: str, python: str,
+                   destination: str) -> list[str]:
+    """Run one sweep, merge the run's sweep files into results.jsonl, copy it to S3.
+
+    The config travels base64-encoded, so no character in it can reach the shell.
+    """
+    q = shlex.quote
+    name = "sweep-" + hashlib.sha256(config_json.encode()).hexdigest()[:16]
+    encoded = base64.b64encode(config_json.encode()).decode("ascii")
+    config_path, output_path = f"{rundir}/{name}.json", f"{rundir}/{name}.jsonl"
+    return [
+        *SCRIPT_PREAMBLE,
+        f"mkdir -p {q(rundir)}",
+        f"cd {q(workdir)}",
+        f"echo {q(encoded)} | base64 -d > {q(config_path)}",
+        f"{q(python)} -m bench_tasks sweep --config {q(config_path)} --output {q(output_path + '.partial')}",
+        # only a finished sweep counts; a retried one replaces its file instead of adding to it
+        f"mv {q(output_path + '.partial')} {q(output_path)}",
+        f"cat {q(rundir)}/sweep-*.jsonl > {q(rundir + '/results.jsonl')}",
+        f"aws s3 cp --only-show-errors {q(rundir + '/results.jsonl')} {q(destination)}",
+    ]
+
+
+@dataclass(frozen=True)
+class UploadableBundle:
+    """The worker bundle as bytes, with the hashes that name it here and check it there."""
+
+    data: bytes
+    content_hash: str  # the shared helper's name of this code version
+    sha256: str  # of the tarball's bytes: checked on the instance after download
+    requirements_hash: str  # of requirements-gpu.txt: names the worker venv
+
+
+def build_worker_bundle() -> UploadableBundle:
+    """The worker code (``bench_tasks/``) from the targets' shared bundle helper."""
+    from gpucompare.targets import _worker_bundle
+
+    bundle = _worker_bundle.build_bundle()
+    data = bundle.tarball.read_bytes()
+    return UploadableBundle(data=data, content_hash=bundle.content_hash,
+                            sha256=hashlib.sha256(data).hexdigest(),
+                            requirements_hash=bundle.requirements_hashes.get("gpu", bundle.content_hash))

@@ -1,0 +1,365 @@
+"""The ec2 target against moto's server on 127.0.0.1 (``fixtures_aws``), through the amazon
+provider's hooks and an Airflow AWS connection (``AIRFLOW_CONN_AWS_TEST``) pointed at it.
+
+Moto stands in for AWS: it keeps what RunInstances was given and describes it back, but it
+runs no machine, no SSM agent and no command (every Run Command reports Success at once).
+So these tests check what is asked of AWS and read it back; the one test that needs the
+commands to do something runs the exact script SSM would receive through bash on this
+machine (see ``test_sent_commands_run_the_real_worker_in_bash``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shlex
+import stat
+import subprocess
+import sys
+import textwrap
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from gpucompare.targets import ec2
+from gpucompare.targets.base import TargetError, TargetSpec, TargetState
+from tests.conftest import BENCH_PYTHON
+from tests.ec2_support import (
+    TINY_SWEEP,
+    create_instance_profile,
+    ec2_spec,
+    live_instances,
+    new_run_id,
+    point_airflow_connection,
+    publish_ami_parameter,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def aws(aws_endpoint: str, aws_client: Any, monkeypatch: pytest.MonkeyPatch,
+        s3_bucket: str) -> dict[str, Any]:
+    """The account as a user would have it: connection, instance profile, AMI parameter, bucket."""
+    point_airflow_connection(monkeypatch, aws_endpoint)
+    return {
+        "endpoint": aws_endpoint,
+        "profile": create_instance_profile(aws_client),
+        "image_id": publish_ami_parameter(aws_client),
+        "bucket": s3_bucket,
+    }
+
+
+def _instance(aws_client: Any, instance_id: str) -> dict[str, Any]:
+    return aws_client("ec2").describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0]
+
+
+def _refuse_spot(code: str):
+    """A botocore ``before-call`` handler that answers a spot RunInstances with ``code``.
+
+    It stands in for AWS refusing spot capacity (moto always grants spot): the error is the
+    very ``ClientError`` botocore raises for such an answer, raised before the request is
+    sent; on-demand requests pass through to moto untouched.
+    """
+    calls: list[str] = []
+
+    def handler(params: dict[str, Any], **_: Any) -> None:
+        market = params.get("body", {}).get("InstanceMarketOptions.MarketType")
+        calls.append(market or "on_demand")
+        if market == "spot":
+            raise ClientError({"Error": {"Code": code, "Message": f"injected {code} for the spot request"},
+                               "ResponseMetadata": {"HTTPStatusCode": 500}}, "RunInstances")
+
+    return handler, calls
+
+
+def test_prepare_creates_a_hardened_tagged_instance_and_teardown_terminates_it(aws, aws_client):
+    run_id = new_run_id()
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"], ttl_minutes=90))
+    before = datetime.now(UTC)
+    state = target.prepare(run_id)
+    try:
+        instance = _instance(aws_client, state.resource_id)
+        assert instance["ImageId"] == aws["image_id"]  # resolved from the SSM parameter
+        assert instance["InstanceType"] == "g4dn.xlarge"
+        assert instance["MetadataOptions"]["HttpTokens"] == "required"
+        assert instance["IamInstanceProfile"]["Arn"].endswith(f"instance-profile/{aws['profile']}")
+        assert instance.get("InstanceLifecycle") != "spot" and state.market == "on_demand"
+
+        ebs = instance["BlockDeviceMappings"][0]["Ebs"]
+        assert ebs["DeleteOnTermination"] is True
+        volume = aws_client("ec2").describe_volumes(VolumeIds=[ebs["VolumeId"]])["Volumes"][0]
+        assert volume["Encrypted"] is True
+
+        ec2_client = aws_client("ec2")
+        behaviour = ec2_client.describe_instance_attribute(InstanceId=state.resource_id,
+                                                           Attribute="instanceInitiatedShutdownBehavior")
+        assert behaviour["InstanceInitiatedShutdownBehavior"]["Value"] == "terminate"
+        user_data = ec2_client.describe_instance_attribute(InstanceId=state.resource_id, Attribute="userData")
+        script = base64.b64decode(user_data["UserData"]["Value"]).decode()
+        assert script.startswith("#!/bin/bash\n")
+        assert "\nshutdown -h +90 " in script
+
+        tags = {tag["Key"]: tag["Value"] for tag in instance["Tags"]}
+        assert tags["gpucompare:run-id"] == run_id
+        expires_at = datetime.fromisoformat(tags["gpucompare:expires-at"].replace("Z", "+00:00"))
+        assert before + timedelta(minutes=89) <= expires_at <= datetime.now(UTC) + timedelta(minutes=91)
+        assert tags["gpucompare:expires-at"].endswith("Z")
+        assert tags["Name"].startswith("gpucompare-")
+        assert state.extra["expires_at"] == tags["gpucompare:expires-at"]
+    finally:
+        target.teardown(state)
+    assert _instance(aws_client, state.resource_id)["State"]["Name"] == "terminated"
+    assert live_instances(aws_client, run_id) == []
+    target.teardown(state)  # a second teardown is harmless
+
+
+def test_state_travels_as_json_and_a_retried_prepare_reuses_the_instance(aws, aws_client):
+    run_id = new_run_id()
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+    first = target.prepare(run_id)
+    try:
+        second = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"])).prepare(run_id)
+        assert second.resource_id == first.resource_id
+        assert len(live_instances(aws_client, run_id)) == 1
+        assert TargetState.from_dict(json.loads(json.dumps(first.to_dict()))) == first
+    finally:
+        target.teardown(first)
+    assert live_instances(aws_client, run_id) == []
+
+
+def test_spot_is_asked_for_and_recorded_when_granted(aws, aws_client):
+    run_id = new_run_id()
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"], market="spot"))
+    state = target.prepare(run_id)
+    try:
+        assert state.market == "spot"
+        assert _instance(aws_client, state.resource_id).get("InstanceLifecycle") == "spot"
+    finally:
+        target.teardown(state)
+
+
+@pytest.mark.parametrize("code", ["InsufficientInstanceCapacity", "SpotMaxPriceTooLow",
+                                  "MaxSpotInstanceCountExceeded"])
+def test_spot_capacity_refused_falls_back_to_on_demand_and_records_it(aws, aws_client, code):
+    run_id = new_run_id()
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"], market="spot"))
+    handler, calls = _refuse_spot(code)
+    target.ec2_hook.conn.meta.events.register("before-call.ec2.RunInstances", handler)
+    state = target.prepare(run_id)
+    try:
+        assert calls == ["spot", "on_demand"]
+        assert state.market == "on_demand"
+        assert _instance(aws_client, state.resource_id).get("InstanceLifecycle") != "spot"
+        assert len(live_instances(aws_client, run_id)) == 1
+    finally:
+        target.teardown(state)
+
+
+def test_other_spot_errors_are_not_mistaken_for_capacity(aws, aws_client):
+    run_id = new_run_id()
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"], market="spot"))
+    handler, calls = _refuse_spot("UnauthorizedOperation")
+    target.ec2_hook.conn.meta.events.register("before-call.ec2.RunInstances", handler)
+    with pytest.raises(TargetError, match="UnauthorizedOperation"):
+        target.prepare(run_id)
+    assert calls == ["spot"]
+    assert live_instances(aws_client, run_id) == []
+
+
+def test_failure_after_provisioning_still_ends_with_the_instance_terminated(aws, aws_client):
+    """prepare → deploy → run_sweep → collect fails (moto ran nothing, so no results were
+    uploaded) → the teardown the DAG always runs leaves no instance of the run alive."""
+    run_id = new_run_id()
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+    state = None
+    with pytest.raises(TargetError, match="no results at s3://"):
+        try:
+            state = target.prepare(run_id)
+            state = target.deploy(state)
+            state = target.run_sweep(state, TINY_SWEEP, timeout_s=60)
+            target.collect(state, "/nonexistent/never-written.jsonl")
+        finally:
+            target.teardown(state)
+    assert state is not None and state.resource_id
+    assert live_instances(aws_client, run_id) == []
+
+
+def test_a_prepare_that_fails_after_run_instances_terminates_what_it_made(aws, aws_client):
+    """The SSM agent check is refused (AccessDenied injected before the call, standing in for
+    an orchestrator role without ssm:DescribeInstanceInformation): prepare raises and has
+    already terminated its instance; a teardown with only the run id finds nothing left."""
+    run_id = new_run_id()
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+
+    def deny(**_: Any) -> None:
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "injected"}},
+                          "DescribeInstanceInformation")
+
+    target.ssm_hook.conn.meta.events.register("before-call.ssm.DescribeInstanceInformation", deny)
+    with pytest.raises(TargetError, match="AccessDenied"):
+        target.prepare(run_id)
+    assert live_instances(aws_client, run_id) == []
+    target.teardown(TargetState(spec=target.spec.to_dict(), run_id=run_id))
+
+
+def test_teardown_finds_the_instance_by_run_id_when_the_state_lost_its_id(aws, aws_client):
+    run_id = new_run_id()
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+    state = target.prepare(run_id)
+    target.teardown(TargetState(spec=state.spec, run_id=run_id))  # no resource_id
+    assert live_instances(aws_client, run_id) == []
+    target.teardown(None)
+
+
+def _commands_of_run(aws_client: Any, state: TargetState) -> dict[str, dict[str, Any]]:
+    """The Run Commands the endpoint received for this run, by purpose (from their comment)."""
+    commands = aws_client("ssm").list_commands(InstanceId=state.resource_id)["Commands"]
+    return {command["Comment"].split()[1]: command for command in commands
+            if command["Comment"].endswith(" " + ec2.run_key(state.run_id))}
+
+
+def test_what_run_command_is_sent_and_polled(aws, aws_client):
+    """Document, commands, quoting, timeout and output location of the sweep's Run Command,
+    read back from the endpoint; the polling ends on moto's immediate Success."""
+    run_id = new_run_id()
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+    hostile = "it's a \"test\"; $(touch /tmp/pwned) `id` && rm -rf /"
+    sweep = {**TINY_SWEEP, "note": hostile}
+    requested_instances: list[list[str]] = []
+    target.ssm_hook.conn.meta.events.register(
+        "provide-client-params.ssm.SendCommand",
+        lambda params, **_: requested_instances.append(list(params["InstanceIds"])))
+    state = target.prepare(run_id)
+    try:
+        state = target.deploy(state)
+        state = target.run_sweep(state, sweep, timeout_s=321)
+        assert state.remote_results == f"s3://{aws['bucket']}/gpucompare/results/{ec2.run_key(run_id)}/results.jsonl"
+        commands = _commands_of_run(aws_client, state)
+        assert sorted(commands) == ["deploy", "sweep"]
+        sent = commands["sweep"]
+        assert sent["DocumentName"] == "AWS-RunShellScript"
+        # moto adds every instance it knows to a command's InstanceIds: check what went out
+        assert requested_instances == [[state.resource_id]] * 2
+        assert sent["Parameters"]["executionTimeout"] == ["321"]
+        assert sent["OutputS3BucketName"] == aws["bucket"]
+        assert sent["OutputS3KeyPrefix"] == f"gpucompare/results/{ec2.run_key(run_id)}/ssm"
+        lines = sent["Parameters"]["commands"]
+        assert lines == target.sweep_commands(state, sweep)
+        assert lines[:2] == ["#!/bin/bash", "set -euo pipefail"]
+        script = "\n".join(lines)
+        assert hostile not in script and "touch /tmp/pwned" not in script  # only inside base64
+        encoded = next(line for line in lines if "base64 -d" in line).split()[1]
+        config = json.loads(base64.b64decode(shlex.split(encoded)[0]))
+        assert config["note"] == hostile and config["run_id"] == run_id
+        assert any(" -m bench_tasks sweep --config " in line for line in lines)
+        assert lines[-1].startswith("aws s3 cp ") and lines[-1].endswith(state.remote_results)
+        # every line parses as shell words: nothing left unquoted or unbalanced
+        for line in lines[2:]:
+            shlex.split(line)
+        invocation = target.wait_for_command(sent["CommandId"], state.resource_id, 5)
+        assert invocation["Status"] == "Success"
+    finally:
+        target.teardown(state)
+
+
+def test_bad_options_are_refused_with_the_field_named():
+    base = {"ami": "ami-0123456789abcdef0", "instance_profile": "p", "results_bucket": "my-bucket"}
+    cases = [
+        ({**base, "ami": "ubuntu; rm -rf /"}, "'ami'"),
+        ({**base, "results_bucket": "Bad_Bucket"}, "'results_bucket'"),
+        ({**base, "security_group_ids": ["sg-1; echo"]}, "'security_group_ids'"),
+        ({**base, "subnet_id": "vpc-123"}, "'subnet_id'"),
+        ({**base, "ttl_minutes": 1}, "'ttl_minutes'"),
+        ({**base, "budget_cap": 5}, "'budget_cap' needs 'sweep_configs'"),
+        ({**base, "remote_root": "relative/path"}, "'remote_root'"),
+    ]
+    for options, message in cases:
+        spec = TargetSpec(name="t", kind="ec2", provider="aws", instance_type="g4dn.xlarge",
+                          region="us-east-1", options=options)
+        with pytest.raises(TargetError, match=message):
+            ec2.Ec2Target(spec)
+    with pytest.raises(TargetError, match="region"):
+        ec2.Ec2Target(TargetSpec(name="t", kind="ec2", provider="aws", instance_type="g4dn.xlarge",
+                                 region="mars-1", options=base))
+    with pytest.raises(TargetError, match="market"):
+        ec2.Ec2Target(TargetSpec(name="t", kind="ec2", provider="aws", instance_type="g4dn.xlarge",
+                                 region="us-east-1", market="reserved", options=base))
+
+
+AWS_SHIM = textwrap.dedent("""\
+    #!{python}
+    # Stands in for the AWS CLI on the instance: `aws s3 cp [--only-show-errors] FILE s3://B/K`
+    # does a real PutObject on the test endpoint (AWS_ENDPOINT_URL) with boto3.
+    import sys
+    import boto3
+    args = [a for a in sys.argv[1:] if a != "--only-show-errors"]
+    assert args[:2] == ["s3", "cp"] and args[3].startswith("s3://"), args
+    bucket, key = args[3][len("s3://"):].split("/", 1)
+    boto3.client("s3").upload_file(args[2], bucket, key)
+    """)
+
+
+def _run_like_the_ssm_agent(commands: list[str], workdir: Path,
+                            env: dict[str, str]) -> subprocess.CompletedProcess:
+    """AWS-RunShellScript writes the commands, one a line, to _script.sh and runs `sh -c` on it."""
+    script = workdir / "_script.sh"
+    script.write_text("\n".join(commands) + "\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return subprocess.run(["sh", "-c", str(script)], cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.mark.slow
+def test_sent_commands_run_the_real_worker_in_bash(aws, aws_client, tmp_path):
+    """The deploy and sweep scripts exactly as sent to SSM, run here with bash as the agent
+    would: the bundle comes from moto's S3 through the presigned URL (curl), its checksum is
+    verified, the real worker runs a tiny sweep with .venv-bench's python, and the ``aws``
+    command (a shim: a real PutObject to moto) uploads the results; collect then reads them
+    back through the S3 hook and every record passes the contract's validation."""
+    from bench_tasks.record import validate_record
+
+    run_id = new_run_id()
+    root = tmp_path / "instance"
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"], remote_root=str(root),
+                                    bench_python=str(BENCH_PYTHON)))
+    shim_dir = tmp_path / "bin"
+    shim_dir.mkdir()
+    shim = shim_dir / "aws"
+    shim.write_text(AWS_SHIM.format(python=sys.executable))
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{shim_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": ""}
+    state = target.prepare(run_id)
+    try:
+        state = target.deploy(state)
+        state = target.run_sweep(state, TINY_SWEEP, timeout_s=300)
+        sent = {purpose: command["Parameters"]["commands"]
+                for purpose, command in _commands_of_run(aws_client, state).items()}
+        deploy_run = _run_like_the_ssm_agent(sent["deploy"], tmp_path, env)
+        assert deploy_run.returncode == 0, deploy_run.stderr
+        assert (Path(state.workdir) / "bench_tasks" / "record.py").is_file()
+        assert Path(state.workdir).resolve().parent == root.resolve()
+
+        sweep_run = _run_like_the_ssm_agent(sent["sweep"], tmp_path, env)
+        assert sweep_run.returncode == 0, sweep_run.stderr[-3000:]
+
+        local = target.collect(state, str(tmp_path / "collected" / "results.jsonl"))
+        records = [validate_record(json.loads(line)) for line in Path(local).read_text().splitlines()]
+        assert len(records) == 1
+        assert records[0]["run_id"] == run_id and records[0]["network"] == "alexnet"
+        assert records[0]["status"] == "ok" and records[0]["images_per_sec"] > 0
+
+        # a second sweep of the run adds its records; re-running the first replaces, never doubles
+        second = {**TINY_SWEEP, "matrix": [{**TINY_SWEEP["matrix"][0], "batch_sizes": [2]}]}
+        assert _run_like_the_ssm_agent(target.sweep_commands(state, second), tmp_path, env).returncode == 0
+        assert _run_like_the_ssm_agent(sent["sweep"], tmp_path, env).returncode == 0
+        target.collect(state, local)
+        batches = sorted(json.loads(line)["batch_size"] for line in Path(local).read_text().splitlines())
+        assert batches == [1, 2]
+    finally:
+        target.teardown(state)
+    assert live_instances(aws_client, run_id) == []
