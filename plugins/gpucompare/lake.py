@@ -69,7 +69,7 @@ TABLE_KINDS: tuple[str, ...] = ("results", "prices", "fx", "published_scaling")
 #: Columns that identify one ingest unit: one file per unit and partition.
 RUN_IDENTITY: tuple[str, ...] = ("run_id", "provider", "instance_type", "region", "market", "target")
 
-_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.=-]+")
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")  # no "=": it would read as a Hive key
 
 
 class LakeError(ValueError):
