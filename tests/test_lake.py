@@ -330,3 +330,14 @@ def test_results_file_can_be_read_from_s3(tmp_path: Path, s3_bucket: str, aws_cl
     assert target.results_table().num_rows == 4
     with pytest.raises(lake.IngestError, match="cannot read results file"):
         lake.ingest_results(target, f"s3://{s3_bucket}/runs/missing.jsonl", CONTEXT)
+
+
+def test_lake_info_counts_what_was_written(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    uri = str(tmp_path / "lake")
+    lake.ingest_results(lake.open_lake(uri), write_jsonl(tmp_path / "r.jsonl", sample_records()), CONTEXT)
+    assert cli.main(["lake-info", "--lake", uri]) == 0
+    out = capsys.readouterr().out
+    assert "results: 2 file(s), 4 row(s)" in out
+    assert "mode=score date=2026-11-30 target=ec2: 2" in out
+    assert "mode=train date=2026-12-01 target=ec2: 2" in out
+    assert "prices: 0 file(s), 0 row(s)" in out

@@ -163,11 +163,23 @@ def _run_refresh_prices(args: argparse.Namespace) -> int:
         if bad:
             raise UsageError(f"--instance-types: {bad[0]!r} is not a valid instance type")
     target = lake.open_lake(args.lake)
-    pricing_client, ec2_client = prices.aws_clients(region, aws_conn_id=args.aws_conn_id)
     new_rows = prices.refresh_aws_to_lake(target, region=region, instance_types=instance_types,
-                                          today=args.date, csv_path=args.csv,
-                                          pricing_client=pricing_client, ec2_client=ec2_client)
+                                          today=args.date, csv_path=args.csv, aws_conn_id=args.aws_conn_id)
     print(f"refreshed {new_rows.num_rows} AWS price row(s) for {region} into {args.lake}")
+    return 0
+
+
+# ---- lake-info ---------------------------------------------------------------------------
+def _configure_lake_info(parser: argparse.ArgumentParser) -> None:
+    _lake_argument(parser)
+
+
+def _run_lake_info(args: argparse.Namespace) -> int:
+    from gpucompare import lake
+
+    target = lake.open_lake(args.lake)
+    for line in lake.describe(target):
+        print(line)
     return 0
 
 
@@ -179,6 +191,8 @@ register("load-prices", "write the shipped price and exchange-rate history into 
          _configure_load_prices, _run_load_prices)
 register("refresh-prices", "append today's on-demand and spot prices from the AWS APIs",
          _configure_refresh_prices, _run_refresh_prices)
+register("lake-info", "what the lake holds: files and rows per table, results per mode, date and target",
+         _configure_lake_info, _run_lake_info)
 
 
 # ---- entry point -------------------------------------------------------------------------

@@ -190,9 +190,10 @@ class Lake:
             ignore_prefixes=[".", "_"],
         )
 
-    def results_table(self, filter: pc.Expression | None = None) -> pa.Table:  # noqa: A002
-        """The results (optionally filtered) as one table."""
-        return self.results_dataset().to_table(filter=filter)
+    def results_table(self, filter: pc.Expression | None = None,  # noqa: A002
+                      columns: list[str] | None = None) -> pa.Table:
+        """The results (optionally filtered, optionally only some columns) as one table."""
+        return self.results_dataset().to_table(filter=filter, columns=columns)
 
     def _read_kind(self, kind: str, table_schema: pa.Schema) -> pa.Table:
         tables = [
@@ -329,6 +330,25 @@ class Lake:
             target = self.path(rel)
             if self._exists(target):
                 self.fs.delete_file(target)
+
+
+def describe(lake: Lake) -> list[str]:
+    """Human-readable lines: files and rows of every table, results by mode, date and target."""
+    lines = [f"lake {lake.uri}"]
+    results = lake.results_table(columns=["mode", "date", "target"]) if lake.list_files("results") else None
+    lines.append(f"  results: {len(lake.list_files('results'))} file(s), "
+                 f"{0 if results is None else results.num_rows} row(s)")
+    if results is not None and results.num_rows:
+        counts = results.group_by(["mode", "date", "target"]).aggregate([([], "count_all")])
+        for row in counts.sort_by([("date", "ascending"), ("mode", "ascending")]).to_pylist():
+            partition = f"mode={row['mode']} date={row['date']} target={row['target']}"
+            lines.append(f"    {partition}: {row['count_all']}")
+    own = {"prices": lambda: lake.prices_table(include_shipped=False),
+           "fx": lambda: lake.fx_table(include_shipped=False),
+           "published_scaling": lake.published_scaling_table}
+    for kind, read in own.items():
+        lines.append(f"  {kind}: {len(lake.list_files(kind))} file(s), {read().num_rows} row(s)")
+    return lines
 
 
 # ---- ingest of worker result files --------------------------------------------------------

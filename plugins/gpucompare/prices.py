@@ -437,13 +437,15 @@ def aws_clients(region: str, aws_conn_id: str | None = None) -> tuple[Any, Any]:
 
 def refresh_aws_to_lake(
     lake: Any, *, region: str, instance_types: list[str] | None = None, today: dt.date | None = None,
-    csv_path: str | Path | None = None, pricing_client: Any = None, ec2_client: Any = None,
+    csv_path: str | Path | None = None, aws_conn_id: str | None = None,
+    pricing_client: Any = None, ec2_client: Any = None,
 ) -> pa.Table:
     """Fetch today's AWS prices and append them to the lake's ``prices/`` (one file per
-    region and day, so history accumulates) and, if given, to a price CSV. Returns the rows."""
+    region and day, so history accumulates) and, if given, to a price CSV. Returns the rows.
+    Clients default to :func:`aws_clients` (``aws_conn_id``: an Airflow connection)."""
     today = today or dt.datetime.now(dt.UTC).date()
     if pricing_client is None or ec2_client is None:
-        default_pricing, default_ec2 = aws_clients(region)
+        default_pricing, default_ec2 = aws_clients(region, aws_conn_id=aws_conn_id)
         pricing_client = pricing_client or default_pricing
         ec2_client = ec2_client or default_ec2
     rows = refresh_aws(region=region, pricing_client=pricing_client, ec2_client=ec2_client,
