@@ -181,7 +181,10 @@ class RecordWriter:
         self._stream.write(json.dumps(validate_record(record), sort_keys=True) + "\n")
         self._stream.flush()
         if not self._to_stdout:
-            os.fsync(self._stream.fileno())
+            try:
+                os.fsync(self._stream.fileno())
+            except OSError:  # not a regular file (a pipe, /dev/null): flushing is all there is
+                pass
 
     def close(self) -> None:
         if not self._to_stdout:
