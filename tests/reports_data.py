@@ -1,0 +1,146 @@
+"""Small, hand-checkable lakes for the report tests (a helper module, not a fixture module).
+
+Records are built with ``bench_tasks.record.empty_record``, checked with the contract's own
+``validate_record`` and written through the lake's real ingest path (``lake.results_rows``
+then ``Lake.write_results``), so the reports read exactly what production writes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pyarrow as pa
+
+from bench_tasks.record import empty_record, validate_record
+from gpucompare import schema
+from gpucompare.lake import Lake, RunContext, results_rows
+from gpucompare.reports import ReportInputs
+
+IMAGE_SHAPES = {"inception-v3": "3,299,299"}
+
+
+def record(
+    *,
+    network: str = "resnet-50",
+    mode: str = "score",
+    batch_size: int = 32,
+    gpu_count: int = 1,
+    num_nodes: int = 1,
+    images_per_sec: float | None = 100.0,
+    night: dt.date = dt.date(2026, 3, 10),
+    status: str = "ok",
+    dtype: str = "float32",
+    gpu_model: str | None = "NVIDIA A10G",
+    scaling: str | None = None,
+    minute: int = 0,
+) -> dict[str, Any]:
+    """One valid result record (a run started at 02:00 UTC + ``minute`` on ``night``)."""
+    started = dt.datetime(night.year, night.month, night.day, 2, minute, tzinfo=dt.UTC)
+    finished = started + dt.timedelta(seconds=30)
+    ok = status == "ok"
+    per_node = gpu_count // num_nodes
+    values = dict(
+        run_id=f"nightly-{night.isoformat()}",
+        config_id=f"{mode}-{network}-{dtype}-b{batch_size}-g{gpu_count}",
+        mode=mode,
+        network=network,
+        image_shape=IMAGE_SHAPES.get(network, "3,224,224"),
+        dtype=dtype,
+        batch_size=batch_size,
+        per_device_batch=batch_size // gpu_count if batch_size % gpu_count == 0 else None,
+        devices=[f"gpu:{i}" for i in range(per_node)],
+        device_kind="gpu",
+        gpu_count=gpu_count,
+        num_nodes=num_nodes,
+        kvstore=("device" if num_nodes == 1 else "dist_sync") if mode == "train" else None,
+        scaling=scaling,
+        warmup_batches=5,
+        timed_batches=10,
+        repeats=3,
+        images_per_sec=images_per_sec if ok else None,
+        images_per_sec_samples=[images_per_sec] * 3 if ok else [],
+        cv=0.0 if ok else None,
+        status=status,
+        error=None if ok else "out of memory",
+        started_at=started.isoformat(),
+        finished_at=finished.isoformat(),
+        host="bench-host",
+        gpu_model=gpu_model,
+    )
+    return validate_record(empty_record(**values))
+
+
+def ingest(
+    lake: Lake,
+    records: list[dict[str, Any]],
+    *,
+    provider: str = "aws",
+    instance_type: str = "g5.xlarge",
+    region: str | None = "us-east-1",
+    market: str = "on_demand",
+    target: str = "ec2",
+) -> None:
+    """Write records as one run per night of one machine, through the real ingest path."""
+    context = RunContext(
+        provider=provider, instance_type=instance_type, region=region, market=market, target=target
+    ).validated()
+    lake.write_results(results_rows(records, context))
+
+
+def price(
+    instance_type: str,
+    value: float,
+    *,
+    provider: str = "aws",
+    region: str | None = "us-east-1",
+    market: str = "on_demand",
+    currency: str = "USD",
+    unit: str = "hour",
+    effective_from: dt.date = dt.date(2025, 1, 1),
+    gpu_count: int | None = 1,
+    source: str = "test price list",
+) -> dict[str, Any]:
+    return {
+        "provider": provider,
+        "instance_type": instance_type,
+        "region": region,
+        "market": market,
+        "gpu_model": None,
+        "gpu_count": gpu_count,
+        "price": value,
+        "currency": currency,
+        "unit": unit,
+        "effective_from": effective_from,
+        "source": source,
+    }
+
+
+def fx(rate: float, effective_from: dt.date, base: str = "EUR", quote: str = "USD") -> dict[str, Any]:
+    return {
+        "base": base,
+        "quote": quote,
+        "rate": rate,
+        "effective_from": effective_from,
+        "source": "test rates",
+    }
+
+
+def inputs(
+    lake: Lake,
+    prices: list[dict[str, Any]],
+    rates: list[dict[str, Any]],
+    scaling: list[dict[str, Any]] | None = None,
+) -> ReportInputs:
+    """Report inputs with exactly these prices, rates and published curves (no shipped tables)."""
+    return ReportInputs(
+        lake=lake,
+        prices=pa.Table.from_pylist(prices, schema=schema.PRICES_SCHEMA),
+        fx=pa.Table.from_pylist(rates, schema=schema.FX_SCHEMA),
+        published_scaling=pa.Table.from_pylist(scaling or [], schema=schema.PUBLISHED_SCALING_SCHEMA),
+    )
+
+
+def rows(table: pa.Table, **where: Any) -> list[dict[str, Any]]:
+    """The rows of a report table whose columns equal ``where``."""
+    return [row for row in table.to_pylist() if all(row[key] == value for key, value in where.items())]
