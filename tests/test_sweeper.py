@@ -1,0 +1,108 @@
+"""The sweeper against moto's server on 127.0.0.1: expired gpucompare instances go, the rest stay.
+
+Moto stands in for EC2 in two regions; instances are created with the tags the ec2 target
+writes (and one by the target itself), then the sweeper runs through the Airflow AWS
+connection like the sweeper DAG does.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from gpucompare.targets import ec2, sweeper
+from tests.ec2_support import (
+    CONN_ID,
+    create_instance_profile,
+    ec2_spec,
+    live_instances,
+    new_run_id,
+    point_airflow_connection,
+    publish_ami_parameter,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def _iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _launch(aws_client: Any, region: str, tags: dict[str, str]) -> str:
+    client = aws_client("ec2", region_name=region)
+    image_id = client.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    spec = [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]
+    kwargs = {"TagSpecifications": spec} if tags else {}
+    return client.run_instances(ImageId=image_id, MinCount=1, MaxCount=1, InstanceType="g4dn.xlarge",
+                                **kwargs)["Instances"][0]["InstanceId"]
+
+
+def _state(aws_client: Any, region: str, instance_id: str) -> str:
+    reservations = aws_client("ec2", region_name=region).describe_instances(InstanceIds=[instance_id])
+    return reservations["Reservations"][0]["Instances"][0]["State"]["Name"]
+
+
+def test_sweeper_terminates_expired_instances_and_leaves_the_rest(aws_endpoint, aws_client, monkeypatch):
+    point_airflow_connection(monkeypatch, aws_endpoint)
+    now = datetime.now(UTC)
+    expired = _launch(aws_client, "us-east-1", {ec2.RUN_ID_TAG: "old-run",
+                                                ec2.EXPIRES_AT_TAG: _iso(now - timedelta(minutes=5))})
+    fresh = _launch(aws_client, "us-east-1", {ec2.RUN_ID_TAG: "new-run",
+                                              ec2.EXPIRES_AT_TAG: _iso(now + timedelta(hours=2))})
+    garbled = _launch(aws_client, "us-east-1", {ec2.RUN_ID_TAG: "bad-run", ec2.EXPIRES_AT_TAG: "soon"})
+    not_ours = _launch(aws_client, "us-east-1", {"Name": "someone-elses-box"})
+    expired_west = _launch(aws_client, "us-west-2", {ec2.RUN_ID_TAG: "west-run",
+                                                     ec2.EXPIRES_AT_TAG: _iso(now - timedelta(days=1))})
+
+    swept = sweeper.sweep_expired_instances(["us-east-1", "us-west-2"], aws_conn_id=CONN_ID, wait=True,
+                                            poll_interval_s=1)
+
+    by_id = {item.instance_id: item for item in swept}
+    assert {expired, garbled, expired_west} <= set(by_id)
+    assert fresh not in by_id and not_ours not in by_id
+    assert by_id[expired].region == "us-east-1" and by_id[expired].run_id == "old-run"
+    assert by_id[expired].reason.startswith("expired at ")
+    assert by_id[garbled].reason == "unreadable gpucompare:expires-at tag 'soon'"
+    assert by_id[expired_west].region == "us-west-2"
+    assert _state(aws_client, "us-east-1", expired) == "terminated"
+    assert _state(aws_client, "us-west-2", expired_west) == "terminated"
+    assert _state(aws_client, "us-east-1", fresh) == "running"
+    assert _state(aws_client, "us-east-1", not_ours) == "running"
+
+    # a second pass finds nothing more to do among these
+    again = {item.instance_id for item in sweeper.sweep_expired_instances(["us-east-1", "us-west-2"],
+                                                                          aws_conn_id=CONN_ID)}
+    assert not again & {expired, garbled, expired_west, fresh, not_ours}
+    aws_client("ec2").terminate_instances(InstanceIds=[fresh, not_ours])
+
+
+def test_an_instance_made_by_the_target_is_swept_once_its_ttl_has_passed(aws_endpoint, aws_client,
+                                                                         monkeypatch, s3_bucket):
+    point_airflow_connection(monkeypatch, aws_endpoint)
+    publish_ami_parameter(aws_client)
+    run_id = new_run_id()
+    target = ec2.Ec2Target(ec2_spec(create_instance_profile(aws_client), s3_bucket, ttl_minutes=30))
+    state = target.prepare(run_id)
+    try:
+        assert state.resource_id not in {item.instance_id for item in
+                                         sweeper.sweep_expired_instances(["us-east-1"], aws_conn_id=CONN_ID)}
+        assert len(live_instances(aws_client, run_id)) == 1
+        later = datetime.now(UTC) + timedelta(minutes=31)
+        swept = sweeper.sweep_expired_instances(["us-east-1"], aws_conn_id=CONN_ID, now=later, wait=True,
+                                                poll_interval_s=1)
+        assert state.resource_id in {item.instance_id for item in swept}
+        assert live_instances(aws_client, run_id) == []
+    finally:
+        target.teardown(state)  # after the sweeper: nothing left, and no error
+
+
+def test_expires_at_parsing():
+    assert sweeper.parse_expires_at("2026-11-30T04:00:00Z") == datetime(2026, 11, 30, 4, tzinfo=UTC)
+    assert sweeper.parse_expires_at("2026-11-30T05:00:00+01:00") == datetime(2026, 11, 30, 4, tzinfo=UTC)
+    assert sweeper.parse_expires_at("2026-11-30T04:00:00") == datetime(2026, 11, 30, 4, tzinfo=UTC)
+    assert sweeper.parse_expires_at("tomorrow") is None
+    assert sweeper.parse_expires_at(None) is None
+    with pytest.raises(ValueError, match="regions"):
+        sweeper.sweep_expired_instances([], aws_conn_id=CONN_ID)
