@@ -1,0 +1,197 @@
+"""Multi-node training with MXNet's parameter server, for real, on three loopback "hosts".
+
+Three OpenSSH servers on 127.0.0.2, 127.0.0.3 and 127.0.0.4 (``fixtures_sshd``) stand for
+three rented machines: each is an ``ssh`` target with its own remote directory, reached
+through its own Airflow connection with a verified host key, and the parameter-server roles
+(scheduler, server, workers) are started over those connections with ``DMLC_NODE_HOST`` set
+to the host's address, so MXNet's ps-lite really talks between the three addresses. What
+stands in: the three hosts share this machine's two cores and file system, and the devices
+are CPU contexts (``cpu:0``, ``cpu:1``) instead of GPUs. The network is GoogleNet at one
+image per device and one timed batch (the published scaling curve's network, and on the CPU
+the quickest to go through dist_sync here: 7 M parameters to push and pull).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from gpucompare import distributed
+from gpucompare.distributed import (
+    DistributedRunError,
+    ParameterServerLauncher,
+    ScalingPoint,
+    SSHChannel,
+    marker_for,
+    measure_and_ingest,
+)
+from gpucompare.lake import RunContext, open_lake
+from gpucompare.targets import make_target
+from gpucompare.targets.base import TargetSpec
+from tests.conftest import BENCH_PYTHON
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
+TINY = {"network": "googlenet", "scaling": "weak", "batch_size": 1, "warmup": 1, "batches": 1, "repeats": 1,
+        "servers": 1, "kvstore": "dist_sync", "timeout_s": 150.0}
+
+
+def marked_processes(marker: str) -> list[tuple[int, str]]:
+    """(pid, command line) of every process on this machine whose environment carries the
+    point's marker: every host of the test is this machine, so this sees all three."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if any(v.startswith(f"{distributed.MARKER_VARIABLE}={marker}/".encode()) for v in environ):
+            found.append((int(entry.name), cmdline))
+    return found
+
+
+def pgrep(marker: str) -> list[str]:
+    import subprocess
+
+    result = subprocess.run(["pgrep", "-f", "-a", marker], capture_output=True, text=True, check=False)
+    return [line for line in result.stdout.splitlines() if "pgrep" not in line]
+
+
+@pytest.fixture
+def group(sshd_factory, tmp_path):
+    """Three ssh targets, prepared and deployed (the worker code uploaded to each host)."""
+    run_id = f"scaling-{os.getpid()}-{time.time_ns() % 10**8}"
+    targets, states = [], []
+    for index, host in enumerate(HOSTS):
+        server = sshd_factory(host=host, conn_id=f"dist_node{index}")
+        options = {"ssh_conn_id": server.conn_id, "remote_dir": str(tmp_path / f"host{index}"),
+                   "python": str(BENCH_PYTHON), "poll_interval_s": 0.2, "retry_backoff_s": 0.2,
+                   "kill_grace_s": 3}
+        spec = TargetSpec(name=f"node{index}", kind="ssh", provider="loopback", instance_type="cpu-shared",
+                          options=options)
+        target = make_target(spec, line_sink=lambda line: None)
+        state = target.deploy(target.prepare(run_id))
+        targets.append(target)
+        states.append(state)
+    channels = [SSHChannel(t, s) for t, s in zip(targets, states, strict=True)]
+    yield run_id, channels
+    for target, state in zip(targets, states, strict=True):
+        target.teardown(state)
+
+
+def test_scaling_run_over_three_hosts_reaches_the_scaling_report(group, tmp_path):
+    run_id, channels = group
+    assert [c.address for c in channels] == list(HOSTS)
+    lines: list[str] = []
+    launcher = ParameterServerLauncher(channels, run_id=run_id, poll_interval_s=0.5, kill_grace_s=3,
+                                       line_sink=lines.append)
+    points = [
+        ScalingPoint(nodes=1, devices=("cpu:0",), **TINY),               # the 1-device baseline
+        ScalingPoint(nodes=2, devices=("cpu:0",), **TINY),               # 2 devices on 2 hosts
+        ScalingPoint(nodes=2, devices=("cpu:0", "cpu:1"), **TINY),       # 4 devices on 2 hosts
+    ]
+    lake_uri = str(tmp_path / "lake")
+    context = RunContext(provider="loopback", instance_type="cpu-shared", target="ssh", dag_run_id=run_id)
+    started = time.monotonic()
+    written = measure_and_ingest(launcher, points, results_path=str(tmp_path / "scaling.jsonl"),
+                                 lake_uri=lake_uri, context=context)
+    assert written
+    assert time.monotonic() - started < 240
+
+    records = [json.loads(line) for line in (tmp_path / "scaling.jsonl").read_text().splitlines()]
+    single, two, four = records
+    assert (single["num_nodes"], single["gpu_count"], single["kvstore"]) == (1, 1, "device")
+    assert single["per_worker_images_per_sec"] == []
+    for record, devices in ((two, 2), (four, 4)):
+        assert record["kvstore"] == "dist_sync"
+        assert (record["num_nodes"], record["gpu_count"]) == (2, devices)
+        assert record["batch_size"] == devices  # weak: one image per device held
+        assert record["scaling"] == "weak"
+        assert len(record["per_worker_images_per_sec"]) == 2
+        assert record["images_per_sec"] == pytest.approx(sum(record["per_worker_images_per_sec"]))
+    # the scheduler ran on the third host, the workers on the first two
+    assert any(f"scheduler {HOSTS[2]}:" in line for line in lines), lines
+
+    # nothing of any point is left on any host
+    for point in points:
+        assert marked_processes(marker_for(run_id, point)) == []
+
+    # the real lake → report path: rows for 1, 2 and 4 devices with speedup and efficiency
+    from gpucompare.reports import ReportInputs, build_reports
+
+    report = build_reports(ReportInputs.from_lake(lake_uri)).tables["scaling"].to_pylist()
+    ours = {r["gpu_count"]: r for r in report
+            if r["origin"] == "measured" and r["network"] == "googlenet" and r["scaling"] == "weak"}
+    assert sorted(ours) == [1, 2, 4]
+    baseline = single["images_per_sec"]
+    assert ours[1]["speedup"] == pytest.approx(1.0)
+    for record in (two, four):
+        row = ours[record["gpu_count"]]
+        assert row["num_nodes"] == 2
+        assert row["speedup"] == pytest.approx(record["images_per_sec"] / baseline)
+        assert row["efficiency"] == pytest.approx(row["speedup"] / record["gpu_count"])
+
+
+def _kill_worker_when_training(marker: str, host: str, killed: list[int], stop: threading.Event) -> None:
+    """SIGKILL the worker process on ``host`` (``bench_tasks train``) once its measuring
+    process runs: the way a host crash or an OOM kill ends a worker mid-run."""
+    while not stop.is_set():
+        procs = marked_processes(marker)
+        runner_up = any("_runner" in cmd for _pid, cmd in procs)
+        for pid, cmd in procs:
+            environ = Path(f"/proc/{pid}/environ").read_bytes() if Path(f"/proc/{pid}").exists() else b""
+            if (runner_up and "bench_tasks train" in cmd and f"DMLC_NODE_HOST={host}".encode() in environ):
+                time.sleep(3)  # let it get into the parameter-server steps
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                return
+        time.sleep(0.3)
+
+
+def test_a_worker_killed_mid_run_fails_clearly_and_leaves_nothing(group, tmp_path):
+    run_id, channels = group
+    from gpucompare.published import import_published
+
+    lake_uri = str(tmp_path / "lake")
+    import_published(open_lake(lake_uri))  # the lake holds something before the run
+
+    def snapshot() -> dict[str, bytes]:
+        files = (p for p in Path(lake_uri).rglob("*") if p.is_file())
+        return {str(p.relative_to(lake_uri)): p.read_bytes() for p in files}
+
+    before = snapshot()
+    point = ScalingPoint(nodes=2, devices=("cpu:0",), **{**TINY, "batches": 500, "timeout_s": 120.0})
+    marker = marker_for(run_id, point)
+    killed: list[int] = []
+    stop = threading.Event()
+    killer = threading.Thread(target=_kill_worker_when_training, args=(marker, HOSTS[1], killed, stop))
+    killer.start()
+    launcher = ParameterServerLauncher(channels, run_id=run_id, poll_interval_s=0.5, kill_grace_s=3)
+    context = RunContext(provider="loopback", instance_type="cpu-shared", target="ssh", dag_run_id=run_id)
+    started = time.monotonic()
+    try:
+        with pytest.raises(DistributedRunError) as failure:
+            measure_and_ingest(launcher, [point], results_path=str(tmp_path / "scaling.jsonl"),
+                               lake_uri=lake_uri, context=context)
+    finally:
+        stop.set()
+        killer.join()
+    elapsed = time.monotonic() - started
+    assert killed, "the worker was never seen running"
+    message = str(failure.value)
+    assert "worker-1" in message and HOSTS[1] in message and "137" in message, message
+    assert elapsed < point.timeout_s
+    assert marked_processes(marker) == []
+    assert pgrep(marker) == []
+    assert not (tmp_path / "scaling.jsonl").exists()
+    assert snapshot() == before
