@@ -197,7 +197,9 @@ def line_chart(
     x_values = sorted(set(x_ticks or xs))
     to_x = (lambda v: math.log2(v)) if log2_x else (lambda v: v)
     x_low, x_high = to_x(min(x_values)), to_x(max(x_values))
-    x_span = (x_high - x_low) or 1.0
+    if x_high == x_low:  # one x value: centre it
+        x_low, x_high = x_low - 1.0, x_high + 1.0
+    x_span = x_high - x_low
     y_ticks = nice_ticks(0, max(ys) if ys else 1.0)
     y_high = y_ticks[-1]
 
