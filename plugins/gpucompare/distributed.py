@@ -64,13 +64,15 @@ import posixpath
 import re
 import shlex
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from bench_tasks.aggregate import merge_worker_records
 from bench_tasks.constants import DTYPES, NETWORKS, SCALING_KINDS
 from bench_tasks.record import RecordError, validate_record
+from gpucompare import validation
+from gpucompare.validation import ValidationError
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +88,7 @@ PORT_PROBE_COUNT = 200
 LOST_AFTER_S = 20.0
 COMMAND_TIMEOUT_S = 120.0
 LOG_TAIL_LINES = 30
+MAX_NODES = 256
 
 _ADDRESS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$")
 _INTERFACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}$")
@@ -800,74 +803,62 @@ class ScalingProfile:
         return [(n, d) for n in self.nodes for d in self.devices_per_node]
 
 
-def _profile_error(name: str, key: str, message: str) -> ValueError:
-    return ValueError(f"scaling profile {name}: {key}: {message}")
-
-
-def _int_list(name: str, key: str, value: Any, *, maximum: int) -> tuple[int, ...]:
+def _int_list(field_name: str, value: Any, *, maximum: int) -> tuple[int, ...]:
     items = value if isinstance(value, list) else [value]
-    if not items or not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= maximum
-                            for v in items):
-        raise _profile_error(name, key, f"expected integers from 1 to {maximum}, got {value!r}")
-    return tuple(sorted(set(items)))
+    return tuple(sorted({validation.check_int(field_name, v, minimum=1, maximum=maximum) for v in items}))
 
 
-def _int_value(name: str, key: str, value: Any, *, minimum: int, maximum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-        raise _profile_error(name, key, f"expected an integer from {minimum} to {maximum}, got {value!r}")
-    return value
+def _pairs(value: Any) -> tuple[tuple[int, int], ...]:
+    if not isinstance(value, list) or not all(
+            isinstance(p, dict) and set(p) == {"nodes", "devices_per_node"} for p in value):
+        raise ValidationError("points", f"expected a list of {{nodes: N, devices_per_node: D}}, "
+                              f"got {value!r}")
+    return tuple((validation.check_int("points.nodes", p["nodes"], minimum=1, maximum=MAX_NODES),
+                  validation.check_int("points.devices_per_node", p["devices_per_node"], minimum=1,
+                                       maximum=validation.MAX_GPU_COUNT)) for p in value)
 
 
-def parse_scaling_profile(name: str, body: Any) -> ScalingProfile:
+def parse_scaling_profile(name: Any, body: Any) -> ScalingProfile:
     """Validate one ``scaling_profiles`` entry of the fleet file; errors name the key."""
-    if not isinstance(body, dict):
-        raise _profile_error(name, "", f"expected a mapping with {', '.join(SCALING_PROFILE_KEYS)}")
+    name = validation.check_pattern("name", name, validation.NAME_PATTERN, "a lower-case profile name")
+    if not isinstance(body, Mapping):
+        raise ValidationError("", "expected a mapping", ", ".join(SCALING_PROFILE_KEYS))
     unknown = sorted(set(body) - set(SCALING_PROFILE_KEYS))
     if unknown:
-        raise _profile_error(name, unknown[0], f"unknown key; allowed: {', '.join(SCALING_PROFILE_KEYS)}")
-    networks = body.get("networks")
-    networks = list(NETWORKS) if networks == "all" else networks
-    if not isinstance(networks, list) or not networks or any(n not in NETWORKS for n in networks):
-        raise _profile_error(name, "networks", f"expected a list of {', '.join(NETWORKS)} (or all), "
-                             f"got {networks!r}")
-    kinds = body.get("scaling", ["weak"])
-    kinds = kinds if isinstance(kinds, list) else [kinds]
-    if not kinds or any(k not in SCALING_KINDS for k in kinds):
-        raise _profile_error(name, "scaling", f"expected weak and/or strong, got {body.get('scaling')!r}")
+        raise ValidationError(unknown[0], "unknown key", ", ".join(SCALING_PROFILE_KEYS))
+    if "networks" not in body:
+        raise ValidationError("networks", "missing")
+    kinds = validation.check_subset("scaling", body.get("scaling", ["weak"]), SCALING_KINDS)
     for key, kind in (("per_device_batch", "weak"), ("global_batch", "strong")):
         if kind in kinds and key not in body:
-            raise _profile_error(name, key, f"{kind} scaling needs it")
-    pairs = body.get("points") or []
-    if not isinstance(pairs, list) or not all(
-            isinstance(p, dict) and set(p) == {"nodes", "devices_per_node"} for p in pairs):
-        raise _profile_error(name, "points", "expected a list of {nodes: N, devices_per_node: D}")
-    kvstore = body.get("kvstore", "dist_sync")
-    if kvstore not in DIST_KVSTORES:
-        raise _profile_error(name, "kvstore", f"{kvstore!r} is not one of {', '.join(DIST_KVSTORES)}")
-    dtype = body.get("dtype", "float32")
-    if dtype not in DTYPES:
-        raise _profile_error(name, "dtype", f"{dtype!r} is not one of {', '.join(DTYPES)}")
+            raise ValidationError(key, f"missing: {kind} scaling holds it")
+
+    def batch(key: str) -> int | None:
+        if key not in body:
+            return None
+        return validation.check_int(key, body[key], minimum=1, maximum=validation.MAX_BATCH_SIZE)
+
     servers = body.get("servers")
     return ScalingProfile(
         name=name,
-        networks=tuple(networks),
-        scaling=tuple(dict.fromkeys(kinds)),
-        per_device_batch=(_int_value(name, "per_device_batch", body["per_device_batch"], minimum=1,
-                                     maximum=4096) if "per_device_batch" in body else None),
-        global_batch=(_int_value(name, "global_batch", body["global_batch"], minimum=1, maximum=65536)
-                      if "global_batch" in body else None),
-        nodes=_int_list(name, "nodes", body.get("nodes", [1]), maximum=256),
-        devices_per_node=_int_list(name, "devices_per_node", body.get("devices_per_node", [1]), maximum=64),
-        points=tuple((_int_value(name, "points.nodes", p["nodes"], minimum=1, maximum=256),
-                      _int_value(name, "points.devices_per_node", p["devices_per_node"], minimum=1,
-                                 maximum=64)) for p in pairs),
-        kvstore=kvstore,
-        dtype=dtype,
-        servers=None if servers is None else _int_value(name, "servers", servers, minimum=1, maximum=256),
-        warmup=_int_value(name, "warmup", body.get("warmup", 5), minimum=0, maximum=1000),
-        batches=_int_value(name, "batches", body.get("batches", 10), minimum=1, maximum=100_000),
-        repeats=_int_value(name, "repeats", body.get("repeats", 3), minimum=1, maximum=100),
-        timeout_s=_int_value(name, "timeout_s", body.get("timeout_s", 900), minimum=1, maximum=24 * 3600),
+        networks=tuple(validation.check_networks(body["networks"])),
+        scaling=tuple(kinds),
+        per_device_batch=batch("per_device_batch"),
+        global_batch=batch("global_batch"),
+        nodes=_int_list("nodes", body.get("nodes", [1]), maximum=MAX_NODES),
+        devices_per_node=_int_list("devices_per_node", body.get("devices_per_node", [1]),
+                                   maximum=validation.MAX_GPU_COUNT),
+        points=_pairs(body["points"]) if "points" in body else (),
+        kvstore=validation.check_choice("kvstore", body.get("kvstore", "dist_sync"), DIST_KVSTORES),
+        dtype=validation.check_choice("dtype", body.get("dtype", "float32"), DTYPES),
+        servers=None if servers is None else validation.check_int("servers", servers, minimum=1,
+                                                                  maximum=MAX_NODES),
+        warmup=validation.check_int("warmup", body.get("warmup", 5), minimum=0, maximum=1000),
+        batches=validation.check_int("batches", body.get("batches", 10), minimum=1, maximum=100_000),
+        repeats=validation.check_int("repeats", body.get("repeats", 3), minimum=1,
+                                     maximum=validation.MAX_REPEATS),
+        timeout_s=validation.check_int("timeout_s", body.get("timeout_s", 900), minimum=1,
+                                       maximum=validation.MAX_TIMEOUT_S),
         description=str(body.get("description", "")),
     )
 
@@ -876,13 +867,12 @@ def scaling_points(profile: ScalingProfile, *, host_count: int, devices_per_host
                    device_kind: str) -> list[ScalingPoint]:
     """The points a group of ``host_count`` hosts with ``devices_per_host`` devices each can run,
     in the order network, scaling kind, device count, node count."""
-    if device_kind not in ("cpu", "gpu"):
-        raise _profile_error(profile.name, "device_kind", f"{device_kind!r} is not cpu or gpu")
+    validation.check_choice("device_kind", device_kind, ("cpu", "gpu"))
     pairs = sorted({(n, d) for n, d in profile.pairs() if n <= host_count and d <= devices_per_host},
                    key=lambda p: (p[0] * p[1], p[0]))
     if not pairs:
-        raise _profile_error(profile.name, "nodes", f"no (nodes, devices per node) pair fits a group of "
-                             f"{host_count} host(s) with {devices_per_host} device(s) each")
+        raise ValidationError("nodes", f"no (nodes, devices per node) pair of profile {profile.name} fits "
+                              f"a group of {host_count} host(s) with {devices_per_host} device(s) each")
     points = []
     for network in profile.networks:
         for kind in profile.scaling:
@@ -897,6 +887,131 @@ def scaling_points(profile: ScalingProfile, *, host_count: int, devices_per_host
                     warmup=profile.warmup, batches=profile.batches, repeats=profile.repeats,
                     timeout_s=float(profile.timeout_s)))
     return points
+
+
+SCALING_GROUP_KEYS: tuple[str, ...] = ("name", "targets", "profile", "enabled", "interface", "ps_verbose")
+#: Seconds on top of the points' own limits for a group's task: prepare, deploy, teardown.
+GROUP_SLACK_S = 1800
+
+
+@dataclass(frozen=True)
+class ScalingGroup:
+    """Hosts of the fleet that run one scaling profile together (a parameter-server job)."""
+
+    name: str
+    targets: tuple[str, ...]
+    profile: str
+    enabled: bool = True
+    interface: str | None = None
+    ps_verbose: int = 0
+
+
+def parse_scaling_group(entry: Any, targets: Mapping[str, Mapping[str, Any]],
+                        profiles: Mapping[str, ScalingProfile]) -> ScalingGroup:
+    """Validate one ``scaling_groups`` entry against the fleet's targets (specs by name) and
+    scaling profiles: ssh or ec2 targets of one provider, instance type and GPU count."""
+    if not isinstance(entry, Mapping):
+        raise ValidationError("", "expected a mapping", ", ".join(SCALING_GROUP_KEYS))
+    unknown = sorted(set(entry) - set(SCALING_GROUP_KEYS))
+    if unknown:
+        raise ValidationError(unknown[0], "unknown key", ", ".join(SCALING_GROUP_KEYS))
+    name = validation.check_pattern("name", entry.get("name"), validation.NAME_PATTERN,
+                                    "a lower-case group name")
+    names = validation.check_subset("targets", entry.get("targets"), tuple(targets))
+    specs = [targets[n] for n in names]
+    kinds = {s["kind"] for s in specs}
+    if len(kinds) != 1 or not kinds <= {"ssh", "ec2"}:
+        raise ValidationError("targets", f"kinds {sorted(kinds)}: a group's hosts are all ssh or all ec2")
+    for key in ("provider", "instance_type", "gpu_count"):
+        if len({s[key] for s in specs}) != 1:
+            raise ValidationError("targets", f"the hosts differ in {key}: a group is one kind of machine")
+    profile = validation.check_choice("profile", entry.get("profile"), tuple(profiles))
+    interface = entry.get("interface")
+    if interface is not None and (not isinstance(interface, str) or not _INTERFACE.match(interface)):
+        raise ValidationError("interface", f"{interface!r} is not a network interface name",
+                              "e.g. eth0, ens5")
+    group = ScalingGroup(
+        name=name, targets=tuple(names), profile=profile,
+        enabled=validation.check_bool("enabled", entry.get("enabled", True)),
+        interface=interface,
+        ps_verbose=validation.check_int("ps_verbose", entry.get("ps_verbose", 0), minimum=0, maximum=2),
+    )
+    group_points(group, specs, profiles[profile])  # refuses a profile the group cannot run
+    return group
+
+
+def group_points(group: ScalingGroup, specs: Sequence[Mapping[str, Any]],
+                 profile: ScalingProfile) -> list[ScalingPoint]:
+    """The points of ``profile`` the group's hosts can run: GPU hosts up to their GPU count;
+    CPU hosts (gpu_count 0) up to the profile's largest devices per node (CPU contexts)."""
+    gpus = int(specs[0].get("gpu_count") or 0)
+    devices = gpus or max(max(profile.devices_per_node), max((d for _n, d in profile.points), default=1))
+    return scaling_points(profile, host_count=len(specs), devices_per_host=devices,
+                          device_kind="gpu" if gpus else "cpu")
+
+
+def plan_scaling_group(group: ScalingGroup, specs: Sequence[Mapping[str, Any]], profile: ScalingProfile,
+                       run_id: str) -> dict[str, Any]:
+    """What the scaling task of one group needs, as JSON (XCom)."""
+    points = group_points(group, specs, profile)
+    return {
+        "group": group.name,
+        "profile": profile.name,
+        "run_id": run_id,
+        "specs": [dict(s) for s in specs],
+        "interface": group.interface,
+        "ps_verbose": group.ps_verbose,
+        "points": [{**asdict(p), "devices": list(p.devices)} for p in points],
+        "timeout_s": sum(p.timeout_s for p in points) + GROUP_SLACK_S,
+    }
+
+
+def run_scaling_plan(plan: Mapping[str, Any], *, lake_uri: str, results_path: str,
+                     dag_run_id: str | None = None, line_sink: Callable[[str], None] | None = None,
+                     poll_interval_s: float = 2.0) -> list[str]:
+    """One group's whole scaling run: prepare and deploy every host, run the points, ingest;
+    and, whatever happened, tear every host down (a paid instance is always given back)."""
+    from gpucompare.lake import RunContext
+    from gpucompare.targets import make_target
+
+    sink = line_sink or log.info
+    targets = [make_target(spec, line_sink=sink) for spec in plan["specs"]]
+    states: list[Any] = [None] * len(targets)
+    try:
+        for index, target in enumerate(targets):
+            states[index] = target.prepare(plan["run_id"])
+            states[index] = target.deploy(states[index])
+        launcher = ParameterServerLauncher(
+            [channel_for(t, s) for t, s in zip(targets, states, strict=True)], run_id=plan["run_id"],
+            interface=plan.get("interface"), ps_verbose=int(plan.get("ps_verbose") or 0),
+            poll_interval_s=poll_interval_s, line_sink=sink)
+        points = [ScalingPoint(**{**p, "devices": tuple(p["devices"])}) for p in plan["points"]]
+        spec = plan["specs"][0]
+        markets = {s.market for s in states if s.market}
+        # a spot group whose hosts fell back to on-demand (some or all) is recorded as asked
+        market = markets.pop() if len(markets) == 1 else spec.get("market", "on_demand")
+        context = RunContext(provider=spec["provider"], instance_type=spec["instance_type"],
+                             region=spec.get("region"), market=market, target=spec["kind"],
+                             dag_run_id=dag_run_id, source=f"gpucompare scaling group {plan['group']}")
+        return measure_and_ingest(launcher, points, results_path=results_path, lake_uri=lake_uri,
+                                  context=context)
+    finally:
+        _teardown_all(targets, states, plan["run_id"], sink)
+
+
+def _teardown_all(targets: Sequence[Any], states: Sequence[Any], run_id: str,
+                  sink: Callable[[str], None]) -> None:
+    from gpucompare.targets.base import TargetState
+
+    failures = []
+    for target, state in zip(targets, states, strict=True):
+        try:
+            target.teardown(state or TargetState(spec=target.spec.to_dict(), run_id=run_id))
+        except Exception as exc:  # every host must get its teardown, then the error is raised
+            failures.append(f"{target.spec.name}: {exc}")
+            sink(f"[dist] teardown of {target.spec.name} failed: {exc}")
+    if failures:
+        raise DistributedRunError("teardown failed on " + "; ".join(failures))
 
 
 def channel_for(target: Any, state: Any, *, address: str | None = None) -> HostChannel:
