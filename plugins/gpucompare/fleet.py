@@ -42,7 +42,8 @@ from gpucompare.validation import ValidationError
 
 DEFAULT_SCHEDULE = "0 2 * * *"
 DEFAULT_MAX_INSTANCES = 2
-TOP_LEVEL_KEYS = ("schedule", "max_instances", "defaults", "profiles", "targets")
+TOP_LEVEL_KEYS = ("schedule", "max_instances", "defaults", "profiles", "targets", "scaling_profiles",
+                  "scaling_groups")
 TARGET_KEYS = ("name", "kind", "provider", "instance_type", "region", "market", "gpu_count",
                "options", "profile", "enabled")
 PROFILE_KEYS = ("description", "networks", "batch_sizes", "modes", "dtypes", "devices", "warmup",
@@ -104,6 +105,9 @@ class Fleet:
     profiles: Mapping[str, SweepProfile]
     targets: tuple[FleetTarget, ...]
     source: str = ""
+    #: Multi-GPU / multi-node scaling runs (``gpucompare.distributed``): what, and on which hosts.
+    scaling_profiles: Mapping[str, Any] = field(default_factory=dict)
+    scaling_groups: tuple[Any, ...] = ()
 
     def enabled_targets(self) -> list[FleetTarget]:
         return [t for t in self.targets if t.enabled]
@@ -179,7 +183,39 @@ def parse_fleet(document: Mapping[str, Any], source: str = "fleet") -> Fleet:
             raise ValidationError(f"targets[{index}].name", f"{target.name!r} is used twice",
                                   "a name unique in the fleet")
         targets.append(target)
-    return Fleet(schedule, max_instances, defaults, profiles, tuple(targets), source)
+    scaling_profiles, scaling_groups = _parse_scaling(document, targets)
+    return Fleet(schedule, max_instances, defaults, profiles, tuple(targets), source,
+                 scaling_profiles, scaling_groups)
+
+
+def _parse_scaling(document: Mapping[str, Any], targets: list[FleetTarget]) -> tuple[dict[str, Any], tuple]:
+    """The optional ``scaling_profiles`` and ``scaling_groups`` (format: ``gpucompare.distributed``)."""
+    from gpucompare import distributed
+
+    profiles_doc = document.get("scaling_profiles") or {}
+    if not isinstance(profiles_doc, Mapping):
+        raise ValidationError("scaling_profiles", "expected a mapping of profile names to scaling profiles")
+    profiles = {}
+    for name, body in profiles_doc.items():
+        try:
+            profiles[name] = distributed.parse_scaling_profile(name, body)
+        except ValidationError as exc:
+            raise validation.qualify(f"scaling_profiles.{name}", exc) from exc
+    groups_doc = document.get("scaling_groups") or []
+    if not isinstance(groups_doc, list):
+        raise ValidationError("scaling_groups", "expected a list of scaling groups")
+    specs = {t.name: t.spec for t in targets}
+    groups: list[Any] = []
+    for index, entry in enumerate(groups_doc):
+        try:
+            group = distributed.parse_scaling_group(entry, specs, profiles)
+        except ValidationError as exc:
+            raise validation.qualify(f"scaling_groups[{index}]", exc) from exc
+        if any(g.name == group.name for g in groups):
+            raise ValidationError(f"scaling_groups[{index}].name", f"{group.name!r} is used twice",
+                                  "a name unique in the fleet")
+        groups.append(group)
+    return profiles, tuple(groups)
 
 
 def _parse_defaults(document: Any) -> dict[str, dict[str, Any]]:
@@ -368,6 +404,17 @@ def plan_target(spec: Mapping[str, Any], profile: SweepProfile, dag_run_id: str,
 def plan_fleet(fleet: Fleet, dag_run_id: str) -> list[dict[str, Any]]:
     """One plan per enabled target, in the order of the file."""
     return [plan_target(t.spec, fleet.profile(t.profile), dag_run_id) for t in fleet.enabled_targets()]
+
+
+def plan_scaling(fleet: Fleet, dag_run_id: str) -> list[dict[str, Any]]:
+    """One plan per enabled scaling group (``gpucompare.distributed.plan_scaling_group``)."""
+    from gpucompare import distributed
+
+    specs = {t.name: t.spec for t in fleet.targets}
+    return [distributed.plan_scaling_group(group, [specs[n] for n in group.targets],
+                                           fleet.scaling_profiles[group.profile],
+                                           target_run_id(dag_run_id, f"scaling-{group.name}"))
+            for group in fleet.scaling_groups if group.enabled]
 
 
 def plan_manual(request: Mapping[str, Any], fleet: Fleet, dag_run_id: str) -> dict[str, Any]:
