@@ -27,7 +27,7 @@ from botocore.exceptions import ClientError
 
 from gpucompare.targets import ec2
 from gpucompare.targets.base import TargetError, TargetSpec, TargetState
-from tests.conftest import BENCH_PYTHON
+from tests.conftest import BENCH_PYTHON, REPO_ROOT
 from tests.ec2_support import (
     TINY_SWEEP,
     create_instance_profile,
@@ -363,3 +363,58 @@ def test_sent_commands_run_the_real_worker_in_bash(aws, aws_client, tmp_path):
     finally:
         target.teardown(state)
     assert live_instances(aws_client, run_id) == []
+
+
+#: IAM action of each API operation whose action name differs from the operation's.
+_IAM_ACTION = {"s3:HeadObject": "s3:GetObject", "s3:ListObjectsV2": "s3:ListBucket"}
+
+
+def _policy_actions(name: str) -> set[str]:
+    policy = json.loads((REPO_ROOT / "docker" / "iam" / name).read_text())
+    actions: set[str] = set()
+    for statement in policy["Statement"]:
+        assert statement["Effect"] == "Allow" and "*" not in json.dumps(statement.get("Action"))
+        listed = statement["Action"]
+        actions.update([listed] if isinstance(listed, str) else listed)
+    return actions
+
+
+def test_the_iam_policies_allow_every_call_the_target_makes(aws, aws_client, tmp_path):
+    """A whole run (prepare → deploy → run_sweep → collect → teardown) and a sweeper pass,
+    with every AWS operation recorded on the hooks' clients: each one must be allowed by
+    docker/iam/orchestrator-policy.json; the instance's only call (`aws s3 cp`) by the
+    instance-profile policy, whose only action is s3:PutObject."""
+    from gpucompare.targets import sweeper
+
+    run_id = new_run_id()
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"], market="spot"))
+    called: set[str] = set()
+
+    def record(model: Any, **_: Any) -> None:
+        operation = f"{model.service_model.signing_name}:{model.name}"
+        called.add(_IAM_ACTION.get(operation, operation))
+
+    for hook in (target.ec2_hook, target.ssm_hook, target.s3_hook):
+        hook.conn.meta.events.register("before-call", record)
+    state = target.prepare(run_id)
+    try:
+        state = target.deploy(state)
+        state = target.run_sweep(state, TINY_SWEEP, timeout_s=60)
+        # what the instance's `aws s3 cp` would have put there
+        key = state.remote_results.split("/", 3)[3]
+        aws_client("s3").put_object(Bucket=aws["bucket"], Key=key, Body=b"{}\n")
+        target.collect(state, str(tmp_path / "results.jsonl"))
+    finally:
+        target.teardown(state)
+    allowed = _policy_actions("orchestrator-policy.json")
+    expected = {"ec2:RunInstances", "ec2:DescribeInstances", "ec2:DescribeImages", "ec2:TerminateInstances",
+                "ssm:GetParameter", "ssm:DescribeInstanceInformation", "ssm:SendCommand",
+                "ssm:GetCommandInvocation", "s3:PutObject", "s3:GetObject"}
+    assert expected <= called, expected - called
+    assert called <= allowed, called - allowed
+    assert _policy_actions("instance-profile-policy.json") == {"s3:PutObject"}
+
+    policy = (REPO_ROOT / "docker" / "iam" / "orchestrator-policy.json").read_text()
+    assert f"aws:RequestTag/{ec2.RUN_ID_TAG}" in policy and f"aws:ResourceTag/{ec2.RUN_ID_TAG}" in policy
+    assert f"aws:RequestTag/{ec2.EXPIRES_AT_TAG}" in policy
+    assert sweeper.EXPIRES_AT_TAG == ec2.EXPIRES_AT_TAG

@@ -616,7 +616,7 @@ class Ec2Target(Target):
         fd, partial = tempfile.mkstemp(prefix=".results-", suffix=".partial", dir=directory)
         os.close(fd)
         try:
-            self.s3_hook.get_key(key, bucket).download_file(partial)
+            self.s3_hook.conn.download_file(Bucket=bucket, Key=key, Filename=partial)
             os.replace(partial, local_path)
         finally:
             if os.path.exists(partial):
