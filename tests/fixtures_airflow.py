@@ -81,7 +81,8 @@ def airflow_db() -> Path:
 
 
 @pytest.fixture(scope="session")
-def dagbag(airflow_db: Path) -> Any:
+def dagbag() -> Any:
+    """The DAG files parsed once (parsing needs no database)."""
     from airflow.dag_processing.dagbag import DagBag
 
     return DagBag(str(REPO_ROOT / "dags"))
@@ -140,7 +141,7 @@ class DagRunResult:
 
 
 @pytest.fixture
-def run_dag(dagbag: Any) -> Callable[..., DagRunResult]:
+def run_dag(airflow_db: Path, dagbag: Any) -> Callable[..., DagRunResult]:
     def run(dag_id: str, conf: dict[str, Any] | None = None) -> DagRunResult:
         dag = dagbag.dags[dag_id]
         dag_run = dag.test(run_conf=conf)
