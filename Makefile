@@ -40,5 +40,8 @@ test: envs system-deps lint
 demo: envs
 	$(VENV)/bin/python scripts/demo.py
 
+bench-reports: envs
+	$(VENV)/bin/python scripts/bench_reports.py
+
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) .airflow lake reports
