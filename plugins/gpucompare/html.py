@@ -299,8 +299,12 @@ def cost_charts(best_value: list[dict[str, Any]], mode: str, currency: str) -> l
 def _cheapest_with_published(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ranked = sorted(rows, key=lambda r: r["cost_per_million"])
     chosen = ranked[:MAX_BARS]
+    # keep up to two published machines in view even when today's machines are all cheaper
     published = [r for r in ranked if _is_published(r) and r not in chosen][:2]
-    return (chosen[: MAX_BARS - len(published)] + published) if published else chosen
+    if not published:
+        return chosen
+    kept = chosen[: MAX_BARS - len(published)] + published
+    return sorted(kept, key=lambda r: r["cost_per_million"])
 
 
 def throughput_charts(throughput: list[dict[str, Any]], mode: str) -> list[str]:
@@ -321,10 +325,8 @@ def throughput_charts(throughput: list[dict[str, Any]], mode: str) -> list[str]:
         series = []
         for machine in _top_machines(lines[network], info):
             published = _is_published(info[machine])
-            colour = colour_of.setdefault(
-                machine,
-                PUBLISHED_COLOUR if published else MEASURED_COLOURS[len(colour_of) % len(MEASURED_COLOURS)],
-            )
+            # one colour per machine across every panel; published machines are drawn dashed
+            colour = colour_of.setdefault(machine, MEASURED_COLOURS[len(colour_of) % len(MEASURED_COLOURS)])
             series.append(
                 Series(
                     machine_label(info[machine]) + (" (published)" if published else ""),
@@ -342,10 +344,11 @@ def throughput_charts(throughput: list[dict[str, Any]], mode: str) -> list[str]:
 def _top_machines(
     lines: dict[tuple, list[tuple[float, float]]], info: dict[tuple, dict[str, Any]]
 ) -> list[tuple]:
-    """The fastest machines (by best images/s), keeping room for up to two published ones."""
+    """The fastest machines (by best images/s); published ones fill what measured ones leave, two at least."""
     ranked = sorted(lines, key=lambda m: -max(y for _, y in lines[m]))
     measured = [m for m in ranked if not _is_published(info[m])]
-    published = [m for m in ranked if _is_published(info[m])][:2]
+    published = [m for m in ranked if _is_published(info[m])]
+    published = published[: max(2, MAX_LINES - len(measured))]
     return measured[: MAX_LINES - len(published)] + published
 
 
@@ -382,12 +385,8 @@ def scaling_charts(scaling: list[dict[str, Any]]) -> list[str]:
         measured = sorted((k for k in mine if k[1] != "curve"), key=lambda k: (-len(mine[k]), -(k[-1] or 0)))
         series = []
         for number, key in enumerate(_one_series_per_machine(measured)[:MAX_LINES]):
-            colour = (
-                PUBLISHED_COLOUR
-                if key[1] == "published"
-                else MEASURED_COLOURS[number % len(MEASURED_COLOURS)]
-            )
-            series.append(Series(labels[key], mine[key], colour))
+            colour = MEASURED_COLOURS[number % len(MEASURED_COLOURS)]
+            series.append(Series(labels[key], mine[key], colour, dashed=key[1] == "published"))
         for number, key in enumerate(k for k in mine if k[1] == "curve"):
             series.append(
                 Series(labels[key], mine[key], ("#6c757d", "#b08d57", "#8e6c8a")[number % 3], dashed=True)
@@ -617,15 +616,15 @@ def render_page(report_set: ReportSet) -> str:
         _figure(
             cost_charts(best, mode, currency),
             f"{mode}: cheapest configuration of each machine (batch, dtype, GPU count), the {MAX_BARS} "
-            f"cheapest machines per network; published figures in amber.",
+            "cheapest machines per network; published figures in amber.",
         )
         for mode in modes
     ) or _figure([], "")
     throughput_figures = "".join(
         _figure(
             throughput_charts(throughput, mode),
-            f"{mode}: one GPU, float32; the {MAX_LINES} fastest machines per network, published as dashed "
-            f"amber lines.",
+            f"{mode}: one GPU, float32; the {MAX_LINES} fastest machines per network; published figures "
+            "dashed.",
         )
         for mode in modes
     ) or _figure([], "")
