@@ -15,6 +15,9 @@ and `terminate` (teardown) whatever happened, so a paid instance is never left r
   `gpucompare_reports`.
 * The steps that hold a machine run in the pool `gpucompare_instances` (slots =
   `max_instances` of the fleet file), which caps how many machines work at once.
+* Scaling groups of the fleet file (`scaling_groups`, README "Scaling runs") run beside the
+  targets, one mapped `scaling_group` task each: the same training configuration on 1, 2, 4, …
+  devices and over several hosts (MXNet's parameter server), hosts torn down at the end.
 * Settings: `GPUCOMPARE_FLEET`, `GPUCOMPARE_LAKE`, `GPUCOMPARE_STAGING`, `GPUCOMPARE_POOL`.
 """
 
@@ -43,6 +46,16 @@ def load_fleet() -> list[dict[str, Any]]:
     return plans
 
 
+@task(retries=0)
+def load_scaling() -> list[dict[str, Any]]:
+    """The enabled scaling groups of the fleet file: one plan each (hosts and points)."""
+    dag_run_id = get_current_context()["dag_run"].run_id
+    with pipeline.bad_input_fails():
+        plans = fleet.plan_scaling(fleet.load_fleet(), dag_run_id)
+    print(f"{len(plans)} scaling group(s) tonight: {', '.join(p['group'] for p in plans) or 'none'}")
+    return plans
+
+
 @dag(
     dag_id="gpucompare_nightly",
     schedule=fleet.nightly_schedule(),
@@ -55,6 +68,7 @@ def load_fleet() -> list[dict[str, Any]]:
 )
 def gpucompare_nightly() -> None:
     pipeline.run_targets(load_fleet())
+    pipeline.run_scaling_groups(load_scaling())
 
 
 gpucompare_nightly()

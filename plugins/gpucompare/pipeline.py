@@ -298,6 +298,36 @@ def run_targets(plans: Any) -> None:
     ready >> check_targets(plans)
 
 
+# -- scaling groups (multi-GPU / multi-node runs, gpucompare.distributed) -----------------------
+@task(pool=_POOL, outlets=[RESULTS], execution_timeout=timedelta(seconds=SWEEP_TASK_TIMEOUT_S),
+      **network_retries(1))
+def scaling_group(plan: dict[str, Any]) -> dict[str, Any]:
+    """One scaling group: prepare and deploy its hosts, run every point (MXNet's parameter
+    server across the hosts), ingest, and tear every host down whatever happened.
+
+    One task rather than a setup/teardown group: the hosts work together, and the points
+    share them. Teardown runs in the task's ``finally``; an ec2 host that outlives a killed
+    task powers itself off at its TTL, and the sweeper DAG terminates it.
+    """
+    from gpucompare import distributed
+
+    dag_run_id = get_current_context()["dag_run"].run_id
+    log.info("Scaling group %s: %d point(s) on %s", plan["group"], len(plan["points"]),
+             ", ".join(s["name"] for s in plan["specs"]))
+    with bad_input_fails():
+        written = distributed.run_scaling_plan(
+            plan, lake_uri=settings.lake_uri(), dag_run_id=dag_run_id,
+            results_path=str(staged_results_path(plan)), line_sink=lambda line: log.info("%s", line))
+    get_current_context()["outlet_events"][RESULTS].extra = {"scaling_group": plan["group"],
+                                                             "dag_run_id": dag_run_id}
+    return {"group": plan["group"], "records": len(plan["points"]), "files": written}
+
+
+def run_scaling_groups(plans: Any) -> None:
+    """One mapped ``scaling_group`` task per enabled scaling group of the fleet."""
+    scaling_group.expand(plan=plans)
+
+
 # -- publishing the reports -------------------------------------------------------------------
 def publish_latest(reports_root: str, dated: str) -> str:
     """Point ``<reports_root>/latest`` at the report set in ``<reports_root>/<dated>``.
