@@ -195,3 +195,39 @@ def test_a_worker_killed_mid_run_fails_clearly_and_leaves_nothing(group, tmp_pat
     assert pgrep(marker) == []
     assert not (tmp_path / "scaling.jsonl").exists()
     assert snapshot() == before
+
+
+@pytest.mark.dag
+def test_the_nightly_dag_runs_a_scaling_group_of_three_hosts_into_the_lake(
+        sshd_factory, tmp_path, write_fleet, gpucompare_dirs, run_dag):
+    """The fleet file's scaling group through the real nightly DAG (``dag.test``): hosts
+    prepared and deployed, a 2-node dist_sync point, ingest, every host torn down."""
+    targets = []
+    for index, host in enumerate(HOSTS):
+        server = sshd_factory(host=host, conn_id=f"dag_node{index}")
+        options = {"ssh_conn_id": server.conn_id, "remote_dir": str(tmp_path / f"host{index}"),
+                   "python": str(BENCH_PYTHON), "poll_interval_s": 0.2}
+        targets.append({"name": f"node{index}", "kind": "ssh", "provider": "loopback",
+                        "instance_type": "cpu-shared", "profile": "tiny", "enabled": False,
+                        "options": options})
+    write_fleet({
+        "profiles": {"tiny": {"networks": ["alexnet"], "batch_sizes": [1], "modes": ["score"]}},
+        "targets": targets,
+        "scaling_profiles": {"loopback": {
+            "networks": ["googlenet"], "scaling": ["weak"], "per_device_batch": 1, "servers": 1,
+            "points": [{"nodes": 2, "devices_per_node": 1}], "warmup": 1, "batches": 1, "repeats": 1,
+            "timeout_s": 150}},
+        "scaling_groups": [{"name": "loopback-trio", "targets": ["node0", "node1", "node2"],
+                            "profile": "loopback"}],
+    })
+    result = run_dag("gpucompare_nightly")
+    assert result.task_states("scaling_group") == ["success"], result.states
+    rows = open_lake(str(gpucompare_dirs.lake)).results_table().to_pylist()
+    assert [(r["num_nodes"], r["gpu_count"], r["kvstore"], r["target"]) for r in rows] == [
+        (2, 2, "dist_sync", "ssh")]
+    assert rows[0]["source"] == "gpucompare scaling group loopback-trio"
+    assert len(rows[0]["per_worker_images_per_sec"]) == 2
+    run_dirs = [p for p in tmp_path.glob("host*/runs/*") if p.is_dir()]
+    assert run_dirs  # the hosts were used …
+    point = next(p for p in tmp_path.glob("host*/runs/*/dist-*"))
+    assert marked_processes(point.name.removeprefix("dist-")) == []  # … and left clean
