@@ -6,8 +6,6 @@ the CPU) on tiny configurations (AlexNet, batch 1, one timed batch).
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 import threading
@@ -16,23 +14,21 @@ from pathlib import Path
 
 import pytest
 
-from bench_tasks.record import validate_record
 from gpucompare.targets import KINDS, make_target, target_class
 from gpucompare.targets._runs import run_dir_name, sweep_dir_name
 from gpucompare.targets._worker_bundle import build_bundle
 from gpucompare.targets.base import TargetError, TargetSpec
 from gpucompare.targets.local import LocalTarget
 from tests.conftest import BENCH_PYTHON, REPO_ROOT
-
-TINY_SWEEP = {
-    "warmup": 1, "batches": 1, "repeats": 1,
-    "matrix": [{"modes": ["score"], "networks": ["alexnet"], "batch_sizes": [1], "devices": ["cpu"]}],
-}
-#: Runs far longer than any time limit below (thousands of timed batches).
-ENDLESS_SWEEP = {
-    "warmup": 1, "batches": 100000, "repeats": 1,
-    "matrix": [{"modes": ["score"], "networks": ["alexnet"], "batch_sizes": [1], "devices": ["cpu"]}],
-}
+from tests.target_helpers import (
+    ENDLESS_SWEEP,
+    TINY_SWEEP,
+    ProcessWatcher,
+    Sink,
+    alive,
+    read_records,
+    worker_processes,
+)
 
 
 def local_spec(tmp_path: Path, **options) -> TargetSpec:
@@ -40,90 +36,6 @@ def local_spec(tmp_path: Path, **options) -> TargetSpec:
                       options={"work_dir": str(tmp_path / "runs"), "python": str(BENCH_PYTHON),
                                "kill_grace_s": 2, **options})
 
-
-class Sink:
-    """A line sink that remembers each line and when it arrived."""
-
-    def __init__(self) -> None:
-        self.lines: list[tuple[float, str]] = []
-
-    def __call__(self, line: str) -> None:
-        self.lines.append((time.monotonic(), line))
-
-    def texts(self) -> list[str]:
-        return [line for _, line in self.lines]
-
-    def first(self, needle: str) -> float:
-        return next(at for at, line in self.lines if needle in line)
-
-
-def worker_processes(marker: str) -> list[int]:
-    """Live processes whose command line contains ``marker`` (a sweep directory)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if marker in cmdline and state != "Z":
-                found.append(int(entry.name))
-    return found
-
-
-def _children(pid: int) -> list[int]:
-    children = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    children.append(int(entry.name))
-            except (OSError, ValueError):
-                continue
-    return children
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-class ProcessWatcher(threading.Thread):
-    """Remembers every process of a sweep (the worker and its runners) while it runs.
-
-    The runners' command lines do not name the sweep, so they are found as descendants.
-    """
-
-    def __init__(self, marker: str) -> None:
-        super().__init__(daemon=True)
-        self.marker = marker
-        self.seen: set[int] = set()
-        self._done = threading.Event()
-
-    def run(self) -> None:
-        while not self._done.is_set():
-            todo = worker_processes(self.marker) + list(self.seen)
-            visited: set[int] = set()
-            while todo:
-                pid = todo.pop()
-                if pid not in visited:
-                    visited.add(pid)
-                    self.seen.add(pid)
-                    todo.extend(_children(pid))
-            time.sleep(0.2)
-
-    def stop(self) -> set[int]:
-        self._done.set()
-        self.join(timeout=10)
-        return self.seen
-
-
-def read_records(path: str) -> list[dict]:
-    return [validate_record(json.loads(line)) for line in Path(path).read_text().splitlines() if line]
 
 
 def test_full_sweep_streams_progress_and_collects_valid_records(tmp_path: Path) -> None:

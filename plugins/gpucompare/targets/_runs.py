@@ -12,6 +12,7 @@ re-attach; failed: start again) and two sweeps of one run (score, then train) ne
         progress.log            the worker's standard error: its progress lines
         pid                     the process (group) running the worker
         exit_code               the worker's exit status, written last
+        stop                    a teardown's request to stop (closes the race with a launch)
 
 ``collect`` concatenates the ``results.jsonl`` of every sweep of the run, in the order
 the sweeps ran (their remote paths are kept in ``TargetState.extra["result_files"]``).
@@ -35,6 +36,7 @@ RESULTS_FILE = "results.jsonl"
 PROGRESS_FILE = "progress.log"
 PID_FILE = "pid"
 EXIT_CODE_FILE = "exit_code"
+STOP_FILE = "stop"  # left by teardown: a worker starting after it is stopped at once
 
 #: Lines of the worker's standard error quoted in an error message.
 STDERR_TAIL_LINES = 40

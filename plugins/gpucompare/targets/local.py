@@ -179,6 +179,8 @@ class LocalTarget(Target):
         if not run_dir.is_dir():
             return
         for sweep_dir in sorted(run_dir.glob("sweep-*")):
+            if not (sweep_dir / _runs.EXIT_CODE_FILE).exists():
+                (sweep_dir / _runs.STOP_FILE).touch()
             self._stop_sweep(sweep_dir)
         if self.options.remove_run_dir:
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -207,6 +209,8 @@ class LocalTarget(Target):
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
         ) as process:
             (sweep_dir / _runs.PID_FILE).write_text(f"{process.pid}\n")
+            if (sweep_dir / _runs.STOP_FILE).exists():  # a teardown came before the pid file
+                _kill_group(process.pid, self.options.kill_grace_s, process)
             deadline = time.monotonic() + timeout_s
             timed_out = not self._stream(process, progress, deadline)
             if timed_out:
@@ -272,7 +276,7 @@ def _finished_ok(sweep_dir: Path) -> bool:
 def _reset_sweep_dir(sweep_dir: Path) -> None:
     sweep_dir.mkdir(parents=True, exist_ok=True)
     for name in (_runs.RESULTS_FILE, _runs.PARTIAL_RESULTS_FILE, _runs.EXIT_CODE_FILE,
-                 _runs.PROGRESS_FILE, _runs.PID_FILE):
+                 _runs.PROGRESS_FILE, _runs.PID_FILE, _runs.STOP_FILE):
         (sweep_dir / name).unlink(missing_ok=True)
 
 

@@ -1,0 +1,913 @@
+"""The ``ssh`` target: a host that is already rented (or on premises), named by an Airflow SSH connection.
+
+The connection comes from the SSH provider's ``SSHHook`` (login, port, ``key_file`` or
+``private_key``, ``host_key``...). Host keys are always verified: the key must be in the
+connection's ``host_key`` extra, in a known_hosts file (target option or connection extra
+``known_hosts_file``) or in the user's ``~/.ssh/known_hosts``. An unknown key and a changed
+key are refused with an error that says so, unless the connection explicitly opts out with
+the provider's ``no_host_key_check`` (unknown keys accepted) or ``allow_host_key_change``
+(nothing verified) extras.
+
+On the host, everything lives under ``remote_dir`` (default ``~/gpucompare``)::
+
+    bench-<code hash>/bench_tasks/   the worker code, uploaded over SFTP once per version
+    env-<cpu|gpu>-<hash>/            its virtual environment, created once per requirements file
+    runs/<run id>/sweep-<hash>/      one sweep: config, progress.log, results, pid, exit_code
+
+A sweep runs detached from the SSH session (``setsid nohup sh run.sh``) under the remote
+``timeout`` command, and writes its progress and exit status to files. The orchestrator
+polls those files over SFTP, streaming new progress lines to the line sink. So a dropped
+connection loses nothing: the target reconnects with exponential backoff and resumes
+reading where it stopped; if the connection stays down past the retries, the task fails but
+the sweep keeps running under its time limit, and a retry of ``run_sweep`` with the same
+configuration re-attaches to it (or reuses its results if it finished). A sweep whose
+earlier attempt failed is started again from scratch. The time limit is enforced on the
+host (``timeout`` kills the worker's process group) and, as a backstop, by the orchestrator
+(which kills that process group over SSH). ``teardown`` stops any sweep of the run still
+running and, with ``remove_run_dir``, deletes the run's directory; it is safe twice.
+
+Options (``TargetSpec.options``, all validated before anything reaches a shell):
+
+``ssh_conn_id`` (required), ``remote_dir`` (absolute path), ``python`` (absolute path of an
+existing worker interpreter on the host: no environment is created), ``base_python``
+(interpreter that creates the environment, default ``python3``), ``requirements``
+(``cpu`` | ``gpu``, default ``gpu`` when the spec has GPUs), ``use_docker`` (run the worker
+image instead, ``docker run --gpus …``), ``image``, ``docker_gpus`` (``all``, a count, or
+``device=0,1``), ``known_hosts_file``, ``connect_retries``, ``retry_backoff_s``,
+``poll_interval_s``, ``kill_grace_s``, ``env_timeout_s``, ``remove_run_dir``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import posixpath
+import random
+import re
+import shlex
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import paramiko
+
+from gpucompare.targets import _runs
+from gpucompare.targets._worker_bundle import REQUIREMENTS, WorkerBundle, build_bundle
+from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState
+
+if TYPE_CHECKING:
+    from airflow.providers.ssh.hooks.ssh import SSHHook
+
+T = TypeVar("T")
+
+DEFAULT_IMAGE = "gpucompare-worker:latest"
+DEFAULT_CONN_TIMEOUT_S = 15
+COMMAND_TIMEOUT_S = 120
+#: Seconds the orchestrator waits past the remote time limit before killing the sweep itself.
+BACKSTOP_SLACK_S = 30
+#: How often (in polls) the orchestrator checks that the remote sweep is still alive.
+LIVENESS_EVERY_POLLS = 10
+#: A claimed sweep with no live process for this long is considered lost (host rebooted...).
+LOST_AFTER_S = 60
+_TAIL_BYTES = 16384
+
+_CONN_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,249}$")
+_PATH_SEGMENT = r"[A-Za-z0-9._+@%=,-]+"
+_ABSOLUTE_PATH = re.compile(rf"^(?:/{_PATH_SEGMENT})+/?$")
+_BASE_PYTHON = re.compile(r"^python3(?:\.[0-9]{1,2})?$")
+_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,254}(?:@sha256:[0-9a-f]{64})?$")
+_DOCKER_GPUS = re.compile(r"^(?:all|[1-9][0-9]?|device=[0-9]{1,2}(?:,[0-9]{1,2})*)$")
+
+
+# -- options ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SSHOptions:
+    """The validated options of an ssh target."""
+
+    ssh_conn_id: str
+    remote_dir: str | None
+    python: str | None
+    base_python: str
+    requirements: str
+    use_docker: bool
+    image: str
+    docker_gpus: str
+    known_hosts_file: str | None
+    connect_retries: int
+    retry_backoff_s: float
+    poll_interval_s: float
+    kill_grace_s: int
+    env_timeout_s: int
+    remove_run_dir: bool
+
+    ALLOWED = ("ssh_conn_id", "remote_dir", "python", "base_python", "requirements", "use_docker",
+               "image", "docker_gpus", "known_hosts_file", "connect_retries", "retry_backoff_s",
+               "poll_interval_s", "kill_grace_s", "env_timeout_s", "remove_run_dir")
+
+    @classmethod
+    def parse(cls, options: dict[str, Any], *, gpu_count: int = 0) -> SSHOptions:
+        """Check every option; an error names the option and what it may be."""
+        unknown = sorted(set(options) - set(cls.ALLOWED))
+        if unknown:
+            raise TargetError(f"ssh target: unknown option {unknown[0]!r} "
+                              f"(allowed: {', '.join(cls.ALLOWED)})")
+        conn_id = options.get("ssh_conn_id")
+        if not isinstance(conn_id, str) or not _CONN_ID.match(conn_id):
+            raise TargetError(f"ssh target: option 'ssh_conn_id' must name an Airflow connection "
+                              f"(letters, digits, _ . -), got {conn_id!r}")
+        requirements = options.get("requirements", "gpu" if gpu_count > 0 else "cpu")
+        if requirements not in REQUIREMENTS:
+            raise TargetError(f"ssh target: option 'requirements' must be one of "
+                              f"{', '.join(REQUIREMENTS)}, got {requirements!r}")
+        base_python = options.get("base_python", "python3")
+        if not isinstance(base_python, str) or not (_BASE_PYTHON.match(base_python)
+                                                   or _is_absolute_path(base_python)):
+            raise TargetError(f"ssh target: option 'base_python' must be python3, python3.N or an "
+                              f"absolute path, got {base_python!r}")
+        image = options.get("image", DEFAULT_IMAGE)
+        if not isinstance(image, str) or not _IMAGE.match(image):
+            raise TargetError(f"ssh target: option 'image' must be a docker image reference "
+                              f"(name[:tag][@sha256:digest]), got {image!r}")
+        docker_gpus = options.get("docker_gpus", "all")
+        if not isinstance(docker_gpus, str) or not _DOCKER_GPUS.match(docker_gpus):
+            raise TargetError(f"ssh target: option 'docker_gpus' must be 'all', a count or "
+                              f"'device=0,1', got {docker_gpus!r}")
+        known_hosts = options.get("known_hosts_file")
+        if known_hosts is not None and (not isinstance(known_hosts, str) or not os.path.isabs(known_hosts)):
+            raise TargetError(f"ssh target: option 'known_hosts_file' must be an absolute path on the "
+                              f"orchestrator, got {known_hosts!r}")
+        return cls(
+            ssh_conn_id=conn_id,
+            remote_dir=_remote_path(options, "remote_dir"),
+            python=_remote_path(options, "python"),
+            base_python=base_python,
+            requirements=requirements,
+            use_docker=_flag(options, "use_docker", False),
+            image=image,
+            docker_gpus=docker_gpus,
+            known_hosts_file=known_hosts,
+            connect_retries=int(_number(options, "connect_retries", 6, low=1, high=30, integer=True)),
+            retry_backoff_s=_number(options, "retry_backoff_s", 2.0, low=0.05, high=120),
+            poll_interval_s=_number(options, "poll_interval_s", 2.0, low=0.05, high=120),
+            kill_grace_s=int(_number(options, "kill_grace_s", 20, low=1, high=600, integer=True)),
+            env_timeout_s=int(_number(options, "env_timeout_s", 3600, low=10, high=86400, integer=True)),
+            remove_run_dir=_flag(options, "remove_run_dir", False),
+        )
+
+
+def _is_absolute_path(value: str) -> bool:
+    if not _ABSOLUTE_PATH.match(value):
+        return False
+    return not any(part in {".", ".."} for part in value.split("/"))
+
+
+def _remote_path(options: dict[str, Any], name: str) -> str | None:
+    value = options.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _is_absolute_path(value):
+        raise TargetError(f"ssh target: option {name!r} must be an absolute path of letters, digits "
+                          f"and . _ - + @ % = , (no '..', no spaces), got {value!r}")
+    return value.rstrip("/") or "/"
+
+
+def _flag(options: dict[str, Any], name: str, default: bool) -> bool:
+    value = options.get(name, default)
+    if not isinstance(value, bool):
+        raise TargetError(f"ssh target: option {name!r} must be true or false, got {value!r}")
+    return value
+
+
+def _number(options: dict[str, Any], name: str, default: float, *, low: float, high: float,
+            integer: bool = False) -> float:
+    value = options.get(name, default)
+    wrong_type = isinstance(value, bool) or not isinstance(value, (int, float))
+    if wrong_type or (integer and value != int(value)) or not low <= value <= high:
+        kind = "an integer" if integer else "a number"
+        raise TargetError(f"ssh target: option {name!r} must be {kind} from {low:g} to {high:g}, "
+                          f"got {value!r}")
+    return float(value)
+
+
+# -- remote shell snippets (every value quoted; each builder is unit-tested) ---------------------
+
+def q(value: str | int | float) -> str:
+    return shlex.quote(str(value))
+
+
+@dataclass(frozen=True)
+class SweepPaths:
+    """Where one sweep's files are on the host."""
+
+    sweep_dir: str
+
+    def _file(self, name: str) -> str:
+        return posixpath.join(self.sweep_dir, name)
+
+    config = property(lambda self: self._file(_runs.CONFIG_FILE))
+    partial = property(lambda self: self._file(_runs.PARTIAL_RESULTS_FILE))
+    results = property(lambda self: self._file(_runs.RESULTS_FILE))
+    progress = property(lambda self: self._file(_runs.PROGRESS_FILE))
+    pid = property(lambda self: self._file(_runs.PID_FILE))
+    exit_code = property(lambda self: self._file(_runs.EXIT_CODE_FILE))
+    script = property(lambda self: self._file("run.sh"))
+    stdout = property(lambda self: self._file("stdout.log"))
+    launcher = property(lambda self: self._file("launcher.log"))
+    claim = property(lambda self: self._file("claim"))
+    container = property(lambda self: self._file("container"))
+    stop = property(lambda self: self._file(_runs.STOP_FILE))
+
+
+def container_name(run_dir_name: str, sweep_dir_name: str) -> str:
+    """A docker container name for one sweep: ``[a-zA-Z0-9][a-zA-Z0-9_.-]*``."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", run_dir_name)[:60]
+    return f"gpucompare-{safe}-{sweep_dir_name}"
+
+
+def docker_command(*, image: str, gpus: str, sweep_dir: str, container: str, uid: int, gid: int,
+                   ) -> list[str]:
+    """``docker run`` of the worker image on one sweep directory (mounted at /sweep)."""
+    return [
+        "docker", "run", "--rm", "--init", "--name", container,
+        "--gpus", gpus,
+        "--user", f"{uid}:{gid}",
+        "--ipc", "host",  # MXNet's multi-GPU data loading and NCCL want more than 64 MB of shm
+        "--volume", f"{sweep_dir}:/sweep",
+        "--workdir", "/sweep",
+        image,
+        "sweep", "--config", f"/sweep/{_runs.CONFIG_FILE}",
+        "--output", f"/sweep/{_runs.PARTIAL_RESULTS_FILE}",
+    ]
+
+
+def venv_worker_command(*, python: str, paths: SweepPaths) -> list[str]:
+    return [python, "-m", "bench_tasks", "sweep", "--config", paths.config, "--output", paths.partial]
+
+
+def run_script(*, paths: SweepPaths, cwd: str, worker_argv: list[str], env: dict[str, str],
+               timeout_s: int, kill_grace_s: int, container: str | None = None) -> str:
+    """The shell script that runs one sweep on the host, detached from the SSH session.
+
+    ``mkdir claim`` makes it run once even if a launch is retried; ``timeout`` enforces the
+    time limit on the host (and, not in --foreground mode, signals the whole process group
+    it leads, whose id goes to the pid file); the exit status is written last, atomically.
+    A stop request (see ``stop_script``) found after the pid file is written ends the worker,
+    so a teardown racing with the launch cannot miss it.
+    """
+    argv = " ".join(q(arg) for arg in worker_argv)
+    lines = [
+        "#!/bin/sh",
+        "# Written by gpucompare (plugins/gpucompare/targets/ssh.py): one sweep, detached.",
+        f"cd {q(cwd)} || exit 97",
+        f"mkdir {q(paths.claim)} 2>/dev/null || exit 0",
+        *(f"export {name}={q(value)}" for name, value in sorted(env.items())),
+    ]
+    if container:
+        lines.append(f"printf '%s\\n' {q(container)} > {q(paths.container)}")
+    lines += [
+        f"timeout --kill-after={int(kill_grace_s)} {int(timeout_s)} {argv} "
+        f"> {q(paths.stdout)} 2> {q(paths.progress)} < /dev/null &",
+        "worker=$!",
+        f'echo "$worker" > {q(paths.pid + ".tmp")} && mv {q(paths.pid + ".tmp")} {q(paths.pid)}',
+        # A teardown that looked before the pid file existed has left a stop request.
+        f'if [ -f {q(paths.stop)} ]; then kill -TERM -- "-$worker" 2>/dev/null || kill -TERM "$worker"; fi',
+        'wait "$worker"',
+        "rc=$?",
+    ]
+    if container:
+        # SIGKILL of the docker client does not reach the container: make sure it is gone.
+        lines.append(f"docker kill {q(container)} >/dev/null 2>&1")
+    lines += [
+        f'if [ "$rc" -eq 0 ]; then mv {q(paths.partial)} {q(paths.results)} || rc=98; fi',
+        f'echo "$rc" > {q(paths.exit_code + ".tmp")} && '
+        f'mv {q(paths.exit_code + ".tmp")} {q(paths.exit_code)}',
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def launch_command(paths: SweepPaths) -> str:
+    """Start run.sh in a new session, immune to the SSH session ending; returns at once."""
+    return (f"setsid nohup sh {q(paths.script)} > {q(paths.launcher)} 2>&1 < /dev/null &")
+
+
+def stop_script(run_dir: str, *, grace_s: int, only: str | None = None) -> str:
+    """Stop the unfinished sweeps of a run directory (or one of them); prints their directories.
+
+    For each: leave a stop request (run.sh honours it if it has not written its pid yet),
+    TERM the worker's process group, kill its container, and KILL what is left after
+    ``grace_s``. A pid is only signalled while its command line still names its sweep
+    directory, so a pid recycled after a reboot is left alone. Safe to run twice.
+    """
+    pattern = q(only) if only else f"{q(run_dir)}/sweep-*"
+    return "\n".join([
+        "alive() { kill -0 \"$1\" 2>/dev/null && tr '\\000' ' ' < /proc/$1/cmdline 2>/dev/null "
+        "| grep -qF -- \"$2\"; }",
+        "signal_all() {",
+        f"  for d in {pattern}; do",
+        '    [ -d "$d" ] && [ ! -f "$d/exit_code" ] || continue',
+        '    [ "$1" = TERM ] && touch "$d/stop" && echo "$d"',
+        '    [ -f "$d/pid" ] || continue',
+        '    p=$(cat "$d/pid")',
+        '    case "$p" in ""|*[!0-9]*) continue;; esac',
+        '    if alive "$p" "$d"; then kill "-$1" -- "-$p" 2>/dev/null || kill "-$1" "$p" 2>/dev/null;'
+        ' [ "$1" = 0 ] && echo "$d"; fi',
+        '    if [ "$1" != 0 ] && [ -f "$d/container" ]; then '
+        'docker kill "$(cat "$d/container")" >/dev/null 2>&1; fi',
+        "  done",
+        "}",
+        "signal_all TERM",
+        f"i=0; while [ $i -lt {int(grace_s) * 5} ]; do "
+        '[ -z "$(signal_all 0)" ] && exit 0; sleep 0.2; i=$((i+1)); done',
+        "signal_all KILL >/dev/null",
+        "exit 0",
+    ])
+
+
+def probe_script(paths: SweepPaths) -> str:
+    """Prints the state of a sweep: ``exit N``, ``running``, ``claimed`` or ``new``."""
+    return "\n".join([
+        f"d={q(paths.sweep_dir)}",
+        'if [ -f "$d/exit_code" ]; then echo "exit $(cat "$d/exit_code")";',
+        'elif [ -f "$d/pid" ] && kill -0 "$(cat "$d/pid")" 2>/dev/null; then echo running;',
+        'elif [ -d "$d/claim" ]; then echo claimed;',
+        "else echo new; fi",
+    ])
+
+
+def unpack_command(*, upload: str, code_dir: str, base: str) -> str:
+    """Unpack an uploaded bundle into ``code_dir`` atomically (a rename), or keep a copy
+    another deploy finished first."""
+    return "\n".join([
+        "set -e",
+        f"tmp=$(mktemp -d {q(posixpath.join(base, '.unpack-XXXXXXXX'))})",
+        f'tar -xzf {q(upload)} -C "$tmp"',
+        f"rm -f {q(upload)}",
+        'chmod 755 "$tmp"',
+        f'if ! mv -T "$tmp" {q(code_dir)} 2>/dev/null; then rm -rf "$tmp"; '
+        f"test -d {q(posixpath.join(code_dir, 'bench_tasks'))}; fi",
+    ])
+
+
+def venv_command(*, base_python: str, env_dir: str, requirements_file: str, lock_file: str,
+                 timeout_s: int) -> str:
+    """Create the worker environment once (under a lock; ``.ready`` written last)."""
+    ready = posixpath.join(env_dir, ".ready")
+    inner = "\n".join([
+        "set -e",
+        f"if [ -f {q(ready)} ]; then echo 'environment ready'; exit 0; fi",
+        f"rm -rf {q(env_dir)}",
+        f"{q(base_python)} -m venv {q(env_dir)}",
+        f"{q(posixpath.join(env_dir, 'bin', 'python'))} -m pip install --disable-pip-version-check "
+        f"--no-input --progress-bar off -r {q(requirements_file)}",
+        f"touch {q(ready)}",
+    ])
+    return f"flock -w {int(timeout_s)} {q(lock_file)} sh -c {q(inner)}"
+
+
+def check_python_command(*, python: str, code_dir: str) -> str:
+    check = "import bench_tasks, mxnet; print(mxnet.__version__)"
+    return f"cd {q(code_dir)} && PYTHONPATH={q(code_dir)} {q(python)} -c {q(check)}"
+
+
+def docker_image_command(image: str) -> str:
+    return f"docker image inspect {q(image)} >/dev/null 2>&1 || docker pull {q(image)}"
+
+
+# -- connection errors -------------------------------------------------------------------------
+
+class _TransientError(Exception):
+    """A connection failure worth retrying (refused, reset, timed out, dropped)."""
+
+
+_REMOTE_FILE_ERRNOS = {errno.ENOENT, errno.EACCES, errno.EPERM, errno.EEXIST, errno.ENOTDIR,
+                       errno.EISDIR, errno.ENOSPC}
+
+
+@dataclass
+class ExecResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+class SSHTarget(Target):
+    """Runs the worker on a host reached through an Airflow SSH connection."""
+
+    kind = "ssh"
+
+    def __init__(self, spec: TargetSpec, *, line_sink: LineSink | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        super().__init__(spec, line_sink=line_sink)
+        if spec.kind != self.kind:
+            raise TargetError(f"kind: expected {self.kind!r} for SSHTarget, got {spec.kind!r}")
+        self.options = SSHOptions.parse(spec.options, gpu_count=spec.gpu_count)
+        self._sleep = sleep
+        self._hook: SSHHook | None = None
+        self._client: paramiko.SSHClient | None = None
+        self._sftp: paramiko.SFTPClient | None = None
+
+    # -- the interface -----------------------------------------------------------------
+    def prepare(self, run_id: str) -> TargetState:
+        """Reach the host (host key verified), find its base directory, create the run's."""
+        run_name = _runs.run_dir_name(run_id)
+        facts = self._run("prepare", 'printf "%s\\n" "$HOME"; id -u; id -g').stdout.split()
+        if len(facts) != 3:
+            raise TargetError(f"prepare: unexpected answer from the host: {facts!r}")
+        home, uid, gid = facts
+        base = self.options.remote_dir
+        if base is None:
+            if not _is_absolute_path(home):
+                raise TargetError(f"prepare: the remote home {home!r} is not a plain path; "
+                                  "set the target option 'remote_dir'")
+            base = posixpath.join(home, "gpucompare")
+        run_dir = posixpath.join(base, "runs", run_name)
+        self._run("prepare", f"mkdir -p {q(run_dir)}")
+        hook = self._get_hook()
+        state = TargetState(spec=self.spec.to_dict(), run_id=run_id,
+                            resource_id=f"{hook.username}@{hook.remote_host}:{hook.port}",
+                            market=self.spec.market, workdir=run_dir)
+        state.extra.update({"remote_base": base, "uid": int(uid), "gid": int(gid)})
+        self.line_sink(f"[ssh] {state.resource_id}: run directory {run_dir}")
+        return state
+
+    def deploy(self, state: TargetState) -> TargetState:
+        """Upload the worker code (once per version) and create its environment (once)."""
+        base = self._base(state, "deploy")
+        if self.options.use_docker:
+            self.line_sink(f"[ssh] making sure image {self.options.image} is on the host")
+            self._run("deploy", docker_image_command(self.options.image), timeout=self.options.env_timeout_s,
+                      stream=True)
+            state.extra["image"] = self.options.image
+            return state
+        bundle = build_bundle()
+        code_dir = posixpath.join(base, bundle.name)
+        self._upload_bundle(bundle, base, code_dir)
+        python = self.options.python or self._ensure_environment(bundle, base, code_dir)
+        version = self._run("deploy", check_python_command(python=python, code_dir=code_dir),
+                            timeout=COMMAND_TIMEOUT_S).stdout.strip()
+        self.line_sink(f"[ssh] worker {bundle.name} with {python} (mxnet {version})")
+        state.extra.update({"code_dir": code_dir, "python": python, "mxnet_version": version})
+        return state
+
+    def run_sweep(self, state: TargetState, sweep_config: dict[str, Any], *,
+                  timeout_s: float) -> TargetState:
+        if not timeout_s or timeout_s <= 0:
+            raise TargetError(f"run_sweep: timeout_s must be > 0, got {timeout_s!r}")
+        if not state.workdir:
+            raise TargetError("run_sweep: the state has no run directory (prepare did not run)")
+        if not self.options.use_docker and not state.extra.get("code_dir"):
+            raise TargetError("run_sweep: the worker is not deployed (deploy did not run)")
+        config = _runs.with_run_id(sweep_config, state.run_id)
+        sweep_name = _runs.sweep_dir_name(config)
+        paths = SweepPaths(posixpath.join(state.workdir, sweep_name))
+        status = self._run("run_sweep", probe_script(paths)).stdout.strip()
+        if status == "exit 0":
+            self.line_sink(f"[ssh] sweep {sweep_name} already finished; reusing its results")
+        elif status == "running":
+            self.line_sink(f"[ssh] sweep {sweep_name} is already running; re-attaching")
+            self._follow(paths, timeout_s)
+        else:
+            if status != "new":
+                self.line_sink(f"[ssh] sweep {sweep_name} left by an earlier attempt ({status}); "
+                               "starting it again")
+            self._start(state, paths, config, timeout_s)
+            self._follow(paths, timeout_s)
+        _runs.remember_results(state, paths.results)
+        return state
+
+    def collect(self, state: TargetState, local_path: str) -> str:
+        """Copy every finished sweep's results back over SFTP, concatenated into ``local_path``."""
+        remote_files = _runs.result_files(state, "collect")
+        destination = Path(local_path)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=destination.parent, prefix=".collect-") as tmp:
+            local_files = []
+            for index, remote in enumerate(remote_files):
+                local = Path(tmp) / f"{index}.jsonl"
+                self._retrying("collect", lambda client, r=remote, lf=local: self._get(client, r, lf))
+                local_files.append(local)
+            _runs.concatenate_files(local_files, destination)
+        self.line_sink(f"[ssh] collected {len(remote_files)} results file(s) into {destination}")
+        return str(destination)
+
+    def teardown(self, state: TargetState | None) -> None:
+        """Stop any sweep of this run still running on the host; remove its directory if asked."""
+        try:
+            if state is None or not state.workdir:
+                return
+            run_dir = state.workdir
+            stopped = self._run("teardown", stop_script(run_dir, grace_s=self.options.kill_grace_s),
+                                timeout=self.options.kill_grace_s + COMMAND_TIMEOUT_S).stdout.split()
+            for sweep_dir in stopped:
+                self.line_sink(f"[ssh] teardown stopped the sweep still running in {sweep_dir}")
+            if self.options.remove_run_dir:
+                self._run("teardown", f"rm -rf {q(run_dir)}")
+                self.line_sink(f"[ssh] teardown removed {run_dir}")
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Close the SSH connection (the next step opens a new one)."""
+        for closable in (self._sftp, self._client):
+            if closable is not None:
+                try:
+                    closable.close()
+                except Exception:  # noqa: S110 - closing a connection that is already broken
+                    pass
+        self._sftp = None
+        self._client = None
+        if self._hook is not None:
+            self._hook.client = None
+
+    # -- deploy ------------------------------------------------------------------------
+    def _base(self, state: TargetState, step: str) -> str:
+        base = state.extra.get("remote_base")
+        if not base:
+            raise TargetError(f"{step}: the state has no remote base directory (prepare did not run)")
+        return base
+
+    def _upload_bundle(self, bundle: WorkerBundle, base: str, code_dir: str) -> None:
+        present = self._run("deploy", f"test -d {q(posixpath.join(code_dir, 'bench_tasks'))} && echo yes"
+                            " || echo no").stdout.strip()
+        if present == "yes":
+            self.line_sink(f"[ssh] worker code {bundle.name} already on the host")
+            return
+        upload = posixpath.join(base, f".upload-{bundle.content_hash}-{uuid.uuid4().hex[:8]}.tar.gz")
+        self.line_sink(f"[ssh] uploading worker code {bundle.name} ({bundle.tarball.stat().st_size} bytes)")
+        self._retrying("deploy", lambda client: self._put(client, bundle.tarball, upload))
+        self._run("deploy", unpack_command(upload=upload, code_dir=code_dir, base=base))
+
+    def _ensure_environment(self, bundle: WorkerBundle, base: str, code_dir: str) -> str:
+        kind = self.options.requirements
+        requirements_hash = bundle.requirements_hashes.get(kind)
+        if requirements_hash is None:
+            raise TargetError(f"deploy: the worker has no {REQUIREMENTS[kind]}")
+        env_dir = posixpath.join(base, f"env-{kind}-{requirements_hash}")
+        self.line_sink(f"[ssh] making sure the worker environment {env_dir} exists "
+                       f"({REQUIREMENTS[kind]}; the first time installs MXNet)")
+        self._run("deploy", venv_command(
+            base_python=self.options.base_python, env_dir=env_dir,
+            requirements_file=posixpath.join(code_dir, "bench_tasks", REQUIREMENTS[kind]),
+            lock_file=posixpath.join(base, ".env.lock"), timeout_s=self.options.env_timeout_s,
+        ), timeout=self.options.env_timeout_s, stream=True)
+        return posixpath.join(env_dir, "bin", "python")
+
+    # -- run_sweep ---------------------------------------------------------------------
+    def _start(self, state: TargetState, paths: SweepPaths, config: dict[str, Any],
+               timeout_s: float) -> None:
+        """Clear what an earlier attempt left, write config and script, launch detached."""
+        if self.options.use_docker:
+            container = container_name(posixpath.basename(state.workdir or ""),
+                                       posixpath.basename(paths.sweep_dir))
+            argv = docker_command(image=self.options.image, gpus=self.options.docker_gpus,
+                                  sweep_dir=paths.sweep_dir, container=container,
+                                  uid=int(state.extra.get("uid", 0)), gid=int(state.extra.get("gid", 0)))
+            cwd, env = paths.sweep_dir, {}
+        else:
+            container = None
+            code_dir = state.extra["code_dir"]
+            argv = venv_worker_command(python=state.extra["python"], paths=paths)
+            cwd, env = code_dir, {"PYTHONPATH": code_dir, "PYTHONUNBUFFERED": "1"}
+        script = run_script(paths=paths, cwd=cwd, worker_argv=argv, env=env,
+                            timeout_s=max(1, round(timeout_s)), kill_grace_s=self.options.kill_grace_s,
+                            container=container)
+        self._run("run_sweep", f"rm -rf {q(paths.sweep_dir)} && mkdir -p {q(paths.sweep_dir)}")
+        self._retrying("run_sweep", lambda client: self._write(client, paths.config,
+                                                               _runs.config_json(config)))
+        self._retrying("run_sweep", lambda client: self._write(client, paths.script, script))
+        self.line_sink(f"[ssh] starting sweep {posixpath.basename(paths.sweep_dir)} "
+                       f"(time limit {timeout_s:.0f}s)")
+        self._run("run_sweep", launch_command(paths))
+
+    def _follow(self, paths: SweepPaths, timeout_s: float) -> None:
+        """Stream the sweep's progress until it exits; raise if it failed or ran out of time."""
+        reader = _ProgressReader(paths.progress)
+        deadline = time.monotonic() + timeout_s + self.options.kill_grace_s + BACKSTOP_SLACK_S
+        polls = 0
+        not_alive_since: float | None = None
+        while True:
+            exit_code = self._retrying("run_sweep", lambda client: self._poll(client, reader, paths))
+            for line in reader.take_lines():
+                self.line_sink(line)
+            if exit_code is not None:
+                break
+            if time.monotonic() > deadline:
+                self._kill_sweep(paths)
+                raise TargetError(f"run_sweep: time limit of {timeout_s:.0f}s exceeded and the host did "
+                                  "not stop the sweep; it was killed. Its stderr ended with:\n"
+                                  f"{self._remote_tail(paths)}")
+            polls += 1
+            if polls % LIVENESS_EVERY_POLLS == 0:
+                status = self._run("run_sweep", probe_script(paths)).stdout.strip()
+                if status in {"running"} or status.startswith("exit"):
+                    not_alive_since = None
+                else:
+                    not_alive_since = not_alive_since or time.monotonic()
+                    if time.monotonic() - not_alive_since > LOST_AFTER_S:
+                        raise TargetError(f"run_sweep: the sweep in {paths.sweep_dir} stopped without "
+                                          f"an exit status ({status}); was the host rebooted? Its "
+                                          f"stderr ended with:\n{self._remote_tail(paths)}")
+            self._sleep(self.options.poll_interval_s)
+        for line in reader.flush():
+            self.line_sink(line)
+        if exit_code == 0:
+            return
+        tail = self._remote_tail(paths)
+        if exit_code in _runs.TIMEOUT_EXIT_CODES:
+            raise TargetError(f"run_sweep: the sweep was stopped on the host (exit {exit_code}: its time "
+                              f"limit of {timeout_s:.0f}s, or it was killed). Its stderr ended with:\n{tail}")
+        if exit_code == 98:
+            raise TargetError(f"run_sweep: the worker exited with 0 but wrote no results. Its stderr "
+                              f"ended with:\n{tail}")
+        raise TargetError(f"run_sweep: the worker failed on {self._describe_host()} with exit status "
+                          f"{exit_code}. Its stderr ended with:\n{tail}")
+
+    def _poll(self, client: paramiko.SSHClient, reader: _ProgressReader, paths: SweepPaths) -> int | None:
+        sftp = self._get_sftp(client)
+        reader.read_from(sftp)
+        try:
+            with sftp.open(paths.exit_code, "r") as handle:
+                text = handle.read().decode().strip()
+        except FileNotFoundError:
+            return None
+        # The exit status is written before the last progress lines may have been read.
+        reader.read_from(sftp)
+        try:
+            return int(text)
+        except ValueError:
+            return None  # being written (never happens with mv, but harmless)
+
+    def _kill_sweep(self, paths: SweepPaths) -> None:
+        self._run("run_sweep", stop_script(posixpath.dirname(paths.sweep_dir),
+                                           grace_s=self.options.kill_grace_s, only=paths.sweep_dir),
+                  timeout=self.options.kill_grace_s + COMMAND_TIMEOUT_S)
+
+    def _remote_tail(self, paths: SweepPaths) -> str:
+        try:
+            text = self._retrying("run_sweep", lambda client: _read_tail(self._get_sftp(client),
+                                                                         paths.progress))
+        except TargetError as exc:
+            return f"(could not read {paths.progress}: {exc})"
+        return _runs.tail_text(text)
+
+    # -- SFTP helpers ------------------------------------------------------------------
+    def _write(self, client: paramiko.SSHClient, remote: str, text: str) -> None:
+        sftp = self._get_sftp(client)
+        tmp = f"{remote}.tmp-{uuid.uuid4().hex[:8]}"
+        with sftp.open(tmp, "w") as handle:
+            handle.write(text.encode())
+        sftp.posix_rename(tmp, remote)
+
+    def _put(self, client: paramiko.SSHClient, local: Path, remote: str) -> None:
+        self._get_sftp(client).put(str(local), remote)
+
+    def _get(self, client: paramiko.SSHClient, remote: str, local: Path) -> None:
+        try:
+            self._get_sftp(client).get(remote, str(local))
+        except FileNotFoundError as exc:
+            raise TargetError(
+                f"collect: {remote} is not on the host (was the run directory removed?)") from exc
+
+    # -- the connection ------------------------------------------------------------------
+    def _describe_host(self) -> str:
+        hook = self._hook
+        if hook is None:
+            return f"connection {self.options.ssh_conn_id!r}"
+        return f"{hook.username}@{hook.remote_host}:{hook.port} (connection {self.options.ssh_conn_id!r})"
+
+    def _get_hook(self) -> SSHHook:
+        if self._hook is None:
+            self._hook = self._make_hook()
+        return self._hook
+
+    def _make_hook(self) -> SSHHook:
+        from airflow.providers.ssh.hooks.ssh import SSHHook
+
+        conn_id = self.options.ssh_conn_id
+        try:
+            # Our own retry loop (with backoff, and none for refused host keys) replaces the hook's.
+            hook = SSHHook(ssh_conn_id=conn_id, conn_retry_attempts=1, keepalive_interval=10,
+                           cmd_timeout=None)
+        except Exception as exc:  # the provider raises several types for a bad connection
+            raise TargetError(f"ssh connection {conn_id!r}: {exc}") from exc
+        if hook.conn_timeout is None:
+            hook.conn_timeout = DEFAULT_CONN_TIMEOUT_S
+        if hook.no_host_key_check or hook.allow_host_key_change:
+            self.line_sink(f"[ssh] WARNING: connection {conn_id!r} turns host key verification off "
+                           "(no_host_key_check / allow_host_key_change)")
+            return hook
+        if hook.host_key is None:
+            known_hosts = (self.options.known_hosts_file
+                           or self._connection_extra(conn_id).get("known_hosts_file"))
+            if known_hosts:
+                key = known_host_key(str(known_hosts), hook.remote_host, int(hook.port))
+                if key is not None:
+                    hook.host_key = key
+        return hook
+
+    @staticmethod
+    def _connection_extra(conn_id: str) -> dict[str, Any]:
+        from airflow.providers.ssh.hooks.ssh import SSHHook
+
+        return SSHHook.get_connection(conn_id).extra_dejson
+
+    def _connect(self) -> paramiko.SSHClient:
+        """The open client, or a new connection; refused host keys and logins are final."""
+        if self._client is not None:
+            transport = self._client.get_transport()
+            if transport is not None and transport.is_active():
+                return self._client
+            self.close()
+        hook = self._get_hook()
+        name = self._describe_host()
+        try:
+            self._client = hook.get_conn()
+        except paramiko.BadHostKeyException as exc:
+            raise TargetError(
+                f"ssh {name}: the host key CHANGED (the host offers {_fingerprint(exc.key)}, the known "
+                f"key is {_fingerprint(exc.expected_key)}). Refusing to connect. If the host was "
+                "really reinstalled, put its new key in the connection's host_key extra or the "
+                "known_hosts file; allow_host_key_change turns this check off") from exc
+        except paramiko.AuthenticationException as exc:
+            raise TargetError(f"ssh {name}: login refused: {exc}") from exc
+        except paramiko.SSHException as exc:
+            if "not found in known_hosts" in str(exc):
+                raise TargetError(
+                    f"ssh {name}: the host key is UNKNOWN. Refusing to connect. Put the host's key in "
+                    "the connection's host_key extra (\"ssh-ed25519 AAAA...\", e.g. from "
+                    "`ssh-keyscan -p PORT HOST`, checked out of band) or in a known_hosts file "
+                    "(target option or connection extra known_hosts_file)") from exc
+            raise _TransientError(f"{type(exc).__name__}: {exc}") from exc
+        except (OSError, EOFError) as exc:
+            raise _TransientError(f"{type(exc).__name__}: {exc}") from exc
+        return self._client
+
+    def _get_sftp(self, client: paramiko.SSHClient) -> paramiko.SFTPClient:
+        if self._sftp is None:
+            self._sftp = client.open_sftp()
+            channel = self._sftp.get_channel()
+            if channel is not None:
+                channel.settimeout(60)
+        return self._sftp
+
+    def _connection_lost(self) -> bool:
+        transport = self._client.get_transport() if self._client is not None else None
+        return transport is None or not transport.is_active()
+
+    def _retrying(self, step: str, operation: Callable[[paramiko.SSHClient], T]) -> T:
+        """Run ``operation`` on a live connection, reconnecting with backoff when it drops.
+
+        Operations must be safe to repeat (they are: writes go to a temporary name and are
+        renamed, the launch is guarded by the claim directory, reads resume at an offset).
+        """
+        attempts = self.options.connect_retries
+        for attempt in range(1, attempts + 1):
+            try:
+                client = self._connect()
+                return operation(client)
+            except _TransientError as exc:
+                reason = str(exc)
+            except (OSError, EOFError, paramiko.SSHException) as exc:
+                remote_file_error = isinstance(exc, OSError) and exc.errno in _REMOTE_FILE_ERRNOS
+                if remote_file_error or not self._connection_lost():
+                    raise TargetError(
+                        f"{step}: {self._describe_host()}: {type(exc).__name__}: {exc}") from exc
+                reason = f"connection lost ({type(exc).__name__}: {exc})"
+            self.close()
+            if attempt == attempts:
+                raise TargetError(
+                    f"{step}: {self._describe_host()} unreachable after {attempts} attempts: {reason}. "
+                    "A sweep already started keeps running on the host under its time limit; a retry "
+                    "of this step re-attaches to it")
+            delay = min(self.options.retry_backoff_s * 2 ** (attempt - 1), 60.0)
+            delay *= 1 + random.uniform(0, 0.25)  # jitter: parallel tasks do not retry in step
+            self.line_sink(f"[ssh] {step}: {reason}; reconnecting in {delay:.1f}s "
+                           f"(attempt {attempt + 1} of {attempts})")
+            self._sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _run(self, step: str, command: str, *, timeout: float = COMMAND_TIMEOUT_S,
+             stream: bool = False, check: bool = True) -> ExecResult:
+        """Run a shell command on the host (retrying dropped connections); raise if it fails."""
+        result = self._retrying(step, lambda client: self._exec(client, command, timeout, stream))
+        if check and result.exit_code != 0:
+            raise TargetError(f"{step}: a command failed on {self._describe_host()} with exit status "
+                              f"{result.exit_code}; its stderr ended with:\n"
+                              f"{_runs.tail_text(result.stderr or result.stdout)}")
+        return result
+
+    def _exec(self, client: paramiko.SSHClient, command: str, timeout: float, stream: bool) -> ExecResult:
+        transport = client.get_transport()
+        if transport is None:
+            raise _TransientError("no transport")
+        channel = transport.open_session()
+        try:
+            channel.settimeout(1.0)
+            channel.exec_command(command)
+            channel.shutdown_write()
+            out, err = bytearray(), bytearray()
+            splitter = _runs.LineSplitter()
+            deadline = time.monotonic() + timeout
+            while True:
+                got = False
+                while channel.recv_ready():
+                    chunk = channel.recv(65536)
+                    got = got or bool(chunk)
+                    out += chunk
+                    if stream:
+                        for line in splitter.feed(chunk):
+                            self.line_sink(line)
+                while channel.recv_stderr_ready():
+                    chunk = channel.recv_stderr(65536)
+                    got = got or bool(chunk)
+                    err += chunk
+                drained = not channel.recv_ready() and not channel.recv_stderr_ready()
+                if channel.exit_status_ready() and drained:
+                    break
+                if channel.closed or not transport.is_active():
+                    raise EOFError("the SSH channel closed before the command finished")
+                if time.monotonic() > deadline:
+                    raise TargetError(f"a command on {self._describe_host()} took over {timeout:.0f}s")
+                if not got:
+                    time.sleep(0.05)
+            if stream:
+                for line in splitter.flush():
+                    self.line_sink(line)
+            return ExecResult(channel.recv_exit_status(), out.decode(errors="replace"),
+                              err.decode(errors="replace"))
+        finally:
+            channel.close()
+
+
+class _ProgressReader:
+    """Reads a remote progress file from where it stopped, across reconnections."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.offset = 0
+        self._splitter = _runs.LineSplitter()
+        self._lines: list[str] = []
+
+    def read_from(self, sftp: paramiko.SFTPClient) -> None:
+        try:
+            handle = sftp.open(self.path, "r")
+        except FileNotFoundError:
+            return  # not started yet
+        with handle:
+            handle.seek(self.offset)
+            while True:
+                chunk = handle.read(65536)
+                if not chunk:
+                    break
+                # Lines are handed out only after the whole read worked; a drop mid-read
+                # leaves the offset where it was, so nothing is shown twice.
+                self.offset += len(chunk)
+                self._lines.extend(self._splitter.feed(chunk))
+
+    def take_lines(self) -> list[str]:
+        lines, self._lines = self._lines, []
+        return lines
+
+    def flush(self) -> list[str]:
+        return self.take_lines() + self._splitter.flush()
+
+
+def _read_tail(sftp: paramiko.SFTPClient, path: str) -> str:
+    try:
+        with sftp.open(path, "r") as handle:
+            size = handle.stat().st_size or 0
+            handle.seek(max(0, size - _TAIL_BYTES))
+            return handle.read().decode(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def known_host_key(known_hosts_file: str, host: str, port: int) -> paramiko.PKey | None:
+    """The key a known_hosts file holds for ``host:port`` (``[host]:port`` unless port 22)."""
+    try:
+        host_keys = paramiko.HostKeys(known_hosts_file)
+    except OSError as exc:
+        raise TargetError(f"known_hosts_file: cannot read {known_hosts_file}: {exc}") from exc
+    name = host if port == 22 else f"[{host}]:{port}"
+    entry = host_keys.lookup(name)
+    if not entry:
+        return None
+    preferred = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",
+                 "ssh-rsa")
+    for key_type in preferred:
+        if key_type in entry:
+            return entry[key_type]
+    return None
+
+
+def _fingerprint(key: paramiko.PKey | None) -> str:
+    if key is None:
+        return "(none)"
+    return f"{key.get_name()} {key.fingerprint}"
+
