@@ -9,8 +9,9 @@
 -- history  = its N previous results with status ok (normally one a night);
 -- noise    = max(k × 1.4826 × MAD(history), min_drop × median(history)) — MAD scaled to a
 --            standard deviation, and never less than min_drop of the median;
--- verdict  = 'insufficient_history' (fewer than min_history ok results before),
---            'failed' (the latest did not run ok where the history did),
+-- verdict  = 'failed' (the latest did not run ok, where some earlier result did),
+--            'not_run' (the latest did not run ok, nor did any earlier one: e.g. always oom),
+--            'insufficient_history' (fewer than min_history ok results before),
 --            'regression' (images_per_sec < median − noise),
 --            'improvement' (images_per_sec > median + noise), else 'steady'.
 -- regression = verdict in ('regression', 'failed').
@@ -59,15 +60,18 @@ SELECT
     history_runs, history_from, history_median, history_mad, noise,
     images_per_sec / history_median - 1 AS change,
     CASE
+        WHEN status IS DISTINCT FROM 'ok' AND history_runs > 0 THEN 'failed'
+        WHEN status IS DISTINCT FROM 'ok' THEN 'not_run'
         WHEN history_runs < $min_history THEN 'insufficient_history'
-        WHEN status IS DISTINCT FROM 'ok' THEN 'failed'
         WHEN images_per_sec < history_median - noise THEN 'regression'
         WHEN images_per_sec > history_median + noise THEN 'improvement'
         ELSE 'steady'
     END AS verdict,
-    coalesce(history_runs >= $min_history
-             AND (status IS DISTINCT FROM 'ok' OR images_per_sec < history_median - noise), false)
-        AS regression
+    coalesce(
+        (status IS DISTINCT FROM 'ok' AND history_runs > 0)
+        OR (status = 'ok' AND history_runs >= $min_history AND images_per_sec < history_median - noise),
+        false
+    ) AS regression
 FROM judged
 ORDER BY regression DESC, change NULLS FIRST, provider, instance_type, region, market, mode, network,
          dtype, batch_size, gpu_count

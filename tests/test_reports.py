@@ -288,6 +288,9 @@ def test_regressions_flag_drops_beyond_the_noise(lake):
         ]
     records += [record(batch_size=256, images_per_sec=100.0, night=night) for night in _nights(5)[:-1]]
     records.append(record(batch_size=256, status="oom", images_per_sec=None, night=NIGHT))
+    records += [
+        record(batch_size=512, status="oom", images_per_sec=None, night=night) for night in _nights(5)
+    ]
     for night in sorted({r["started_at"][:10] for r in records}):
         ingest(lake, [r for r in records if r["started_at"][:10] == night])
 
@@ -324,7 +327,8 @@ def test_regressions_flag_drops_beyond_the_noise(lake):
         "improvement",
         "insufficient_history",
     ]
-    assert got[256]["verdict"] == "failed" and got[256]["regression"] is True
+    assert got[256]["verdict"] == "failed" and got[256]["regression"] is True  # ran before, fails tonight
+    assert got[512]["verdict"] == "not_run" and got[512]["regression"] is False  # never fitted: no news
 
 
 def test_regressions_read_only_the_lookback_window(lake):
