@@ -75,6 +75,11 @@ def test_report_command_writes_every_file(tmp_path):
     priced = [row for row in cost if row["instance_type"] == "g5.xlarge"]
     assert priced and all(row["cost_per_million"] > 0 for row in priced)
     assert [row["price_source"] for row in cost if row["provider"] == "local"] == ["missing"]
+    # the lake has no published curves imported: the shipped ones are drawn beside ours
+    curves = [
+        row for row in pacsv.read_csv(out / "scaling.csv").to_pylist() if row["origin"] == "published_curve"
+    ]
+    assert {row["network"] for row in curves} >= {"googlenet", "inception-bn"}
 
 
 def test_report_command_refuses_a_bad_currency(tmp_path):

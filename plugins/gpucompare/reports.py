@@ -93,12 +93,12 @@ class ReportInputs:
     def from_lake(cls, uri: str) -> ReportInputs:
         """Open the lake at ``uri`` (local path or s3://bucket/prefix)."""
         lake = open_lake(uri)
-        return cls(
-            lake=lake,
-            prices=lake.prices_table(),
-            fx=lake.fx_table(),
-            published_scaling=lake.published_scaling_table(),
-        )
+        curves = lake.published_scaling_table()
+        if curves.num_rows == 0:  # not imported into this lake: the shipped copy, so charts can show them
+            from gpucompare import published
+
+            curves = published.read_published_scaling(published.SHIPPED_SCALING)
+        return cls(lake=lake, prices=lake.prices_table(), fx=lake.fx_table(), published_scaling=curves)
 
 
 @dataclass
