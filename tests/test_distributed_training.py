@@ -231,3 +231,88 @@ def test_the_nightly_dag_runs_a_scaling_group_of_three_hosts_into_the_lake(
     assert run_dirs  # the hosts were used …
     point = next(p for p in tmp_path.glob("host*/runs/*/dist-*"))
     assert marked_processes(point.name.removeprefix("dist-")) == []  # … and left clean
+
+
+# -- EC2 hosts: the same job through SSM Run Command ---------------------------------------------
+
+def _ssm_hosts(aws_client, tmp_path, addresses=None):
+    """Three instances in moto's EC2 and a channel to each through moto's SSM. Moto records
+    what is sent but runs nothing; the tests read the recorded commands back."""
+    ec2 = aws_client("ec2")
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    instances = ec2.run_instances(ImageId=image, MinCount=3, MaxCount=3,
+                                  InstanceType="g4dn.xlarge")["Instances"]
+    channels = []
+    for index, instance in enumerate(instances):
+        address = addresses[index] if addresses else instance["PrivateIpAddress"]
+        channels.append(distributed.SSMChannel(
+            ssm_client=aws_client("ssm"), instance_id=instance["InstanceId"], address=address,
+            python=str(BENCH_PYTHON), code_dir=str(Path(distributed.__file__).resolve().parents[2]),
+            run_dir=str(tmp_path / f"instance{index}"), poll_interval_s=0.05))
+    return channels
+
+
+def _sent(aws_client, channel) -> list[list[str]]:
+    # by the comment: moto's list_commands also lists a command under instances it was not sent to
+    commands = [c for c in aws_client("ssm").list_commands()["Commands"]
+                if c["Comment"].endswith(f" on {channel.instance_id}")]
+    return [c["Parameters"]["commands"] for c in sorted(commands, key=lambda c: c["RequestedDateTime"])]
+
+
+@pytest.mark.integration
+def test_an_ssm_probe_that_fails_still_stops_the_point_on_every_instance(aws_client, tmp_path):
+    hosts = _ssm_hosts(aws_client, tmp_path)
+    point = ScalingPoint(nodes=2, devices=("gpu:0",), **{**TINY, "kvstore": "dist_device_sync"})
+    launcher = ParameterServerLauncher(hosts, run_id="ssm-run", poll_interval_s=0.05, kill_grace_s=1)
+    with pytest.raises(DistributedRunError, match=f"{hosts[2].instance_id}.*no free port"):
+        launcher.run_point(point)
+    marker = marker_for("ssm-run", point)
+    for index, host in enumerate(hosts):
+        sent = _sent(aws_client, host)
+        stops = [c for c in sent if any(f"GPUCOMPARE_DIST={marker}/" in line for line in c)]
+        assert len(stops) == 2  # before the point (leftovers of an earlier attempt) and in the finally
+        probes = [c for c in sent if any("socket" in line for line in c)]
+        assert len(probes) == (1 if index == 2 else 0)  # the scheduler's host only
+        if probes:
+            assert host.address in probes[0][0]
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_commands_sent_through_ssm_run_a_real_dist_sync_job(aws_client, tmp_path):
+    """What each instance is sent, run as AWS-RunShellScript would (one bash script per
+    command list), here on 127.0.0.2-4: scheduler, server and two workers really train."""
+    import subprocess
+
+    from bench_tasks.aggregate import merge_worker_records
+
+    hosts = _ssm_hosts(aws_client, tmp_path, addresses=HOSTS)
+    point = ScalingPoint(nodes=2, devices=("cpu:0",), **TINY)
+    marker = marker_for("ssm-real", point)
+    start = distributed.scheduler_port_start("ssm-real", point)
+    probe = subprocess.run(distributed.port_probe_command(str(BENCH_PYTHON), HOSTS[2], start),
+                           shell=True, capture_output=True, text=True, check=True)
+    roles = distributed.build_roles(point, hosts, run_id="ssm-real", marker=marker,
+                                    scheduler_port=int(probe.stdout), ps_verbose=0)
+    for role in roles:
+        hosts[role.host_index].launch(role, marker, kill_grace_s=2)
+    scripts = {}
+    for host in hosts:
+        for commands in _sent(aws_client, host):
+            name = next(line.split("/")[-1].split(".")[0] for line in commands if line.startswith("sh "))
+            scripts[name] = "\n".join(commands)
+    assert sorted(scripts) == ["scheduler-0", "server-0", "worker-0", "worker-1"]
+    running = {name: subprocess.Popen(["bash", "-c", text], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True) for name, text in scripts.items()}
+    try:
+        outputs = {name: process.communicate(timeout=180) for name, process in running.items()}
+    finally:
+        for process in running.values():
+            if process.poll() is None:
+                process.kill()
+    assert {name: p.returncode for name, p in running.items()} == dict.fromkeys(scripts, 0), outputs
+    records = [json.loads(outputs[f"worker-{i}"][0]) for i in range(2)]
+    merged = merge_worker_records(records)
+    assert (merged["num_nodes"], merged["gpu_count"], merged["kvstore"]) == (2, 2, "dist_sync")
+    assert merged["images_per_sec"] == pytest.approx(sum(r["images_per_sec"] for r in records))
+    assert marked_processes(marker) == []

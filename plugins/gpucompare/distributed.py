@@ -520,7 +520,8 @@ class SSMChannel:
 
     def _send(self, commands: list[str], timeout_s: float, comment: str) -> str:
         response = self.ssm.send_command(
-            InstanceIds=[self.instance_id], DocumentName=SSM_DOCUMENT, Comment=comment[:100],
+            InstanceIds=[self.instance_id], DocumentName=SSM_DOCUMENT,
+            Comment=f"{comment} on {self.instance_id}"[:100],
             Parameters={"commands": commands, "executionTimeout": [str(int(timeout_s))]})
         return response["Command"]["CommandId"]
 
