@@ -288,19 +288,12 @@ def bench_fx() -> pa.Table:
 
 
 def bench_inputs(lake_path: Path) -> reports.ReportInputs:
-    """The lake's results, with the bench's price and FX tables (plus the lake's own, if any)."""
-    from gpucompare.lake import open_lake
-
-    lake = open_lake(str(lake_path))
-    try:
-        prices, fx = lake.prices_table(), lake.fx_table()
-        prices = pa.concat_tables([prices.cast(schema.PRICES_SCHEMA), bench_prices()])
-        fx = pa.concat_tables([fx.cast(schema.FX_SCHEMA), bench_fx()])
-    except ImportError:  # the prices module is not there yet: the bench tables alone
-        prices, fx = bench_prices(), bench_fx()
-    return reports.ReportInputs(
-        lake=lake, prices=prices, fx=fx, published_scaling=lake.published_scaling_table()
-    )
+    """The lake as the report command opens it (shipped prices, rates and published curves
+    included), plus the bench's own price and exchange-rate rows."""
+    inputs = reports.ReportInputs.from_lake(str(lake_path))
+    inputs.prices = pa.concat_tables([inputs.prices.cast(schema.PRICES_SCHEMA), bench_prices()])
+    inputs.fx = pa.concat_tables([inputs.fx.cast(schema.FX_SCHEMA), bench_fx()])
+    return inputs
 
 
 def _cpu_seconds() -> float:

@@ -74,6 +74,12 @@ def machine_label(row: dict[str, Any], *, with_gpu: bool = True) -> str:
     return f"{label} ({gpu})" if gpu else label
 
 
+def _hardware_label(row: dict[str, Any]) -> str:
+    """Instance type and GPU model: the hardware, whatever the region or market."""
+    name = str(row.get("instance_type") or row.get("provider") or "?")
+    return f"{name} ({row['gpu_model']})" if row.get("gpu_model") else name
+
+
 def _is_published(row: dict[str, Any]) -> bool:
     return row.get("target") == "published" or row.get("origin") in ("published", "published_curve")
 
@@ -329,7 +335,7 @@ def throughput_charts(throughput: list[dict[str, Any]], mode: str) -> list[str]:
             colour = colour_of.setdefault(machine, MEASURED_COLOURS[len(colour_of) % len(MEASURED_COLOURS)])
             series.append(
                 Series(
-                    machine_label(info[machine]) + (" (published)" if published else ""),
+                    _hardware_label(info[machine]) + (" (published)" if published else ""),
                     lines[network][machine],
                     colour,
                     dashed=published,
@@ -345,7 +351,13 @@ def _top_machines(
     lines: dict[tuple, list[tuple[float, float]]], info: dict[tuple, dict[str, Any]]
 ) -> list[tuple]:
     """The fastest machines (by best images/s); published ones fill what measured ones leave, two at least."""
-    ranked = sorted(lines, key=lambda m: -max(y for _, y in lines[m]))
+    ranked = []
+    seen_types: set[tuple] = set()
+    for machine in sorted(lines, key=lambda m: -max(y for _, y in lines[m])):
+        # the same instance type in another region or market is the same hardware: draw it once
+        if machine[:2] not in seen_types:
+            seen_types.add(machine[:2])
+            ranked.append(machine)
     measured = [m for m in ranked if not _is_published(info[m])]
     published = [m for m in ranked if _is_published(info[m])]
     published = published[: max(2, MAX_LINES - len(measured))]
@@ -375,8 +387,10 @@ def scaling_charts(scaling: list[dict[str, Any]]) -> list[str]:
                 row["scaling"],
                 row["baseline_batch"],
             )
-            labels[key] = f"{machine_label(row)} {row['mode']} {row['scaling']} b{row['baseline_batch']}" + (
-                " (published)" if row["origin"] == "published" else ""
+            labels[key] = (
+                f"{_hardware_label(row)} {row['scaling']}, b{row['baseline_batch']}"
+                + (" (score)" if row["mode"] == "score" else "")
+                + (" (published)" if row["origin"] == "published" else "")
             )
         curves[key].append((row["gpu_count"], row["speedup"]))
     charts = []
@@ -399,11 +413,12 @@ def scaling_charts(scaling: list[dict[str, Any]]) -> list[str]:
 
 
 def _one_series_per_machine(keys: Iterable[tuple]) -> list[tuple]:
-    """Keep the longest series (then the largest batch) of each machine, mode and batch rule."""
+    """Keep the longest series (then the largest batch) of each instance type, mode and batch rule
+    (regions and markets of one instance type are the same hardware)."""
     seen: set[tuple] = set()
     chosen = []
     for key in keys:
-        identity = key[:-1]
+        identity = key[:4] + key[6:9]
         if identity not in seen:
             seen.add(identity)
             chosen.append(key)
