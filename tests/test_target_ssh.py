@@ -26,6 +26,7 @@ from gpucompare.targets._runs import sweep_dir_name
 from gpucompare.targets._worker_bundle import build_bundle
 from gpucompare.targets.base import TargetError, TargetSpec
 from gpucompare.targets.ssh import (
+    HostKeyError,
     SSHOptions,
     SSHTarget,
     SweepPaths,
@@ -104,6 +105,10 @@ def test_full_sweep_over_ssh_collects_valid_records(sshd: SshdServer, tmp_path: 
     assert any("already finished" in line for line in sink.texts())
     assert not any("starting sweep" in line for line in sink.texts())
 
+    assert target.run_command(f"cat {state.remote_results}").stdout == Path(out).read_text()
+    with pytest.raises(TargetError, match="exit status 3"):
+        target.run_command("echo oops >&2; exit 3", step="check")
+
     target.teardown(state)
     target.teardown(state)  # safe twice
     target.teardown(None)
@@ -118,8 +123,9 @@ def test_unknown_host_key_is_refused_at_once(sshd: SshdServer, tmp_path: Path,
     monkeypatch.setenv(sshd.conn_env_var, sshd.connection_json(drop=("host_key",)))
     sink = Sink()
     target = make_target(ssh_spec(sshd, tmp_path), line_sink=sink)
-    with pytest.raises(TargetError, match="host key is UNKNOWN"):
+    with pytest.raises(HostKeyError, match="host key is UNKNOWN") as raised:
         target.prepare("unknown-key")
+    assert isinstance(raised.value, ValueError)  # bad configuration: the DAG fails without retrying
     assert not any("reconnecting" in line for line in sink.texts())  # not treated as transient
     assert not (tmp_path / "remote").exists()  # nothing ran on the host
 
@@ -145,7 +151,7 @@ def test_changed_host_key_is_refused(sshd: SshdServer, tmp_path: Path,
     impostor = other_host_key(tmp_path)
     monkeypatch.setenv(sshd.conn_env_var, sshd.connection_json({"host_key": impostor}))
     sink = Sink()
-    with pytest.raises(TargetError, match="host key CHANGED"):
+    with pytest.raises(HostKeyError, match="host key CHANGED"):
         make_target(ssh_spec(sshd, tmp_path), line_sink=sink).prepare("changed-key")
     assert not any("reconnecting" in line for line in sink.texts())
 

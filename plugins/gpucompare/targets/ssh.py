@@ -381,6 +381,13 @@ def docker_image_command(image: str) -> str:
 
 # -- connection errors -------------------------------------------------------------------------
 
+class HostKeyError(TargetError, ValueError):
+    """The host's key is unknown or changed: a configuration problem no retry can fix.
+
+    Also a ValueError, so callers that fail bad input at once (no Airflow retry) do so here.
+    """
+
+
 class _TransientError(Exception):
     """A connection failure worth retrying (refused, reset, timed out, dropped)."""
 
@@ -524,6 +531,16 @@ class SSHTarget(Target):
         self._client = None
         if self._hook is not None:
             self._hook.client = None
+
+    def run_command(self, command: str, *, step: str = "command", timeout: float = COMMAND_TIMEOUT_S,
+                    check: bool = True) -> ExecResult:
+        """Run a shell command on the host through the target's verified, retrying connection.
+
+        For code that drives the host beyond the interface (the distributed launcher). The
+        caller quotes every value it puts in ``command`` (``shlex.quote``). With ``check`` a
+        non-zero exit status raises TargetError with the command's stderr tail.
+        """
+        return self._run(step, command, timeout=timeout, check=check)
 
     # -- deploy ------------------------------------------------------------------------
     def _base(self, state: TargetState, step: str) -> str:
@@ -729,7 +746,7 @@ class SSHTarget(Target):
         try:
             self._client = hook.get_conn()
         except paramiko.BadHostKeyException as exc:
-            raise TargetError(
+            raise HostKeyError(
                 f"ssh {name}: the host key CHANGED (the host offers {_fingerprint(exc.key)}, the known "
                 f"key is {_fingerprint(exc.expected_key)}). Refusing to connect. If the host was "
                 "really reinstalled, put its new key in the connection's host_key extra or the "
@@ -738,7 +755,7 @@ class SSHTarget(Target):
             raise TargetError(f"ssh {name}: login refused: {exc}") from exc
         except paramiko.SSHException as exc:
             if "not found in known_hosts" in str(exc):
-                raise TargetError(
+                raise HostKeyError(
                     f"ssh {name}: the host key is UNKNOWN. Refusing to connect. Put the host's key in "
                     "the connection's host_key extra (\"ssh-ed25519 AAAA...\", e.g. from "
                     "`ssh-keyscan -p PORT HOST`, checked out of band) or in a known_hosts file "
