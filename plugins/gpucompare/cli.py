@@ -23,7 +23,7 @@ from pathlib import Path
 from gpucompare import schema
 
 #: Modules that may contribute subcommands through ``add_cli(subparsers)``.
-EXTENSIONS: tuple[str, ...] = ("gpucompare.reports",)
+EXTENSIONS: tuple[str, ...] = ("gpucompare.reports", "gpucompare.distributed")
 
 
 @dataclass(frozen=True)
