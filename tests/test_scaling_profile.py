@@ -228,3 +228,13 @@ def test_the_stop_script_kills_what_carries_the_marker_in_any_session_and_nothin
 def test_a_marker_with_shell_characters_is_refused():
     with pytest.raises(distributed.DistributedRunError, match="marker"):
         kill_marked_script("gcd-1; reboot", grace_s=1)
+
+
+def test_the_scaling_run_command_refuses_an_unknown_group_naming_the_flag(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "gpucompare", "scaling-run", "--group", "nowhere",
+                             "--fleet", str(FLEET_FILE), "--lake", str(tmp_path / "lake")],
+                            capture_output=True, text=True, check=False, cwd=REPO)
+    assert result.returncode == 2
+    assert "--group: 'nowhere' is not a scaling group" in result.stderr
+    assert "leadergpu-p100-pair" in result.stderr  # the allowed values
+    assert not (tmp_path / "lake").exists()
