@@ -109,8 +109,10 @@ def test_page_has_every_section_and_one_chart_per_panel(report_set):
         "Results without a price",
     ):
         assert f">{heading}</h2>" in page
-    # cost: alexnet score + resnet-50 train; throughput: alexnet score + resnet-50 train; scaling: resnet-50
-    assert page.count("<svg") == 5
+    # cost: alexnet score + resnet-50 train; throughput: alexnet score + resnet-50 train;
+    # scaling: resnet-50 speedup and efficiency
+    assert page.count("<svg") == 6
+    assert "resnet-50: efficiency" in page
     assert "ideal (linear)" in page and "MXNet Tesla P100 (published)" in page
 
 

@@ -364,12 +364,15 @@ def _top_machines(
     return measured[: MAX_LINES - len(published)] + published
 
 
-def scaling_charts(scaling: list[dict[str, Any]]) -> list[str]:
-    """Speedup against GPU count per network: ideal line, our series, the published curves."""
+def scaling_charts(scaling: list[dict[str, Any]], metric: str = "speedup") -> list[str]:
+    """Speedup (or efficiency = speedup ÷ GPUs) against GPU count per network: the ideal line,
+    our series, the published curves."""
+    if metric not in ("speedup", "efficiency"):
+        raise ValueError(f"metric {metric!r} is not one of speedup, efficiency")
     curves: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     labels: dict[tuple, str] = {}
     for row in scaling:
-        if row["speedup"] is None or row["gpu_count"] is None:
+        if row[metric] is None or row["gpu_count"] is None:
             continue
         if row["origin"] == "published_curve":
             key = (row["network"], "curve", row["framework"], row["gpu_model"], row["result_source"])
@@ -392,7 +395,7 @@ def scaling_charts(scaling: list[dict[str, Any]]) -> list[str]:
                 + (" (score)" if row["mode"] == "score" else "")
                 + (" (published)" if row["origin"] == "published" else "")
             )
-        curves[key].append((row["gpu_count"], row["speedup"]))
+        curves[key].append((row["gpu_count"], row[metric]))
     charts = []
     for network in sorted({key[0] for key, points in curves.items() if len(points) > 1}):
         mine = {k: v for k, v in curves.items() if k[0] == network and len(v) > 1}
@@ -406,9 +409,14 @@ def scaling_charts(scaling: list[dict[str, Any]]) -> list[str]:
                 Series(labels[key], mine[key], ("#6c757d", "#b08d57", "#8e6c8a")[number % 3], dashed=True)
             )
         top = max(x for s in series for x, _ in s.points)
-        series.insert(0, Series("ideal (linear)", [(1, 1), (top, top)], "#9aa3ad", dashed=True, marker=False))
+        ideal = [(1, 1), (top, top)] if metric == "speedup" else [(1, 1.0), (top, 1.0)]
+        series.insert(0, Series("ideal (linear)", ideal, "#9aa3ad", dashed=True, marker=False))
         ticks = sorted({x for s in series for x, _ in s.points} | {1})
-        charts.append(line_chart(f"{network}", series, "GPUs", "speedup over 1 GPU", x_ticks=ticks))
+        if metric == "speedup":
+            charts.append(line_chart(f"{network}", series, "GPUs", "speedup over 1 GPU", x_ticks=ticks))
+        else:
+            charts.append(line_chart(f"{network}: efficiency", series, "GPUs", "speedup ÷ GPUs",
+                                     x_ticks=ticks))
     return charts
 
 
@@ -644,9 +652,10 @@ def render_page(report_set: ReportSet) -> str:
         for mode in modes
     ) or _figure([], "")
     scaling_figure = _figure(
-        scaling_charts(scaling),
+        scaling_charts(scaling) + scaling_charts(scaling, "efficiency"),
         "Speedup = images/s ÷ images/s of the same network, mode and GPU model on one GPU; strong = global "
-        "batch held, weak = per-device batch held (b = the 1-GPU batch). Dotted: ideal. "
+        "batch held, weak = per-device batch held (b = the 1-GPU batch); efficiency = speedup ÷ GPUs. "
+        "Dotted: ideal. "
         "Dashed: published curves.",
     )
     sections = [
