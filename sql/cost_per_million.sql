@@ -1,6 +1,7 @@
 -- Report cost_per_million: what a million images cost on each machine and configuration.
 -- Input: latest (latest_results.sql), prices (schema.PRICES_SCHEMA), fx (schema.FX_SCHEMA).
--- Parameter: $currency (EUR | USD), the one currency of every money column.
+-- Parameters: $currency (EUR | USD), the one currency of every money column;
+-- $epoch_images, the images of one ImageNet training epoch (1,281,167).
 --
 -- Price matching, per result (status ok only; other statuses have no throughput):
 --   same provider and instance_type; region and market equal where both are known (a price
@@ -71,7 +72,7 @@ money AS (
     SELECT *,
         price_per_instance_hour * num_nodes * fx_rate AS money_per_hour,
         1e6 / images_per_sec AS secs_per_million,
-        CASE WHEN mode = 'train' THEN 1281167 / images_per_sec END AS secs_per_epoch
+        CASE WHEN mode = 'train' THEN $epoch_images / images_per_sec END AS secs_per_epoch
     FROM converted
 )
 SELECT
