@@ -1,17 +1,20 @@
-"""The report set: DuckDB over Arrow datasets of the lake → Parquet and CSV tables for BI tools.
+"""The report set: DuckDB over the lake's Parquet → report tables (Parquet and CSV) for BI tools.
 
-Each report is one SQL file in ``sql/`` (DuckDB dialect), run over Arrow data registered
-with an in-memory DuckDB connection: nothing is loaded through DuckDB extensions, so the
-same code reads a local lake and an ``s3://`` one (pyarrow.fs does the I/O).
+Each report is one SQL file in ``sql/`` (DuckDB dialect), run in an in-memory DuckDB
+connection. The lake's results files are read by DuckDB's own Parquet reader from the file
+list (local disk, or any pyarrow filesystem such as S3 registered through fsspec's wrapper);
+the small side tables (prices, exchange rates, published curves) are Arrow tables registered
+with the connection. No DuckDB extension is loaded or downloaded.
 
 How it stays fast on a big lake (10 million result rows in a few seconds on two cores):
 
-* the results dataset is scanned twice, each time only for the columns a query names
-  (DuckDB pushes the projection into the Arrow scan): once by ``latest_results.sql``, a
-  single hash aggregation keeping each machine's latest result of every configuration,
-  and once, for the regressions only, with the ``date`` partition filter applied to the
-  dataset itself, so only the last few weeks of files are opened;
-* every other report works on that small ``latest`` table, or on another report;
+* ``latest_dates.sql`` reads only the key columns of every result (DuckDB pushes the
+  projection into its reader) and finds each configuration's newest date partition;
+* ``latest_results.sql`` reads only those partitions and keeps each machine's latest result
+  of every configuration: the small ``latest`` table every report but regressions reads;
+* ``regressions.sql`` reads only the partitions of its look-back window: the file list is
+  pruned by date before anything is opened, and the history is one window function and one
+  hash aggregation (linear, no self-join);
 * nothing goes through pandas.
 
 Reports (columns documented in README, section "Reports"): ``cost_per_million``,
@@ -50,7 +53,6 @@ REPORTS: tuple[str, ...] = ("cost_per_million", "scaling", "throughput", "best_v
 #: Tables written besides the reports themselves.
 DERIVED: tuple[str, ...] = ("throughput_matrix",)
 CURRENCIES: tuple[str, ...] = schema.CURRENCIES
-
 
 
 class ReportError(ValueError):
