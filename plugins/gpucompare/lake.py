@@ -5,12 +5,12 @@ opened through ``pyarrow.fs``. For S3 the endpoint comes from ``AWS_ENDPOINT_URL
 ``AWS_ENDPOINT_URL_S3``) when set, e.g. moto's server in tests or MinIO; credentials come from
 the usual AWS environment / profile chain, never from the repository.
 
-Layout (every file zstd Parquet)::
+Layout (every file zstd Parquet; on S3 each name also ends with ``-<content key>``, see below)::
 
-    LAKE/results/mode=score|train/date=YYYY-MM-DD/<run>-<key>.parquet   results (Hive partitions)
-    LAKE/prices/<name>.parquet                                           price history rows
-    LAKE/fx/<name>.parquet                                               exchange rates
-    LAKE/published_scaling/<name>.parquet                                published speedup curves
+    LAKE/results/mode=score|train/date=YYYY-MM-DD/<run>-<identity>.parquet   (Hive partitions)
+    LAKE/prices/<name>.parquet                    price history rows
+    LAKE/fx/<name>.parquet                        exchange rates
+    LAKE/published_scaling/<name>.parquet         published speedup curves
 
 Reading API (what the reports use; all return Arrow objects with the schemas of
 ``gpucompare.schema``)::
@@ -32,12 +32,20 @@ Why writes are safe:
 * atomic — a local file is written under a hidden temporary name (``.<name>.tmp-<uuid>``,
   which neither pyarrow's dataset discovery nor a ``*.parquet`` glob matches) and renamed
   into place; an S3 object appears only when its PUT (or multipart upload) completes.
-  A batch of files is first serialised in memory, then committed; if one commit fails the
-  files already committed are restored to what they were, so a failed ingest leaves the
-  lake as it was.
-* idempotent — a file's name is a function of what it holds (run id, provider, instance
-  type, region, market, target, mode, date), so ingesting the same run again replaces its
-  files instead of adding copies.
+  A batch of files is serialised in memory first, then committed; if putting one fails,
+  what was put so far is undone: a failed ingest leaves the lake as it was.
+* idempotent — ``<identity>`` hashes run id, provider, instance type, region, market,
+  target, mode and date, and each file carries a hash of its data (``ingested_at`` aside)
+  in its metadata. Ingesting the same data again writes nothing; ingesting changed data
+  of the same identity replaces the previous version instead of adding a copy.
+* no torn reads — locally, a new version is renamed over the old name (a reader that
+  opened the old file keeps reading it; a listing always finds the name). S3 has no such
+  swap and a Parquet read there is several ranged GETs, which an overwrite would tear
+  apart; so on S3 files are never overwritten: a version gets its own name
+  (``<run>-<identity>-<content key>.parquet``) and the versions it supersedes are deleted
+  once all new files are in. Meanwhile an S3 reader may see both versions for a moment
+  (the reports keep the newest result of each configuration) or miss a deleted one
+  (``file_vanished(exc)``; ``Lake.results_table`` reads again by itself).
 """
 
 from __future__ import annotations
@@ -65,6 +73,7 @@ from gpucompare import schema
 
 DEFAULT_LAKE = "./lake"
 COMPRESSION = "zstd"
+READ_ATTEMPTS = 3
 TABLE_KINDS: tuple[str, ...] = ("results", "prices", "fx", "published_scaling")
 #: Columns that identify one ingest unit: one file per unit and partition.
 RUN_IDENTITY: tuple[str, ...] = ("run_id", "provider", "instance_type", "region", "market", "target")
@@ -78,10 +87,14 @@ class LakeError(ValueError):
 
 @dataclass(frozen=True)
 class PendingFile:
-    """A file serialised in memory, waiting to be committed at ``path`` (relative to the lake)."""
+    """A file serialised in memory, waiting to be committed (see ``Lake.commit``).
 
-    path: str
+    ``stem`` is its path below the lake without the ending; ``content_key`` a hash of its
+    data (``ingested_at`` aside), also stored in the file's metadata."""
+
+    stem: str
     data: bytes
+    content_key: str
 
 
 def _s3_endpoint() -> str | None:
@@ -120,6 +133,13 @@ def open_lake(uri: str | None = None, *, filesystem: pafs.FileSystem | None = No
     return Lake(uri=uri, fs=fs, root=root)
 
 
+def file_vanished(exc: BaseException) -> bool:
+    """Whether a read failed because a listed file was deleted meanwhile (local or S3)."""
+    text = str(exc)
+    return isinstance(exc, FileNotFoundError) or any(
+        marker in text for marker in ("NO_SUCH_KEY", "RESOURCE_NOT_FOUND", "does not exist"))
+
+
 def safe_name(text: str) -> str:
     """``text`` reduced to characters safe in a file name and a Hive path segment."""
     cleaned = _SAFE_NAME.sub("_", text).strip("._")
@@ -135,6 +155,35 @@ def _to_parquet_bytes(table: pa.Table) -> bytes:
 def _content_key(values: Iterable[object]) -> str:
     digest = hashlib.sha256("\x1f".join("" if v is None else str(v) for v in values).encode())
     return digest.hexdigest()[:16]
+
+
+def _content_key_of(data: bytes) -> str | None:
+    """The content key stored in a committed Parquet file's metadata, if any."""
+    try:
+        metadata = pq.read_schema(pa.BufferReader(data)).metadata or {}
+    except pa.ArrowInvalid:
+        return None
+    key = metadata.get(CONTENT_KEY_METADATA)
+    return key.decode() if key else None
+
+
+def _table_key(table: pa.Table) -> str:
+    """Hash of a table's data, ignoring ``ingested_at`` (which differs at every ingest)."""
+    if "ingested_at" in table.column_names:
+        table = table.drop_columns(["ingested_at"])
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table.combine_chunks())
+    return hashlib.sha256(sink.getvalue()).hexdigest()[:12]
+
+
+CONTENT_KEY_METADATA = b"gpucompare.content_key"
+
+
+def _pending(stem: str, table: pa.Table) -> PendingFile:
+    key = _table_key(table)
+    metadata = {**(table.schema.metadata or {}), CONTENT_KEY_METADATA: key.encode()}
+    return PendingFile(stem, _to_parquet_bytes(table.replace_schema_metadata(metadata)), key)
 
 
 @dataclass(frozen=True)
@@ -192,7 +241,16 @@ class Lake:
 
     def results_table(self, filter: pc.Expression | None = None,  # noqa: A002
                       columns: list[str] | None = None) -> pa.Table:
-        """The results (optionally filtered, optionally only some columns) as one table."""
+        """The results (optionally filtered, optionally only some columns) as one table.
+
+        Discovers the files again if one vanished between listing and reading (a concurrent
+        re-ingest deleting the version it superseded)."""
+        for _ in range(READ_ATTEMPTS - 1):
+            try:
+                return self.results_dataset().to_table(filter=filter, columns=columns)
+            except OSError as exc:
+                if not file_vanished(exc):
+                    raise
         return self.results_dataset().to_table(filter=filter, columns=columns)
 
     def _read_kind(self, kind: str, table_schema: pa.Schema) -> pa.Table:
@@ -252,9 +310,9 @@ class Lake:
         for key in groups.to_pylist():
             part = table.take(pa.array(key["_row_list"], pa.int64()))
             identity = _content_key(key[c] for c in group_columns)
-            file_name = f"{safe_name(key['run_id'] or 'run')}-{identity}.parquet"
-            rel = f"results/mode={safe_name(key['mode'])}/date={key['date'].isoformat()}/{file_name}"
-            pending.append(PendingFile(rel, _to_parquet_bytes(part.select(schema.RESULTS_FILE_SCHEMA.names))))
+            partition = f"results/mode={safe_name(key['mode'])}/date={key['date'].isoformat()}"
+            stem = f"{partition}/{safe_name(key['run_id'] or 'run')}-{identity}"
+            pending.append(_pending(stem, part.select(schema.RESULTS_FILE_SCHEMA.names)))
         return pending
 
     def write_table(self, kind: str, name: str, table: pa.Table) -> str:
@@ -272,20 +330,87 @@ class Lake:
             table = table.select(expected.names).cast(expected)
         except (KeyError, pa.ArrowInvalid) as exc:
             raise LakeError(f"{kind} table does not match its schema: {exc}") from None
-        return [PendingFile(f"{kind}/{safe_name(name)}.parquet", _to_parquet_bytes(table))]
+        return [_pending(f"{kind}/{safe_name(name)}", table)]
+
+    @property
+    def is_local(self) -> bool:
+        return isinstance(self.fs, pafs.LocalFileSystem)
+
+    def file_path(self, pending: PendingFile) -> str:
+        """Where ``pending`` is committed, relative to the lake (see ``commit``)."""
+        if self.is_local:
+            return f"{pending.stem}.parquet"
+        return f"{pending.stem}-{pending.content_key}.parquet"
 
     def commit(self, files: list[PendingFile]) -> list[str]:
-        """Put every pending file in place, or none: on failure the lake is restored."""
+        """Put every pending file in place, or none; returns their paths (relative).
+
+        A file whose data is already committed is left alone, so committing the same data
+        twice changes nothing. If putting one file fails, what was put so far is undone and
+        the lake is as it was.
+
+        How a newer version replaces an older one differs, because the two stores differ:
+        locally, ``rename(2)`` over the same name swaps it whole (a reader that opened the
+        old file keeps reading it, a directory listing always finds the name). S3 has no
+        such swap, and a Parquet read there is several ranged GETs that an overwrite would
+        tear apart, so there a version gets its own name (``<stem>-<content key>``) and the
+        versions it supersedes are deleted once every new file is in; meanwhile a reader may
+        see both for a moment, or miss a deleted one (``file_vanished``: read again).
+        """
+        if self.is_local:
+            self._commit_replacing(files)
+        else:
+            self._commit_immutable(files)
+        return [self.file_path(pending) for pending in files]
+
+    def _commit_replacing(self, files: list[PendingFile]) -> None:
         previous: list[tuple[str, bytes | None]] = []
         try:
             for pending in files:
-                target = self.path(pending.path)
-                previous.append((target, self._read_bytes(target)))
+                target = self.path(self.file_path(pending))
+                old = self._read_bytes(target)
+                if old is not None and _content_key_of(old) == pending.content_key:
+                    continue
+                previous.append((target, old))
                 self._put_atomic(target, pending.data)
         except BaseException:
-            self._restore(previous)
+            for target, old in reversed(previous):
+                try:
+                    if old is None:
+                        self.fs.delete_file(target)
+                    else:
+                        self._put_atomic(target, old)
+                except OSError:  # pragma: no cover - best effort; the original error is re-raised
+                    continue
             raise
-        return [pending.path for pending in files]
+
+    def _commit_immutable(self, files: list[PendingFile]) -> None:
+        created: list[str] = []
+        try:
+            for pending in files:
+                target = self.path(self.file_path(pending))
+                if self._exists(target):
+                    continue
+                self._put_atomic(target, pending.data)
+                created.append(target)
+        except BaseException:
+            for target in reversed(created):
+                try:
+                    self.fs.delete_file(target)
+                except OSError:  # pragma: no cover - best effort; the original error is re-raised
+                    continue
+            raise
+        for pending in files:
+            self._delete_superseded(pending)
+
+    def _delete_superseded(self, pending: PendingFile) -> None:
+        directory, keep = self.path(self.file_path(pending)).rsplit("/", 1)
+        prefix = pending.stem.rsplit("/", 1)[-1] + "-"
+        for info in self.fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True)):
+            name = info.base_name
+            if (info.type == pafs.FileType.File and name.startswith(prefix) and name != keep
+                    and name.endswith(".parquet") and len(name) == len(keep)):
+                self.fs.delete_file(info.path)
 
     def _read_bytes(self, path: str) -> bytes | None:
         if not self._exists(path):
@@ -293,20 +418,9 @@ class Lake:
         with self.fs.open_input_stream(path) as stream:
             return stream.read()
 
-    def _restore(self, previous: list[tuple[str, bytes | None]]) -> None:
-        for path, data in reversed(previous):
-            try:
-                if data is None:
-                    if self._exists(path):
-                        self.fs.delete_file(path)
-                else:
-                    self._put_atomic(path, data)
-            except OSError:  # pragma: no cover - best effort; the original error is re-raised
-                continue
-
     def _put_atomic(self, path: str, data: bytes) -> None:
         parent = path.rsplit("/", 1)[0]
-        if isinstance(self.fs, pafs.LocalFileSystem):
+        if self.is_local:
             self.fs.create_dir(parent, recursive=True)
             base = path.rsplit("/", 1)[1]
             temp = f"{parent}/.{base}.tmp-{uuid.uuid4().hex}"
@@ -315,7 +429,7 @@ class Lake:
                     handle.write(data)
                     handle.flush()
                     os.fsync(handle.fileno())
-                os.replace(temp, path)  # rename(2): readers see the old file or the new one
+                os.replace(temp, path)  # rename(2): the file appears whole or not at all
             finally:
                 if os.path.exists(temp):
                     os.remove(temp)
