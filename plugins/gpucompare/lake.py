@@ -254,10 +254,14 @@ class Lake:
         return self.results_dataset().to_table(filter=filter, columns=columns)
 
     def _read_kind(self, kind: str, table_schema: pa.Schema) -> pa.Table:
-        tables = [
-            pq.read_table(self.path(rel), filesystem=self.fs).cast(table_schema)
-            for rel in self.list_files(kind)
-        ]
+        for attempt in range(READ_ATTEMPTS):
+            try:
+                tables = [pq.read_table(self.path(rel), filesystem=self.fs).cast(table_schema)
+                          for rel in self.list_files(kind)]
+                break
+            except OSError as exc:  # a version superseded meanwhile (S3): list again
+                if attempt == READ_ATTEMPTS - 1 or not file_vanished(exc):
+                    raise
         return pa.concat_tables(tables) if tables else table_schema.empty_table()
 
     def prices_table(self, include_shipped: bool = True) -> pa.Table:
@@ -286,8 +290,8 @@ class Lake:
     def write_results(self, table: pa.Table) -> list[str]:
         """Write result rows (``schema.RESULTS_SCHEMA`` columns incl. ``mode`` and ``date``).
 
-        One file per run identity (``RUN_IDENTITY``) and partition; an existing file of the
-        same identity is replaced. All or nothing. Returns the committed paths.
+        One file per run identity (``RUN_IDENTITY``) and partition; a previous version of
+        the same identity is replaced (see ``commit``). All or nothing. Returns the paths.
         """
         return self.commit(self.plan_results(table))
 
@@ -316,7 +320,7 @@ class Lake:
         return pending
 
     def write_table(self, kind: str, name: str, table: pa.Table) -> str:
-        """Write (or replace) ``LAKE/<kind>/<name>.parquet`` atomically; returns its path."""
+        """Write (or replace) the table file ``LAKE/<kind>/<name>`` atomically; returns its path."""
         return self.commit(self.plan_table(kind, name, table))[0]
 
     def plan_table(self, kind: str, name: str, table: pa.Table) -> list[PendingFile]:
@@ -437,13 +441,6 @@ class Lake:
             # An S3 object becomes visible only once its PUT / multipart upload completes.
             with self.fs.open_output_stream(path) as stream:
                 stream.write(data)
-
-    def remove(self, rel_paths: Iterable[str]) -> None:
-        """Delete committed files (relative paths) of the lake."""
-        for rel in rel_paths:
-            target = self.path(rel)
-            if self._exists(target):
-                self.fs.delete_file(target)
 
 
 def describe(lake: Lake) -> list[str]:
