@@ -56,10 +56,22 @@ def create_instance_profile(aws_client: Any) -> str:
     return name
 
 
+_IMAGE_IDS: dict[str, str] = {}
+
+
+def any_image_id(aws_client: Any, region: str = "us-east-1") -> str:
+    """One of the AMIs moto ships (filtered: listing all ~1,300 takes seconds)."""
+    key = region
+    if key not in _IMAGE_IDS:
+        images = aws_client("ec2", region_name=region).describe_images(
+            Owners=["amazon"], Filters=[{"Name": "name", "Values": ["amzn2-ami-hvm-*"]}])["Images"]
+        _IMAGE_IDS[key] = images[0]["ImageId"]
+    return _IMAGE_IDS[key]
+
+
 def publish_ami_parameter(aws_client: Any, region: str = "us-east-1") -> str:
     """Put one of moto's AMI ids under ``AMI_PARAMETER`` (see there why not /aws/…)."""
-    images = aws_client("ec2", region_name=region).describe_images(Owners=["amazon"])["Images"]
-    image_id = images[0]["ImageId"]
+    image_id = any_image_id(aws_client, region)
     aws_client("ssm", region_name=region).put_parameter(Name=AMI_PARAMETER, Value=image_id,
                                                         Type="String", Overwrite=True)
     return image_id

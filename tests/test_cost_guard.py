@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from bench_tasks.configs import Config, parse_sweep
 from gpucompare.targets import cost, ec2
 from gpucompare.targets.base import BudgetExceeded, TargetError
 from tests.ec2_support import (
@@ -45,28 +46,41 @@ def _fixed_price(price: float, currency: str = "USD"):
     return lookup, asked
 
 
+def _one(network: str, mode: str, batch: int, **settings: Any) -> Config:
+    [config] = parse_sweep({**settings, "matrix": [{"modes": [mode], "networks": [network],
+                                                    "batch_sizes": [batch]}]}).configs
+    return config
+
+
 def test_configurations_are_counted_like_the_sweep_expands_them():
     config = {"matrix": [
         {"modes": ["score", "train"], "networks": ["alexnet", "resnet-50"], "batch_sizes": [1, 2, 4],
          "dtypes": ["float32", "float16"], "devices": ["gpu:0", "gpu:0,gpu:1"]},
-        {"modes": ["score"], "networks": "resnet-50,alexnet", "batch_sizes": [8]},
+        {"modes": ["score"], "networks": ["resnet-50", "googlenet"], "batch_sizes": [8]},
     ]}
     estimate = cost.estimate_sweep_time([config])
     assert estimate.configurations == 2 * 2 * 3 * 2 * 2 + 2
     assert cost.estimate_sweep_time([NIGHTLY]).configurations == 7 * 6 + 3 * 4
+    with pytest.raises(TargetError, match=r"sweep_configs\[0\].*networks"):
+        cost.estimate_sweep_time([{"matrix": [{"modes": ["score"], "networks": ["lenet"],
+                                               "batch_sizes": [1]}]}])
 
 
 def test_a_configuration_costs_its_overhead_plus_its_batches_and_never_more_than_its_timeout():
     settings = {"warmup": 5, "batches": 10, "repeats": 3, "timeout_s": 900}
-    alexnet = cost.configuration_seconds("alexnet", "score", 32, settings)
+    alexnet = cost.configuration_seconds(_one("alexnet", "score", 32, **settings))
     assert alexnet == pytest.approx(cost.CONFIG_OVERHEAD_S + 35 * 32 / 202.66)
     # a slow network at a big batch would run past its time limit: the worker stops it there
-    assert cost.configuration_seconds("resnet-50", "train", 512, settings) == 900
+    assert cost.configuration_seconds(_one("resnet-50", "train", 512, **settings)) == 900
     # measured history (faster than the K80 default) shortens the estimate
-    faster = cost.configuration_seconds("alexnet", "score", 32, settings, {("alexnet", "score"): 2000.0})
+    history = {("alexnet", "score"): 2000.0}
+    faster = cost.configuration_seconds(_one("alexnet", "score", 32, **settings), history)
     assert cost.CONFIG_OVERHEAD_S < faster < alexnet
-    with pytest.raises(TargetError, match="network='lenet'.*known networks: alexnet"):
-        cost.configuration_seconds("lenet", "score", 1, settings)
+    # weak scaling holds the per-device batch: two devices, twice the images per step
+    matrix = {"modes": ["train"], "networks": ["alexnet"], "batch_sizes": [8], "devices": ["gpu:0,gpu:1"],
+              "scaling": "weak"}
+    weak = parse_sweep({**settings, "matrix": [matrix]}).configs[0]
+    assert cost.configuration_seconds(weak) == pytest.approx(cost.CONFIG_OVERHEAD_S + 35 * 16 / 230.69)
 
 
 def test_every_network_and_mode_has_a_default_throughput():
@@ -82,7 +96,7 @@ def test_spot_is_priced_at_on_demand_and_the_cost_is_hours_times_price():
     estimate = cost.estimate_run_cost("g5.xlarge", "us-east-1", "spot", [TINY_SWEEP], price_lookup=lookup,
                                       on_date=ON, provisioning_overhead_s=1800)
     assert asked == [("g5.xlarge", "us-east-1", "on_demand", ON)]
-    seconds = 1800 + cost.configuration_seconds("alexnet", "score", 1, TINY_SWEEP)
+    seconds = 1800 + cost.configuration_seconds(parse_sweep(TINY_SWEEP).configs[0])
     assert estimate.cost == pytest.approx(seconds / 3600 * 2.0)
     assert estimate.market == "spot" and estimate.priced_market == "on_demand"
 

@@ -15,6 +15,7 @@ import pytest
 from gpucompare.targets import ec2, sweeper
 from tests.ec2_support import (
     CONN_ID,
+    any_image_id,
     create_instance_profile,
     ec2_spec,
     live_instances,
@@ -32,7 +33,7 @@ def _iso(moment: datetime) -> str:
 
 def _launch(aws_client: Any, region: str, tags: dict[str, str]) -> str:
     client = aws_client("ec2", region_name=region)
-    image_id = client.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    image_id = any_image_id(aws_client, region)
     spec = [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]
     kwargs = {"TagSpecifications": spec} if tags else {}
     return client.run_instances(ImageId=image_id, MinCount=1, MaxCount=1, InstanceType="g4dn.xlarge",

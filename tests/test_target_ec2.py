@@ -228,8 +228,7 @@ def test_what_run_command_is_sent_and_polled(aws, aws_client):
     read back from the endpoint; the polling ends on moto's immediate Success."""
     run_id = new_run_id()
     target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
-    hostile = "it's a \"test\"; $(touch /tmp/pwned) `id` && rm -rf /"
-    sweep = {**TINY_SWEEP, "note": hostile}
+    sweep = TINY_SWEEP
     requested_instances: list[list[str]] = []
     target.ssm_hook.conn.meta.events.register(
         "provide-client-params.ssm.SendCommand",
@@ -252,10 +251,10 @@ def test_what_run_command_is_sent_and_polled(aws, aws_client):
         assert lines == target.sweep_commands(state, sweep)
         assert lines[:2] == ["#!/bin/bash", "set -euo pipefail"]
         script = "\n".join(lines)
-        assert hostile not in script and "touch /tmp/pwned" not in script  # only inside base64
+        assert '"matrix"' not in script  # the config travels only base64-encoded
         encoded = next(line for line in lines if "base64 -d" in line).split()[1]
         config = json.loads(base64.b64decode(shlex.split(encoded)[0]))
-        assert config["note"] == hostile and config["run_id"] == run_id
+        assert config == {**sweep, "run_id": run_id}
         assert any(" -m bench_tasks sweep --config " in line for line in lines)
         assert lines[-1].startswith("aws s3 cp ") and lines[-1].endswith(state.remote_results)
         # every line parses as shell words: nothing left unquoted or unbalanced
@@ -263,6 +262,12 @@ def test_what_run_command_is_sent_and_polled(aws, aws_client):
             shlex.split(line)
         invocation = target.wait_for_command(sent["CommandId"], state.resource_id, 5)
         assert invocation["Status"] == "Success"
+
+        # a config the worker would refuse is refused here, before anything is sent
+        hostile = {**TINY_SWEEP, "matrix": [{**TINY_SWEEP["matrix"][0], "networks": ["x'; rm -rf / #"]}]}
+        with pytest.raises(TargetError, match="networks"):
+            target.run_sweep(state, hostile, timeout_s=60)
+        assert len(requested_instances) == 2
     finally:
         target.teardown(state)
 
@@ -418,3 +423,75 @@ def test_the_iam_policies_allow_every_call_the_target_makes(aws, aws_client, tmp
     assert f"aws:RequestTag/{ec2.RUN_ID_TAG}" in policy and f"aws:ResourceTag/{ec2.RUN_ID_TAG}" in policy
     assert f"aws:RequestTag/{ec2.EXPIRES_AT_TAG}" in policy
     assert sweeper.EXPIRES_AT_TAG == ec2.EXPIRES_AT_TAG
+
+
+def _rewrite_invocations(target: ec2.Ec2Target, statuses: list[dict[str, Any]]) -> list[str]:
+    """Replace moto's instant Success by the given answers, one per poll (the last repeats).
+
+    Stands in for a command that runs for a while on a real instance (InProgress), fails
+    (Failed, exit code, stderr) or hangs: moto finishes every command at once.
+    """
+    seen: list[str] = []
+
+    def rewrite(parsed: dict[str, Any], **_: Any) -> None:
+        answer = statuses[min(len(seen), len(statuses) - 1)]
+        seen.append(answer["Status"])
+        parsed.update(answer)
+
+    target.ssm_hook.conn.meta.events.register("after-call.ssm.GetCommandInvocation", rewrite)
+    return seen
+
+
+def test_polling_follows_the_command_until_it_ends(aws, aws_client):
+    run_id = new_run_id()
+    lines: list[str] = []
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]), line_sink=lines.append)
+    state = target.prepare(run_id)
+    try:
+        state = target.deploy(state)
+        seen = _rewrite_invocations(target, [
+            {"Status": "Pending"}, {"Status": "InProgress"}, {"Status": "InProgress"},
+            {"Status": "Success", "ResponseCode": 0, "StandardOutputContent": "",
+             "StandardErrorContent": "[1/1] score alexnet b1 cpu: ok 12.3 img/s\n"}])
+        target.run_sweep(state, TINY_SWEEP, timeout_s=30)
+        assert seen == ["Pending", "InProgress", "InProgress", "Success"]
+        assert lines == ["[1/1] score alexnet b1 cpu: ok 12.3 img/s"]
+    finally:
+        target.teardown(state)
+
+
+def test_a_failed_command_raises_with_its_stderr_tail(aws, aws_client):
+    run_id = new_run_id()
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]), line_sink=lambda _: None)
+    state = target.prepare(run_id)
+    try:
+        state = target.deploy(state)
+        stderr = "\n".join(f"line {n}" for n in range(100)) + "\nModuleNotFoundError: No module named 'mxnet'"
+        failure = {"Status": "Failed", "ResponseCode": 1, "StandardErrorContent": stderr}
+        _rewrite_invocations(target, [failure])
+        with pytest.raises(TargetError) as failed:
+            target.run_sweep(state, TINY_SWEEP, timeout_s=30)
+        message = str(failed.value)
+        assert "sweep on" in message and "Failed" in message and "exit code 1" in message
+        assert "No module named 'mxnet'" in message and "line 99" in message and "line 10\n" not in message
+    finally:
+        target.teardown(state)
+    assert live_instances(aws_client, run_id) == []
+
+
+def test_a_command_past_its_time_limit_is_cancelled(aws, aws_client):
+    run_id = new_run_id()
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+    state = target.prepare(run_id)
+    try:
+        state = target.deploy(state)
+        cancelled: list[str] = []
+        target.ssm_hook.conn.meta.events.register(
+            "provide-client-params.ssm.CancelCommand",
+            lambda params, **_: cancelled.append(params["CommandId"]))
+        seen = _rewrite_invocations(target, [{"Status": "InProgress"}])
+        with pytest.raises(TargetError, match="still InProgress after 1 s: cancelled"):
+            target.run_sweep(state, TINY_SWEEP, timeout_s=1)
+        assert len(cancelled) == 1 and len(seen) >= 2
+    finally:
+        target.teardown(state)

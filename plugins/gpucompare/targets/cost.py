@@ -8,9 +8,11 @@ The estimate is deliberately pessimistic, because the guard exists to stop surpr
     hours = (provisioning overhead + Σ per-configuration seconds) / 3600
     cost  = hours × price per hour (of the instance type, region and market, at a date)
 
+* The sweeps are expanded into configurations by the worker's own parser
+  (``bench_tasks.configs.parse_sweep``), so the guard counts exactly what will run.
 * A configuration's seconds = a fixed per-process overhead (interpreter start, MXNet
   import, symbol bind, cuDNN autotune: ``CONFIG_OVERHEAD_S``) + (warm-up + timed batches ×
-  repeats) × batch size / images per second, and never more than the configuration's own
+  repeats) × images per step / images per second, and never more than the configuration's own
   time limit (the worker kills it there).
 * Images per second come from ``history`` when the caller has measured the network and
   mode before (e.g. from the lake), otherwise from ``DEFAULT_IMAGES_PER_SEC``: the slowest
@@ -28,6 +30,7 @@ from datetime import UTC, date, datetime
 from typing import Any, NamedTuple
 
 from bench_tasks import constants
+from bench_tasks.configs import Config, ConfigError, parse_sweep
 from gpucompare.targets.base import BudgetExceeded, TargetError
 
 #: Seconds a configuration costs beyond its batches: a fresh process, ``import mxnet``,
@@ -118,69 +121,37 @@ class CostEstimate:
         )
 
 
-def _as_list(value: Any) -> list[Any]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()] if "," in value else [value]
-    return list(value)
+def parse_sweeps(sweep_configs: Iterable[Mapping[str, Any]]) -> list[Config]:
+    """Every configuration of the sweeps, expanded by the worker's own parser (one rule)."""
+    configs: list[Config] = []
+    for index, sweep_config in enumerate(sweep_configs):
+        try:
+            configs.extend(parse_sweep(dict(sweep_config), where=f"sweep_configs[{index}]").configs)
+        except ConfigError as exc:
+            raise TargetError(f"cost guard: {exc}") from exc
+    return configs
 
 
-def _matrix_settings(sweep_config: Mapping[str, Any], matrix: Mapping[str, Any]) -> dict[str, Any]:
-    """A matrix entry with the sweep's top-level keys as its defaults (the sweep file's rule)."""
-    settings = {key: value for key, value in sweep_config.items() if key != "matrix"}
-    settings.update(matrix)
-    return settings
-
-
-def _devices_lists(settings: Mapping[str, Any]) -> list[Any]:
-    # a device list is "gpu:0,gpu:1" (one configuration), so only the outer list counts
-    devices = settings.get("devices", ["cpu"])
-    return [devices] if isinstance(devices, str) else list(devices)
-
-
-def configuration_seconds(network: str, mode: str, batch_size: int, settings: Mapping[str, Any],
-                          history: Mapping[tuple[str, str], float] | None = None) -> float:
+def configuration_seconds(config: Config, history: Mapping[tuple[str, str], float] | None = None) -> float:
     """Expected wall time of one configuration (fresh process + warm-up + timed batches)."""
-    images_per_sec = (history or {}).get((network, mode)) or DEFAULT_IMAGES_PER_SEC.get((network, mode))
+    key = (config.network, config.mode)
+    images_per_sec = (history or {}).get(key) or DEFAULT_IMAGES_PER_SEC.get(key)
     if not images_per_sec or images_per_sec <= 0:
-        raise TargetError(
-            f"cost guard: no throughput estimate for network={network!r} mode={mode!r}; "
-            f"known networks: {', '.join(constants.NETWORKS)}; modes: {', '.join(constants.MODES)}"
-        )
-    warmup = int(settings.get("warmup", constants.DEFAULT_WARMUP_BATCHES))
-    batches = int(settings.get("batches", constants.DEFAULT_TIMED_BATCHES))
-    repeats = int(settings.get("repeats", constants.DEFAULT_REPEATS))
-    timeout_s = float(settings.get("timeout_s", constants.DEFAULT_CONFIG_TIMEOUT_S))
-    steps = warmup + batches * repeats
-    seconds = CONFIG_OVERHEAD_S + steps * batch_size / images_per_sec
-    return min(seconds, timeout_s)
+        raise TargetError(f"cost guard: no throughput estimate for network={config.network!r} "
+                          f"mode={config.mode!r}; known: {', '.join(constants.NETWORKS)}")
+    steps = config.warmup + config.batches * config.repeats
+    # worker_batch: the images of one step on this host (weak scaling multiplies per device)
+    seconds = CONFIG_OVERHEAD_S + steps * config.worker_batch / images_per_sec
+    return min(seconds, config.timeout_s)
 
 
 def estimate_sweep_time(sweep_configs: Iterable[Mapping[str, Any]], *,
                         history: Mapping[tuple[str, str], float] | None = None,
                         provisioning_overhead_s: float = PROVISIONING_OVERHEAD_S) -> SweepTimeEstimate:
     """Expected time of the given sweeps on one machine: configurations × their estimates."""
-    count = 0
-    seconds = 0.0
-    for sweep_config in sweep_configs:
-        matrices = sweep_config.get("matrix")
-        if not matrices:
-            raise TargetError("cost guard: sweep config has no 'matrix' (a list of matrices to expand)")
-        for matrix in matrices:
-            settings = _matrix_settings(sweep_config, matrix)
-            combos = [
-                (mode, network, int(batch))
-                for mode in _as_list(settings.get("modes"))
-                for network in _as_list(settings.get("networks"))
-                for batch in _as_list(settings.get("batch_sizes"))
-            ]
-            dtypes = _as_list(settings.get("dtypes")) or ["float32"]
-            repeat_for = len(dtypes) * len(_devices_lists(settings))
-            for mode, network, batch in combos:
-                count += repeat_for
-                seconds += repeat_for * configuration_seconds(network, mode, batch, settings, history)
-    return SweepTimeEstimate(configurations=count, sweep_seconds=seconds,
+    configs = parse_sweeps(sweep_configs)
+    return SweepTimeEstimate(configurations=len(configs),
+                             sweep_seconds=sum(configuration_seconds(c, history) for c in configs),
                              provisioning_seconds=provisioning_overhead_s)
 
 

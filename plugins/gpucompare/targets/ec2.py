@@ -56,6 +56,7 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import urlparse
 
+from bench_tasks.configs import ConfigError, parse_sweep
 from gpucompare.targets import cost
 from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState
 
@@ -522,6 +523,11 @@ class Ec2Target(Target):
         if not state.workdir:
             raise TargetError("run_sweep before deploy: the state has no workdir")
         config = {"run_id": state.run_id, **sweep_config}
+        try:
+            # refused here, with the field named, rather than on the instance after a long wait
+            parse_sweep(config, where="sweep_config")
+        except ConfigError as exc:
+            raise TargetError(str(exc)) from exc
         config_json = json.dumps(config, sort_keys=True)
         rundir = f"{self.options.remote_root}/runs/{run_key(state.run_id)}"
         destination = f"s3://{self.options.results_bucket}/{self._results_key(state.run_id)}"
@@ -576,8 +582,9 @@ class Ec2Target(Target):
         """Poll GetCommandInvocation until a final status; cancel and raise past the time limit."""
         from botocore.exceptions import ClientError
 
-        # the agent enforces executionTimeout; allow it time to notice before we give up
-        deadline = time.monotonic() + timeout_s + max(60.0, 4 * self.options.poll_interval_s)
+        # the agent enforces executionTimeout itself; give it time to report before we give up
+        grace = max(4 * self.options.poll_interval_s, min(60.0, timeout_s / 10))
+        deadline = time.monotonic() + timeout_s + grace
         last_status = None
         while True:
             try:
