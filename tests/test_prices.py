@@ -268,3 +268,12 @@ def test_clients_from_an_airflow_connection_reach_the_endpoint(
     assert ec2.meta.endpoint_url == aws_endpoint
     history = ec2.describe_spot_price_history(InstanceTypes=["g5.xlarge"])["SpotPriceHistory"]
     assert {entry["InstanceType"] for entry in history} == {"g5.xlarge"}
+
+
+def test_duplicate_price_rows_are_kept_once_first_wins() -> None:
+    first = ("leadergpu", "ltbv14", None, "on_demand", "GTX 1080", 1, 0.06, "EUR", "minute",
+             dt.date(2017, 6, 1), "lake copy")
+    same_again = (*first[:-1], "shipped copy")
+    other_day = (*first[:9], dt.date(2018, 1, 1), "later")
+    table = prices.deduplicate_prices(price_rows(other_day, first, same_again))
+    assert table["source"].to_pylist() == ["lake copy", "later"]  # sorted by date, first copy kept
