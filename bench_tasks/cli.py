@@ -204,7 +204,7 @@ def _run(args: argparse.Namespace) -> int:
     configs, file_run_id = configurations(args)
     check_distributed(configs)
     run_id = args.run_id or file_run_id or sweep.new_run_id()
-    info = sysinfo.collect()
+    info = sysinfo.collect(with_mxnet=False)  # MXNet's part comes from the first runner
     writer = sweep.RecordWriter(args.output)
     try:
         runner = sweep.Sweep(group_by_process(configs), info=info, run_id=run_id, writer=writer,

@@ -36,6 +36,7 @@ class _Session:
         self.cache = ParamCache()
         self.symbols: dict[tuple[str, str], Any] = {}
         self.kvstores: dict[str, Any] = {}
+        self.parameter_counts: dict[str, int | None] = {}
 
     def symbol(self, network: str, dtype: str) -> Any:
         from bench_tasks import networks
@@ -45,6 +46,16 @@ class _Session:
             self.symbols.clear()
             self.symbols[key] = networks.get_symbol(network, dtype=dtype)
         return self.symbols[key]
+
+    def parameter_count(self, network: str) -> int | None:
+        from bench_tasks import networks
+
+        if network not in self.parameter_counts:
+            try:
+                self.parameter_counts[network] = int(networks.parameter_count(network))
+            except Exception:  # the count is descriptive; never fail a measurement on it
+                self.parameter_counts[network] = None
+        return self.parameter_counts[network]
 
     def kvstore(self, kind: str) -> Any:
         # A dist kvstore joins the DMLC_* cluster once per process, so it is created once.
@@ -105,17 +116,8 @@ def run_one(config: Config, session: _Session) -> dict[str, Any]:
         "warmup_s": result.warmup_s,
         "timed_s": result.timed_s,
         "total_s": time.perf_counter() - started,
-        "parameters": _parameter_count(config.network),
+        "parameters": session.parameter_count(config.network),
     }
-
-
-def _parameter_count(network: str) -> int | None:
-    from bench_tasks import networks
-
-    try:
-        return int(networks.parameter_count(network))
-    except Exception:  # the count is descriptive; never fail a measurement on it
-        return None
 
 
 def _protocol_stream() -> IO[str]:
@@ -141,9 +143,12 @@ def main() -> int:
     _die_with_parent()
     protocol = _protocol_stream()
     session = _Session()
-    import mxnet  # noqa: F401 - import before "ready" so the first configuration's clock is fair
+    from bench_tasks.sysinfo import mxnet_details
 
-    protocol.write(json.dumps({"event": "ready", "pid": os.getpid()}) + "\n")
+    # MXNet is imported (by mxnet_details) before "ready": the sweep learns the build's
+    # features from here, so it never has to import mxnet itself.
+    hello = {"event": "ready", "pid": os.getpid(), "mxnet": mxnet_details(count_gpus=True)}
+    protocol.write(json.dumps(hello) + "\n")
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -151,4 +156,10 @@ def main() -> int:
         result = run_one(config, session)
         protocol.write(json.dumps(result) + "\n")
         protocol.flush()
-    return 0
+    protocol.flush()
+    sys.stderr.flush()
+    if session.kvstores:
+        return 0  # a dist kvstore must leave its cluster properly (at interpreter exit)
+    # Skip MXNet's engine teardown at interpreter exit (slow, and nothing is left to save):
+    # the sweep waits for this process to end before it starts the next one.
+    os._exit(0)

@@ -20,12 +20,14 @@ Time limits. Each configuration has ``timeout_s`` from the moment it is handed t
 process group is killed and the cell gets a ``timeout`` record; the next configuration
 starts a new runner.
 
-Statuses decided before running (no process is started for them): batch smaller than the
-number of devices (MXNet's "Too many slices"), GPU devices on a build without CUDA, float16
-on CPU devices (MXNet 1.x has no float16 GEMM on the CPU: "FP16 gemm on cpu not
-implemented!"), ``nccl`` without NCCL or on CPU devices, dist kvstores without
-distributed-kvstore support. Everything else is decided by running, and classified from
-MXNet's message by ``bench_tasks.errors``.
+Statuses decided before measuring. Without any process: batch smaller than the number of
+devices (MXNet's "Too many slices"), float16 on CPU devices (MXNet 1.x has no float16 GEMM
+on the CPU: "FP16 gemm on cpu not implemented!"). From the build details the runner reports
+when it is ready (this process never imports mxnet, so it starts fast): GPU devices on a
+build without CUDA or beyond the GPUs MXNet sees, ``nccl`` without NCCL or on CPU devices,
+dist kvstores without distributed-kvstore support; the runner is kept for the next
+configuration. Everything else is decided by running, and classified from MXNet's message
+by ``bench_tasks.errors``.
 
 Output. One JSON Lines record per configuration, validated by ``bench_tasks.record``,
 appended and flushed (and fsync'ed) as soon as the configuration finishes, so a sweep
@@ -78,12 +80,23 @@ def new_run_id() -> str:
 
 # --------------------------------------------------------------------------- decided before running
 
-def precheck(config: Config, info: SystemInfo) -> tuple[str, str] | None:
-    """(status, message) for a configuration that cannot run here, or None to run it."""
+def precheck_static(config: Config) -> tuple[str, str] | None:
+    """(status, message) for a configuration that cannot run on any MXNet 1.x host, or None."""
     if config.worker_batch < len(config.devices):
         return ("batch_smaller_than_devices",
                 f"batch {config.worker_batch} is smaller than the {len(config.devices)} devices "
                 f"{','.join(config.devices)} (MXNet: Too many slices)")
+    if config.device_kind == "cpu" and config.dtype == "float16":
+        return ("unsupported", "float16 on CPU devices: MXNet 1.x has no float16 GEMM on the CPU "
+                "(FP16 gemm on cpu not implemented!)")
+    return None
+
+
+def precheck_build(config: Config, info: SystemInfo) -> tuple[str, str] | None:
+    """(status, message) for a configuration this MXNet build or host cannot run, or None.
+
+    Needs MXNet's details (``info.mxnet_details_known``), which the first runner reports.
+    """
     features = set(info.mxnet_features)
     if config.device_kind == "gpu":
         if "CUDA" not in features:
@@ -93,9 +106,6 @@ def precheck(config: Config, info: SystemInfo) -> tuple[str, str] | None:
         missing = [d for d in config.devices if int(d.split(":")[1]) >= visible]
         if missing:
             return ("unsupported", f"device {missing[0]} is not available: {visible} GPU(s) visible")
-    if config.device_kind == "cpu" and config.dtype == "float16":
-        return ("unsupported", "float16 on CPU devices: MXNet 1.x has no float16 GEMM on the CPU "
-                "(FP16 gemm on cpu not implemented!)")
     if config.kvstore == "nccl" and (config.device_kind != "gpu" or "NCCL" not in features):
         return ("unsupported", "kvstore nccl needs GPU devices and an MXNet build with NCCL")
     if config.distributed and "DIST_KVSTORE" not in features:
@@ -223,7 +233,7 @@ class RunnerProcess:
         assert self.process.stdout is not None
         os.set_blocking(self.process.stdout.fileno(), False)
         self._selector.register(self.process.stdout, selectors.EVENT_READ)
-        self.ready = False
+        self.hello: dict[str, Any] | None = None
 
     def _read_line(self, deadline: float) -> dict[str, Any]:
         assert self.process.stdout is not None
@@ -255,12 +265,17 @@ class RunnerProcess:
         self._stderr.seek(max(0, size - STDERR_TAIL_BYTES))
         return self._stderr.read().decode("utf-8", errors="replace")
 
-    def run(self, config: Config, deadline: float) -> dict[str, Any]:
-        if not self.ready:
+    def wait_ready(self, deadline: float) -> dict[str, Any]:
+        """The runner's first line: its pid and MXNet's details (version, features, GPUs)."""
+        if self.hello is None:
             event = self._read_line(deadline)
             if event.get("event") != "ready":
                 raise RunnerGone(f"unexpected first line from the measuring process: {event!r}")
-            self.ready = True
+            self.hello = event
+        return self.hello
+
+    def run(self, config: Config, deadline: float) -> dict[str, Any]:
+        self.wait_ready(deadline)
         assert self.process.stdin is not None
         try:
             self.process.stdin.write((json.dumps(config.to_json()) + "\n").encode())
@@ -358,7 +373,12 @@ class Sweep:
         runner, _fresh = self._runner_for(config)
         deadline = start + config.timeout_s
         try:
-            result = runner.run(config, deadline)
+            hello = runner.wait_ready(deadline)
+            if not self.info.mxnet_details_known:
+                self.info.add_mxnet_details(hello["mxnet"])
+            decided = precheck_build(config, self.info)
+            # a healthy runner is kept for the next configuration when this one cannot run
+            result = {"status": decided[0], "error": decided[1]} if decided else runner.run(config, deadline)
         except RunnerTimeout:
             self._drop_runner(graceful=False)
             outcome = Outcome("timeout", f"no result within the time limit of {config.timeout_s:g} s; "
@@ -369,7 +389,7 @@ class Sweep:
         else:
             status = result.get("status", "error")
             outcome = Outcome(status, result.get("error"), result)
-            if status != "ok":
+            if status != "ok" and not decided:
                 # Restart after any failure: MXNet does not give back memory after an OOM.
                 self._drop_runner(graceful=False)
             elif self.isolation == "config":
@@ -380,7 +400,7 @@ class Sweep:
 
     def run(self) -> list[dict[str, Any]]:
         """Run every configuration; return the records written (in order)."""
-        decided = {i: precheck(c, self.info) for i, c in enumerate(self.configs)}
+        decided = {i: precheck_static(c) for i, c in enumerate(self.configs)}
         to_run = sum(1 for v in decided.values() if v is None)
         sweep_start = time.monotonic()
         ran = 0
@@ -411,7 +431,11 @@ class Sweep:
         total = len(self.configs)
         if record["status"] == "ok":
             cv = f", cv {record['cv'] * 100:.1f}%" if record["cv"] is not None else ""
-            what = f"ok {record['images_per_sec']:.2f} img/s{cv}"
+            result = outcome.result or {}
+            split = ", ".join(f"{name} {result[key]:.1f} s" for name, key in
+                              (("setup", "setup_s"), ("warm-up", "warmup_s"), ("timed", "timed_s"))
+                              if key in result)
+            what = f"ok {record['images_per_sec']:.2f} img/s{cv} [{split}]"
         else:
             first_line = (record["error"] or "").splitlines()[0][:120]
             what = f"{record['status']}: {first_line}"

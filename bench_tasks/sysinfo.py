@@ -46,6 +46,7 @@ class SystemInfo:
     mxnet_version: str | None = None
     mxnet_features: list[str] = field(default_factory=list)
     mxnet_num_gpus: int | None = None
+    mxnet_details_known: bool = False
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -57,6 +58,16 @@ class SystemInfo:
     @property
     def driver_version(self) -> str | None:
         return next((g.driver_version for g in self.gpus if g.driver_version), None)
+
+    def add_mxnet_details(self, details: dict[str, Any]) -> None:
+        """Fill in what :func:`mxnet_details` found (in this or a measuring process)."""
+        self.mxnet_version = details["mxnet_version"]
+        self.mxnet_features = list(details["mxnet_features"])
+        self.cuda_version = details["cuda_version"]
+        self.cudnn_version = details["cudnn_version"]
+        self.mxnet_details_known = True
+        num_gpus = details["mxnet_num_gpus"]
+        self.mxnet_num_gpus = visible_gpu_count(len(self.gpus)) if num_gpus is None else num_gpus
 
     def record_fields(self, devices: tuple[str, ...]) -> dict[str, Any]:
         """The environment columns of a result record for a run on ``devices``.
@@ -206,8 +217,30 @@ def mxnet_build() -> tuple[str | None, list[str], Any]:
     return mx.__version__, enabled, getattr(mx.base, "_LIB", None)
 
 
+def mxnet_details(count_gpus: bool = False) -> dict[str, Any]:
+    """MXNet's side of the environment (imports mxnet): version, build features, CUDA, cuDNN.
+
+    ``count_gpus`` asks MXNet itself (``mx.context.num_gpus()``, which initialises CUDA); without
+    it the count is nvidia-smi's list restricted by CUDA_VISIBLE_DEVICES.
+    """
+    version, features, mx_lib = mxnet_build()
+    cuda_enabled = "CUDA" in features
+    cuda, cudnn = cuda_versions(mx_lib, cuda_enabled)
+    if not cuda_enabled:
+        num_gpus = 0
+    elif count_gpus:
+        import mxnet as mx
+
+        num_gpus = mx.context.num_gpus()
+    else:
+        num_gpus = None
+    return {"mxnet_version": version, "mxnet_features": features, "cuda_version": cuda,
+            "cudnn_version": cudnn, "mxnet_num_gpus": num_gpus}
+
+
 def collect(with_mxnet: bool = True) -> SystemInfo:
-    """Gather the environment of this host. ``with_mxnet=False`` skips importing mxnet."""
+    """Gather the environment of this host. ``with_mxnet=False`` skips importing mxnet
+    (the sweep gets MXNet's details from its first measuring process instead)."""
     gpus, smi_status = query_gpus()
     info = SystemInfo(
         host=socket.gethostname(),
@@ -217,13 +250,21 @@ def collect(with_mxnet: bool = True) -> SystemInfo:
         nvidia_smi=smi_status,
     )
     if with_mxnet:
-        info.mxnet_version, info.mxnet_features, mx_lib = mxnet_build()
-        cuda_enabled = "CUDA" in info.mxnet_features
-        info.cuda_version, info.cudnn_version = cuda_versions(mx_lib, cuda_enabled)
-        # The GPU count MXNet would use, without creating a CUDA context: nvidia-smi's list
-        # restricted by CUDA_VISIBLE_DEVICES (the measuring process checks mx.context.num_gpus()).
-        info.mxnet_num_gpus = visible_gpu_count(len(gpus)) if cuda_enabled else 0
+        info.add_mxnet_details(mxnet_details())
+    else:
+        info.mxnet_version = installed_mxnet_version()
     return info
+
+
+def installed_mxnet_version() -> str | None:
+    """MXNet's version from the installed distribution (mxnet, mxnet-cu112, ...), no import."""
+    from importlib import metadata
+
+    for distribution in metadata.distributions():
+        name = (distribution.metadata["Name"] or "").lower()
+        if name == "mxnet" or name.startswith("mxnet-"):
+            return distribution.version
+    return None
 
 
 def visible_gpu_count(physical: int) -> int:
