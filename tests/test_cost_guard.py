@@ -128,6 +128,8 @@ def test_the_refusal_names_estimate_cap_currency_and_instance_type():
         cost.check_budget(estimate, just_enough - 0.02, "USD")
     with pytest.raises(TargetError, match="budget_currency='EUR'"):
         cost.check_budget(estimate, 100.0, "EUR")
+    with pytest.raises(BudgetExceeded):  # a cap of 0 refuses every paid run
+        cost.check_budget(estimate, 0, "USD")
 
 
 @pytest.mark.integration

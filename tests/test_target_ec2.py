@@ -18,6 +18,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -282,6 +283,7 @@ def test_bad_options_are_refused_with_the_field_named():
         ({**base, "ttl_minutes": 1}, "'ttl_minutes'"),
         ({**base, "budget_cap": 5}, "'budget_cap' needs 'sweep_configs'"),
         ({**base, "remote_root": "relative/path"}, "'remote_root'"),
+        ({**base, "instance_profil": "typo"}, "'instance_profil' is not known; allowed: ami, "),
     ]
     for options, message in cases:
         spec = TargetSpec(name="t", kind="ec2", provider="aws", instance_type="g4dn.xlarge",
@@ -493,5 +495,23 @@ def test_a_command_past_its_time_limit_is_cancelled(aws, aws_client):
         with pytest.raises(TargetError, match="still InProgress after 1 s: cancelled"):
             target.run_sweep(state, TINY_SWEEP, timeout_s=1)
         assert len(cancelled) == 1 and len(seen) >= 2
+    finally:
+        target.teardown(state)
+
+
+def test_an_instance_that_dies_mid_command_ends_the_wait(aws, aws_client):
+    """The instance is terminated (standing in for a spot interruption) while the command
+    still reads InProgress: the wait ends at the next poll instead of at the time limit."""
+    run_id = new_run_id()
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+    state = target.prepare(run_id)
+    try:
+        state = target.deploy(state)
+        _rewrite_invocations(target, [{"Status": "InProgress"}])
+        aws_client("ec2").terminate_instances(InstanceIds=[state.resource_id])
+        started = time.monotonic()
+        with pytest.raises(TargetError, match=r"is (shutting-down|terminated) while SSM command"):
+            target.run_sweep(state, TINY_SWEEP, timeout_s=600)
+        assert time.monotonic() - started < 60
     finally:
         target.teardown(state)

@@ -226,8 +226,8 @@ def estimate_run_cost(instance_type: str, region: str, market: str,
 
 def check_budget(estimate: CostEstimate, budget_cap: float, budget_currency: str) -> CostEstimate:
     """Refuse (``BudgetExceeded``) when the estimate is over the cap; return it otherwise."""
-    if not isinstance(budget_cap, int | float) or isinstance(budget_cap, bool) or budget_cap <= 0:
-        raise TargetError(f"budget_cap must be a positive number, got {budget_cap!r}")
+    if not isinstance(budget_cap, int | float) or isinstance(budget_cap, bool) or budget_cap < 0:
+        raise TargetError(f"budget_cap must be a number ≥ 0 (0 refuses every paid run), got {budget_cap!r}")
     if estimate.currency.upper() != budget_currency.upper():
         raise TargetError(
             f"budget_currency={budget_currency!r} does not match the price table's currency "

@@ -137,6 +137,15 @@ def _number_or(options: dict[str, Any], name: str, default: float, low: float, h
     return default if value is None else value
 
 
+#: Every option an ec2 target understands (anything else is refused, typos included).
+OPTION_NAMES: tuple[str, ...] = (
+    "ami", "instance_profile", "results_bucket", "results_prefix", "aws_conn_id", "subnet_id",
+    "security_group_ids", "ttl_minutes", "volume_size_gb", "remote_root", "bench_python", "budget_cap",
+    "budget_currency", "sweep_configs", "poll_interval_s", "agent_timeout_s", "launch_timeout_s",
+    "deploy_timeout_s", "tags",
+)
+
+
 @dataclass(frozen=True)
 class Ec2Options:
     """The validated settings of an ec2 target (see the module docstring for each one)."""
@@ -172,6 +181,9 @@ class Ec2Options:
         if spec.market not in cost.MARKETS:
             raise TargetError(f"ec2 market {spec.market!r} is not one of {', '.join(cost.MARKETS)}")
         opts = dict(spec.options or {})
+        unknown = sorted(set(opts) - set(OPTION_NAMES))
+        if unknown:
+            raise TargetError(f"ec2 option {unknown[0]!r} is not known; allowed: {', '.join(OPTION_NAMES)}")
         groups = opts.get("security_group_ids") or []
         if isinstance(groups, str):
             groups = [groups]
@@ -197,7 +209,7 @@ class Ec2Options:
         if not isinstance(currency, str) or not re.match(r"^[A-Za-z]{3}$", currency):
             raise TargetError(f"ec2 option 'budget_currency': {currency!r} is not an ISO currency like USD")
         ttl = _number(opts, "ttl_minutes", 10, 7 * 24 * 60)
-        budget_cap = _number(opts, "budget_cap", 0.01, 1e6)
+        budget_cap = _number(opts, "budget_cap", 0, 1e6)  # 0 refuses every paid run
         ami_pattern, ami_what = ((_AMI_ID, "an AMI id (ami-…)") if str(opts.get("ami", "")).startswith("ami-")
                                  else (_SSM_PARAMETER, "an AMI id (ami-…) or an SSM parameter name (/aws/…)"))
         if budget_cap is not None and not sweeps:
@@ -387,9 +399,6 @@ class Ec2Target(Target):
             "UserData": user_data_script(ttl_minutes),
             "TagSpecifications": [{"ResourceType": "instance", "Tags": tags},
                                   {"ResourceType": "volume", "Tags": tags}],
-            # the same token on a retried call returns the same instance instead of a second one
-            "ClientToken": hashlib.sha256(f"{run_id}|{'spot' if spot else 'on_demand'}".encode())
-            .hexdigest()[:64],
         }
         if self.options.subnet_id:
             request["SubnetId"] = self.options.subnet_id
@@ -600,6 +609,11 @@ class Ec2Target(Target):
                 last_status = status
             if status in SSM_FINAL_STATUSES:
                 return invocation
+            # a spot interruption or the TTL timer ends the machine, not the command's status
+            instance_state = self.ec2_hook.get_instance_state(instance_id)
+            if instance_state not in ("pending", "running"):
+                raise TargetError(f"instance {instance_id} is {instance_state} while SSM command "
+                                  f"{command_id} was {status} (spot interruption or time-to-live?)")
             if time.monotonic() >= deadline:
                 try:
                     self.ssm_hook.conn.cancel_command(CommandId=command_id, InstanceIds=[instance_id])
