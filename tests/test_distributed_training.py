@@ -140,6 +140,13 @@ def test_scaling_run_over_three_hosts_reaches_the_scaling_report(group, tmp_path
         assert row["num_nodes"] == 2
         assert row["speedup"] == pytest.approx(record["images_per_sec"] / baseline)
         assert row["efficiency"] == pytest.approx(row["speedup"] / record["gpu_count"])
+    # and the report page draws them: speedup and efficiency against devices, with the ideal line
+    from gpucompare import html
+
+    charts = html.scaling_charts(report, "efficiency")
+    [efficiency_chart] = [c for c in charts if "googlenet: efficiency" in c]
+    assert "ideal (linear)" in efficiency_chart
+    assert f"4 → {ours[4]['efficiency']:,.2f}</title>" in efficiency_chart
 
 
 def _kill_worker_when_training(marker: str, host: str, killed: list[int], stop: threading.Event) -> None:
