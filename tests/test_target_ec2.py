@@ -274,7 +274,12 @@ def test_what_run_command_is_sent_and_polled(aws, aws_client):
 
 
 def test_bad_options_are_refused_with_the_field_named():
+    from gpucompare.targets import make_target
+
     base = {"ami": "ami-0123456789abcdef0", "instance_profile": "p", "results_bucket": "my-bucket"}
+    good = TargetSpec(name="t", kind="ec2", provider="aws", instance_type="g4dn.xlarge", region="us-east-1",
+                      options=base)
+    assert isinstance(make_target(good.to_dict()), ec2.Ec2Target)  # the registry builds it from XCom JSON
     cases = [
         ({**base, "ami": "ubuntu; rm -rf /"}, "'ami'"),
         ({**base, "results_bucket": "Bad_Bucket"}, "'results_bucket'"),

@@ -707,9 +707,15 @@ def deploy_commands(bundle_url: str, bundle_sha256: str, workdir: str, python: s
     ]
     if create_venv:
         venv = os.path.dirname(os.path.dirname(python))
-        commands.append(
-            f"if [ ! -x {q(python)} ]; then python3 -m venv {q(venv)} && "
-            f"{q(venv + '/bin/pip')} install -q -r bench_tasks/requirements-gpu.txt; fi")
+        commands += [
+            # Ubuntu ships venv without ensurepip; the run command is root, so add it if missing
+            "if ! python3 -c 'import ensurepip' 2>/dev/null && command -v apt-get >/dev/null; then "
+            "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv; fi",
+            # marked complete only after pip succeeded: a half-made venv is made again
+            f"if [ ! -f {q(venv + '/.complete')} ]; then rm -rf {q(venv)} && python3 -m venv {q(venv)} && "
+            f"{q(venv + '/bin/pip')} install -q -r bench_tasks/requirements-gpu.txt && "
+            f"touch {q(venv + '/.complete')}; fi",
+        ]
     commands.append(f"{q(python)} -m bench_tasks sysinfo > /dev/null")
     return commands
 
