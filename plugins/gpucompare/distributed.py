@@ -406,8 +406,7 @@ class SSHChannel:
         self.label = f"{target.spec.name} ({self.address})"
 
     def _run(self, command: str, timeout: float = COMMAND_TIMEOUT_S) -> Any:
-        # SSHTarget._run: the target's retrying, host-key-verifying exec (no public name yet).
-        return self.target._run("distributed", command, timeout=timeout, check=False)
+        return self.target.run_command(command, step="distributed", timeout=timeout, check=False)
 
     def point_dir(self, marker: str) -> str:
         return posixpath.join(self.run_dir, f"dist-{marker}")
