@@ -3,7 +3,8 @@
 Airflow reads its configuration once, when ``airflow`` is first imported, so this module
 sets the environment as it is imported (``tests/conftest.py`` registers it before any test
 module is collected): ``AIRFLOW_HOME`` in a fresh temporary directory, the SQLite metadata
-database there, the repository's ``dags/`` and ``plugins/`` folders, no example DAGs, and a
+database there, the repository's ``dags/`` and ``plugins/`` folders, no example DAGs, DAGs
+unpaused when they are first stored (so asset events queue their consumers), and a
 one-second first retry delay for the DAGs' network steps (``GPUCOMPARE_RETRY_DELAY_S``) so a
 retried task does not keep a test waiting. Nothing of the developer's ``.airflow/`` is used.
 
@@ -49,6 +50,8 @@ AIRFLOW_ENV: dict[str, str] = {
     "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
     "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
     "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+    # unpaused, so an asset event queues the DAGs scheduled on it (as in a running deployment)
+    "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
     "GPUCOMPARE_RETRY_DELAY_S": "1",
     "GPUCOMPARE_POOL": POOL_NAME,
 }

@@ -255,18 +255,24 @@ def target_run(plan: dict[str, Any]) -> Any:
 
 
 # -- after every target ------------------------------------------------------------------------
-def _ingested(plans: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
-    """Each plan's ingest summary, None where that target did not get that far."""
-    if not plans:
-        return []
+# Both closing tasks run whatever happened before them (all_done), so they take the plans by
+# the id of the task that made them instead of as an argument: an argument whose task failed
+# could not be resolved, and Airflow's all_done_min_one_success would skip them as soon as
+# one upstream task was skipped.
+def _plans_and_summaries(plans_task_id: str) -> tuple[list[dict[str, Any]] | None, list[Any]]:
+    """The run's plans (None if their task failed) and each one's ingest summary (or None)."""
     ti = get_current_context()["ti"]
-    return ti.xcom_pull(task_ids=f"{GROUP_ID}.ingest", map_indexes=list(range(len(plans))))
+    plans = ti.xcom_pull(task_ids=plans_task_id, map_indexes=None)
+    if not plans:
+        return plans, []
+    return plans, ti.xcom_pull(task_ids=f"{GROUP_ID}.ingest", map_indexes=list(range(len(plans))))
 
 
-@task(outlets=[RESULTS], trigger_rule=TriggerRule.ALL_DONE_MIN_ONE_SUCCESS, retries=0)
-def results_ready(plans: list[dict[str, Any]]) -> dict[str, Any]:
+@task(outlets=[RESULTS], trigger_rule=TriggerRule.ALL_DONE, retries=0)
+def results_ready(plans_task_id: str) -> dict[str, Any]:
     """Announce the results Asset once for this run, if any target ingested results."""
-    done = [summary for summary in _ingested(plans) if summary]
+    _, summaries = _plans_and_summaries(plans_task_id)
+    done = [summary for summary in summaries if summary]
     if not done:
         raise AirflowSkipException("no target ingested results; the results Asset is not updated")
     extra = {"targets": [d["target"] for d in done], "records": sum(d["records"] for d in done),
@@ -276,10 +282,12 @@ def results_ready(plans: list[dict[str, Any]]) -> dict[str, Any]:
     return extra
 
 
-@task(trigger_rule=TriggerRule.ALL_DONE_MIN_ONE_SUCCESS, retries=0)
-def check_targets(plans: list[dict[str, Any]]) -> list[str]:
+@task(trigger_rule=TriggerRule.ALL_DONE, retries=0)
+def check_targets(plans_task_id: str) -> list[str]:
     """Fail the run, naming them, if some targets did not finish; their teardown ran anyway."""
-    summaries = _ingested(plans)
+    plans, summaries = _plans_and_summaries(plans_task_id)
+    if plans is None:
+        raise AirflowFailException(f"no plan: {plans_task_id} failed, so no target ran (see its log)")
     failed = [plan["spec"]["name"] for plan, summary in zip(plans, summaries, strict=True) if not summary]
     if failed:
         raise AirflowFailException(
@@ -293,9 +301,11 @@ def check_targets(plans: list[dict[str, Any]]) -> list[str]:
 def run_targets(plans: Any) -> None:
     """Wire the mapped per-target group and the two closing tasks onto a list of plans."""
     runs = target_run.expand(plan=plans)
-    ready = results_ready(plans)
-    runs >> ready
-    ready >> check_targets(plans)
+    plans_task_id = plans.operator.task_id
+    ready = results_ready(plans_task_id)
+    checked = check_targets(plans_task_id)
+    plans >> ready
+    runs >> ready >> checked
 
 
 # -- scaling groups (multi-GPU / multi-node runs, gpucompare.distributed) -----------------------

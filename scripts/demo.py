@@ -1,0 +1,176 @@
+"""``make demo``: one night of gpucompare on this machine, then the reports.
+
+Steps (each Airflow command's output goes to ``.airflow/demo-logs/<step>.log``):
+
+1. the Airflow metadata database (SQLite under ``.airflow/``), migrated;
+2. the pool ``gpucompare_instances`` (slots = ``max_instances`` of the fleet file);
+3. ``airflow dags test gpucompare_nightly``: the fleet file's enabled targets (the ``local``
+   target with the small ``demo`` profile) → ``./lake``;
+4. ``python -m gpucompare import-published``: the published reference figures (idempotent);
+5. ``airflow dags test gpucompare_reports`` → ``./reports/<date>/`` and ``./reports/latest``;
+6. a cost-per-million table in the terminal and the path of ``reports/latest/index.html``.
+
+Run twice, it gives the same reports plus the second night's data: each ``dags test`` is a
+new DAG run with its own run id, so its results are kept beside the first run's (both dated
+today), while re-ingesting one run replaces its own files and the published figures are
+imported idempotently, so nothing is duplicated.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+
+ENV_DEFAULTS = {
+    "AIRFLOW_HOME": str(REPO_ROOT / ".airflow"),
+    "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+    "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "GPUCOMPARE_BENCH_PYTHON": str(REPO_ROOT / ".venv-bench" / "bin" / "python"),
+    "GPUCOMPARE_LAKE": str(REPO_ROOT / "lake"),
+    "GPUCOMPARE_REPORTS": str(REPO_ROOT / "reports"),
+}
+#: Columns of the terminal table: (header, cost_per_million column, width).
+TABLE = (("provider", "provider", 9), ("machine", "instance_type", 10), ("GPU", "gpu_model", 11),
+         ("mode", "mode", 5), ("network", "network", 12), ("batch", "batch_size", 5),
+         ("images/s", "images_per_sec", 9), ("per 1M images", "seconds_per_million", 13),
+         ("cost / 1M", "cost_per_million", 10), ("source", "result_source", 28))
+
+
+class DemoError(RuntimeError):
+    pass
+
+
+def environment() -> dict[str, str]:
+    env = dict(os.environ)
+    for name, value in ENV_DEFAULTS.items():
+        env.setdefault(name, value)
+    return env
+
+
+def run_step(name: str, command: list[str], env: dict[str, str], log_dir: Path) -> float:
+    """Run one command with its output in ``<log_dir>/<name>.log``; its tail if it fails."""
+    log_path = log_dir / f"{name}.log"
+    started = time.monotonic()
+    print(f"  {name:<18} ", end="", flush=True)
+    with open(log_path, "w") as log:
+        done = subprocess.run(command, env=env, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, check=False)
+    elapsed = time.monotonic() - started
+    if done.returncode != 0:
+        print(f"FAILED after {elapsed:.0f} s")
+        tail = log_path.read_text(errors="replace").splitlines()[-40:]
+        raise DemoError(f"{' '.join(command[:4])} exited with {done.returncode}; "
+                        f"the end of {log_path}:\n" + "\n".join(tail))
+    print(f"ok ({elapsed:.0f} s)")
+    return elapsed
+
+
+def duration(seconds: str) -> str:
+    if not seconds:
+        return "-"
+    total = round(float(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
+
+
+def cell(row: dict[str, str], column: str, currency: str) -> str:
+    value = row.get(column, "")
+    if column == "seconds_per_million":
+        return duration(value)
+    if column == "images_per_sec":
+        return f"{float(value):.2f}" if value else "-"
+    if column == "cost_per_million":
+        return f"{float(value):.3f} {currency}" if value else "no price"
+    if column == "gpu_model":
+        return value or "(cpu)"
+    return value
+
+
+def cost_table(csv_path: Path) -> str:
+    """Tonight's measured rows, then the published cost table (scoring at batch 32)."""
+    with open(csv_path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    measured = [r for r in rows if r["target"] != "published"]
+    published = [r for r in rows if r["target"] == "published" and r["mode"] == "score"
+                 and r["batch_size"] == "32" and r["cost_per_million"]]
+    published.sort(key=lambda r: (r["network"], float(r["cost_per_million"])))
+    currency = rows[0]["currency"] if rows else ""
+    header = "  ".join(title.ljust(width) for title, _, width in TABLE)
+    lines = [header, "-" * len(header)]
+    for group in (measured, published):
+        for row in group:
+            cells = (cell(row, column, currency)[:width].ljust(width) for _, column, width in TABLE)
+            lines.append("  ".join(cells))
+        if group and group is measured:
+            lines.append("")
+    if not measured:
+        lines.insert(2, "(no measured row: see the nightly log)")
+    return "\n".join(lines)
+
+
+def lake_summary(lake: str) -> str:
+    """How many measured results the lake holds, from how many runs, and that none is doubled."""
+    import pyarrow.compute as pc
+
+    from gpucompare.lake import open_lake
+
+    table = open_lake(lake).results_table()
+    measured = table.filter(pc.not_equal(table["target"], "published"))
+    keys = {(run, config) for run, config in zip(measured["run_id"].to_pylist(),
+                                                 measured["config_id"].to_pylist(), strict=True)}
+    runs = len(set(measured["dag_run_id"].to_pylist()))
+    doubled = measured.num_rows - len(keys)
+    published = table.num_rows - measured.num_rows
+    return (f"lake {lake}: {measured.num_rows} measured results from {runs} nightly run(s), "
+            f"{published} published figures, {doubled} duplicates")
+
+
+def main() -> int:
+    started = time.monotonic()
+    env = environment()
+    os.environ.update({k: v for k, v in env.items() if k.startswith("GPUCOMPARE_")})
+    home = Path(env["AIRFLOW_HOME"])
+    log_dir = home / "demo-logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    airflow = str(VENV_BIN / "airflow")
+    python = sys.executable
+
+    sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / "plugins")]
+    from gpucompare import fleet, settings
+
+    fleet_config = fleet.load_fleet()
+    pool = settings.setting("pool")
+    print(f"gpucompare demo: Airflow home {home}, lake {settings.lake_uri()}, "
+          f"targets: {', '.join(t.name for t in fleet_config.enabled_targets())}")
+    try:
+        run_step("migrate-db", [airflow, "db", "migrate"], env, log_dir)
+        run_step("create-pool", [airflow, "pools", "set", pool, str(fleet_config.max_instances),
+                                 "gpucompare: targets working at once"], env, log_dir)
+        run_step("nightly", [airflow, "dags", "test", "gpucompare_nightly"], env, log_dir)
+        run_step("import-published", [python, "-m", "gpucompare", "import-published",
+                                      "--lake", settings.lake_uri()], env, log_dir)
+        run_step("reports", [airflow, "dags", "test", "gpucompare_reports"], env, log_dir)
+    except DemoError as exc:
+        print(f"\n{exc}", file=sys.stderr)
+        return 1
+
+    latest = Path(settings.reports_uri()) / "latest"
+    print(f"\nCost per million images ({latest / 'cost_per_million.csv'}):\n")
+    print(cost_table(latest / "cost_per_million.csv"))
+    print(f"\n{lake_summary(settings.lake_uri())}")
+    print(f"Report: {latest / 'index.html'}")
+    print(f"Done in {time.monotonic() - started:.0f} s (logs in {log_dir}).")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
