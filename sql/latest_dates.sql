@@ -1,16 +1,21 @@
 -- Staging, step 1 of 2 (not a report): the newest date partition of every machine and
--- configuration, and how many results the lake holds. Reads only the key columns (the
--- `date` partition comes from the file path, for free): one linear hash aggregation.
+-- configuration, and how many results the lake holds. Reads only key columns (the `date`
+-- partition comes from the file path, for free): one linear hash aggregation.
 -- machine = provider, instance_type, region, market
 -- configuration = mode, network, dtype, batch_size, gpu_count, num_nodes, device_kind, kvstore
-SELECT newest_date, sum(results) AS results
+-- Grouped by the record's config_id (the worker's stable id of the cell: mode, network,
+-- dtype, batch, devices, kvstore, scaling; the published import builds one too) with
+-- num_nodes: at least as fine as the configuration, so the partitions found are a superset
+-- of those step 2 needs, and 2 columns are read where the full key takes 8. `unkeyed`
+-- counts rows without a config_id; if there are any, latest_dates_by_key.sql is used instead.
+SELECT newest_date, sum(results) AS results, sum(unkeyed) AS unkeyed
 FROM (
     SELECT
         max(CAST("date" AS DATE)) AS newest_date,
-        count(*) AS results
+        count(*) AS results,
+        count(*) FILTER (WHERE config_id IS NULL) AS unkeyed
     FROM results
-    GROUP BY provider, instance_type, region, market, mode, network, dtype, batch_size,
-             gpu_count, num_nodes, device_kind, kvstore
+    GROUP BY provider, instance_type, region, market, num_nodes, config_id
 )
 GROUP BY newest_date
 ORDER BY newest_date

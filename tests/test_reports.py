@@ -146,6 +146,32 @@ def test_latest_result_of_a_configuration_wins(lake):
     assert table["throughput"].num_rows == 1
 
 
+@pytest.mark.parametrize("with_config_id", [True, False])
+def test_a_configuration_missing_from_the_newest_night_keeps_its_latest_result(lake, with_config_id):
+    """Step 1 finds each configuration's own newest night (by config_id, or by the full key
+    when results carry none), so a cell dropped from the sweep still shows its last result."""
+    first, second = dt.date(2026, 3, 1), dt.date(2026, 3, 2)
+    nights = {
+        first: [
+            record(batch_size=16, images_per_sec=160.0, night=first),
+            record(batch_size=32, images_per_sec=320.0, night=first, minute=1),
+        ],
+        second: [record(batch_size=16, images_per_sec=150.0, night=second)],  # batch 32 dropped
+    }
+    for records in nights.values():
+        for r in records:
+            if not with_config_id:
+                r["config_id"] = None  # as a producer that sets none would leave it
+        ingest(lake, records)
+    report = reports.build_reports(inputs(lake, [], []))
+    got = {
+        r["batch_size"]: (r["images_per_sec"], r["result_date"])
+        for r in report.tables["cost_per_million"].to_pylist()
+    }
+    assert got == {16: (150.0, second), 32: (320.0, first)}
+    assert report.rows_scanned == 3
+
+
 # ---- scaling ----------------------------------------------------------------------------------
 def test_scaling_speedup_efficiency_weak_and_strong(lake):
     base = dict(mode="train", network="resnet-50", night=NIGHT)

@@ -166,6 +166,8 @@ def build_reports(
         def stage_latest() -> tuple[int, list[dt.date]]:
             files.register("results")
             newest = con.execute(load_sql("latest_dates")).fetchall()
+            if any(row[2] for row in newest):  # results without a config_id: group by the full key
+                newest = con.execute(load_sql("latest_dates_by_key")).fetchall()
             files.register("results", dates={row[0] for row in newest})
             con.execute(f"CREATE TEMP TABLE latest AS {load_sql('latest_results')}")
             return sum(int(row[1]) for row in newest), [row[0] for row in newest]
