@@ -323,3 +323,45 @@ def test_the_commands_sent_through_ssm_run_a_real_dist_sync_job(aws_client, tmp_
     assert (merged["num_nodes"], merged["gpu_count"], merged["kvstore"]) == (2, 2, "dist_sync")
     assert merged["images_per_sec"] == pytest.approx(sum(r["images_per_sec"] for r in records))
     assert marked_processes(marker) == []
+
+
+@pytest.mark.integration
+def test_an_ec2_scaling_group_gets_an_instance_per_host_and_all_are_terminated_after_a_failure(
+        aws_endpoint, aws_client, monkeypatch, s3_bucket, tmp_path):
+    """A scaling group of three ec2 targets on moto's server: one instance each (their own run
+    ids), deployed through SSM, then the first point fails (moto runs no command, so the
+    scheduler-port probe answers nothing): the run says so and every instance is terminated."""
+    from gpucompare.targets.ec2 import RUN_ID_TAG
+    from tests.ec2_support import (
+        create_instance_profile,
+        ec2_spec,
+        point_airflow_connection,
+        publish_ami_parameter,
+    )
+
+    point_airflow_connection(monkeypatch, aws_endpoint)
+    profile = create_instance_profile(aws_client)
+    publish_ami_parameter(aws_client)
+    specs = []
+    for index in range(3):
+        spec = ec2_spec(profile, s3_bucket, budget_cap=50.0).to_dict()
+        specs.append({**spec, "name": f"aws-node{index}"})
+    group = distributed.ScalingGroup(name="aws-trio", targets=tuple(s["name"] for s in specs), profile="p")
+    scaling_profile = distributed.parse_scaling_profile(
+        "p", {"networks": ["googlenet"], "per_device_batch": 32, "nodes": [2], "devices_per_node": [1]})
+    run_id = f"scaling-ec2-{time.time_ns() % 10**9}"
+    plan = distributed.plan_scaling_group(group, specs, scaling_profile, run_id)
+    # each instance's cost guard and TTL see the whole run it is held for
+    assert all(s["options"]["sweep_configs"] == [distributed.points_as_sweep(
+        distributed.group_points(group, specs, scaling_profile))] for s in plan["specs"])
+    lake_uri = str(tmp_path / "lake")
+    with pytest.raises(DistributedRunError, match="no free port"):
+        distributed.run_scaling_plan(plan, lake_uri=lake_uri, results_path=str(tmp_path / "r.jsonl"),
+                                     poll_interval_s=0.05)
+    reservations = aws_client("ec2").describe_instances(
+        Filters=[{"Name": f"tag:{RUN_ID_TAG}", "Values": [f"{run_id}.aws-node{i}" for i in range(3)]}]
+    )["Reservations"]
+    instances = [i for r in reservations for i in r["Instances"]]
+    assert len(instances) == 3  # one per host, not one shared by the group's run id
+    assert {i["State"]["Name"] for i in instances} == {"terminated"}
+    assert not Path(lake_uri).exists()

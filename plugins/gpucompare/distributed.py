@@ -954,16 +954,38 @@ def plan_scaling_group(group: ScalingGroup, specs: Sequence[Mapping[str, Any]], 
                        run_id: str) -> dict[str, Any]:
     """What the scaling task of one group needs, as JSON (XCom)."""
     points = group_points(group, specs, profile)
+    specs = [{**s, "options": dict(s.get("options") or {})} for s in specs]
+    for spec in specs:
+        if spec["kind"] == "ec2":
+            # the cost guard and the TTL of each instance: it is held for every point of the run
+            spec["options"]["sweep_configs"] = [points_as_sweep(points)]
     return {
         "group": group.name,
         "profile": profile.name,
         "run_id": run_id,
-        "specs": [dict(s) for s in specs],
+        "specs": specs,
         "interface": group.interface,
         "ps_verbose": group.ps_verbose,
         "points": [{**asdict(p), "devices": list(p.devices)} for p in points],
         "timeout_s": sum(p.timeout_s for p in points) + GROUP_SLACK_S,
     }
+
+
+def points_as_sweep(points: Sequence[ScalingPoint]) -> dict[str, Any]:
+    """The points as one worker sweep document (one matrix each): what ``bench_tasks`` and the
+    ec2 cost guard understand, for estimating how long a host is held."""
+    return {"matrix": [{
+        "modes": ["train"], "networks": [p.network], "dtypes": [p.dtype],
+        "batch_sizes": [p.worker_batch_flag], "devices": [",".join(p.devices)],
+        "kvstore": p.kvstore if p.distributed else SINGLE_NODE_KVSTORE, "scaling": p.scaling,
+        "warmup": p.warmup, "batches": p.batches, "repeats": p.repeats, "timeout_s": p.timeout_s,
+    } for p in points]}
+
+
+def host_run_id(run_id: str, spec: Mapping[str, Any]) -> str:
+    """Each host's own run id for its target (an ec2 target finds its instance by run id, so
+    the hosts of one group must not share one); the records carry the group's run id."""
+    return f"{run_id}.{spec['name']}"
 
 
 def run_scaling_plan(plan: Mapping[str, Any], *, lake_uri: str, results_path: str,
@@ -979,7 +1001,7 @@ def run_scaling_plan(plan: Mapping[str, Any], *, lake_uri: str, results_path: st
     states: list[Any] = [None] * len(targets)
     try:
         for index, target in enumerate(targets):
-            states[index] = target.prepare(plan["run_id"])
+            states[index] = target.prepare(host_run_id(plan["run_id"], plan["specs"][index]))
             states[index] = target.deploy(states[index])
         launcher = ParameterServerLauncher(
             [channel_for(t, s) for t, s in zip(targets, states, strict=True)], run_id=plan["run_id"],
@@ -1005,8 +1027,9 @@ def _teardown_all(targets: Sequence[Any], states: Sequence[Any], run_id: str,
 
     failures = []
     for target, state in zip(targets, states, strict=True):
+        spec = target.spec.to_dict()
         try:
-            target.teardown(state or TargetState(spec=target.spec.to_dict(), run_id=run_id))
+            target.teardown(state or TargetState(spec=spec, run_id=host_run_id(run_id, spec)))
         except Exception as exc:  # every host must get its teardown, then the error is raised
             failures.append(f"{target.spec.name}: {exc}")
             sink(f"[dist] teardown of {target.spec.name} failed: {exc}")
