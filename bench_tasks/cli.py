@@ -11,6 +11,7 @@ whatever its cells' statuses (the records say what happened to each).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -176,8 +177,7 @@ def configurations(args: argparse.Namespace) -> tuple[list[Config], str | None]:
         spec = load_sweep_file(args.config)
         configs = spec.configs
         if args.timeout is not None:
-            configs = [Config(**{**c.to_json(), "devices": c.devices, "timeout_s": args.timeout})
-                       for c in configs]
+            configs = [dataclasses.replace(c, timeout_s=args.timeout) for c in configs]
         return configs, spec.run_id
     if args.modes is None or args.networks is None or args.batch_sizes is None:
         raise ConfigError("--config", "give a sweep file, or --modes, --networks and --batch-sizes")
@@ -196,6 +196,9 @@ def check_distributed(configs: list[Config]) -> None:
     if missing:
         raise ConfigError("--kvstore", f"{distributed[0].kvstore} needs the DMLC_* environment of a "
                           f"parameter-server worker; missing {', '.join(missing)}")
+    if os.environ["DMLC_ROLE"] != "worker":
+        raise ConfigError("--kvstore", f"DMLC_ROLE is {os.environ['DMLC_ROLE']!r}; this command is "
+                          "the worker (schedulers and servers run `python -c 'import mxnet'`)")
 
 
 def _run(args: argparse.Namespace) -> int:

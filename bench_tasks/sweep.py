@@ -184,8 +184,11 @@ class RecordWriter:
         if self._to_stdout:
             self._stream: IO[str] = sys.stdout
         else:
-            Path(output).parent.mkdir(parents=True, exist_ok=True)
-            self._stream = open(output, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            try:
+                Path(output).parent.mkdir(parents=True, exist_ok=True)
+                self._stream = open(output, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            except OSError as exc:
+                raise ConfigError("--output", f"cannot append to {output}: {exc.strerror}") from exc
 
     def write(self, record: dict[str, Any]) -> None:
         self._stream.write(json.dumps(validate_record(record), sort_keys=True) + "\n")

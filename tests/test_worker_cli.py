@@ -61,3 +61,20 @@ def test_describe_prints_the_networks_json() -> None:
     assert described["network"] == "inception-v3"
     assert described["image_shape"] == "3,299,299"
     assert described["parameters"] > 20_000_000
+
+
+def test_an_output_that_cannot_be_written_is_a_usage_error() -> None:
+    result = run_bench_python(["-m", "bench_tasks", "score", "--networks", "alexnet", "--batch-sizes", "1",
+                               "--output", "/proc/no-such-dir/out.jsonl"], timeout=120)
+    assert result.returncode == 2
+    assert "--output" in result.stderr and "cannot append" in result.stderr
+
+
+def test_a_dist_kvstore_runs_only_as_a_worker_and_one_configuration_per_launch() -> None:
+    dmlc = {"DMLC_ROLE": "server", "DMLC_PS_ROOT_URI": "127.0.0.1", "DMLC_PS_ROOT_PORT": "9",
+            "DMLC_NUM_SERVER": "1", "DMLC_NUM_WORKER": "1"}
+    base = ["-m", "bench_tasks", "train", "--networks", "alexnet", "--kvstore", "dist_sync"]
+    as_server = run_bench_python([*base, "--batch-sizes", "1"], env=dmlc, timeout=60)
+    assert as_server.returncode == 2 and "DMLC_ROLE is 'server'" in as_server.stderr
+    two = run_bench_python([*base, "--batch-sizes", "1,2"], env={**dmlc, "DMLC_ROLE": "worker"}, timeout=60)
+    assert two.returncode == 2 and "exactly one configuration per launch" in two.stderr
