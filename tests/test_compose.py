@@ -30,12 +30,10 @@ from gpucompare.deployment import (
     SCHEDULER_HEALTH_PATH,
     SHARED_STORAGE_SETTINGS,
     celery_deployment_env,
-    init_commands,
     write_passwords_file,
 )
 from tests.conftest import REPO_ROOT
 
-POOL_NAME = "gpucompare_instances"
 COMPOSE_FILE = REPO_ROOT / "docker" / "compose.yaml"
 AIRFLOW_SERVICES = [*COMPONENT_COMMANDS, "airflow-init"]
 SECRET_SETTINGS = (
@@ -113,19 +111,10 @@ def test_airflow_services_wait_for_init_and_healthy_backends(compose: dict) -> N
         assert depends_on["airflow-init"]["condition"] == "service_completed_successfully", service
 
 
-def test_init_prepares_the_deployment_like_the_test_does(compose: dict) -> None:
+def test_init_runs_the_same_init_as_the_test(compose: dict) -> None:
     init = compose["services"]["airflow-init"]
     script_commands = [shlex.split(line) for line in init["command"][0].splitlines() if line.strip()]
-    for command in init_commands(POOL_NAME, "${GPUCOMPARE_POOL_SLOTS:-2}"):
-        assert command in script_commands, f"airflow-init does not run {command}"
-    write_passwords = [
-        "python",
-        "-m",
-        "gpucompare.deployment",
-        "write-passwords",
-        COMPOSE_LAYOUT.passwords_file,
-    ]
-    assert write_passwords in script_commands
+    assert ["python", "-m", "gpucompare.deployment", "init", COMPOSE_LAYOUT.passwords_file] in script_commands
     assert init["environment"]["AIRFLOW_ADMIN_PASSWORD"].startswith("${AIRFLOW_ADMIN_PASSWORD:?")
 
 
@@ -176,10 +165,12 @@ def test_passwords_file_is_private_json(tmp_path: Path) -> None:
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
 
 
-def test_write_passwords_refuses_an_empty_password(
+def test_init_refuses_an_empty_password_before_touching_anything(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.delenv("AIRFLOW_ADMIN_PASSWORD", raising=False)
-    assert deployment.main(["write-passwords", str(tmp_path / "p.json")]) == 2
+    # A database URL that would fail loudly if init tried to migrate before checking the password.
+    monkeypatch.setenv("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "postgresql+psycopg2://nobody@127.0.0.1:1/none")
+    assert deployment.main(["init", str(tmp_path / "p.json")]) == 2
     assert "AIRFLOW_ADMIN_PASSWORD" in capsys.readouterr().err
     assert not (tmp_path / "p.json").exists()

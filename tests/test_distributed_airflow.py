@@ -38,6 +38,7 @@ from pathlib import Path
 import pytest
 
 from gpucompare.deployment import (
+    ADMIN_PASSWORD_ENV,
     ADMIN_USER,
     API_SERVER_HEALTH_PATH,
     COMPONENT_COMMANDS,
@@ -47,16 +48,12 @@ from gpucompare.deployment import (
     Layout,
     Secrets,
     celery_deployment_env,
-    init_commands,
-    write_passwords_file,
 )
 from tests.conftest import BENCH_PYTHON, REPO_ROOT
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 NIGHTLY_DAG_ID = "gpucompare_nightly"
-POOL_NAME = "gpucompare_instances"
-POOL_SLOTS = 2
 STARTUP_TIMEOUT_S = 120.0
 RUN_TIMEOUT_S = 300.0
 
@@ -508,13 +505,15 @@ def _start_deployment(registry: ProcessRegistry, base: Path, pg_root: Path) -> D
     shared_dir = base / "shared"
     env = process_env(airflow_env, airflow_home, shared_dir)
 
-    # What compose's airflow-init service does: migrate, create the pool, write the passwords file.
-    for command in init_commands(POOL_NAME, POOL_SLOTS):
-        done = subprocess.run(
-            airflow_argv(*command[1:]), env=env, capture_output=True, text=True, timeout=180
-        )
-        assert done.returncode == 0, f"{command} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    write_passwords_file(passwords_file, admin_password)
+    # Compose's airflow-init service, the same command: migrate, create the pool, write the passwords file.
+    init = subprocess.run(
+        [sys.executable, "-m", "gpucompare.deployment", "init", str(passwords_file)],
+        env={**env, ADMIN_PASSWORD_ENV: admin_password},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert init.returncode == 0, f"deployment init failed:\n{init.stdout[-3000:]}\n{init.stderr[-3000:]}"
 
     # Every Airflow component of compose.yaml, with compose's command; only the API server's
     # address differs (compose publishes container port 8080).

@@ -14,11 +14,13 @@ spells out the same variables (with compose's host names and ``${VAR:?}`` placeh
 secrets), a test checks that the two agree, and the deployment test starts real processes
 with the very same dictionary.
 
-Run as a module, it writes the simple auth manager's passwords file from the environment
-(the compose init service does this), so no password is generated into a log or kept in the
-repository::
+Run as a module, it prepares a new deployment once (compose's airflow-init service and the
+deployment test run the same command): it migrates the metadata database, creates the pool
+that caps working instances (``GPUCOMPARE_POOL``, slots = the fleet file's ``max_instances``)
+and writes the simple auth manager's passwords file from the environment, so no password is
+generated into a log or kept in the repository::
 
-    AIRFLOW_ADMIN_PASSWORD=... python -m gpucompare.deployment write-passwords FILE
+    AIRFLOW_ADMIN_PASSWORD=... python -m gpucompare.deployment init PASSWORDS_FILE
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,8 +142,8 @@ COMPOSE_LAYOUT = Layout(
 )
 
 
-def init_commands(pool_name: str, pool_slots: int | str) -> list[list[str]]:
-    """The ``airflow`` commands that prepare a new deployment (compose's airflow-init runs them).
+def init_commands(pool_name: str, pool_slots: int) -> list[list[str]]:
+    """The ``airflow`` commands that prepare a new deployment, in order.
 
     :param pool_name: the pool that caps concurrently working instances (``GPUCOMPARE_POOL``).
     :param pool_slots: how many instances may work at once.
@@ -149,6 +152,23 @@ def init_commands(pool_name: str, pool_slots: int | str) -> list[list[str]]:
         ["airflow", "db", "migrate"],
         ["airflow", "pools", "set", pool_name, str(pool_slots), "gpucompare: instances working at once"],
     ]
+
+
+def init_deployment(passwords_file: Path, admin_password: str) -> None:
+    """Migrate, create the pool from the fleet file, write the passwords file (idempotent).
+
+    :param passwords_file: the file named by ``[core] simple_auth_manager_passwords_file``.
+    :param admin_password: the admin's password; checked before anything else runs.
+    """
+    if not admin_password:
+        raise ValueError(f"{ADMIN_PASSWORD_ENV} must be set to a non-empty password")
+    from gpucompare import fleet, settings
+
+    pool_slots = fleet.load_fleet().max_instances
+    for command in init_commands(settings.setting("pool"), pool_slots):
+        # The same interpreter as this module: the image's (or the virtualenv's) Airflow.
+        subprocess.run([sys.executable, "-m", *command], check=True)
+    write_passwords_file(passwords_file, admin_password)
 
 
 def _postgres_url(scheme: str, endpoints: Endpoints) -> str:
@@ -208,19 +228,20 @@ def write_passwords_file(path: Path, password: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line of the compose init service: ``write-passwords FILE``."""
+    """Command line of the compose init service: ``init PASSWORDS_FILE``."""
     parser = argparse.ArgumentParser(prog="python -m gpucompare.deployment", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    write = commands.add_parser(
-        "write-passwords", help=f"write the passwords file from ${ADMIN_PASSWORD_ENV}"
-    )
-    write.add_argument("file", type=Path)
+    init = commands.add_parser("init", help="migrate, create the pool, write the passwords file")
+    init.add_argument("passwords_file", type=Path)
     args = parser.parse_args(argv)
     try:
-        write_passwords_file(args.file, os.environ.get(ADMIN_PASSWORD_ENV, ""))
-    except ValueError as error:
+        init_deployment(args.passwords_file, os.environ.get(ADMIN_PASSWORD_ENV, ""))
+    except ValueError as error:  # bad input: the password, the fleet file
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except subprocess.CalledProcessError as error:
+        print(f"error: {' '.join(error.cmd)} exited {error.returncode}", file=sys.stderr)
+        return 1
     return 0
 
 
