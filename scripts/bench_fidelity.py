@@ -8,11 +8,18 @@ falls on both equally:
   5 warm-up batches, ``--batches`` timed ones, one figure);
 * ours: ``python -m bench_tasks score --warmup 5 --batches N --repeats 1`` (one figure).
 
-It prints, per pair, the median images/s of each side, the spread (min–max) and the
-difference of the medians in percent; the goal is |difference| ≤ 2 %. CPU only (device
-``cpu``), from the repository root:
+It prints, per pair, the median images/s of each side, the spread (min–max), the
+difference of the medians and the median of the per-round ratios ours/reference (paired,
+so robust to load that drifts between rounds) in percent; the goal is |difference| ≤ 2 %.
+
+``--mode inprocess`` alternates the two loops inside one process instead (same module
+code: ``bench_tasks.measure.score`` against the reference ``score``), which removes
+process start-up and scheduling noise from the comparison on a busy host; the default
+``--mode process`` is how users run them. CPU only (device ``cpu``), from the repository
+root:
 
     .venv-bench/bin/python scripts/bench_fidelity.py                # resnet-50 and alexnet, b 1 and 8
+    .venv-bench/bin/python scripts/bench_fidelity.py --mode inprocess --rounds 20
     .venv-bench/bin/python scripts/bench_fidelity.py --pairs alexnet:1 --rounds 4
 """
 
@@ -51,10 +58,32 @@ def run_ours(network: str, batch: int, batches: int) -> float:
     return record["images_per_sec"]
 
 
-def compare(network: str, batch: int, batches: int, rounds: int) -> dict:
+def inprocess_runners() -> tuple:
+    """The two loops as functions of this process (imports mxnet here)."""
+    sys.path.insert(0, str(REFERENCE.parent))
+    sys.path.insert(0, str(REPO))
+    import mxnet as mx
+    from benchmark_score_loop import score as reference_score
+
+    from bench_tasks import measure, networks
+
+    def reference(network: str, batch: int, batches: int) -> float:
+        return reference_score(network, mx.cpu(), batch, batches)
+
+    def ours(network: str, batch: int, batches: int) -> float:
+        symbol = networks.get_symbol(network)
+        result = measure.score(symbol, networks.image_shape(network), batch, ("cpu:0",),
+                               warmup=5, batches=batches, repeats=1)
+        return result.images_per_sec[0]
+
+    return reference, ours
+
+
+def compare(network: str, batch: int, batches: int, rounds: int, mode: str) -> dict:
+    run_ref, run_our = inprocess_runners() if mode == "inprocess" else (run_reference, run_ours)
     reference, ours = [], []
     for round_index in range(rounds):
-        order = (("ref", run_reference), ("ours", run_ours))
+        order = (("ref", run_ref), ("ours", run_our))
         for side, run in (order if round_index % 2 == 0 else order[::-1]):
             (reference if side == "ref" else ours).append(run(network, batch, batches))
         print(f"  {network} b{batch} round {round_index + 1}/{rounds}: reference {reference[-1]:.2f}, "
@@ -63,7 +92,9 @@ def compare(network: str, batch: int, batches: int, rounds: int) -> dict:
     return {"network": network, "batch_size": batch, "rounds": rounds,
             "reference_median": ref_median, "ours_median": our_median,
             "reference_range": [min(reference), max(reference)], "ours_range": [min(ours), max(ours)],
-            "difference_pct": (our_median - ref_median) / ref_median * 100}
+            "difference_pct": (our_median - ref_median) / ref_median * 100,
+            "paired_ratio_pct": (statistics.median(o / r for o, r in zip(ours, reference, strict=True))
+                                 - 1) * 100, "mode": mode}
 
 
 def main() -> None:
@@ -72,19 +103,21 @@ def main() -> None:
                         help="network:batch list")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--batches", type=int, default=10, help="timed batches (benchmark_score: 10)")
+    parser.add_argument("--mode", choices=("process", "inprocess"), default="process")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     print(f"load before: {os.getloadavg()}", file=sys.stderr)
     results = []
     for pair in args.pairs.split(","):
         network, batch = pair.rsplit(":", 1)
-        results.append(compare(network, int(batch), args.batches, args.rounds))
+        results.append(compare(network, int(batch), args.batches, args.rounds, args.mode))
     print(f"load after: {os.getloadavg()}", file=sys.stderr)
-    print(f"{'network':<12}{'batch':>6}{'reference img/s':>17}{'ours img/s':>12}{'diff':>9}"
+    print(f"mode {args.mode}, {args.rounds} rounds, {args.batches} timed batches after 5 warm-up")
+    print(f"{'network':<12}{'batch':>6}{'reference img/s':>17}{'ours img/s':>12}{'diff':>9}{'paired':>9}"
           f"   ranges (min-max) reference | ours")
     for r in results:
         print(f"{r['network']:<12}{r['batch_size']:>6}{r['reference_median']:>17.2f}"
-              f"{r['ours_median']:>12.2f}{r['difference_pct']:>+8.2f}%   "
+              f"{r['ours_median']:>12.2f}{r['difference_pct']:>+8.2f}%{r['paired_ratio_pct']:>+8.2f}%   "
               f"{r['reference_range'][0]:.2f}-{r['reference_range'][1]:.2f} | "
               f"{r['ours_range'][0]:.2f}-{r['ours_range'][1]:.2f}")
     if args.json:
