@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import mxnet as mx
 import numpy as np
@@ -53,7 +52,6 @@ class Measurement:
     timed_s: float
     num_workers: int = 1
     worker_batch: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def contexts(devices: tuple[str, ...]) -> list[mx.Context]:

@@ -62,7 +62,7 @@ from typing import IO, Any
 
 from bench_tasks.configs import Config, ConfigError
 from bench_tasks.errors import classify_failure, summarize_error
-from bench_tasks.record import empty_record, validate_record
+from bench_tasks.record import RecordError, empty_record, validate_record
 from bench_tasks.sysinfo import SystemInfo
 
 ISOLATION_POLICIES: tuple[str, ...] = ("network", "config")
@@ -351,7 +351,7 @@ class Sweep:
         self._runner: RunnerProcess | None = None
         self._runner_key: tuple[str, str, str] | None = None
 
-    def _runner_for(self, config: Config) -> tuple[RunnerProcess, bool]:
+    def _runner_for(self, config: Config) -> RunnerProcess:
         reusable = (self.isolation == "network" and self._runner is not None
                     and self._runner_key == config.group_key and self._runner.process.poll() is None)
         if not reusable:
@@ -359,7 +359,7 @@ class Sweep:
             self._runner = RunnerProcess()
             self._runner_key = config.group_key
         assert self._runner is not None
-        return self._runner, not reusable
+        return self._runner
 
     def _drop_runner(self, graceful: bool) -> None:
         if self._runner is not None:
@@ -373,9 +373,10 @@ class Sweep:
     def _execute(self, config: Config) -> Outcome:
         started_at = now_iso()
         start = time.monotonic()
-        runner, _fresh = self._runner_for(config)
         deadline = start + config.timeout_s
+        decided = None
         try:
+            runner = self._runner_for(config)
             hello = runner.wait_ready(deadline)
             if not self.info.mxnet_details_known:
                 self.info.add_mxnet_details(hello["mxnet"])
@@ -389,6 +390,9 @@ class Sweep:
         except RunnerGone as gone:
             self._drop_runner(graceful=False)
             outcome = Outcome(classify_failure(gone.text), summarize_error(gone.text))
+        except OSError as exc:  # the runner process could not be started
+            self._drop_runner(graceful=False)
+            outcome = Outcome("error", f"cannot start the measuring process: {exc}")
         else:
             status = result.get("status", "error")
             outcome = Outcome(status, result.get("error"), result)
@@ -419,8 +423,7 @@ class Sweep:
                     outcome = self._execute(config)
                     ran += 1
                     ran_s += outcome.wall_s
-                record = build_record(config, outcome, self.info, self.run_id,
-                                      self.image_shape_of(config.network))
+                record = self._record(config, outcome)
                 self.writer.write(record)
                 records.append(record)
                 self.progress(self._progress_line(index, config, record, outcome,
@@ -428,6 +431,15 @@ class Sweep:
         finally:
             self._drop_runner(graceful=True)
         return records
+
+    def _record(self, config: Config, outcome: Outcome) -> dict[str, Any]:
+        shape = self.image_shape_of(config.network)
+        try:
+            return build_record(config, outcome, self.info, self.run_id, shape)
+        except RecordError as exc:  # a bad result must not end the sweep: record why instead
+            broken = Outcome("error", f"the measurement gave an invalid record ({exc})",
+                             started_at=outcome.started_at, finished_at=outcome.finished_at)
+            return build_record(config, broken, self.info, self.run_id, shape)
 
     def _progress_line(self, index: int, config: Config, record: dict[str, Any], outcome: Outcome,
                        sweep_start: float, ran: int, ran_s: float, to_run: int) -> str:
