@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bench_tasks.record import validate_record
 from tests.bench_helpers import run_bench_python
 
 BAD_SWEEP = "matrix:\n  - modes: [score]\n    networks: [resnet-51]\n    batch_sizes: [1]\n"
@@ -78,3 +79,15 @@ def test_a_dist_kvstore_runs_only_as_a_worker_and_one_configuration_per_launch()
     assert as_server.returncode == 2 and "DMLC_ROLE is 'server'" in as_server.stderr
     two = run_bench_python([*base, "--batch-sizes", "1,2"], env={**dmlc, "DMLC_ROLE": "worker"}, timeout=60)
     assert two.returncode == 2 and "exactly one configuration per launch" in two.stderr
+
+
+def test_output_dash_writes_records_to_stdout_and_progress_to_stderr() -> None:
+    """A cell decided before running: no measuring process, so this is fast."""
+    result = run_bench_python(["-m", "bench_tasks", "train", "--networks", "alexnet", "--batch-sizes", "1",
+                               "--devices", "cpu:0,cpu:1", "--run-id", "stdout-test", "--output", "-"],
+                              timeout=120)
+    assert result.returncode == 0, result.stderr
+    (line,) = result.stdout.splitlines()
+    record = validate_record(json.loads(line))
+    assert (record["status"], record["run_id"]) == ("batch_smaller_than_devices", "stdout-test")
+    assert "[1/1]" in result.stderr and "1 records (0 ok) written to stdout" in result.stderr
