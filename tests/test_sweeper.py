@@ -58,7 +58,7 @@ def test_sweeper_terminates_expired_instances_and_leaves_the_rest(aws_endpoint, 
                                                      ec2.EXPIRES_AT_TAG: _iso(now - timedelta(days=1))})
 
     swept = sweeper.sweep_expired_instances(["us-east-1", "us-west-2"], aws_conn_id=CONN_ID, wait=True,
-                                            poll_interval_s=1)
+                                            poll_interval_s=0.2)
 
     by_id = {item.instance_id: item for item in swept}
     assert {expired, garbled, expired_west} <= set(by_id)
@@ -92,7 +92,7 @@ def test_an_instance_made_by_the_target_is_swept_once_its_ttl_has_passed(aws_end
         assert len(live_instances(aws_client, run_id)) == 1
         later = datetime.now(UTC) + timedelta(minutes=31)
         swept = sweeper.sweep_expired_instances(["us-east-1"], aws_conn_id=CONN_ID, now=later, wait=True,
-                                                poll_interval_s=1)
+                                                poll_interval_s=0.2)
         assert state.resource_id in {item.instance_id for item in swept}
         assert live_instances(aws_client, run_id) == []
     finally:

@@ -448,8 +448,8 @@ class Ec2Target(Target):
             {"Name": "instance-state-name", "Values": list(states)},
         ])
 
-    def _waiter_config(self, timeout_s: float) -> dict[str, int]:
-        delay = max(1, int(round(self.options.poll_interval_s)))
+    def _waiter_config(self, timeout_s: float) -> dict[str, float]:
+        delay = self.options.poll_interval_s
         return {"Delay": delay, "MaxAttempts": max(1, math.ceil(timeout_s / delay))}
 
     def _wait_running(self, instance_id: str) -> None:

@@ -64,7 +64,7 @@ def expired_reason(instance: dict[str, Any], now: datetime) -> str | None:
 
 def sweep_expired_instances(regions: list[str], *, aws_conn_id: str = "aws_default",
                             now: datetime | None = None, wait: bool = False,
-                            poll_interval_s: float = 15) -> list[SweptInstance]:
+                            poll_interval_s: float = 15.0) -> list[SweptInstance]:
     """Terminate expired gpucompare instances in ``regions``; return (and log) what went."""
     from airflow.providers.amazon.aws.hooks.ec2 import EC2Hook
 
@@ -96,8 +96,8 @@ def sweep_expired_instances(regions: list[str], *, aws_conn_id: str = "aws_defau
             log.warning("Sweeper terminated %s in %s (run %s): %s", item.instance_id, region, item.run_id,
                         item.reason)
         if wait:
-            delay = max(1, round(poll_interval_s))
             hook.get_waiter("instance_terminated").wait(
-                InstanceIds=ids, WaiterConfig={"Delay": delay, "MaxAttempts": max(1, 900 // delay)})
+                InstanceIds=ids,
+                WaiterConfig={"Delay": poll_interval_s, "MaxAttempts": max(1, int(900 / poll_interval_s))})
         swept.extend(doomed)
     return swept
