@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -53,6 +54,7 @@ REPORTS: tuple[str, ...] = ("cost_per_million", "scaling", "throughput", "best_v
 #: Tables written besides the reports themselves.
 DERIVED: tuple[str, ...] = ("throughput_matrix",)
 CURRENCIES: tuple[str, ...] = schema.CURRENCIES
+T = TypeVar("T")
 
 
 class ReportError(ValueError):
@@ -140,6 +142,8 @@ def _connect() -> duckdb.DuckDBPyConnection:
     # No extension may be fetched at run time (offline CI, no httpfs): fail instead of downloading.
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET autoload_known_extensions = false")
+    # the first pass reads every footer; the second pass and the regressions reuse them
+    con.execute("SET parquet_metadata_cache = true")
     return con
 
 
@@ -172,7 +176,7 @@ def build_reports(
             con.execute(f"CREATE TEMP TABLE latest AS {load_sql('latest_results')}")
             return sum(int(row[1]) for row in newest), [row[0] for row in newest]
 
-        rows_scanned, newest_dates = _timed(timings, "scan: latest results", stage_latest)
+        rows_scanned, newest_dates = _timed(timings, "scan: latest results", lambda: files.run(stage_latest))
         newest = max(newest_dates, default=None)
 
         tables: dict[str, pa.Table] = {}
@@ -204,7 +208,7 @@ def build_reports(
                 },
             )
 
-        tables["regressions"] = _timed(timings, "regressions (scan + query)", regressions)
+        tables["regressions"] = _timed(timings, "regressions (scan + query)", lambda: files.run(regressions))
     finally:
         con.close()
 
@@ -234,6 +238,11 @@ class ResultFiles:
 
     con: duckdb.DuckDBPyConnection
     by_date: dict[dt.date, list[str]]
+    #: Files are read against the oldest file's columns (every file of one code version has
+    #: the same schema); True after a file turned out to differ in a column that is read,
+    #: to match columns by name in every file.
+    union_by_name: bool = False
+    views: dict[str, tuple[set[dt.date] | None, dt.date | None]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, lake: Lake, con: duckdb.DuckDBPyConnection) -> ResultFiles:
@@ -255,7 +264,9 @@ class ResultFiles:
         return cls(con=con, by_date=by_date)
 
     def register(self, view: str, *, dates: set[dt.date] | None = None, since: dt.date | None = None) -> int:
-        """(Re)define ``view`` over the files of ``dates`` (or of every date >= ``since``, or all)."""
+        """(Re)define ``view`` over the files of ``dates`` (or of every date >= ``since``, or all),
+        oldest first."""
+        self.views[view] = (dates, since)
         chosen = [
             path
             for date, paths in sorted(self.by_date.items())
@@ -270,10 +281,25 @@ class ResultFiles:
             listing = ", ".join("'" + path.replace("'", "''") + "'" for path in chosen)
             source = (
                 f"read_parquet([{listing}], hive_partitioning = true, "
-                "hive_types = {'mode': 'VARCHAR', 'date': 'DATE'}, union_by_name = true)"
+                "hive_types = {'mode': 'VARCHAR', 'date': 'DATE'}, "
+                f"union_by_name = {'true' if self.union_by_name else 'false'})"
             )
         self.con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM {source}")  # noqa: S608
         return len(chosen)
+
+    def run(self, action: Callable[[], T]) -> T:
+        """``action()``; on a schema mismatch between files, again with columns matched by name
+        (reading every file's footer first: slower, so only when needed)."""
+        try:
+            return action()
+        except (duckdb.BinderException, duckdb.InvalidInputException) as exc:
+            # the oldest file lacks a column that is read, or a later file lacks one of its columns
+            if self.union_by_name or not ("schema mismatch" in str(exc) or "not found" in str(exc)):
+                raise
+        self.union_by_name = True
+        for view, (dates, since) in list(self.views.items()):
+            self.register(view, dates=dates, since=since)
+        return action()
 
 
 def _throughput_matrix(con: duckdb.DuckDBPyConnection) -> pa.Table:
