@@ -3,6 +3,8 @@ before anything is created (checked on moto's server on 127.0.0.1 as the EC2 end
 
 from __future__ import annotations
 
+import logging
+import math
 from datetime import date
 from typing import Any
 
@@ -10,7 +12,7 @@ import pytest
 
 from bench_tasks.configs import Config, parse_sweep
 from gpucompare.targets import cost, ec2
-from gpucompare.targets.base import BudgetExceeded, TargetError
+from gpucompare.targets.base import BudgetExceeded, TargetError, TargetSpec
 from tests.ec2_support import (
     TINY_SWEEP,
     create_instance_profile,
@@ -167,3 +169,19 @@ def test_an_expensive_run_is_refused_before_anything_is_created(aws_endpoint, aw
         assert len(live_instances(aws_client, run_id)) == 1
     finally:
         cheap.teardown(state)
+
+
+def test_the_time_to_live_follows_the_estimate_and_a_short_one_is_flagged(caplog):
+    options = {"ami": "ami-0123456789abcdef0", "instance_profile": "p", "results_bucket": "my-bucket"}
+
+    def target(**extra: Any) -> ec2.Ec2Target:
+        return ec2.Ec2Target(TargetSpec(name="t", kind="ec2", provider="aws", instance_type="p3.2xlarge",
+                                        region="us-east-1", options={**options, **extra}))
+
+    expected = cost.estimate_sweep_time([NIGHTLY]).hours * 60
+    derived = target(sweep_configs=[NIGHTLY]).ttl_minutes()
+    assert derived == math.ceil(expected * 1.5) + 30
+    assert target().ttl_minutes() == ec2.DEFAULT_TTL_MINUTES
+    with caplog.at_level(logging.WARNING, logger="gpucompare.targets.ec2"):
+        assert target(sweep_configs=[NIGHTLY], ttl_minutes=30).ttl_minutes() == 30
+    assert "ttl_minutes=30 is shorter than the estimated" in caplog.text

@@ -306,13 +306,21 @@ class Ec2Target(Target):
                                       self.options.sweep_configs, currency=self.options.budget_currency,
                                       price_lookup=self.price_lookup)
 
-    def _ttl_minutes(self) -> int:
-        if self.options.ttl_minutes is not None:
-            return self.options.ttl_minutes
+    def ttl_minutes(self) -> int:
+        """The instance's time-to-live: the option, else derived from the sweep estimate."""
+        expected_minutes = None
         if self.options.sweep_configs:
-            hours = cost.estimate_sweep_time(self.options.sweep_configs).hours
+            expected_minutes = cost.estimate_sweep_time(self.options.sweep_configs).hours * 60
+        if self.options.ttl_minutes is not None:
+            if expected_minutes is not None and expected_minutes > self.options.ttl_minutes:
+                # a warning, not a refusal: the estimate assumes the slowest published GPU
+                log.warning("ttl_minutes=%d is shorter than the estimated %.0f min of the run: the "
+                            "instance may power off before the sweeps end", self.options.ttl_minutes,
+                            expected_minutes)
+            return self.options.ttl_minutes
+        if expected_minutes is not None:
             # half as long again as expected, plus time to collect: late, never early
-            return max(60, math.ceil(hours * 60 * 1.5) + 30)
+            return max(60, math.ceil(expected_minutes * 1.5) + 30)
         return DEFAULT_TTL_MINUTES
 
     # --- prepare ---
@@ -332,7 +340,7 @@ class Ec2Target(Target):
             expires_at = _tag(instance, EXPIRES_AT_TAG)
             log.info("Run %s already has instance %s (%s): reusing it", run_id, instance_id, market)
         else:
-            ttl = self._ttl_minutes()
+            ttl = self.ttl_minutes()
             expires_at = (datetime.now(UTC) + timedelta(minutes=ttl)).strftime("%Y-%m-%dT%H:%M:%SZ")
             image_id = self.resolve_ami()
             instance_id, market = self._launch(run_id, image_id, ttl, expires_at)
