@@ -23,9 +23,8 @@ from pathlib import Path
 
 from airflow.api_fastapi.core_api.security import requires_authenticated
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import Depends, FastAPI
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from starlette.staticfiles import StaticFiles
+from fastapi import Depends, FastAPI, HTTPException
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
 from gpucompare import settings
 
@@ -41,25 +40,47 @@ _NO_REPORT_YET = """<!doctype html><html><head><meta charset="utf-8"><title>GPU 
 </body></html>"""
 
 
+def _reports_location(configured: str | None) -> str:
+    return configured or settings.reports_uri()
+
+
+def _file_below(root: Path, relative: str) -> Path | None:
+    """``root/relative`` if it is a file inside ``root`` (``latest`` may link to a sibling dated
+    folder, which is inside too); None for anything else, ``..`` tricks included."""
+    base = root.resolve()
+    candidate = (base / relative).resolve()
+    if candidate.is_dir():
+        candidate = candidate / "index.html"
+    if not candidate.is_relative_to(base) or not candidate.is_file():
+        return None
+    return candidate
+
+
 def create_app(reports_location: str | None = None) -> FastAPI:
-    """The app serving ``reports_location`` (default: the ``GPUCOMPARE_REPORTS`` setting)."""
-    location = reports_location or settings.reports_uri()
+    """The app serving ``reports_location`` (default: ``GPUCOMPARE_REPORTS``, read per request,
+    so the folder may appear, or the setting change, after the server started)."""
     app = FastAPI(title="gpucompare reports", dependencies=[Depends(requires_authenticated())])
 
     @app.get("/", response_model=None)
     def latest_report() -> Response:
+        location = _reports_location(reports_location)
         if settings.is_remote(location):
             return HTMLResponse(_NO_REPORT_YET.format(
                 reason=f"Reports are published to {location}/latest/ (object storage), not served here."))
-        if not (Path(location) / "latest" / "index.html").is_file():
+        if _file_below(Path(location), "latest/index.html") is None:
             return HTMLResponse(_NO_REPORT_YET.format(reason=f"{location}/latest/index.html does not exist."),
                                 status_code=404)
         # relative, so it works behind a proxy that moves Airflow under a path prefix
         return RedirectResponse(LATEST_PAGE, status_code=307)
 
-    if not settings.is_remote(location):
-        # check_dir=False: the folder appears with the first report, after the server started
-        app.mount("/reports", StaticFiles(directory=location, html=True, check_dir=False), name="reports")
+    @app.get("/reports/{relative:path}", response_model=None)
+    def report_file(relative: str) -> Response:
+        location = _reports_location(reports_location)
+        found = None if settings.is_remote(location) else _file_below(Path(location), relative)
+        if found is None:
+            raise HTTPException(status_code=404, detail=f"no report file {relative!r}")
+        return FileResponse(found)
+
     return app
 
 

@@ -1,0 +1,79 @@
+"""The Airflow plugin in Airflow's real API app: a nav entry, and the latest report behind a login."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def api(airflow_db: Path) -> Any:
+    """Airflow's API server app (create_app: core API, UI, auth manager, plugins), in-process."""
+    from airflow.api_fastapi.app import create_app
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+    from fastapi.testclient import TestClient
+
+    app = create_app()
+    token = app.state.auth_manager.generate_jwt(SimpleAuthManagerUser(username="admin", role="admin"))
+    return TestClient(app), {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture
+def reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "reports"
+    (root / "2026-11-29").mkdir(parents=True)
+    (root / "2026-11-29" / "index.html").write_text("<html>old night</html>")
+    (root / "2026-11-30" / "cost_per_million").mkdir(parents=True)
+    (root / "2026-11-30" / "index.html").write_text("<html>cost per million</html>")
+    (root / "2026-11-30" / "cost_per_million.csv").write_text("provider,cost_per_million\n")
+    (root / "latest").symlink_to("2026-11-30", target_is_directory=True)
+    (tmp_path / "secret.txt").write_text("not a report")
+    monkeypatch.setenv("GPUCOMPARE_REPORTS", str(root))
+    return root
+
+
+def test_the_ui_lists_the_reports_link(api: Any) -> None:
+    client, auth = api
+    plugins = client.get("/api/v2/plugins", headers=auth).json()["plugins"]
+    ours = next(p for p in plugins if p["name"] == "gpucompare")
+    assert ours["external_views"][0]["href"] == "gpucompare/"
+    assert ours["external_views"][0]["destination"] == "nav"
+    assert ours["fastapi_apps"][0]["url_prefix"] == "/gpucompare"
+
+
+def test_latest_report_is_served_to_logged_in_users_only(api: Any, reports: Path) -> None:
+    client, auth = api
+    assert client.get("/gpucompare/", follow_redirects=False).status_code == 401
+    assert client.get("/gpucompare/reports/latest/index.html").status_code == 401
+
+    redirect = client.get("/gpucompare/", headers=auth, follow_redirects=False)
+    assert redirect.status_code == 307 and redirect.headers["location"] == "reports/latest/index.html"
+    page = client.get("/gpucompare/reports/latest/index.html", headers=auth)
+    assert page.status_code == 200 and page.text == "<html>cost per million</html>"
+    assert client.get("/gpucompare/reports/latest/", headers=auth).text == "<html>cost per million</html>"
+    older = client.get("/gpucompare/reports/2026-11-29/index.html", headers=auth)
+    assert older.text == "<html>old night</html>"
+    csv = client.get("/gpucompare/reports/latest/cost_per_million.csv", headers=auth)
+    assert csv.status_code == 200 and csv.text.startswith("provider")
+
+
+def test_nothing_outside_the_reports_folder_is_served(api: Any, reports: Path) -> None:
+    client, auth = api
+    for path in ("/gpucompare/reports/..%2Fsecret.txt", "/gpucompare/reports/latest/..%2F..%2Fsecret.txt",
+                 "/gpucompare/reports/%2Fetc%2Fpasswd", "/gpucompare/reports/missing.html"):
+        response = client.get(path, headers=auth)
+        assert response.status_code == 404, path
+        assert "not a report" not in response.text
+
+
+def test_before_the_first_report_the_page_says_what_to_do(api: Any, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    client, auth = api
+    monkeypatch.setenv("GPUCOMPARE_REPORTS", str(tmp_path / "nothing-yet"))
+    response = client.get("/gpucompare/", headers=auth, follow_redirects=False)
+    assert response.status_code == 404
+    assert "gpucompare_nightly" in response.text and "No report yet" in response.text
