@@ -669,9 +669,10 @@ class ParameterServerLauncher:
                 self.line_sink(f"[dist] {point.point_id}: stopped {stopped} leftover process(es)")
         record = self._merge(point, workers)
         seconds = self._clock() - started
+        per_worker = ", ".join(f"{v:.2f}" for v in record["per_worker_images_per_sec"])
         self.line_sink(f"[dist] {point.point_id}: {record['images_per_sec']:.2f} img/s over "
                        f"{record['gpu_count']} device(s) on {record['num_nodes']} node(s) "
-                       f"(per worker {record['per_worker_images_per_sec'] or '-'}), {seconds:.1f} s")
+                       f"(per worker: {per_worker or '-'}), {seconds:.1f} s")
         return PointOutcome(record, workers, port, seconds)
 
     def stop_everywhere(self, marker: str) -> int:
