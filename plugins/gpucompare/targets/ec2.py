@@ -516,7 +516,8 @@ class Ec2Target(Target):
     def deploy(self, state: TargetState) -> TargetState:
         instance_id = self._instance_id(state)
         bundle = build_worker_bundle()
-        bundle_key = f"{self.options.results_prefix}/bundles/{bundle.content_hash}.tar.gz"
+        # named by the bytes (not the code hash): an object found there is exactly this tarball
+        bundle_key = f"{self.options.results_prefix}/bundles/{bundle.sha256}.tar.gz"
         if not self.s3_hook.check_for_key(bundle_key, self.options.results_bucket):
             self.s3_hook.load_bytes(bundle.data, bundle_key, self.options.results_bucket, replace=True)
         url = self.s3_hook.generate_presigned_url(
@@ -537,8 +538,8 @@ class Ec2Target(Target):
 
     def sweep_commands(self, state: TargetState, sweep_config: dict[str, Any]) -> list[str]:
         """The AWS-RunShellScript commands of one sweep (the tests run exactly these in bash)."""
-        if not state.workdir:
-            raise TargetError("run_sweep before deploy: the state has no workdir")
+        if not state.workdir or not state.extra.get("bench_python"):
+            raise TargetError("run_sweep before deploy: the state has no worker directory")
         config = {"run_id": state.run_id, **sweep_config}
         try:
             # refused here, with the field named, rather than on the instance after a long wait
@@ -550,7 +551,7 @@ class Ec2Target(Target):
         destination = f"s3://{self.options.results_bucket}/{self._results_key(state.run_id)}"
         return sweep_commands(
             config_json=config_json, workdir=state.workdir, rundir=rundir,
-            python=str(state.extra.get("bench_python") or self._bench_python("")),
+            python=str(state.extra["bench_python"]),
             destination=destination,
         )
 
