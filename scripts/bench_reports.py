@@ -147,6 +147,7 @@ def build_lake(lake: Path, rows: int, seed: int = 7) -> dict[str, int]:
     nights = max(2, rows // len(grid))
     last_night = dt.date(2026, 11, 29)
     file_schema = schema.RESULTS_FILE_SCHEMA
+    injected = 0
     for mode in ("score", "train"):
         part = [g for g in grid if g[6] == mode]
         n = len(part)
@@ -156,6 +157,7 @@ def build_lake(lake: Path, rows: int, seed: int = 7) -> dict[str, int]:
         regressed = rng.random(n) < 0.002
         # the largest batches of the biggest networks do not fit: the same cells every night
         oom = (np.array(columns[9]) >= 256) & np.isin(np.array(columns[7]), ["vgg-16", "resnet-152"])
+        injected += int((regressed & ~oom).sum())
         static = _static_columns(columns, n)
         for night in range(nights):
             date = last_night - dt.timedelta(days=nights - 1 - night)
@@ -172,6 +174,7 @@ def build_lake(lake: Path, rows: int, seed: int = 7) -> dict[str, int]:
         "configurations": len(grid),
         "nights": nights,
         "rows": nights * len(grid),
+        "regressions_injected": injected,
     }
 
 
@@ -315,6 +318,8 @@ def _time_once(lake: Path, out: Path, currency: str, attempt: int) -> None:
     print(f"run {attempt} (load average {load:.1f} on {os.cpu_count()} cores when it started):")
     for name, seconds in result.timings.items():
         print(f"  {name:<28} {seconds:6.2f} s")
+    flagged = sum(1 for value in result.tables["regressions"]["regression"].to_pylist() if value)
+    print(f"  regressions flagged: {flagged}")
     print(
         f"  whole report set incl. index.html: {total:.2f} s wall, {cpu:.2f} s CPU, over "
         f"{result.rows_scanned:,} result rows ({'within' if total <= 5 else 'OVER'} the 5 s target)",

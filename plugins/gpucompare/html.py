@@ -276,11 +276,15 @@ def _thin(values: Sequence[float], limit: int) -> list[float]:
 
 
 def cost_charts(best_value: list[dict[str, Any]], mode: str, currency: str) -> list[str]:
-    """Bars per network: the cheapest machines (cost per million images), published ones in amber."""
+    """Bars per network: the cheapest machines (cost per million images), a colour per GPU model,
+    published figures in amber."""
     by_network: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in best_value:
         if row["mode"] == mode:
             by_network[row["network"]].append(row)
+    # one colour per GPU model, the same in every chart of the page
+    models = sorted({str(r["gpu_model"]) for r in best_value})
+    colour_of = {model: MEASURED_COLOURS[i % len(MEASURED_COLOURS)] for i, model in enumerate(models)}
     charts = []
     for network in sorted(by_network):
         rows = _cheapest_with_published(by_network[network])
@@ -288,7 +292,7 @@ def cost_charts(best_value: list[dict[str, Any]], mode: str, currency: str) -> l
             (
                 machine_label(r, with_gpu=False),
                 r["cost_per_million"],
-                PUBLISHED_COLOUR if _is_published(r) else MEASURED_COLOURS[0],
+                PUBLISHED_COLOUR if _is_published(r) else colour_of[str(r["gpu_model"])],
                 f"{money(r['cost_per_million'], currency)} · {r['gpu_model'] or r.get('device_kind') or ''}"
                 f" ×{r['gpu_count']} · b{r['batch_size']}",
             )
@@ -639,7 +643,7 @@ def render_page(report_set: ReportSet) -> str:
         _figure(
             cost_charts(best, mode, currency),
             f"{mode}: cheapest configuration of each machine (batch, dtype, GPU count), the {MAX_BARS} "
-            "cheapest machines per network; published figures in amber.",
+            "cheapest machines per network; a colour per GPU model, published figures in amber.",
         )
         for mode in modes
     ) or _figure([], "")
