@@ -286,12 +286,13 @@ def _load_yaml(text: str) -> Any:
         raise ValueError(str(exc)) from exc
 
 
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}$")
+RUN_ID_MAX = 250  # Airflow's dag_run_id limit: the orchestrator passes run ids derived from it
 
 
 def validate_run_id(value: Any, where: str = "--run-id") -> str:
-    """Run ids end up in file names and lake partitions: a safe, short character set."""
-    if not isinstance(value, str) or not _RUN_ID.match(value):
-        raise ConfigError(where, f"{value!r} must be 1-128 characters of A-Z a-z 0-9 . _ : + -, "
-                          "starting with a letter or digit")
+    """A run id goes into every record (JSON; never a shell or a path here): printable text."""
+    if not isinstance(value, str) or not value or len(value) > RUN_ID_MAX or not value.isprintable() \
+            or value != value.strip():
+        raise ConfigError(where, f"{value!r} must be 1-{RUN_ID_MAX} printable characters, "
+                          "without leading or trailing spaces")
     return value
