@@ -358,6 +358,13 @@ def test_sent_commands_run_the_real_worker_in_bash(aws, aws_client, tmp_path):
 
         sweep_run = _run_like_the_ssm_agent(sent["sweep"], tmp_path, env)
         assert sweep_run.returncode == 0, sweep_run.stderr[-3000:]
+        # the worker's progress went to S3 (what run_sweep follows) and its tail to stderr (SSM's copy)
+        progress_keys = [o["Key"] for o in aws_client("s3").list_objects_v2(
+            Bucket=aws["bucket"], Prefix=f"gpucompare/results/{ec2.run_key(run_id)}/progress/")["Contents"]]
+        assert len(progress_keys) == 1
+        body = aws_client("s3").get_object(Bucket=aws["bucket"], Key=progress_keys[0])["Body"]
+        progress = body.read().decode()
+        assert "alexnet" in progress and progress.strip().splitlines()[-1] in sweep_run.stderr
 
         local = target.collect(state, str(tmp_path / "collected" / "results.jsonl"))
         records = [validate_record(json.loads(line)) for line in Path(local).read_text().splitlines()]
@@ -518,5 +525,39 @@ def test_an_instance_that_dies_mid_command_ends_the_wait(aws, aws_client):
         with pytest.raises(TargetError, match=r"is (shutting-down|terminated) while SSM command"):
             target.run_sweep(state, TINY_SWEEP, timeout_s=600)
         assert time.monotonic() - started < 60
+    finally:
+        target.teardown(state)
+
+
+def test_progress_lines_are_followed_while_the_sweep_runs(aws, aws_client):
+    """The instance's progress uploads are stood in for by writing the progress object between
+    polls (moto runs nothing); each new line reaches the task log once, while the command is
+    still InProgress, and SSM's copy of stderr is not logged a second time."""
+    run_id = new_run_id()
+    logged: list[tuple[str, str]] = []
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]), line_sink=lambda line: logged.append(
+        (line, status_seen[-1] if status_seen else "")))
+    status_seen: list[str] = []
+    state = target.prepare(run_id)
+    try:
+        state = target.deploy(state)
+        key = target._progress_key(run_id, target._config_json(state, TINY_SWEEP))
+        progress_lines = ["[1/2] score alexnet b1: warming up", "[1/2] score alexnet b1: ok",
+                          "[2/2] score alexnet b2: ok"]
+        answers = [{"Status": "InProgress"}] * 4 + [
+            {"Status": "Success", "ResponseCode": 0, "StandardErrorContent": "\n".join(progress_lines)}]
+
+        def rewrite(parsed: dict[str, Any], **_: Any) -> None:
+            poll = len(status_seen)
+            # the file grows by one line per poll, as the instance's uploads would make it
+            aws_client("s3").put_object(Bucket=aws["bucket"], Key=key,
+                                        Body="\n".join(progress_lines[:poll]).encode())
+            parsed.update(answers[min(poll, len(answers) - 1)])
+            status_seen.append(parsed["Status"])
+
+        target.ssm_hook.conn.meta.events.register("after-call.ssm.GetCommandInvocation", rewrite)
+        target.run_sweep(state, TINY_SWEEP, timeout_s=30)
+        assert [line for line, _ in logged] == progress_lines
+        assert [status for _, status in logged[:2]] == ["InProgress", "InProgress"]
     finally:
         target.teardown(state)

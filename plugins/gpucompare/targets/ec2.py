@@ -50,6 +50,7 @@ import re
 import shlex
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
@@ -89,6 +90,8 @@ SCRIPT_PREAMBLE = ("#!/bin/bash", "set -euo pipefail")
 DEFAULT_TTL_MINUTES = 240
 DEFAULT_VOLUME_GB = 150  # the Deep Learning Base AMI's root snapshot is ~100 GB
 STDERR_TAIL_LINES = 40
+#: Seconds between uploads of a running sweep's progress file (what the task log follows).
+PROGRESS_UPLOAD_S = 20
 
 _AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
 _SSM_PARAMETER = re.compile(r"^(resolve:ssm:)?(/[A-Za-z0-9_.\-]+)+$")
@@ -540,38 +543,58 @@ class Ec2Target(Target):
         """The AWS-RunShellScript commands of one sweep (the tests run exactly these in bash)."""
         if not state.workdir or not state.extra.get("bench_python"):
             raise TargetError("run_sweep before deploy: the state has no worker directory")
+        config_json = self._config_json(state, sweep_config)
+        rundir = f"{self.options.remote_root}/runs/{run_key(state.run_id)}"
+        destination = f"s3://{self.options.results_bucket}/{self._results_key(state.run_id)}"
+        progress = f"s3://{self.options.results_bucket}/{self._progress_key(state.run_id, config_json)}"
+        return sweep_commands(
+            config_json=config_json, workdir=state.workdir, rundir=rundir,
+            python=str(state.extra["bench_python"]), destination=destination, progress_destination=progress,
+        )
+
+    @staticmethod
+    def _config_json(state: TargetState, sweep_config: dict[str, Any]) -> str:
+        """The sweep config as sent (with the run id), refused here if the worker would refuse it."""
         config = {"run_id": state.run_id, **sweep_config}
         try:
             # refused here, with the field named, rather than on the instance after a long wait
             parse_sweep(config, where="sweep_config")
         except ConfigError as exc:
             raise TargetError(str(exc)) from exc
-        config_json = json.dumps(config, sort_keys=True)
-        rundir = f"{self.options.remote_root}/runs/{run_key(state.run_id)}"
-        destination = f"s3://{self.options.results_bucket}/{self._results_key(state.run_id)}"
-        return sweep_commands(
-            config_json=config_json, workdir=state.workdir, rundir=rundir,
-            python=str(state.extra["bench_python"]),
-            destination=destination,
-        )
+        return json.dumps(config, sort_keys=True)
+
+    def _progress_key(self, run_id: str, config_json: str) -> str:
+        return f"{self.options.results_prefix}/{run_key(run_id)}/progress/{sweep_name(config_json)}.log"
 
     def run_sweep(self, state: TargetState, sweep_config: dict[str, Any], *, timeout_s: float) -> TargetState:
         instance_id = self._instance_id(state)
         commands = self.sweep_commands(state, sweep_config)
-        self._run_commands(state, instance_id, commands, timeout_s, purpose="sweep")
+        config_json = self._config_json(state, sweep_config)
+        progress = ProgressFollower(self.s3_hook, self.options.results_bucket,
+                                    self._progress_key(state.run_id, config_json), self.line_sink)
+        self._run_commands(state, instance_id, commands, timeout_s, purpose="sweep", progress=progress)
         state.remote_results = f"s3://{self.options.results_bucket}/{self._results_key(state.run_id)}"
         return state
 
     def _run_commands(self, state: TargetState, instance_id: str, commands: list[str], timeout_s: float,
-                      *, purpose: str) -> dict[str, Any]:
-        """Send the commands through SSM Run Command, poll until done, stream the output."""
+                      *, purpose: str, progress: ProgressFollower | None = None) -> dict[str, Any]:
+        """Send the commands through SSM Run Command, poll until done, stream the output.
+
+        With a ``progress`` follower the worker's progress lines arrive while it runs (the
+        instance uploads its progress file every ``PROGRESS_UPLOAD_S``); SSM's own copy of
+        standard error is then only used for the error message.
+        """
         command_id = self.send_commands(state, instance_id, commands, timeout_s, purpose=purpose)
-        invocation = self.wait_for_command(command_id, instance_id, timeout_s)
+        invocation = self.wait_for_command(command_id, instance_id, timeout_s,
+                                           on_poll=progress.follow if progress else None)
+        if progress:
+            progress.follow()
         for line in (invocation.get("StandardOutputContent") or "").splitlines():
             self.line_sink(line)
         stderr = invocation.get("StandardErrorContent") or ""
-        for line in stderr.splitlines():
-            self.line_sink(line)
+        if not (progress and progress.seen_any):
+            for line in stderr.splitlines():
+                self.line_sink(line)
         if invocation.get("Status") != "Success":
             tail = "\n".join(stderr.splitlines()[-STDERR_TAIL_LINES:])
             raise TargetError(
@@ -596,7 +619,8 @@ class Ec2Target(Target):
                  instance_id, len(commands), timeout_s)
         return command_id
 
-    def wait_for_command(self, command_id: str, instance_id: str, timeout_s: float) -> dict[str, Any]:
+    def wait_for_command(self, command_id: str, instance_id: str, timeout_s: float, *,
+                         on_poll: Callable[[], None] | None = None) -> dict[str, Any]:
         """Poll GetCommandInvocation until a final status; cancel and raise past the time limit."""
         from botocore.exceptions import ClientError
 
@@ -618,6 +642,8 @@ class Ec2Target(Target):
                 last_status = status
             if status in SSM_FINAL_STATUSES:
                 return invocation
+            if on_poll:
+                on_poll()
             # a spot interruption or the TTL timer ends the machine, not the command's status
             instance_state = self.ec2_hook.get_instance_state(instance_id)
             if instance_state not in ("pending", "running"):
@@ -729,27 +755,74 @@ def deploy_commands(bundle_url: str, bundle_sha256: str, workdir: str, python: s
     return commands
 
 
+def sweep_name(config_json: str) -> str:
+    """The name of one sweep of a run: the hash of its configuration (a retry finds its own)."""
+    return "sweep-" + hashlib.sha256(config_json.encode()).hexdigest()[:16]
+
+
 def sweep_commands(*, config_json: str, workdir: str, rundir: str, python: str,
-                   destination: str) -> list[str]:
+                   destination: str, progress_destination: str) -> list[str]:
     """Run one sweep, merge the run's sweep files into results.jsonl, copy it to S3.
 
-    The config travels base64-encoded, so no character in it can reach the shell.
+    The config travels base64-encoded, so no character in it can reach the shell. The
+    worker's progress (its standard error) goes to a file that a background loop copies to
+    ``progress_destination`` every ``PROGRESS_UPLOAD_S`` (the orchestrator follows it); its
+    tail is repeated on standard error so SSM's output has it when the worker fails.
     """
     q = shlex.quote
-    name = "sweep-" + hashlib.sha256(config_json.encode()).hexdigest()[:16]
+    name = sweep_name(config_json)
     encoded = base64.b64encode(config_json.encode()).decode("ascii")
     config_path, output_path = f"{rundir}/{name}.json", f"{rundir}/{name}.jsonl"
+    progress_path = f"{rundir}/{name}.log"
+    upload_progress = f"aws s3 cp --only-show-errors {q(progress_path)} {q(progress_destination)}"
     return [
         *SCRIPT_PREAMBLE,
         f"mkdir -p {q(rundir)}",
         f"cd {q(workdir)}",
         f"echo {q(encoded)} | base64 -d > {q(config_path)}",
-        f"{q(python)} -m bench_tasks sweep --config {q(config_path)} --output {q(output_path + '.partial')}",
+        f": > {q(progress_path)}",
+        # its own stdio: SSM (like any reader of the script's output) waits for open pipes
+        f"( while sleep {PROGRESS_UPLOAD_S}; do {upload_progress} || true; done )"
+        " </dev/null >/dev/null 2>&1 &",
+        "uploader=$!",
+        "trap 'kill $uploader 2>/dev/null || true' EXIT",
+        "status=0",
+        f"{q(python)} -m bench_tasks sweep --config {q(config_path)} --output {q(output_path + '.partial')} "
+        f"2> {q(progress_path)} || status=$?",
+        "kill $uploader 2>/dev/null || true",
+        f"{upload_progress} || true",
+        f"tail -n {STDERR_TAIL_LINES} {q(progress_path)} >&2",
+        'if [ "$status" -ne 0 ]; then exit "$status"; fi',
         # only a finished sweep counts; a retried one replaces its file instead of adding to it
         f"mv {q(output_path + '.partial')} {q(output_path)}",
         f"cat {q(rundir)}/sweep-*.jsonl > {q(rundir + '/results.jsonl')}",
         f"aws s3 cp --only-show-errors {q(rundir + '/results.jsonl')} {q(destination)}",
     ]
+
+
+class ProgressFollower:
+    """Reads the sweep's progress file from S3 as it grows and passes new lines on."""
+
+    def __init__(self, s3_hook: Any, bucket: str, key: str, line_sink: LineSink) -> None:
+        self.s3_hook, self.bucket, self.key, self.line_sink = s3_hook, bucket, key, line_sink
+        self.emitted = 0
+        self.seen_any = False
+
+    def follow(self) -> None:
+        from botocore.exceptions import ClientError
+
+        try:
+            body = self.s3_hook.conn.get_object(Bucket=self.bucket, Key=self.key)["Body"].read()
+        except ClientError as exc:
+            if _client_error_code(exc) in ("NoSuchKey", "404"):
+                return  # not uploaded yet
+            log.warning("Could not read progress s3://%s/%s: %s", self.bucket, self.key, exc)
+            return
+        self.seen_any = True
+        lines = body.decode("utf-8", errors="replace").splitlines()
+        for line in lines[self.emitted:]:
+            self.line_sink(line)
+        self.emitted = max(self.emitted, len(lines))
 
 
 @dataclass(frozen=True)
