@@ -18,35 +18,56 @@ WITH ok AS (
     WHERE status = 'ok' AND images_per_sec > 0
 ),
 hourly_prices AS (
-    SELECT *,
+    -- a price series = provider, instance type, region, market, GPU count; '' = any region
+    SELECT
+        provider, instance_type, coalesce(region, '') AS region_key, market,
+        coalesce(gpu_count, 0) AS gpu_count_key, effective_from, currency, source,
         price * CASE unit WHEN 'hour' THEN 1 WHEN 'minute' THEN 60 WHEN 'second' THEN 3600 END
             AS price_per_instance_hour
     FROM prices
 ),
-matched AS (
+candidate_series AS (
+    -- the few series that may price a result (no dates yet: that is the ASOF join's job)
     SELECT
-        ok.result_row, p.price_per_instance_hour, p.currency AS price_currency,
+        ok.result_row, ok.result_date, s.provider, s.instance_type, s.region_key, s.market,
+        s.gpu_count_key,
+        s.region_key = coalesce(ok.region, '') AS region_exact,
+        s.market IS NOT DISTINCT FROM ok.market AS market_exact
+    FROM ok
+    JOIN (SELECT DISTINCT provider, instance_type, region_key, market, gpu_count_key FROM hourly_prices) AS s
+      ON s.provider = ok.provider
+     AND s.instance_type = ok.instance_type
+     AND (s.region_key = '' OR ok.region IS NULL OR s.region_key = ok.region)
+     AND (s.market IS NULL OR ok.market IS NULL OR s.market = ok.market)
+     AND (s.gpu_count_key = 0 OR s.gpu_count_key >= ok.gpu_count / ok.num_nodes)
+),
+matched AS (
+    -- each series' price on the result's date (latest effective_from <= date), best series first
+    SELECT
+        c.result_row, p.price_per_instance_hour, p.currency AS price_currency,
         p.source AS price_source, p.effective_from AS price_effective_from,
         row_number() OVER (
-            PARTITION BY ok.result_row
-            ORDER BY (p.region IS NOT DISTINCT FROM ok.region) DESC,
-                     (p.market IS NOT DISTINCT FROM ok.market) DESC,
-                     (p.market = 'on_demand') DESC,
-                     p.effective_from DESC, p.region, p.source
+            PARTITION BY c.result_row
+            ORDER BY c.region_exact DESC, c.market_exact DESC, (c.market = 'on_demand') DESC,
+                     p.effective_from DESC, c.region_key, p.source
         ) AS preference
-    FROM ok
-    JOIN hourly_prices AS p
-      ON p.provider = ok.provider
-     AND p.instance_type = ok.instance_type
-     AND (p.region IS NULL OR ok.region IS NULL OR p.region = ok.region)
-     AND (p.market IS NULL OR ok.market IS NULL OR p.market = ok.market)
-     AND (p.gpu_count IS NULL OR p.gpu_count >= ok.gpu_count / ok.num_nodes)
-     AND p.effective_from <= ok.result_date
+    FROM candidate_series AS c
+    ASOF JOIN hourly_prices AS p
+      ON p.provider = c.provider
+     AND p.instance_type = c.instance_type
+     AND p.region_key = c.region_key
+     AND p.market IS NOT DISTINCT FROM c.market
+     AND p.gpu_count_key = c.gpu_count_key
+     AND p.effective_from <= c.result_date
 ),
 fx_both_ways AS (
-    SELECT base AS from_currency, quote AS to_currency, rate, effective_from, 0 AS inverse FROM fx
-    UNION ALL
-    SELECT quote, base, 1.0 / rate, effective_from, 1 FROM fx WHERE rate > 0
+    -- every rate in both directions; a direct quote beats the inverse of another on one date
+    SELECT * FROM (
+        SELECT base AS from_currency, quote AS to_currency, rate, effective_from, 0 AS inverse FROM fx
+        UNION ALL
+        SELECT quote, base, 1.0 / rate, effective_from, 1 FROM fx WHERE rate > 0
+    )
+    QUALIFY row_number() OVER (PARTITION BY from_currency, to_currency, effective_from ORDER BY inverse) = 1
 ),
 priced AS (
     SELECT ok.*, m.price_per_instance_hour, m.price_currency, m.price_source, m.price_effective_from
@@ -58,15 +79,13 @@ converted AS (
         CASE
             WHEN price_currency IS NULL THEN NULL
             WHEN price_currency = $currency THEN 1.0
-            ELSE (
-                SELECT first(f.rate ORDER BY f.effective_from DESC, f.inverse)
-                FROM fx_both_ways AS f
-                WHERE f.from_currency = priced.price_currency
-                  AND f.to_currency = $currency
-                  AND f.effective_from <= priced.result_date
-            )
+            ELSE f.rate
         END AS fx_rate
     FROM priced
+    ASOF LEFT JOIN fx_both_ways AS f
+      ON f.from_currency = priced.price_currency
+     AND f.to_currency = $currency
+     AND f.effective_from <= priced.result_date
 ),
 money AS (
     SELECT *,

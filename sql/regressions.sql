@@ -5,7 +5,9 @@
 -- a few weeks of data, not of the whole lake). Parameters: $history_runs (N), $min_history,
 -- $mad_factor (k), $min_drop (relative floor).
 --
--- current  = the latest result (by finished_at) of the machine and configuration;
+-- Series: machine and configuration, and config_id (two sweeps may run the same cell under
+-- different series tags, weak and strong, each a history of its own).
+-- current  = the latest result (by finished_at) of the series;
 -- history  = its N previous results with status ok (normally one a night);
 -- noise    = max(k × 1.4826 × MAD(history), min_drop × median(history)) — MAD scaled to a
 --            standard deviation, and never less than min_drop of the median;
@@ -19,11 +21,11 @@
 WITH numbered AS (
     SELECT
         provider, instance_type, region, market, mode, network, dtype, batch_size, gpu_count,
-        num_nodes, device_kind, kvstore, gpu_model, images_per_sec, status,
+        num_nodes, device_kind, kvstore, config_id, gpu_model, images_per_sec, status,
         finished_at, CAST("date" AS DATE) AS result_date,
         row_number() OVER (
             PARTITION BY provider, instance_type, region, market, mode, network, dtype, batch_size,
-                         gpu_count, num_nodes, device_kind, kvstore
+                         gpu_count, num_nodes, device_kind, kvstore, config_id
             ORDER BY finished_at DESC NULLS LAST
         ) AS age
     FROM recent
@@ -32,7 +34,7 @@ WITH numbered AS (
 summary AS (
     SELECT
         provider, instance_type, region, market, mode, network, dtype, batch_size, gpu_count,
-        num_nodes, device_kind, kvstore,
+        num_nodes, device_kind, kvstore, config_id,
         any_value(gpu_model) FILTER (WHERE age = 1) AS gpu_model,
         any_value(status) FILTER (WHERE age = 1) AS status,
         max(images_per_sec) FILTER (WHERE age = 1) AS images_per_sec,
@@ -56,7 +58,7 @@ judged AS (
 )
 SELECT
     provider, instance_type, region, market, gpu_model, gpu_count, num_nodes, mode, network, dtype,
-    batch_size, status, images_per_sec, measured_at, result_date,
+    batch_size, config_id, status, images_per_sec, measured_at, result_date,
     history_runs, history_from, history_median, history_mad, noise,
     images_per_sec / history_median - 1 AS change,
     CASE

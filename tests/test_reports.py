@@ -392,6 +392,37 @@ def test_regressions_read_only_the_lookback_window(lake):
     assert row["verdict"] == "steady"
 
 
+def test_regressions_keep_two_series_of_one_cell_apart(lake):
+    """The same cell run by a weak and by a strong series each night: two histories, not one."""
+    for index, night in enumerate(_nights(6)):
+        last = index == 5
+        weak = record(
+            mode="train",
+            batch_size=64,
+            gpu_count=2,
+            scaling="weak",
+            night=night,
+            images_per_sec=70.0 if last else 100.0,
+        )
+        strong = record(
+            mode="train",
+            batch_size=64,
+            gpu_count=2,
+            scaling="strong",
+            night=night,
+            minute=5,
+            images_per_sec=200.0,
+        )
+        weak["config_id"], strong["config_id"] = "train-b64-gpu0+gpu1-weak", "train-b64-gpu0+gpu1-strong"
+        ingest(lake, [weak, strong])
+    table = reports.build_reports(inputs(lake, [], [])).tables["regressions"]
+    got = {r["config_id"]: (r["verdict"], r["history_median"]) for r in table.to_pylist()}
+    assert got == {
+        "train-b64-gpu0+gpu1-weak": ("regression", 100.0),
+        "train-b64-gpu0+gpu1-strong": ("steady", 200.0),
+    }
+
+
 # ---- throughput ---------------------------------------------------------------------------------
 def test_throughput_matrix_has_a_column_per_batch_and_marks_cells_that_did_not_run(lake):
     ingest(

@@ -131,6 +131,7 @@ CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.regressions (
   `network` string,
   `dtype` string,
   `batch_size` bigint,
+  `config_id` string,
   `status` string,
   `images_per_sec` double,
   `measured_at` timestamp,
