@@ -21,6 +21,12 @@ root:
     .venv-bench/bin/python scripts/bench_fidelity.py                # resnet-50 and alexnet, b 1 and 8
     .venv-bench/bin/python scripts/bench_fidelity.py --mode inprocess --rounds 20
     .venv-bench/bin/python scripts/bench_fidelity.py --pairs alexnet:1 --rounds 4
+    .venv-bench/bin/python scripts/bench_fidelity.py --original-dir /tmp/mxnet-example
+
+``--original-dir`` adds MXNet's own ``benchmark_score.py`` (unmodified, with the
+``symbols/alexnet.py``, ``symbols/resnet.py`` and ``common/`` it imports, saved outside this
+repository from apache/mxnet's ``example/image-classification``) as a third side: its
+``score()`` in a fresh process over MXNet's own symbol definitions.
 """
 
 from __future__ import annotations
@@ -79,22 +85,46 @@ def inprocess_runners() -> tuple:
     return reference, ours
 
 
-def compare(network: str, batch: int, batches: int, rounds: int, mode: str) -> dict:
+def original_runner(directory: Path):
+    """MXNet's own benchmark_score.py, unmodified, saved outside the repository with the
+    symbols it imports (``symbols/alexnet.py``, ``symbols/resnet.py``, ``common/``): its
+    ``score()`` is called in a fresh process, as its ``__main__`` would."""
+    def run(network: str, batch: int, batches: int) -> float:
+        driver = ("import json, sys; sys.path.insert(0, sys.argv[1]); import mxnet as mx; "
+                  "import benchmark_score as b; print(json.dumps(b.score(network=sys.argv[2], "
+                  "dev=mx.cpu(), batch_size=int(sys.argv[3]), num_batches=int(sys.argv[4]))))")
+        command = [sys.executable, "-c", driver, str(directory), network, str(batch), str(batches)]
+        out = subprocess.run(command, cwd=directory, capture_output=True, text=True, check=True)
+        return float(json.loads(out.stdout.strip().splitlines()[-1]))
+    return run
+
+
+def compare(network: str, batch: int, batches: int, rounds: int, mode: str,
+            original: Path | None) -> dict:
     run_ref, run_our = inprocess_runners() if mode == "inprocess" else (run_reference, run_ours)
-    reference, ours = [], []
+    sides = {"reference": run_ref, "ours": run_our}
+    if original is not None:
+        sides["original"] = original_runner(original)
+    figures: dict[str, list[float]] = {name: [] for name in sides}
+    names = list(sides)
     for round_index in range(rounds):
-        order = (("ref", run_ref), ("ours", run_our))
-        for side, run in (order if round_index % 2 == 0 else order[::-1]):
-            (reference if side == "ref" else ours).append(run(network, batch, batches))
-        print(f"  {network} b{batch} round {round_index + 1}/{rounds}: reference {reference[-1]:.2f}, "
-              f"ours {ours[-1]:.2f} img/s", file=sys.stderr, flush=True)
-    ref_median, our_median = statistics.median(reference), statistics.median(ours)
-    return {"network": network, "batch_size": batch, "rounds": rounds,
-            "reference_median": ref_median, "ours_median": our_median,
-            "reference_range": [min(reference), max(reference)], "ours_range": [min(ours), max(ours)],
-            "difference_pct": (our_median - ref_median) / ref_median * 100,
-            "paired_ratio_pct": (statistics.median(o / r for o, r in zip(ours, reference, strict=True))
-                                 - 1) * 100, "mode": mode}
+        shift = round_index % len(names)  # rotate who goes first, so drifting load is shared
+        for name in names[shift:] + names[:shift]:
+            figures[name].append(sides[name](network, batch, batches))
+        print(f"  {network} b{batch} round {round_index + 1}/{rounds}: "
+              + ", ".join(f"{n} {figures[n][-1]:.2f}" for n in names) + " img/s",
+              file=sys.stderr, flush=True)
+    result = {"network": network, "batch_size": batch, "rounds": rounds, "mode": mode}
+    for name in names:
+        result[f"{name}_median"] = statistics.median(figures[name])
+        result[f"{name}_range"] = [min(figures[name]), max(figures[name])]
+    for name in names[:1] + names[2:]:  # ours against each reference
+        base = result[f"{name}_median"]
+        result[f"vs_{name}_pct"] = (result["ours_median"] - base) / base * 100
+        result[f"vs_{name}_paired_pct"] = (statistics.median(
+            o / r for o, r in zip(figures["ours"], figures[name], strict=True)) - 1) * 100
+    result["samples"] = figures
+    return result
 
 
 def main() -> None:
@@ -104,22 +134,29 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--batches", type=int, default=10, help="timed batches (benchmark_score: 10)")
     parser.add_argument("--mode", choices=("process", "inprocess"), default="process")
+    parser.add_argument("--original-dir", type=Path,
+                        help="directory holding MXNet's own benchmark_score.py with its symbols/ and "
+                             "common/ (saved outside the repository); adds it as a third side")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     print(f"load before: {os.getloadavg()}", file=sys.stderr)
     results = []
     for pair in args.pairs.split(","):
         network, batch = pair.rsplit(":", 1)
-        results.append(compare(network, int(batch), args.batches, args.rounds, args.mode))
+        results.append(compare(network, int(batch), args.batches, args.rounds, args.mode,
+                               args.original_dir))
     print(f"load after: {os.getloadavg()}", file=sys.stderr)
-    print(f"mode {args.mode}, {args.rounds} rounds, {args.batches} timed batches after 5 warm-up")
-    print(f"{'network':<12}{'batch':>6}{'reference img/s':>17}{'ours img/s':>12}{'diff':>9}{'paired':>9}"
-          f"   ranges (min-max) reference | ours")
+    print(f"mode {args.mode}, {args.rounds} rounds, {args.batches} timed batches after 5 warm-up; "
+          "diff = ours vs reference medians, paired = median of per-round ratios")
     for r in results:
-        print(f"{r['network']:<12}{r['batch_size']:>6}{r['reference_median']:>17.2f}"
-              f"{r['ours_median']:>12.2f}{r['difference_pct']:>+8.2f}%{r['paired_ratio_pct']:>+8.2f}%   "
-              f"{r['reference_range'][0]:.2f}-{r['reference_range'][1]:.2f} | "
-              f"{r['ours_range'][0]:.2f}-{r['ours_range'][1]:.2f}")
+        refs = [k[3:-4] for k in r if k.startswith("vs_") and k.endswith("_pct") and "paired" not in k]
+        line = f"{r['network']:<10} b{r['batch_size']:<3} ours {r['ours_median']:8.2f} img/s " \
+               f"({r['ours_range'][0]:.2f}-{r['ours_range'][1]:.2f})"
+        for ref in refs:
+            line += (f" | {ref} {r[ref + '_median']:8.2f} ({r[ref + '_range'][0]:.2f}-"
+                     f"{r[ref + '_range'][1]:.2f}) diff {r['vs_' + ref + '_pct']:+6.2f}% "
+                     f"paired {r['vs_' + ref + '_paired_pct']:+6.2f}%")
+        print(line)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 
