@@ -18,7 +18,7 @@ SELECT
     network, mode,
     rank() OVER (PARTITION BY network, mode ORDER BY cost_per_million) AS rank,
     provider, instance_type, region, market, gpu_model, gpu_count, num_nodes, dtype, batch_size,
-    images_per_sec, price_per_hour, cost_per_million, currency,
+    images_per_sec, price_per_hour, cost_per_million, currency, epochs90_hours, epochs90_cost,
     NOT EXISTS (
         SELECT 1 FROM best AS other
         WHERE other.network = b.network AND other.mode = b.mode

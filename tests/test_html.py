@@ -149,3 +149,12 @@ def test_summary_names_the_cheapest_machine_per_network(report_set):
     assert "g4dn.xlarge" in line and html.money(alexnet["cost_per_million"], "EUR") in line
     assert "## Regressions: 1" in summary
     assert "## Results without a price: 1" in summary
+
+
+def test_training_rows_show_the_time_and_cost_of_90_imagenet_epochs(report_set):
+    page = html.render_page(report_set)
+    # g5.12xlarge, 2 GPUs at 190 images/s, 5 USD/h = 5 / 1.1 EUR/h
+    seconds = 90 * 1_281_167 / 190.0
+    expected = f"{html.duration(seconds)}, {html.money(5 / 1.1 * seconds / 3600, 'EUR', 0)}"
+    assert expected == "7.0 days, €766"  # 168.6 h at 4.55 €/h
+    assert f">{expected}</td>" in page

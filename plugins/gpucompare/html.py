@@ -522,6 +522,13 @@ def missing_table(rows: list[dict[str, Any]]) -> str:
     )
 
 
+def _epochs90(row: dict[str, Any], currency: str) -> str:
+    """Training rows: how long and how much 90 epochs of ImageNet take (the unit users plan in)."""
+    if row.get("epochs90_hours") is None:
+        return "–"
+    return f"{duration(row['epochs90_hours'] * 3600)}, {money(row['epochs90_cost'], currency, 0)}"
+
+
 def best_table(rows: list[dict[str, Any]], currency: str) -> str:
     return _table(
         [
@@ -534,6 +541,7 @@ def best_table(rows: list[dict[str, Any]], currency: str) -> str:
             "per hour",
             "per million",
             "time per million",
+            "90 ImageNet epochs",
             "Pareto machines",
         ],
         (
@@ -547,11 +555,12 @@ def best_table(rows: list[dict[str, Any]], currency: str) -> str:
                 money(r["price_per_hour"], currency, 2),
                 money(r["cost_per_million"], currency),
                 duration(1e6 / r["images_per_sec"]),
+                _epochs90(r, currency),
                 r["pareto"],
             ]
             for r in rows
         ),
-        [False, False, False, True, True, True, True, True, True, False],
+        [False, False, False, True, True, True, True, True, True, True, False],
     )
 
 

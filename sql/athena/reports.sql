@@ -109,6 +109,8 @@ CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.best_value (
   `price_per_hour` double,
   `cost_per_million` double,
   `currency` string,
+  `epochs90_hours` double,
+  `epochs90_cost` double,
   `on_pareto_front` boolean,
   `price_source` string,
   `result_source` string,
