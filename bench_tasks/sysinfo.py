@@ -3,7 +3,8 @@
 Every record carries this environment, and ``python -m bench_tasks sysinfo`` prints it as
 JSON. GPUs come from ``nvidia-smi --query-gpu=... --format=csv,noheader,nounits`` (absent or
 failing ``nvidia-smi`` means no GPU); CUDA and cuDNN versions come from the libraries MXNet
-loaded (``cudaRuntimeGetVersion``, ``cudnnGetVersion``), falling back to the ``CUDA_VERSION``
+loaded (``cudaRuntimeGetVersion``, ``cudnnGetVersion`` asked of libmxnet itself, then of the
+``libcudart``/``libcudnn`` mapped into the process), falling back to the ``CUDA_VERSION``
 and ``CUDNN_VERSION`` variables that NVIDIA's container images set.
 
 mxnet is imported lazily (only :func:`collect` needs it), so the parser is testable and the
@@ -13,7 +14,6 @@ module importable anywhere.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import platform
 import shutil
@@ -183,14 +183,29 @@ def _library_call(libraries: list[Any], symbol: str, by_pointer: bool) -> int | 
     return None
 
 
+def _loaded_libraries(stem: str) -> list[str]:
+    """Paths of shared libraries named ``lib<stem>.so*`` already mapped into this process."""
+    paths: list[str] = []
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split()[-1] if "/" in line else ""
+                if os.path.basename(path).startswith(f"lib{stem}.so") and path not in paths:
+                    paths.append(path)
+    except OSError:
+        pass
+    return paths
+
+
 def _cuda_libraries(mx_lib: Any, names: tuple[str, ...]) -> list[Any]:
-    """MXNet's own library first (its wheels link CUDA libraries statically), then the system's."""
+    """Where to ask for a version: MXNet's own library (pip wheels link CUDA libraries into
+    it), then the copies MXNet loaded. Never a library found on the system path: a host may
+    carry a CUDA toolkit that MXNet does not use (this project's CI host has CUDA 13)."""
     libraries = [mx_lib] if mx_lib is not None else []
     for name in names:
-        found = ctypes.util.find_library(name)
-        if found:
+        for path in _loaded_libraries(name):
             try:
-                libraries.append(ctypes.CDLL(found))
+                libraries.append(ctypes.CDLL(path))
             except OSError:
                 continue
     return libraries
