@@ -109,3 +109,10 @@ def test_published_scaling_curves_and_the_articles_multi_gpu_rows(published_repo
     assert {r["gpu_count"] for r in article} == {1, 2}
     for r in article:
         assert r["speedup"] == pytest.approx(r["images_per_sec"] / r["baseline_images_per_sec"])
+
+
+def test_the_page_lists_the_suspicious_published_value(published_reports):
+    page = html.render_page(published_reports)
+    flags = page[page.index("id=flags"):]
+    assert "13,341.50" in flags and "outlier_vs_neighbours" in flags
+    assert flags.count("<tr>") == 2  # header + the one outlier

@@ -419,8 +419,9 @@ def scaling_charts(scaling: list[dict[str, Any]], metric: str = "speedup") -> li
         if metric == "speedup":
             charts.append(line_chart(f"{network}", series, "GPUs", "speedup over 1 GPU", x_ticks=ticks))
         else:
-            charts.append(line_chart(f"{network}: efficiency", series, "GPUs", "speedup ÷ GPUs",
-                                     x_ticks=ticks))
+            charts.append(
+                line_chart(f"{network}: efficiency", series, "GPUs", "speedup ÷ GPUs", x_ticks=ticks)
+            )
     return charts
 
 
@@ -527,6 +528,40 @@ def _epochs90(row: dict[str, Any], currency: str) -> str:
     if row.get("epochs90_hours") is None:
         return "–"
     return f"{duration(row['epochs90_hours'] * 3600)}, {money(row['epochs90_cost'], currency, 0)}"
+
+
+#: Flags that say a published value itself looks wrong (others note how it was printed).
+SUSPICIOUS_FLAGS = ("outlier_vs_neighbours",)
+
+
+def _suspicious_published(throughput: pa.Table) -> str | None:
+    """A table of the published cells whose value is flagged as suspicious, or None."""
+    if throughput.num_rows == 0:
+        return None
+    rows = [
+        r
+        for r in throughput.filter(pc.equal(throughput["target"], "published")).to_pylist()
+        if any(flag in (r["flags"] or "").split(";") for flag in SUSPICIOUS_FLAGS)
+    ]
+    if not rows:
+        return None
+    return _table(
+        ["machine", "mode", "network", "batch", "GPUs", "images/s as published", "flags", "source"],
+        (
+            [
+                machine_label(r),
+                r["mode"],
+                r["network"],
+                r["batch_size"],
+                r["gpu_count"],
+                _num(r["images_per_sec"]),
+                r["flags"].replace(";", ", "),
+                r["result_source"],
+            ]
+            for r in rows
+        ),
+        [False, False, False, True, True, True, False, False],
+    )
 
 
 def best_table(rows: list[dict[str, Any]], currency: str) -> str:
@@ -709,6 +744,18 @@ def render_page(report_set: ReportSet) -> str:
             else "<p class=empty>Every result found a price.</p>",
         ),
     ]
+    suspicious = _suspicious_published(tables["throughput"])
+    if suspicious:
+        sections.append(
+            (
+                "flags",
+                "Published values that look wrong",
+                "Kept exactly as published (and used as such above); the import flags them, never "
+                "rewrites them. Decimal commas and the article's × 8 batch labels are flagged too: "
+                "see the flags column of throughput.csv.",
+                "<div class=scroll>" + suspicious + "</div>",
+            )
+        )
     nav = "".join(f"<a href='#{key}'>{_esc(title)}</a>" for key, title, _, _ in sections)
     body = "".join(
         f"<section id={key}><h2>{_esc(title)}</h2><p class=note>{_esc(note)}</p>{content}</section>"
