@@ -113,15 +113,20 @@ def test_manual_form_refuses_bad_values_before_a_run_exists(dags: dict[str, Any]
 
 
 def test_all_dag_files_parse_fast_without_heavy_imports() -> None:
-    """In a fresh interpreter with Airflow loaded (as in the DAG processor), parse every DAG file."""
+    """In a fresh interpreter with Airflow loaded (as in the DAG processor), parse every DAG file.
+
+    The limit is on the parse's CPU time: parsing is single-threaded and CPU-bound, so on an
+    idle machine that is its wall time, and it does not change when other work shares the
+    cores (the wall time is reported in the message too)."""
     script = textwrap.dedent(f"""
         import json, sys, time
         from airflow.dag_processing.dagbag import DagBag
         from airflow.sdk import dag, task, task_group, Param, Asset, AssetOrTimeSchedule  # noqa: F401
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         bag = DagBag({str(REPO_ROOT / "dags")!r})
-        elapsed = time.perf_counter() - started
-        print(json.dumps({{"seconds": elapsed, "dags": sorted(bag.dags), "errors": list(bag.import_errors),
+        cpu, wall = time.process_time() - cpu_started, time.perf_counter() - started
+        print(json.dumps({{"cpu": cpu, "wall": wall, "dags": sorted(bag.dags),
+                          "errors": list(bag.import_errors),
                           "heavy": [m for m in {HEAVY_MODULES!r} if m in sys.modules]}}))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
@@ -130,4 +135,5 @@ def test_all_dag_files_parse_fast_without_heavy_imports() -> None:
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["errors"] == [] and set(result["dags"]) == DAG_IDS
     assert result["heavy"] == [], "a DAG file pulls in heavy modules at parse time"
-    assert result["seconds"] < 2.0, f"parsing all DAG files took {result['seconds']:.2f} s"
+    took = f"{result['cpu']:.2f} s CPU ({result['wall']:.2f} s wall)"
+    assert result["cpu"] < 2.0, f"parsing all DAG files took {took}"
