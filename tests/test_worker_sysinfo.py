@@ -104,3 +104,16 @@ def test_sysinfo_when_the_driver_is_not_loaded(tmp_path: Path) -> None:
     info = run_sysinfo(f"{tmp_path}{os.pathsep}/usr/bin:/bin")
     assert info["nvidia_smi"].startswith("failed: exit 9: NVIDIA-SMI has failed")
     assert info["gpu_count"] == 0
+
+
+def test_cuda_versions_come_from_mxnets_libraries_not_the_system_path() -> None:
+    """This host's CPU MXNet uses no CUDA runtime, even where a CUDA toolkit is installed
+    (the CI host has one): asked as if MXNet had CUDA, there is nothing to report."""
+    code = ("import json, mxnet\nfrom bench_tasks.sysinfo import cuda_versions\n"
+            "print(json.dumps(cuda_versions(mxnet.base._LIB, True)))")
+    result = run_bench_python(code, env={"CUDA_VERSION": "", "CUDNN_VERSION": "", "NV_CUDNN_VERSION": ""},
+                              timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [None, None]
+    with_env = run_bench_python(code, env={"CUDA_VERSION": "11.2.2", "CUDNN_VERSION": "8.1.1"}, timeout=120)
+    assert json.loads(with_env.stdout.strip().splitlines()[-1]) == ["11.2.2", "8.1.1"]
