@@ -456,6 +456,13 @@ def _rows(table: pa.Table) -> list[dict[str, Any]]:
     return table.to_pylist()
 
 
+def _flagged(regressions: pa.Table) -> list[dict[str, Any]]:
+    """The flagged rows only (filtered in Arrow: the table has a row per configuration)."""
+    if regressions.num_rows == 0:
+        return []
+    return regressions.filter(pc.fill_null(regressions["regression"], False)).to_pylist()
+
+
 def _pct(value: float | None) -> str:
     return "–" if value is None or not math.isfinite(value) else f"{value * 100:+.1f} %"
 
@@ -667,7 +674,7 @@ def render_page(report_set: ReportSet) -> str:
     best = _rows(tables["best_value"])
     throughput = _rows(_chartable_throughput(tables["throughput"]))
     scaling = _rows(tables["scaling"])
-    regressions = _rows(tables["regressions"])
+    regressions = _flagged(tables["regressions"])
     missing = _rows(report_set.missing_prices)
     flagged = [r for r in regressions if r["regression"]]
     rule = report_set.rule
@@ -789,7 +796,7 @@ def render_summary(report_set: ReportSet) -> str:
     """summary.md: the headline figures in a few lines of Markdown."""
     currency = report_set.currency
     best = _best_per_network(_rows(report_set.tables["best_value"]))
-    regressions = [r for r in _rows(report_set.tables["regressions"]) if r["regression"]]
+    regressions = _flagged(report_set.tables["regressions"])
     missing = report_set.missing_prices.num_rows
     lines = [
         "# gpucompare report",
