@@ -130,7 +130,8 @@ def load_sql(name: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def _timed(timings: dict[str, float], name: str, action: Callable[[], object]) -> object:
+def _timed(timings: dict[str, float], name: str, action: Callable[[], T]) -> T:
+    """``action()``, its wall-clock time recorded under ``name``."""
     started = time.perf_counter()
     value = action()
     timings[name] = time.perf_counter() - started
