@@ -365,3 +365,15 @@ def test_an_ec2_scaling_group_gets_an_instance_per_host_and_all_are_terminated_a
     assert len(instances) == 3  # one per host, not one shared by the group's run id
     assert {i["State"]["Name"] for i in instances} == {"terminated"}
     assert not Path(lake_uri).exists()
+
+
+def test_a_point_past_its_time_limit_is_stopped_on_every_host(group):
+    run_id, channels = group
+    point = ScalingPoint(nodes=2, devices=("cpu:0",), **{**TINY, "batches": 500, "timeout_s": 12.0})
+    launcher = ParameterServerLauncher(channels, run_id=run_id, poll_interval_s=0.5, kill_grace_s=2)
+    started = time.monotonic()
+    expected = r"time limit of 12s exceeded; worker-0, worker-1 still running"
+    with pytest.raises(DistributedRunError, match=expected):
+        launcher.run_point(point)
+    assert time.monotonic() - started < 12 + 45  # the limit, then one stop per host
+    assert marked_processes(marker_for(run_id, point)) == []
