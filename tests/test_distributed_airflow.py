@@ -607,6 +607,15 @@ def test_api_refuses_a_trigger_without_a_token(deployment: Deployment) -> None:
     assert status == 401
 
 
+def test_init_created_the_pool_of_the_fleet(deployment: Deployment) -> None:
+    from gpucompare import fleet, settings
+
+    status, pool = deployment.api("GET", f"/pools/{settings.DEFAULTS['pool']}", deployment.token())
+    assert status == 200, pool
+    # The deployment runs with the repository's fleet file (the harness sets no GPUCOMPARE_FLEET).
+    assert pool["slots"] == fleet.load_fleet(REPO_ROOT / "dags" / "config" / "fleet.yaml").max_instances
+
+
 def test_nightly_dag_runs_on_celery_workers(deployment: Deployment) -> None:
     run_id, run, task_instances = trigger_and_wait(deployment, NIGHTLY_DAG_ID, {})
     summary = [(ti["task_id"], ti["map_index"], ti["state"]) for ti in task_instances]
