@@ -143,6 +143,8 @@ def _connect() -> duckdb.DuckDBPyConnection:
     # No extension may be fetched at run time (offline CI, no httpfs): fail instead of downloading.
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET autoload_known_extensions = false")
+    # timestamps leave in UTC whatever the machine's zone (the lake stores UTC)
+    con.execute("SET TimeZone = 'UTC'")
     # the first pass reads every footer; the second pass and the regressions reuse them
     con.execute("SET parquet_metadata_cache = true")
     return con
