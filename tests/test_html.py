@@ -97,6 +97,14 @@ def test_durations_and_ticks_read_like_the_published_tables():
     assert html.nice_ticks(0, 0.37) == [0, 0.1, 0.2, 0.3, 0.4]
     assert html.nice_ticks(0, 1234) == [0, 250, 500, 750, 1000, 1250]
     assert html.money(0.30347, "EUR") == "€0.303"
+    assert html.nice_ticks(0, 0) == [0, 0.2]  # a flat series still gets an axis
+
+
+def test_charts_of_degenerate_series_still_draw():
+    one_point = html.line_chart("t", [html.Series("a", [(4, 0.0)], "#000")], "x", "y", log2_x=True)
+    zero_bar = html.bar_chart("t", [("a", 0.0, "#000", "0")], "x")
+    assert one_point.startswith("<svg") and "<circle" in one_point
+    assert zero_bar.startswith("<svg") and "<rect" in zero_bar
 
 
 def test_page_has_every_section_and_one_chart_per_panel(report_set):

@@ -103,7 +103,7 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     start = math.floor(low / step) * step
     ticks = []
     value = start
-    while value < high + step * 0.999:
+    while value < high + step * 0.999 or len(ticks) < 2:  # an axis needs two ticks, even at 0
         ticks.append(round(value, 10))
         value += step
     return ticks
