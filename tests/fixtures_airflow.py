@@ -32,7 +32,7 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +129,8 @@ class DagRunResult:
 
     dag_run: Any
     states: dict[tuple[str, int], str | None]
+    #: the UI label of each mapped task instance (``rendered_map_index``)
+    labels: dict[tuple[str, int], str | None] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -152,10 +154,12 @@ def run_dag(airflow_db: Path, dagbag: Any) -> Callable[..., DagRunResult]:
         from airflow.utils.session import create_session
 
         with create_session() as session:
-            rows = session.query(TaskInstance.task_id, TaskInstance.map_index, TaskInstance.state).filter(
+            rows = session.query(TaskInstance.task_id, TaskInstance.map_index, TaskInstance.state,
+                                 TaskInstance.rendered_map_index).filter(
                 TaskInstance.dag_id == dag_id, TaskInstance.run_id == dag_run.run_id).all()
         states = {(task_id, map_index): (str(state) if state is not None else None)
-                  for task_id, map_index, state in rows}
-        return DagRunResult(dag_run=dag_run, states=states)
+                  for task_id, map_index, state, _ in rows}
+        labels = {(task_id, map_index): label for task_id, map_index, _, label in rows}
+        return DagRunResult(dag_run=dag_run, states=states, labels=labels)
 
     return run

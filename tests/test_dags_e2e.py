@@ -110,6 +110,7 @@ def test_a_failing_sweep_still_tears_down_and_spares_the_other_target(
     assert night.task_states("target.collect") == ["success", "upstream_failed"]
     assert night.task_states("target.ingest") == ["success", "upstream_failed"]
     assert night.task_states("target.terminate") == ["success", "success"]
+    assert [night.labels[("target.terminate", i)] for i in (0, 1)] == ["good", "broken"]
     assert night.task_states("results_ready") == ["success"]
     assert night.task_states("check_targets") == ["failed"]
     # teardown ran for both (remove_run_dir: their run directories are gone)

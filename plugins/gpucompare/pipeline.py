@@ -131,6 +131,14 @@ def _check_connection(conn_id: str, conn_type: str, field: str) -> None:
                               f"a connection of type {conn_type}")
 
 
+#: The UI shows each mapped step under its target's name instead of its map index.
+MAP_INDEX_TEMPLATE = "{{ target_name }}"
+
+
+def _name_map_index(plan: dict[str, Any]) -> None:
+    get_current_context()["target_name"] = plan["spec"]["name"]  # type: ignore[typeddict-unknown-key]
+
+
 def _state(data: dict[str, Any]) -> Any:
     from gpucompare.targets.base import TargetState
 
@@ -174,37 +182,50 @@ def staged_results_path(plan: dict[str, Any]) -> Path:
 _POOL = settings.setting("pool")
 
 
-@task(pool=_POOL, execution_timeout=timedelta(minutes=45), **network_retries())
+def _step(timeout: timedelta, retries: int = 3, *, holds_machine: bool = True) -> Any:
+    """The decorator of a step of the group: its time limit, retries with backoff, the pool
+    when it holds a machine, and its target's name as the map index label in the UI."""
+    pool = {"pool": _POOL} if holds_machine else {}
+    return task(map_index_template=MAP_INDEX_TEMPLATE, execution_timeout=timeout,
+                **network_retries(retries), **pool)
+
+
+@_step(timedelta(minutes=45))
 def prepare(plan: dict[str, Any]) -> dict[str, Any]:
     """Provision or reach the machine (the cost guard runs first for paid ones)."""
+    _name_map_index(plan)
     with bad_input_fails():
         state = _target(plan).prepare(plan["run_id"])
     log.info("Prepared %s: resource %s, market %s", plan["spec"]["name"], state.resource_id, state.market)
     return state.to_dict()
 
 
-@task(pool=_POOL, execution_timeout=timedelta(hours=1), **network_retries())
+@_step(timedelta(hours=1))
 def deploy(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """Put the worker and its environment on the machine (idempotent)."""
+    _name_map_index(plan)
     with bad_input_fails():
         return _target(plan).deploy(_state(state)).to_dict()
 
 
-@task(pool=_POOL, execution_timeout=timedelta(seconds=SWEEP_TASK_TIMEOUT_S), **network_retries(1))
+@_step(timedelta(seconds=SWEEP_TASK_TIMEOUT_S), retries=1)
 def score_sweep(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """The scoring sweep (as MXNet's benchmark_score.py), progress streamed into this log."""
+    _name_map_index(plan)
     return _run_sweep(plan, state, "score")
 
 
-@task(pool=_POOL, execution_timeout=timedelta(seconds=SWEEP_TASK_TIMEOUT_S), **network_retries(1))
+@_step(timedelta(seconds=SWEEP_TASK_TIMEOUT_S), retries=1)
 def train_sweep(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """The training sweep (as train_imagenet.py --benchmark 1)."""
+    _name_map_index(plan)
     return _run_sweep(plan, state, "train")
 
 
-@task(pool=_POOL, execution_timeout=timedelta(minutes=30), **network_retries())
+@_step(timedelta(minutes=30))
 def collect(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """Bring the run's JSON Lines back into the staging directory."""
+    _name_map_index(plan)
     path = staged_results_path(plan)
     path.parent.mkdir(parents=True, exist_ok=True)
     with bad_input_fails():
@@ -214,9 +235,10 @@ def collect(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     return {"path": local, "records": records, "market": state.get("market") or plan["spec"]["market"]}
 
 
-@task(execution_timeout=timedelta(minutes=30), **network_retries())
+@_step(timedelta(minutes=30), holds_machine=False)
 def ingest(plan: dict[str, Any], collected: dict[str, Any]) -> dict[str, Any]:
     """Validate the records and write them into the lake: all or nothing, idempotent per run."""
+    _name_map_index(plan)
     from gpucompare.lake import RunContext, ingest_results, open_lake
 
     spec = plan["spec"]
@@ -230,9 +252,10 @@ def ingest(plan: dict[str, Any], collected: dict[str, Any]) -> dict[str, Any]:
     return {"target": spec["name"], "records": collected["records"], "files": written}
 
 
-@task(execution_timeout=timedelta(minutes=30), **network_retries(4))
+@_step(timedelta(minutes=30), retries=4, holds_machine=False)
 def terminate(plan: dict[str, Any]) -> None:
     """Give back what prepare took, whatever happened in between (safe twice)."""
+    _name_map_index(plan)
     state = _newest_state(plan)
     log.info("Tearing down %s (run %s, resource %s)", plan["spec"]["name"], state.run_id, state.resource_id)
     _target(plan).teardown(state)
