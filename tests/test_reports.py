@@ -501,6 +501,9 @@ def test_bad_settings_are_refused_with_the_setting_named(lake):
 
 
 def test_an_empty_lake_gives_empty_reports(lake, tmp_path):
+    from gpucompare import html
+
     report = reports.build_reports(inputs(lake, [], []), str(tmp_path / "out"))
     assert report.rows_scanned == 0
+    assert html.render_page(report).count("No data for this chart yet") == 3  # cost, throughput, scaling
     assert all(table.num_rows == 0 for name, table in report.tables.items() if name != "scaling")
