@@ -116,3 +116,9 @@ def test_the_page_lists_the_suspicious_published_value(published_reports):
     flags = page[page.index("id=flags"):]
     assert "13,341.50" in flags and "outlier_vs_neighbours" in flags
     assert flags.count("<tr>") == 2  # header + the one outlier
+
+
+def test_summary_recomputes_the_articles_cost_table(published_reports):
+    summary = html.render_summary(published_reports)
+    line = next(row for row in summary.splitlines() if row.startswith("| GTX 1080 | alexnet |"))
+    assert line == "| GTX 1080 | alexnet | 3,295.19 | 5 min 3 s | €3.60 | €0.303 |"

@@ -792,6 +792,42 @@ def _chartable_throughput(table: pa.Table) -> pa.Table:
     return table.filter(pc.fill_null(mask, False))
 
 
+#: The published cost table's cell: scoring at batch 32 on one GPU.
+PUBLISHED_COST_BATCH = 32
+
+
+def _published_cost_table(cost: pa.Table, currency: str) -> list[str]:
+    """The article's cost table, recomputed from its own throughput and prices (Markdown lines)."""
+    rows = (
+        [
+            r
+            for r in cost.filter(pc.equal(cost["target"], "published")).to_pylist()
+            if r["mode"] == "score"
+            and r["batch_size"] == PUBLISHED_COST_BATCH
+            and r["gpu_count"] == 1
+            and r["cost_per_million"] is not None
+        ]
+        if cost.num_rows
+        else []
+    )
+    if not rows:
+        return []
+    lines = [
+        "",
+        f"## Published machines, time and cost of 1,000,000 images (score, batch {PUBLISHED_COST_BATCH})",
+        "",
+        "| GPU | network | images/s | time | per hour | cost |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for r in sorted(rows, key=lambda r: (str(r["gpu_model"]), r["network"])):
+        lines.append(
+            f"| {r['gpu_model']} | {r['network']} | {r['images_per_sec']:,.2f} | "
+            f"{duration(r['seconds_per_million'])} | {money(r['price_per_hour'], currency, 2)} | "
+            f"{money(r['cost_per_million'], currency)} |"
+        )
+    return lines
+
+
 def render_summary(report_set: ReportSet) -> str:
     """summary.md: the headline figures in a few lines of Markdown."""
     currency = report_set.currency
@@ -815,6 +851,7 @@ def render_summary(report_set: ReportSet) -> str:
             f"{r['images_per_sec']:,.2f} | {duration(1e6 / r['images_per_sec'])} | "
             f"{money(r['cost_per_million'], currency)} |"
         )
+    lines += _published_cost_table(report_set.tables["cost_per_million"], currency)
     lines += ["", f"## Regressions: {len(regressions)}", ""]
     for r in regressions[:20]:
         lines.append(
