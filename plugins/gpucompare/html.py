@@ -336,7 +336,8 @@ def throughput_charts(throughput: list[dict[str, Any]], mode: str) -> list[str]:
         for machine in _top_machines(lines[network], info):
             published = _is_published(info[machine])
             # one colour per machine across every panel; published machines are drawn dashed
-            colour = colour_of.setdefault(machine, MEASURED_COLOURS[len(colour_of) % len(MEASURED_COLOURS)])
+            next_colour = MEASURED_COLOURS[len(colour_of) % len(MEASURED_COLOURS)]
+            colour = colour_of.setdefault(machine[:2], next_colour)  # by provider and instance type
             series.append(
                 Series(
                     _hardware_label(info[machine]) + (" (published)" if published else ""),
@@ -615,7 +616,13 @@ def _best_per_network(best_value: list[dict[str, Any]]) -> list[dict[str, Any]]:
             front[key].append(row["instance_type"] or "?")
         if row["rank"] == 1 and key not in firsts:
             firsts[key] = row
-    return [dict(firsts[key], pareto=", ".join(sorted(set(front[key])))) for key in sorted(firsts)]
+    return [dict(firsts[key], pareto=_short_list(sorted(set(front[key])))) for key in sorted(firsts)]
+
+
+def _short_list(names: list[str], limit: int = 4) -> str:
+    """'a, b, c, d +3 more': a list that fits a table cell."""
+    shown = ", ".join(names[:limit])
+    return f"{shown} +{len(names) - limit} more" if len(names) > limit else shown
 
 
 # ---- page --------------------------------------------------------------------------------
