@@ -166,3 +166,43 @@ def test_training_rows_show_the_time_and_cost_of_90_imagenet_epochs(report_set):
     expected = f"{html.duration(seconds)}, {html.money(5 / 1.1 * seconds / 3600, 'EUR', 0)}"
     assert expected == "7.0 days, €766"  # 168.6 h at 4.55 €/h
     assert f">{expected}</td>" in page
+
+
+def test_an_instance_type_has_one_colour_in_every_throughput_panel():
+    def row(network, instance_type, region, speed, batch):
+        return {
+            "mode": "score",
+            "network": network,
+            "provider": "aws",
+            "instance_type": instance_type,
+            "region": region,
+            "market": "on_demand",
+            "gpu_model": "X",
+            "gpu_count": 1,
+            "num_nodes": 1,
+            "dtype": "float32",
+            "batch_size": batch,
+            "images_per_sec": speed,
+            "target": "ec2",
+        }
+
+    rows = []
+    for batch in (1, 2):
+        # the fastest region of p5 differs between the two networks; the colour must not
+        rows += [
+            row("alexnet", "p5.48xlarge", "us-east-1", 100.0 * batch, batch),
+            row("alexnet", "p5.48xlarge", "eu-west-1", 90.0 * batch, batch),
+            row("vgg-16", "g5.xlarge", "us-east-1", 500.0 * batch, batch),
+            row("vgg-16", "p5.48xlarge", "eu-west-1", 80.0 * batch, batch),
+            row("vgg-16", "p5.48xlarge", "us-east-1", 70.0 * batch, batch),
+        ]
+    alexnet, vgg = html.throughput_charts(rows, "score")
+
+    def colour_of(svg, label):
+        [match] = re.findall(
+            r"stroke='(#[0-9a-f]{6})' stroke-width='2'[^>]*/><text[^>]*>" + re.escape(label), svg
+        )
+        return match
+
+    assert colour_of(alexnet, "p5.48xlarge (X)") == colour_of(vgg, "p5.48xlarge (X)")
+    assert colour_of(vgg, "g5.xlarge (X)") != colour_of(vgg, "p5.48xlarge (X)")
