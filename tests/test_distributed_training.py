@@ -67,30 +67,43 @@ def pgrep(marker: str) -> list[str]:
     return [line for line in result.stdout.splitlines() if "pgrep" not in line]
 
 
-@pytest.fixture
-def group(sshd_factory, tmp_path):
-    """Three ssh targets, prepared and deployed (the worker code uploaded to each host)."""
-    run_id = f"scaling-{os.getpid()}-{time.time_ns() % 10**8}"
-    targets, states = [], []
-    for index, host in enumerate(HOSTS):
-        server = sshd_factory(host=host, conn_id=f"dist_node{index}")
-        options = {"ssh_conn_id": server.conn_id, "remote_dir": str(tmp_path / f"host{index}"),
-                   "python": str(BENCH_PYTHON), "poll_interval_s": 0.2, "retry_backoff_s": 0.2,
-                   "kill_grace_s": 3}
-        spec = TargetSpec(name=f"node{index}", kind="ssh", provider="loopback", instance_type="cpu-shared",
-                          options=options)
-        target = make_target(spec, line_sink=lambda line: None)
-        state = target.deploy(target.prepare(run_id))
-        targets.append(target)
-        states.append(state)
-    channels = [SSHChannel(t, s) for t, s in zip(targets, states, strict=True)]
-    yield run_id, channels
-    for target, state in zip(targets, states, strict=True):
-        target.teardown(state)
+def new_run_id() -> str:
+    return f"scaling-{os.getpid()}-{time.time_ns() % 10**10}"
+
+
+@pytest.fixture(scope="module")
+def group(tmp_path_factory):
+    """Three ssh targets, prepared and deployed (the worker code uploaded to each host); shared
+    by the tests of this module that launch points on them, each under a run id of its own."""
+    from tests.fixtures_sshd import start_sshd
+
+    base = tmp_path_factory.mktemp("scaling-hosts")
+    servers, targets, states = [], [], []
+    with pytest.MonkeyPatch.context() as patch:
+        try:
+            for index, host in enumerate(HOSTS):
+                server = start_sshd(base / f"sshd{index}", host=host, conn_id=f"dist_node{index}")
+                servers.append(server)
+                patch.setenv(server.conn_env_var, server.connection_json())
+                options = {"ssh_conn_id": server.conn_id, "remote_dir": str(base / f"host{index}"),
+                           "python": str(BENCH_PYTHON), "poll_interval_s": 0.2, "retry_backoff_s": 0.2,
+                           "kill_grace_s": 3}
+                spec = TargetSpec(name=f"node{index}", kind="ssh", provider="loopback",
+                                  instance_type="cpu-shared", options=options)
+                target = make_target(spec, line_sink=lambda line: None)
+                targets.append(target)
+                states.append(target.deploy(target.prepare(new_run_id())))
+            yield [SSHChannel(t, s) for t, s in zip(targets, states, strict=True)]
+        finally:
+            for target, state in zip(targets, states, strict=False):
+                target.teardown(state)
+            for server in servers:
+                server.stop()
 
 
 def test_scaling_run_over_three_hosts_reaches_the_scaling_report(group, tmp_path):
-    run_id, channels = group
+    channels = group
+    run_id = new_run_id()
     assert [c.address for c in channels] == list(HOSTS)
     lines: list[str] = []
     launcher = ParameterServerLauncher(channels, run_id=run_id, poll_interval_s=0.5, kill_grace_s=3,
@@ -166,7 +179,8 @@ def _kill_worker_when_training(marker: str, host: str, killed: list[int], stop: 
 
 
 def test_a_worker_killed_mid_run_fails_clearly_and_leaves_nothing(group, tmp_path):
-    run_id, channels = group
+    channels = group
+    run_id = new_run_id()
     from gpucompare.published import import_published
 
     lake_uri = str(tmp_path / "lake")
@@ -368,7 +382,8 @@ def test_an_ec2_scaling_group_gets_an_instance_per_host_and_all_are_terminated_a
 
 
 def test_a_point_past_its_time_limit_is_stopped_on_every_host(group):
-    run_id, channels = group
+    channels = group
+    run_id = new_run_id()
     point = ScalingPoint(nodes=2, devices=("cpu:0",), **{**TINY, "batches": 500, "timeout_s": 12.0})
     launcher = ParameterServerLauncher(channels, run_id=run_id, poll_interval_s=0.5, kill_grace_s=2)
     started = time.monotonic()
