@@ -6,6 +6,8 @@ the CPU) on tiny configurations (AlexNet, batch 1, one timed batch).
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -23,10 +25,12 @@ from tests.conftest import BENCH_PYTHON, REPO_ROOT
 from tests.target_helpers import (
     ENDLESS_SWEEP,
     TINY_SWEEP,
+    Background,
     ProcessWatcher,
     Sink,
     alive,
     read_records,
+    wait_for,
     worker_processes,
 )
 
@@ -218,3 +222,35 @@ def test_worker_bundle_is_reproducible_and_named_by_its_content(tmp_path: Path) 
     assert changed.content_hash != first.content_hash
     # The environment is keyed by the requirements only: unchanged here.
     assert changed.requirements_hashes == first.requirements_hashes
+
+
+class TaskStopped(Exception):
+    """What Airflow's SIGTERM handler raises in a task it stops; SIGUSR1 stands in for SIGTERM."""
+
+
+def test_a_stopped_task_takes_its_worker_along(tmp_path: Path) -> None:
+    target = make_target(local_spec(tmp_path))
+    state = target.prepare("stopped-task")
+    sweep_dir = Path(state.workdir) / sweep_dir_name({**ENDLESS_SWEEP, "run_id": "stopped-task"})
+    watcher = ProcessWatcher(str(sweep_dir))
+    watcher.start()
+
+    def stop_task(_signum, _frame) -> None:
+        raise TaskStopped("the task is being stopped")
+
+    def signal_once_running() -> None:
+        wait_for(lambda: len(watcher.seen) >= 2, 120, "the worker and its runner")
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+    previous = signal.signal(signal.SIGUSR1, stop_task)
+    try:
+        stopper = Background(signal_once_running)
+        stopper.start()
+        with pytest.raises(TaskStopped):
+            target.run_sweep(state, ENDLESS_SWEEP, timeout_s=600)
+        stopper.finish(10)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    seen = watcher.stop()
+    time.sleep(0.5)  # the runner dies by PDEATHSIG right after its parent
+    assert [pid for pid in seen if alive(pid)] == []

@@ -212,7 +212,13 @@ class LocalTarget(Target):
             if (sweep_dir / _runs.STOP_FILE).exists():  # a teardown came before the pid file
                 _kill_group(process.pid, self.options.kill_grace_s, process)
             deadline = time.monotonic() + timeout_s
-            timed_out = not self._stream(process, progress, deadline)
+            try:
+                timed_out = not self._stream(process, progress, deadline)
+            except BaseException:
+                # The task itself is being stopped (SIGTERM from Airflow, a failed sink...):
+                # the worker is in a session of its own and must not outlive it.
+                _kill_group(process.pid, self.options.kill_grace_s, process)
+                raise
             if timed_out:
                 self.line_sink(f"[local] time limit of {timeout_s:.0f}s reached; stopping the worker")
                 _kill_group(process.pid, self.options.kill_grace_s, process)

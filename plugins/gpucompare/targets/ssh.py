@@ -629,7 +629,9 @@ class SSHTarget(Target):
                     if time.monotonic() - not_alive_since > LOST_AFTER_S:
                         raise TargetError(f"run_sweep: the sweep in {paths.sweep_dir} stopped without "
                                           f"an exit status ({status}); was the host rebooted? Its "
-                                          f"stderr ended with:\n{self._remote_tail(paths)}")
+                                          f"stderr ended with:\n{self._remote_tail(paths)}\n"
+                                          f"Its launcher said:\n"
+                                          f"{self._remote_tail(paths, paths.launcher)}")
             self._sleep(self.options.poll_interval_s)
         for line in reader.flush():
             self.line_sink(line)
@@ -665,12 +667,13 @@ class SSHTarget(Target):
                                            grace_s=self.options.kill_grace_s, only=paths.sweep_dir),
                   timeout=self.options.kill_grace_s + COMMAND_TIMEOUT_S)
 
-    def _remote_tail(self, paths: SweepPaths) -> str:
+    def _remote_tail(self, paths: SweepPaths, path: str | None = None) -> str:
+        """The last lines of the sweep's progress log (or of ``path``), for an error message."""
+        path = path or paths.progress
         try:
-            text = self._retrying("run_sweep", lambda client: _read_tail(self._get_sftp(client),
-                                                                         paths.progress))
+            text = self._retrying("run_sweep", lambda client: _read_tail(self._get_sftp(client), path))
         except TargetError as exc:
-            return f"(could not read {paths.progress}: {exc})"
+            return f"(could not read {path}: {exc})"
         return _runs.tail_text(text)
 
     # -- SFTP helpers ------------------------------------------------------------------
@@ -882,8 +885,8 @@ class _ProgressReader:
                 chunk = handle.read(65536)
                 if not chunk:
                     break
-                # Lines are handed out only after the whole read worked; a drop mid-read
-                # leaves the offset where it was, so nothing is shown twice.
+                # Offset and lines advance together, chunk by chunk: a connection dropped
+                # mid-read neither repeats nor skips a line when the read resumes.
                 self.offset += len(chunk)
                 self._lines.extend(self._splitter.feed(chunk))
 
