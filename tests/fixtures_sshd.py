@@ -185,26 +185,43 @@ class SshdServer:
             return
         if os.geteuid() == 0 and not PRIVSEP_DIR.is_dir():
             PRIVSEP_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
+        log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         self.process = subprocess.Popen(
             [str(SSHD), "-D", "-f", str(self.config_path), "-E", str(self.log_path)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )
-        self._wait_for_banner()
+        self._wait_until_listening(log_offset)
 
-    def _wait_for_banner(self) -> None:
+    def _wait_until_listening(self, log_offset: int) -> None:
+        """Until this sshd logs that it listens and answers with a banner.
+
+        The log line proves the port is ours: another process may have taken the free port
+        in the meantime (and might even be another test's sshd, with a banner of its own).
+        """
+        listening = f"Server listening on {self.host} port {self.port}."
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
+            log = self._log_since(log_offset)
             if self.process is not None and self.process.poll() is not None:
                 err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
-                log = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
                 raise RuntimeError(f"sshd exited with {self.process.returncode}: {err}{log[-2000:]}")
-            try:
-                with socket.create_connection((self.host, self.port), timeout=1.0) as sock:
-                    if sock.recv(64).startswith(b"SSH-"):
-                        return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"sshd on {self.host}:{self.port} sent no banner in {START_TIMEOUT_S}s")
+            if listening in log:
+                try:
+                    with socket.create_connection((self.host, self.port), timeout=1.0) as sock:
+                        if sock.recv(64).startswith(b"SSH-"):
+                            return
+                except OSError:
+                    pass
+            time.sleep(0.05)
+        raise RuntimeError(f"sshd on {self.host}:{self.port} did not come up in {START_TIMEOUT_S}s")
+
+    def _log_since(self, offset: int) -> str:
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(offset)
+                return log.read().decode(errors="replace")
+        except OSError:
+            return ""
 
     @property
     def running(self) -> bool:
