@@ -424,13 +424,19 @@ class SSHChannel:
         script = role_script(role, point_dir=directory, code_dir=self.code_dir, kill_grace_s=kill_grace_s)
         path = posixpath.join(directory, f"{role.name}.sh")
         encoded = base64.b64encode(script.encode()).decode("ascii")
-        self._run(
+        result = self._run(
             f"mkdir -p {q(directory)} && rm -f {q(path[:-3])}.* && "
             f"echo {q(encoded)} | base64 -d > {q(path)} && "
-            f"setsid nohup sh {q(path)} > /dev/null 2>&1 < /dev/null &")
+            f"{{ setsid nohup sh {q(path)} > /dev/null 2>&1 < /dev/null & }}")
+        if result.exit_code != 0:
+            raise DistributedRunError(f"{self.label}: could not start {role.name} in {directory} (exit "
+                                      f"{result.exit_code}): {result.stderr.strip()[-300:]}")
 
     def statuses(self, marker: str, roles: Sequence[Role]) -> dict[str, RoleStatus]:
         result = self._run(status_script(self.point_dir(marker), [r.name for r in roles]))
+        if result.exit_code != 0:
+            raise DistributedRunError(f"{self.label}: could not read the roles' status (exit "
+                                      f"{result.exit_code}): {result.stderr.strip()[-300:]}")
         found = {}
         for line in result.stdout.splitlines():
             parts = line.split()
