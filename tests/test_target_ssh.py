@@ -24,7 +24,7 @@ import pytest
 from gpucompare.targets import make_target
 from gpucompare.targets._runs import sweep_dir_name
 from gpucompare.targets._worker_bundle import build_bundle
-from gpucompare.targets.base import TargetError, TargetSpec
+from gpucompare.targets.base import TargetError, TargetSpec, TargetState
 from gpucompare.targets.ssh import (
     HostKeyError,
     SSHOptions,
@@ -462,3 +462,20 @@ def test_known_hosts_lookup_uses_the_port_form(tmp_path: Path) -> None:
     assert known_host_key(str(known_hosts), "10.0.0.6", 22) is not None
     with pytest.raises(TargetError, match="known_hosts_file"):
         known_host_key(str(tmp_path / "missing"), "h", 22)
+
+
+@pytest.mark.parametrize("workdir", ["/", "/etc", "/srv/gpucompare/runs/../..", "/srv/other/runs/x"])
+def test_a_tampered_state_never_reaches_rm_or_kill(workdir: str) -> None:
+    """The state comes back through XCom: only <remote_base>/runs/<run> is ever removed or killed.
+
+    The connection id names no connection: the check must refuse before connecting.
+    """
+    target = make_target(TargetSpec(name="b", kind="ssh", provider="p", instance_type="t",
+                                    options={"ssh_conn_id": "no_such_connection", "remove_run_dir": True}))
+    state = TargetState(spec=target.spec.to_dict(), run_id="r", workdir=workdir,
+                        extra={"remote_base": "/srv/gpucompare", "code_dir": "/srv/gpucompare/bench-1",
+                               "python": "/usr/bin/python3"})
+    with pytest.raises(TargetError, match="is not <remote_base>/runs/<run>"):
+        target.teardown(state)
+    with pytest.raises(TargetError, match="is not <remote_base>/runs/<run>"):
+        target.run_sweep(state, TINY_SWEEP, timeout_s=60)

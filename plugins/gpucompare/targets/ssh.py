@@ -466,13 +466,16 @@ class SSHTarget(Target):
                   timeout_s: float) -> TargetState:
         if not timeout_s or timeout_s <= 0:
             raise TargetError(f"run_sweep: timeout_s must be > 0, got {timeout_s!r}")
-        if not state.workdir:
-            raise TargetError("run_sweep: the state has no run directory (prepare did not run)")
-        if not self.options.use_docker and not state.extra.get("code_dir"):
-            raise TargetError("run_sweep: the worker is not deployed (deploy did not run)")
+        run_dir = _checked_run_dir(state, "run_sweep")
+        if not self.options.use_docker:
+            for name in ("code_dir", "python"):
+                value = state.extra.get(name)
+                if not isinstance(value, str) or not _is_absolute_path(value):
+                    raise TargetError(f"run_sweep: the worker is not deployed (state has no valid "
+                                      f"{name}: {value!r}; deploy did not run)")
         config = _runs.with_run_id(sweep_config, state.run_id)
         sweep_name = _runs.sweep_dir_name(config)
-        paths = SweepPaths(posixpath.join(state.workdir, sweep_name))
+        paths = SweepPaths(posixpath.join(run_dir, sweep_name))
         status = self._run("run_sweep", probe_script(paths)).stdout.strip()
         if status == "exit 0":
             self.line_sink(f"[ssh] sweep {sweep_name} already finished; reusing its results")
@@ -508,7 +511,7 @@ class SSHTarget(Target):
         try:
             if state is None or not state.workdir:
                 return
-            run_dir = state.workdir
+            run_dir = _checked_run_dir(state, "teardown")
             stopped = self._run("teardown", stop_script(run_dir, grace_s=self.options.kill_grace_s),
                                 timeout=self.options.kill_grace_s + COMMAND_TIMEOUT_S).stdout.split()
             for sweep_dir in stopped:
@@ -863,6 +866,19 @@ class SSHTarget(Target):
                               err.decode(errors="replace"))
         finally:
             channel.close()
+
+
+def _checked_run_dir(state: TargetState, step: str) -> str:
+    """The state's run directory, if it is what ``prepare`` makes: ``<remote base>/runs/<name>``.
+
+    The state travels through XCom; this keeps anything else out of ``rm -rf`` and kill.
+    """
+    run_dir, base = state.workdir, state.extra.get("remote_base")
+    if not (isinstance(run_dir, str) and isinstance(base, str) and _is_absolute_path(run_dir)
+            and _is_absolute_path(base) and posixpath.dirname(run_dir) == posixpath.join(base, "runs")):
+        raise TargetError(f"{step}: the state's run directory {run_dir!r} is not <remote_base>/runs/<run> "
+                          f"(remote_base {base!r}); was prepare run by this target?")
+    return run_dir
 
 
 class _ProgressReader:
