@@ -250,3 +250,44 @@ def test_env_of_the_session_is_isolated() -> None:
     home = Path(os.environ["AIRFLOW_HOME"])
     assert home.name.startswith("gpucompare-airflow-")
     assert not str(home).startswith(str(Path(__file__).resolve().parent.parent))
+
+
+def _launch_tagged(aws_client, region: str, expires_at: str) -> str:
+    ec2 = aws_client("ec2", region_name=region)
+    image_id = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    tags = [{"Key": "gpucompare:expires-at", "Value": expires_at},
+            {"Key": "gpucompare:run-id", "Value": f"sweeper-dag-test-{expires_at}"}]
+    return ec2.run_instances(ImageId=image_id, MinCount=1, MaxCount=1, InstanceType="g4dn.xlarge",
+                             TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+                             )["Instances"][0]["InstanceId"]
+
+
+def test_sweeper_dag_terminates_expired_instances_only(
+        run_dag, write_fleet, gpucompare_dirs, moto_account, aws_client, monkeypatch) -> None:
+    """Instances launched straight into moto stand in for ones a crashed run left behind."""
+    from datetime import UTC, datetime, timedelta
+
+    def iso(moment: datetime) -> str:
+        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    now = datetime.now(UTC)
+    expired = _launch_tagged(aws_client, "eu-west-1", iso(now - timedelta(hours=1)))
+    fresh = _launch_tagged(aws_client, "eu-west-1", iso(now + timedelta(hours=3)))
+    write_fleet({"defaults": {"ec2": moto_account}, "profiles": {"tiny": SCORE_ONLY},
+                 "targets": [local_target("local")]})
+    monkeypatch.setenv("GPUCOMPARE_SWEEPER_REGIONS", "eu-west-1")
+
+    result = run_dag("gpucompare_sweeper")
+
+    assert result.state == "success", result.states
+    states = {i["InstanceId"]: i["State"]["Name"] for r in aws_client("ec2", region_name="eu-west-1")
+              .describe_instances(InstanceIds=[expired, fresh])["Reservations"] for i in r["Instances"]}
+    assert states[expired] in ("shutting-down", "terminated")
+    assert states[fresh] == "running"
+
+
+def test_sweeper_dag_skips_without_ec2_regions(run_dag, write_fleet, gpucompare_dirs, monkeypatch) -> None:
+    write_fleet({"profiles": {"tiny": SCORE_ONLY}, "targets": [local_target("local")]})
+    monkeypatch.delenv("GPUCOMPARE_SWEEPER_REGIONS", raising=False)
+    result = run_dag("gpucompare_sweeper")
+    assert result.state == "success" and result.task_states("sweep_expired") == ["skipped"]
