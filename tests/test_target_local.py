@@ -254,3 +254,19 @@ def test_a_stopped_task_takes_its_worker_along(tmp_path: Path) -> None:
     seen = watcher.stop()
     time.sleep(0.5)  # the runner dies by PDEATHSIG right after its parent
     assert [pid for pid in seen if alive(pid)] == []
+
+
+def test_a_tampered_state_never_reaches_rmtree(tmp_path: Path) -> None:
+    victim = tmp_path / "precious"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("keep")
+    target = make_target(local_spec(tmp_path, remove_run_dir=True))
+    state = target.prepare("real-run")
+    state.workdir = str(victim)
+    with pytest.raises(TargetError, match="not in the target's work_dir"):
+        target.teardown(state)
+    assert (victim / "keep.txt").read_text() == "keep"
+    state.workdir = str(tmp_path / "runs" / "real-run")
+    state.extra["result_files"] = [str(victim / "keep.txt")]
+    with pytest.raises(TargetError, match="outside the run directory"):
+        target.collect(state, str(tmp_path / "out.jsonl"))

@@ -479,3 +479,9 @@ def test_a_tampered_state_never_reaches_rm_or_kill(workdir: str) -> None:
         target.teardown(state)
     with pytest.raises(TargetError, match="is not <remote_base>/runs/<run>"):
         target.run_sweep(state, TINY_SWEEP, timeout_s=60)
+    state.extra["result_files"] = ["/etc/shadow"]
+    with pytest.raises(TargetError, match="is not <remote_base>/runs/<run>"):
+        target.collect(state, "/tmp/never-written.jsonl")
+    state.workdir = "/srv/gpucompare/runs/r"
+    with pytest.raises(TargetError, match="outside the run directory"):
+        target.collect(state, "/tmp/never-written.jsonl")

@@ -140,10 +140,8 @@ class LocalTarget(Target):
 
     def run_sweep(self, state: TargetState, sweep_config: dict[str, Any], *,
                   timeout_s: float) -> TargetState:
-        if not state.workdir:
-            raise TargetError("run_sweep: the state has no run directory (prepare did not run)")
         config = _runs.with_run_id(sweep_config, state.run_id)
-        sweep_dir = Path(state.workdir) / _runs.sweep_dir_name(config)
+        sweep_dir = self._run_dir(state, "run_sweep") / _runs.sweep_dir_name(config)
         results = sweep_dir / _runs.RESULTS_FILE
         if _finished_ok(sweep_dir):
             self.line_sink(f"[local] sweep {sweep_dir.name} already finished; reusing its results")
@@ -165,7 +163,12 @@ class LocalTarget(Target):
         return state
 
     def collect(self, state: TargetState, local_path: str) -> str:
+        run_dir = self._run_dir(state, "collect")
         sources = [Path(p) for p in _runs.result_files(state, "collect")]
+        outside = [str(p) for p in sources if p.parent.parent != run_dir]
+        if outside:
+            raise TargetError(f"collect: results file(s) outside the run directory {run_dir}: "
+                              f"{', '.join(outside)}")
         missing = [str(p) for p in sources if not p.is_file()]
         if missing:
             raise TargetError(f"collect: results file(s) missing: {', '.join(missing)}")
@@ -175,7 +178,7 @@ class LocalTarget(Target):
         """Stop any sweep of the run still running; delete the run directory if asked to."""
         if state is None or not state.workdir:
             return
-        run_dir = Path(state.workdir)
+        run_dir = self._run_dir(state, "teardown")
         if not run_dir.is_dir():
             return
         for sweep_dir in sorted(run_dir.glob("sweep-*")):
@@ -184,6 +187,19 @@ class LocalTarget(Target):
             self._stop_sweep(sweep_dir)
         if self.options.remove_run_dir:
             shutil.rmtree(run_dir, ignore_errors=True)
+
+    def _run_dir(self, state: TargetState, step: str) -> Path:
+        """The state's run directory, if it is one ``prepare`` makes: ``<work_dir>/<name>``.
+
+        The state travels through XCom; this keeps any other directory out of rmtree and kill.
+        """
+        if not state.workdir:
+            raise TargetError(f"{step}: the state has no run directory (prepare did not run)")
+        run_dir = Path(state.workdir)
+        if run_dir.parent != self.options.work_dir or run_dir.name in {"", ".", ".."}:
+            raise TargetError(f"{step}: the state's run directory {run_dir} is not in the target's "
+                              f"work_dir {self.options.work_dir}")
+        return run_dir
 
     # -- running the worker ------------------------------------------------------------
     def _env(self) -> dict[str, str]:

@@ -493,7 +493,12 @@ class SSHTarget(Target):
 
     def collect(self, state: TargetState, local_path: str) -> str:
         """Copy every finished sweep's results back over SFTP, concatenated into ``local_path``."""
+        run_dir = _checked_run_dir(state, "collect")
         remote_files = _runs.result_files(state, "collect")
+        outside = [f for f in remote_files if posixpath.dirname(posixpath.dirname(f)) != run_dir]
+        if outside:
+            raise TargetError(f"collect: results file(s) outside the run directory {run_dir}: "
+                              f"{', '.join(outside)}")
         destination = Path(local_path)
         destination.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=destination.parent, prefix=".collect-") as tmp:
