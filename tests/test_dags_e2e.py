@@ -8,6 +8,7 @@ in its docstring.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -291,3 +292,46 @@ def test_sweeper_dag_skips_without_ec2_regions(run_dag, write_fleet, gpucompare_
     monkeypatch.delenv("GPUCOMPARE_SWEEPER_REGIONS", raising=False)
     result = run_dag("gpucompare_sweeper")
     assert result.state == "success" and result.task_states("sweep_expired") == ["skipped"]
+
+
+def test_two_nights_keep_both_and_duplicate_nothing(run_dag, write_fleet, gpucompare_dirs) -> None:
+    """What ``make demo`` twice does: two DAG runs (two run ids, both today), the published
+    figures imported twice, and one run's results ingested again."""
+    import importlib.util
+
+    from gpucompare.lake import RunContext, ingest_results
+    from gpucompare.published import import_published
+    from tests.conftest import REPO_ROOT
+
+    write_fleet({"profiles": {"tiny": SCORE_ONLY}, "targets": [local_target("local")]})
+    lake = open_lake(str(gpucompare_dirs.lake))
+    first = run_dag("gpucompare_nightly")
+    import_published(lake)
+    second = run_dag("gpucompare_nightly")
+    import_published(lake)
+    assert first.state == second.state == "success"
+
+    rows = lake.results_table().to_pylist()
+    measured = [r for r in rows if r["target"] != "published"]
+    assert sorted(r["dag_run_id"] for r in measured) == sorted([first.run_id, second.run_id])
+    published = len(rows) - len(measured)
+    keys = {(r["run_id"], r["config_id"], r["source"], r["network"], r["batch_size"], r["mode"],
+             r["instance_type"]) for r in rows}
+    assert len(keys) == len(rows)
+
+    # the second night's worker output, ingested once more, replaces its own files
+    second_run = next(r["run_id"] for r in measured if r["dag_run_id"] == second.run_id)
+    results_file = next(path for path in gpucompare_dirs.work.rglob("results.jsonl")
+                        if json.loads(path.read_text().splitlines()[0])["run_id"] == second_run)
+    ingest_results(lake, results_file, RunContext(provider="local", instance_type="local-cpu",
+                                                  market="on_demand", target="local",
+                                                  dag_run_id=second.run_id))
+    again = lake.results_table().to_pylist()
+    assert len(again) == len(rows) and len(again) - published == 2
+
+    # and the demo script says so
+    spec = importlib.util.spec_from_file_location("demo", REPO_ROOT / "scripts" / "demo.py")
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    summary = demo.lake_summary(str(gpucompare_dirs.lake))
+    assert "2 measured results from 2 nightly run(s)" in summary and summary.endswith("0 duplicates")
