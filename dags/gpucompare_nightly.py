@@ -52,7 +52,7 @@ def load_scaling() -> list[dict[str, Any]]:
     dag_run_id = get_current_context()["dag_run"].run_id
     with pipeline.bad_input_fails():
         plans = fleet.plan_scaling(fleet.load_fleet(), dag_run_id)
-    print(f"{len(plans)} scaling group(s) tonight: {', '.join(p['group'] for p in plans) or 'none'}")
+    log.info("%d scaling group(s) tonight: %s", len(plans), ", ".join(p["group"] for p in plans) or "none")
     return plans
 
 
