@@ -4,9 +4,9 @@ The connection comes from the SSH provider's ``SSHHook`` (login, port, ``key_fil
 ``private_key``, ``host_key``...). Host keys are always verified: the key must be in the
 connection's ``host_key`` extra, in a known_hosts file (target option or connection extra
 ``known_hosts_file``) or in the user's ``~/.ssh/known_hosts``. An unknown key and a changed
-key are refused with an error that says so, unless the connection explicitly opts out with
-the provider's ``no_host_key_check`` (unknown keys accepted) or ``allow_host_key_change``
-(nothing verified) extras.
+key are refused at once (``HostKeyError``, no retries) with an error that says which,
+unless the connection explicitly opts out with the provider's ``no_host_key_check``
+(unknown keys accepted) or ``allow_host_key_change`` (known_hosts files ignored) extras.
 
 On the host, everything lives under ``remote_dir`` (default ``~/gpucompare``)::
 
@@ -24,7 +24,9 @@ configuration re-attaches to it (or reuses its results if it finished). A sweep 
 earlier attempt failed is started again from scratch. The time limit is enforced on the
 host (``timeout`` kills the worker's process group) and, as a backstop, by the orchestrator
 (which kills that process group over SSH). ``teardown`` stops any sweep of the run still
-running and, with ``remove_run_dir``, deletes the run's directory; it is safe twice.
+running (leaving a ``stop`` request that a launch in flight honours) and, with
+``remove_run_dir``, deletes the run's directory; it is safe twice. The paths a state brings
+back (it travels through XCom) are checked against ``<remote_dir>/runs/`` first.
 
 Options (``TargetSpec.options``, all validated before anything reaches a shell):
 
