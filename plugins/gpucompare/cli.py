@@ -183,6 +183,32 @@ def _run_lake_info(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- compact -----------------------------------------------------------------------------
+def _configure_compact(parser: argparse.ArgumentParser) -> None:
+    _lake_argument(parser)
+    parser.add_argument("--older-than-days", type=int, default=None, metavar="N",
+                        help="compact only partitions dated more than N days before today (UTC); "
+                             "default: every partition")
+
+
+def compaction_cutoff(older_than_days: int | None, today: dt.date | None = None) -> dt.date | None:
+    """The first date left alone when compacting partitions older than ``older_than_days``."""
+    if older_than_days is None:
+        return None
+    if older_than_days < 0:
+        raise UsageError(f"--older-than-days must be >= 0, got {older_than_days}")
+    return (today or dt.datetime.now(dt.UTC).date()) - dt.timedelta(days=older_than_days)
+
+
+def _run_compact(args: argparse.Namespace) -> int:
+    from gpucompare import lake
+
+    before = compaction_cutoff(args.older_than_days)
+    summary = lake.open_lake(args.lake).compact(before=before)
+    print(f"{args.lake}: {summary.describe()}")
+    return 0
+
+
 register("ingest", "validate a bench_tasks results file and write it into the lake",
          _configure_ingest, _run_ingest)
 register("import-published", "bring the published reference figures into the lake (target=published)",
@@ -191,6 +217,8 @@ register("load-prices", "write the shipped price and exchange-rate history into 
          _configure_load_prices, _run_load_prices)
 register("refresh-prices", "append today's on-demand and spot prices from the AWS APIs",
          _configure_refresh_prices, _run_refresh_prices)
+register("compact", "merge the results files of each (mode, date) partition into one file",
+         _configure_compact, _run_compact)
 register("lake-info", "what the lake holds: files and rows per table, results per mode, date and target",
          _configure_lake_info, _run_lake_info)
 

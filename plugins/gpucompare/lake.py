@@ -60,7 +60,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -70,6 +70,9 @@ import pyarrow.parquet as pq
 
 from bench_tasks.record import RecordError, validate_record
 from gpucompare import schema
+
+if TYPE_CHECKING:
+    from gpucompare.compaction import CompactionSummary
 
 DEFAULT_LAKE = "./lake"
 COMPRESSION = "zstd"
@@ -95,6 +98,9 @@ class PendingFile:
     stem: str
     data: bytes
     content_key: str
+    #: paths (relative to the lake) whose rows this file holds: deleted once it is committed
+    #: (a compacted file's originals, see ``gpucompare.compaction``)
+    supersedes: tuple[str, ...] = ()
 
 
 def _s3_endpoint() -> str | None:
@@ -203,7 +209,10 @@ class Lake:
         return self.fs.get_file_info(path).type != pafs.FileType.NotFound
 
     def list_files(self, kind: str) -> list[str]:
-        """Paths (relative to the lake) of the committed Parquet files of one table, sorted."""
+        """Paths (relative to the lake) of the committed Parquet files of one table, sorted.
+
+        For ``results``, files a compacted file of their partition supersedes are left out
+        (``compaction.effective_files``), so every row is listed once during a compaction."""
         self._check_kind(kind)
         base = self.path(kind)
         if not self._exists(base):
@@ -216,6 +225,10 @@ class Lake:
             committed = name.endswith(".parquet") and not name.startswith((".", "_"))
             if info.type == pafs.FileType.File and committed:
                 found.append(info.path[len(root):] if info.path.startswith(root) else info.path)
+        if kind == "results":
+            from gpucompare.compaction import effective_files
+
+            return effective_files(self, sorted(found))
         return sorted(found)
 
     @staticmethod
@@ -227,16 +240,18 @@ class Lake:
     def results_dataset(self) -> ds.Dataset:
         """The results as a Hive-partitioned Arrow dataset (empty if nothing was ingested)."""
         base = self.path("results")
-        if not self._exists(base):
+        # the listing, not discovery: it leaves out temporary and hidden files, and files a
+        # compacted file supersedes (see gpucompare.compaction)
+        files = [self.path(rel) for rel in self.list_files("results")]
+        if not files:
             return ds.dataset(schema.empty_results())
         return ds.dataset(
-            base,
+            files,
             filesystem=self.fs,
             format="parquet",
             schema=schema.RESULTS_SCHEMA,
             partitioning=ds.partitioning(schema.PARTITION_SCHEMA, flavor="hive"),
-            # temporary and hidden files never belong to the table
-            ignore_prefixes=[".", "_"],
+            partition_base_dir=base,
         )
 
     def results_table(self, filter: pc.Expression | None = None,  # noqa: A002
@@ -361,11 +376,32 @@ class Lake:
         versions it supersedes are deleted once every new file is in; meanwhile a reader may
         see both for a moment, or miss a deleted one (``file_vanished``: read again).
         """
+        from gpucompare.compaction import route_into_compacted
+
+        # a partition already compacted takes new runs and new versions into its compacted file
+        files, unchanged = route_into_compacted(self, files)
         if self.is_local:
             self._commit_replacing(files)
         else:
             self._commit_immutable(files)
-        return [self.file_path(pending) for pending in files]
+        for pending in files:  # only once every file is in: a superseded file is never the sole copy
+            for rel in pending.supersedes:
+                self._delete_if_present(self.path(rel))
+        return [self.file_path(pending) for pending in files] + unchanged
+
+    def _delete_if_present(self, path: str) -> None:
+        try:
+            self.fs.delete_file(path)
+        except OSError as exc:
+            if not file_vanished(exc):
+                raise
+
+    def compact(self, before: dt.date | None = None) -> CompactionSummary:
+        """Merge each results partition (mode, date) dated before ``before`` (default: all)
+        into one compacted zstd file; see ``gpucompare.compaction`` for the guarantees."""
+        from gpucompare.compaction import compact
+
+        return compact(self, before)
 
     def _commit_replacing(self, files: list[PendingFile]) -> None:
         previous: list[tuple[str, bytes | None]] = []
