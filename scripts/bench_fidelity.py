@@ -99,12 +99,24 @@ def original_runner(directory: Path):
     return run
 
 
+def original_inprocess(directory: Path):
+    """MXNet's own benchmark_score.score(), imported into this process."""
+    sys.path.insert(0, str(directory))
+    import benchmark_score
+    import mxnet as mx
+
+    def run(network: str, batch: int, batches: int) -> float:
+        return benchmark_score.score(network=network, dev=mx.cpu(), batch_size=batch, num_batches=batches)
+    return run
+
+
 def compare(network: str, batch: int, batches: int, rounds: int, mode: str,
             original: Path | None) -> dict:
     run_ref, run_our = inprocess_runners() if mode == "inprocess" else (run_reference, run_ours)
     sides = {"reference": run_ref, "ours": run_our}
     if original is not None:
-        sides["original"] = original_runner(original)
+        sides["original"] = (original_inprocess(original) if mode == "inprocess"
+                             else original_runner(original))
     figures: dict[str, list[float]] = {name: [] for name in sides}
     names = list(sides)
     for round_index in range(rounds):
