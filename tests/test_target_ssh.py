@@ -33,6 +33,7 @@ from gpucompare.targets.ssh import (
     check_python_command,
     container_name,
     docker_command,
+    docker_image_command,
     known_host_key,
     launch_command,
     run_script,
@@ -361,6 +362,8 @@ def test_docker_command_reaches_docker_exactly(tmp_path: Path) -> None:
     name = container_name("nightly", "sweep-0123456789abcdef")
     argv = docker_command(image="registry.example.com:5000/gpucompare-worker:1.9.1-cu112", gpus="all",
                           sweep_dir=paths.sweep_dir, container=name, uid=1000, gid=1000)
+    two = docker_command(image="w", gpus="device=0,1", sweep_dir="/s", container="c", uid=1, gid=1)
+    assert two[two.index("--gpus") + 1] == '"device=0,1"'  # docker parses the value as CSV
     assert argv == [
         "docker", "run", "--rm", "--init", "--name", "gpucompare-nightly-sweep-0123456789abcdef",
         "--gpus", "all", "--user", "1000:1000", "--ipc", "host",
@@ -379,6 +382,29 @@ def test_docker_command_reaches_docker_exactly(tmp_path: Path) -> None:
     assert Path(paths.container).read_text().strip() == name
     # The stand-in wrote no results: reported as such (98), not as a success.
     assert Path(paths.exit_code).read_text().strip() == "98"
+
+
+def test_docker_deploy_check_pulls_only_when_missing(tmp_path: Path) -> None:
+    """The stand-in ``docker`` knows no image at first: inspect fails, pull, then sysinfo."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls.jsonl"
+    pulled = tmp_path / "pulled"
+    fake = bin_dir / "docker"
+    fake.write_text(
+        f"#!{sys.executable}\nimport json, os, sys\n"
+        f"open({str(calls)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        f"if sys.argv[1:3] == ['image', 'inspect'] and not os.path.exists({str(pulled)!r}): sys.exit(1)\n"
+        f"if sys.argv[1] == 'pull': open({str(pulled)!r}, 'w').close()\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    command = docker_image_command("gpucompare-worker:1.9.1", "device=0,1")
+    for _ in range(2):
+        subprocess.run(["sh", "-c", command], check=True, env=env, timeout=30)
+    recorded = [json.loads(line) for line in calls.read_text().splitlines()]
+    sysinfo = ["run", "--rm", "--gpus", '"device=0,1"', "gpucompare-worker:1.9.1", "sysinfo"]
+    assert recorded == [["image", "inspect", "gpucompare-worker:1.9.1"], ["pull", "gpucompare-worker:1.9.1"],
+                        sysinfo, ["image", "inspect", "gpucompare-worker:1.9.1"], sysinfo]
 
 
 def test_environment_is_created_once(tmp_path: Path) -> None:

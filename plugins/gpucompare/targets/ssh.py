@@ -231,12 +231,18 @@ def container_name(run_dir_name: str, sweep_dir_name: str) -> str:
     return f"gpucompare-{safe}-{sweep_dir_name}"
 
 
+def docker_gpus_value(gpus: str) -> str:
+    """The value of ``--gpus``: docker reads it as CSV, so a device list needs its own quotes
+    (``--gpus '"device=0,1"'`` in docker's documentation)."""
+    return f'"{gpus}"' if "," in gpus else gpus
+
+
 def docker_command(*, image: str, gpus: str, sweep_dir: str, container: str, uid: int, gid: int,
                    ) -> list[str]:
     """``docker run`` of the worker image on one sweep directory (mounted at /sweep)."""
     return [
         "docker", "run", "--rm", "--init", "--name", container,
-        "--gpus", gpus,
+        "--gpus", docker_gpus_value(gpus),
         "--user", f"{uid}:{gid}",
         "--ipc", "host",  # MXNet's multi-GPU data loading and NCCL want more than 64 MB of shm
         "--volume", f"{sweep_dir}:/sweep",
@@ -377,8 +383,11 @@ def check_python_command(*, python: str, code_dir: str) -> str:
     return f"cd {q(code_dir)} && PYTHONPATH={q(code_dir)} {q(python)} -c {q(check)}"
 
 
-def docker_image_command(image: str) -> str:
-    return f"docker image inspect {q(image)} >/dev/null 2>&1 || docker pull {q(image)}"
+def docker_image_command(image: str, gpus: str) -> str:
+    """Pull the worker image if the host lacks it, then run its ``sysinfo`` with the GPUs:
+    a host without a driver or the NVIDIA Container Toolkit fails here, not mid-sweep."""
+    return (f"(docker image inspect {q(image)} >/dev/null 2>&1 || docker pull {q(image)}) && "
+            f"docker run --rm --gpus {q(docker_gpus_value(gpus))} {q(image)} sysinfo")
 
 
 # -- connection errors -------------------------------------------------------------------------
@@ -450,16 +459,17 @@ class SSHTarget(Target):
         base = self._base(state, "deploy")
         if self.options.use_docker:
             self.line_sink(f"[ssh] making sure image {self.options.image} is on the host")
-            self._run("deploy", docker_image_command(self.options.image), timeout=self.options.env_timeout_s,
-                      stream=True)
+            self._run("deploy", docker_image_command(self.options.image, self.options.docker_gpus),
+                      timeout=self.options.env_timeout_s, stream=True)
             state.extra["image"] = self.options.image
             return state
         bundle = build_bundle()
         code_dir = posixpath.join(base, bundle.name)
         self._upload_bundle(bundle, base, code_dir)
         python = self.options.python or self._ensure_environment(bundle, base, code_dir)
-        version = self._run("deploy", check_python_command(python=python, code_dir=code_dir),
-                            timeout=COMMAND_TIMEOUT_S).stdout.strip()
+        answer = self._run("deploy", check_python_command(python=python, code_dir=code_dir),
+                           timeout=COMMAND_TIMEOUT_S).stdout.strip()
+        version = answer.splitlines()[-1] if answer else "?"
         self.line_sink(f"[ssh] worker {bundle.name} with {python} (mxnet {version})")
         state.extra.update({"code_dir": code_dir, "python": python, "mxnet_version": version})
         return state
