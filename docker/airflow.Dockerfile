@@ -17,6 +17,11 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends libgomp1 libquadmath0 openssh-client \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/*
+# Mount points of docker/compose.yaml, owned by the airflow user so that named volumes mounted
+# there start with that owner (an absent mount point would be created for root).
+RUN mkdir -p /opt/gpucompare/lake /opt/gpucompare/reports /opt/gpucompare/work /opt/airflow/auth \
+ && chown -R airflow:0 /opt/gpucompare /opt/airflow/auth \
+ && chmod -R g+rwX /opt/gpucompare /opt/airflow/auth
 USER airflow
 
 # The orchestrator's packages, pinned as in .venv; the test tools at the end of requirements.txt

@@ -150,3 +150,17 @@ def test_airflow_image_leaves_the_test_tools_out() -> None:
     assert {"apache-airflow", "apache-airflow-providers-ssh", "apache-airflow-providers-amazon",
             "pyarrow", "duckdb"} <= names
     assert not names & {"pytest", "moto", "ruff", "playwright", "pytest-timeout"}
+
+
+def test_airflow_image_prepares_the_compose_mount_points() -> None:
+    """Named volumes take the owner of their mount point in the image: it must be airflow's."""
+    import yaml
+
+    compose = yaml.safe_load((DOCKER_DIR / "compose.yaml").read_text())
+    targets = {re.search(r":(/[^:]+)(?::r[ow])?$", volume).group(1)
+               for volume in compose["x-airflow-common"]["volumes"]}
+    runs = " ".join(a for k, a in final_stage(AIRFLOW) if k == "RUN")
+    made = set(re.search(r"mkdir -p ([^&]+)&&", runs).group(1).split())
+    for target in targets - {"/opt/airflow/logs"}:  # logs: already airflow's in the base image
+        assert target in made, target
+    assert "chown -R airflow:0" in runs
