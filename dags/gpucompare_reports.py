@@ -12,7 +12,12 @@ million images, scaling, throughput, best value, regressions; Parquet + CSV, `in
 **gpucompare_reports** Asset, is what BI refreshes can schedule on. The Airflow UI links
 to `latest/index.html` (plugin `gpucompare`, menu "GPU cost reports").
 
-Settings: `GPUCOMPARE_LAKE`, `GPUCOMPARE_REPORTS`, `GPUCOMPARE_CURRENCY` (EUR).
+`compact_lake` runs first: it merges every results partition (mode, date) older than
+`GPUCOMPARE_COMPACT_AFTER_DAYS` (default 2) days into one file (`Lake.compact`), so the
+reports open one file per partition, not one per run; tonight's partitions are left to ingest.
+
+Settings: `GPUCOMPARE_LAKE`, `GPUCOMPARE_REPORTS`, `GPUCOMPARE_CURRENCY` (EUR),
+`GPUCOMPARE_COMPACT_AFTER_DAYS` (2).
 """
 
 from __future__ import annotations
@@ -27,6 +32,24 @@ from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, dag, get_curr
 from gpucompare import pipeline, settings
 
 log = logging.getLogger(__name__)
+
+
+@task(execution_timeout=timedelta(minutes=30), **pipeline.network_retries())
+def compact_lake() -> dict[str, Any]:
+    """Merge each results partition older than GPUCOMPARE_COMPACT_AFTER_DAYS into one file."""
+    from gpucompare.cli import compaction_cutoff
+    from gpucompare.lake import open_lake
+
+    run_day = get_current_context()["dag_run"].run_after.date()
+    days = settings.setting("compact_after_days")
+    with pipeline.bad_input_fails():
+        if not days.isdigit():
+            raise ValueError(f"GPUCOMPARE_COMPACT_AFTER_DAYS {days!r} must be a whole number of days >= 0")
+        before = compaction_cutoff(int(days), today=run_day)
+        summary = open_lake(settings.lake_uri()).compact(before=before)
+    log.info("Compaction of partitions before %s: %s", before, summary.describe())
+    return {"before": before.isoformat(), "partitions": summary.partitions_compacted,
+            "files_before": summary.files_before, "files_after": summary.files_after}
 
 
 @task(outlets=[pipeline.REPORTS], execution_timeout=timedelta(minutes=30), **pipeline.network_retries())
@@ -63,7 +86,7 @@ def build_reports() -> dict[str, Any]:
     default_args=pipeline.default_args(),
 )
 def gpucompare_reports() -> None:
-    build_reports()
+    compact_lake() >> build_reports()
 
 
 gpucompare_reports()

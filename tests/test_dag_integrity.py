@@ -20,7 +20,7 @@ DAG_IDS = {"gpucompare_nightly", "gpucompare_manual", "gpucompare_reports", "gpu
 #: Steps that talk to a network (a machine, AWS, the lake that may be S3): they retry with backoff.
 NETWORK_STEPS = {"target.prepare", "target.deploy", "target.score_sweep", "target.train_sweep",
                  "target.collect", "target.ingest", "target.terminate", "build_reports", "refresh_region",
-                 "sweep_expired"}
+                 "sweep_expired", "compact_lake"}
 HEAVY_MODULES = ("pandas", "pyarrow", "boto3", "botocore", "duckdb", "mxnet", "matplotlib", "numpy")
 
 
@@ -85,6 +85,7 @@ def test_results_and_reports_assets_link_the_dags(dags: dict[str, Any]) -> None:
     assert isinstance(reports.timetable, AssetOrTimeSchedule)
     assert pipeline.RESULTS in reports.timetable.asset_condition.objects
     assert pipeline.REPORTS in reports.task_dict["build_reports"].outlets
+    assert reports.task_dict["build_reports"].upstream_task_ids == {"compact_lake"}  # compacted first
     assert reports.timetable.timetable.expression == "30 6 * * *"
 
 

@@ -16,6 +16,7 @@ nothing is read at import time: call the functions where the value is needed.
 | ``GPUCOMPARE_POOL`` | ``gpucompare_instances`` (caps concurrently working instances) |
 | ``GPUCOMPARE_RETRY_DELAY_S`` | ``60`` (first retry delay of network steps; doubles each time) |
 | ``GPUCOMPARE_SWEEPER_REGIONS`` | empty (extra AWS regions for the sweeper, comma-separated) |
+| ``GPUCOMPARE_COMPACT_AFTER_DAYS`` | ``2`` (the reports DAG compacts results partitions older than this) |
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ DEFAULTS: dict[str, str] = {
     "pool": "gpucompare_instances",
     "retry_delay_s": "60",
     "sweeper_regions": "",
+    "compact_after_days": "2",
 }
 
 
