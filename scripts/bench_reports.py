@@ -1,6 +1,7 @@
 """Benchmark of the report set: build a lake of N result rows (default 10 million), time each report.
 
     .venv/bin/python scripts/bench_reports.py [--rows 10000000] [--lake DIR] [--out DIR] [--keep]
+        [--files-per-partition N | --run-by-run] [--compact]
 
 The lake is synthetic but shaped like a real one after a year or two of nightly runs: many
 machines (AWS families over regions and markets, rented hosts, the published 2017 figures)
@@ -9,8 +10,13 @@ dtypes, 1–8 GPUs, weak and strong scaling series) × one result a night, with 
 failed cells (oom) and a few real regressions on the last night. Rows are written with
 pyarrow straight into the lake layout (``results/mode=…/date=…/part.parquet``, zstd), one
 file a partition as a compacted lake has them; building it takes a minute or two and is
-not part of the timing. The price and exchange-rate tables are the shipped ones when the
-prices module is there, otherwise a small table of the same shape.
+not part of the timing. ``--files-per-partition N`` writes each partition as N run files
+instead (the machines split into N groups, each file named and stamped with its content
+key like an ingested run); ``--run-by-run`` is one file per machine and night, as a lake
+ingested nightly run by run has them (48 machines × ~836 nights × 2 modes ≈ 80,000 files;
+building takes several minutes). ``--compact`` then times the reports, compacts the lake
+(``Lake.compact``, timed) and times them again. The price and exchange-rate tables are the
+shipped ones when the prices module is there, otherwise a small table of the same shape.
 
 Prints, for each of ``--repeat`` runs, the time of each step and of the whole report set
 (reading the lake, every SQL report, Parquet + CSV output, index.html and summary.md) in
@@ -40,6 +46,7 @@ for path in (REPO, REPO / "plugins"):
         sys.path.insert(0, str(path))
 
 from bench_tasks.constants import NETWORKS  # noqa: E402
+from gpucompare import lake as lake_module  # noqa: E402
 from gpucompare import reports, schema  # noqa: E402
 
 #: (provider, instance_type, region, market, gpu_model, gpus, relative speed, per-hour USD)
@@ -121,8 +128,9 @@ def _throughput(mode: str, network: str, dtype: str, batch: int, count: int, spe
     return value
 
 
-def build_lake(lake: Path, rows: int, seed: int = 7) -> dict[str, int]:
-    """Write about ``rows`` results into ``lake/results`` (Hive partitions); return the counts."""
+def build_lake(lake: Path, rows: int, seed: int = 7, files_per_partition: int = 1) -> dict[str, int]:
+    """Write about ``rows`` results into ``lake/results`` (Hive partitions), each partition as
+    ``files_per_partition`` files (machines split into that many groups); return the counts."""
     rng = np.random.default_rng(seed)
     grid = []  # one entry per (machine, config): the columns that do not change night to night
     for machine_index, (provider, itype, region, market, gpu, gpus, speed, _price) in enumerate(MACHINES):
@@ -159,6 +167,10 @@ def build_lake(lake: Path, rows: int, seed: int = 7) -> dict[str, int]:
         oom = (np.array(columns[9]) >= 256) & np.isin(np.array(columns[7]), ["vgg-16", "resnet-152"])
         injected += int((regressed & ~oom).sum())
         static = _static_columns(columns, n)
+        # grid rows are in machine order: each group of machines is a contiguous slice
+        machine_of_row = np.array(columns[0])
+        groups = machine_of_row * files_per_partition // len(MACHINES)
+        bounds = np.searchsorted(groups, np.arange(files_per_partition + 1))
         for night in range(nights):
             date = last_night - dt.timedelta(days=nights - 1 - night)
             noise = rng.normal(1.0, 0.01, n)  # night-to-night spread of a median of 3 repeats
@@ -168,14 +180,30 @@ def build_lake(lake: Path, rows: int, seed: int = 7) -> dict[str, int]:
             table = _night_table(file_schema, static, mode, date, ips, oom)
             target = lake / "results" / f"mode={mode}" / f"date={date.isoformat()}"
             target.mkdir(parents=True, exist_ok=True)
-            pq.write_table(table, target / "part-0.parquet", compression="zstd")
+            if files_per_partition == 1:
+                pq.write_table(table, target / "part-0.parquet", compression="zstd")
+                continue
+            for group in range(files_per_partition):
+                start, stop = int(bounds[group]), int(bounds[group + 1])
+                if stop > start:
+                    _write_run_file(target, table.slice(start, stop - start), date, mode, group)
     return {
         "machines": len(MACHINES),
+        "files_per_partition": files_per_partition,
         "configurations": len(grid),
         "nights": nights,
         "rows": nights * len(grid),
         "regressions_injected": injected,
     }
+
+
+def _write_run_file(partition: Path, table: pa.Table, date: dt.date, mode: str, group: int) -> None:
+    """One run's file as ingest names and stamps it (``<run>-<identity>``, content key in the
+    metadata), so compaction sees the runs an ingested lake has. No fsync: a benchmark lake."""
+    run = f"nightly-{date.isoformat()}"
+    identity = lake_module._content_key([run, group, mode, date.isoformat()])
+    pending = lake_module._pending(f"{run}-{identity}", table)
+    (partition / f"{pending.stem}.parquet").write_bytes(pending.data)
 
 
 def _static_columns(columns: list[tuple], n: int) -> dict[str, pa.Array]:
@@ -327,6 +355,14 @@ def _time_once(lake: Path, out: Path, currency: str, attempt: int) -> None:
     )
 
 
+def _compact(lake: Path) -> None:
+    load = os.getloadavg()[0]
+    started, cpu = time.perf_counter(), _cpu_seconds()
+    summary = lake_module.open_lake(str(lake)).compact()
+    print(f"compaction (load average {load:.1f} when it started): {summary.describe()} in "
+          f"{time.perf_counter() - started:.1f} s wall, {_cpu_seconds() - cpu:.1f} s CPU", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
@@ -335,7 +371,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--currency", default="EUR", choices=("EUR", "USD"))
     parser.add_argument("--keep", action="store_true", help="keep the temporary lake and reports")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs (default 3)")
+    layout = parser.add_mutually_exclusive_group()
+    layout.add_argument("--files-per-partition", type=int, default=1, metavar="N",
+                        help=f"write each (mode, date) partition as N run files (1..{len(MACHINES)})")
+    layout.add_argument("--run-by-run", action="store_true",
+                        help=f"one file per machine and night (= --files-per-partition {len(MACHINES)})")
+    parser.add_argument("--compact", action="store_true",
+                        help="time the reports, compact the lake (timed), time them again")
     args = parser.parse_args(argv)
+    files_per_partition = len(MACHINES) if args.run_by_run else args.files_per_partition
+    if not 1 <= files_per_partition <= len(MACHINES):
+        parser.error(f"--files-per-partition must be between 1 and {len(MACHINES)}, "
+                     f"got {files_per_partition}")
 
     workdir = Path(tempfile.mkdtemp(prefix="gpucompare-bench-"))
     lake = args.lake or workdir / "lake"
@@ -343,10 +390,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not (lake / "results").exists():
             started = time.perf_counter()
-            counts = build_lake(lake, args.rows)
+            counts = build_lake(lake, args.rows, files_per_partition=files_per_partition)
             print(f"built lake {lake}: {counts} in {time.perf_counter() - started:.1f} s", flush=True)
-        for attempt in range(1, args.repeat + 1):
-            _time_once(lake, out, args.currency, attempt)
+        phases = ("before compaction", "after compaction") if args.compact else ("",)
+        for phase in phases:
+            if phase == "after compaction":
+                _compact(lake)
+            files = len(lake_module.open_lake(str(lake)).list_files("results"))
+            print(f"--- {phase or 'reports'}: {files:,} results file(s)", flush=True)
+            for attempt in range(1, args.repeat + 1):
+                _time_once(lake, out, args.currency, attempt)
     finally:
         if not args.keep and args.lake is None:
             shutil.rmtree(workdir, ignore_errors=True)
