@@ -47,12 +47,18 @@ def asset_events(asset_name: str, run_id: str) -> list[Any]:
         return [(event.source_dag_id, dict(event.extra or {})) for event in events]
 
 
-def queued_for(dag_id: str) -> int:
+def queued_since(dag_id: str, since: Any) -> bool:
+    """True if an asset event since ``since`` queued ``dag_id`` and the scheduler's own query
+    (``DagModel.dags_needing_dagruns``) now counts it among the asset-triggered DAGs to run."""
     from airflow.models.asset import AssetDagRunQueue
+    from airflow.models.dag import DagModel
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        return session.query(AssetDagRunQueue).filter(AssetDagRunQueue.target_dag_id == dag_id).count()
+        queued = session.query(AssetDagRunQueue).filter(AssetDagRunQueue.target_dag_id == dag_id,
+                                                        AssetDagRunQueue.created_at >= since).count()
+        _, triggered_by_assets = DagModel.dags_needing_dagruns(session)
+        return queued >= 1 and dag_id in triggered_by_assets
 
 
 def test_nightly_on_the_local_target_fills_the_lake_and_the_reports_follow(
@@ -75,7 +81,7 @@ def test_nightly_on_the_local_target_fills_the_lake_and_the_reports_follow(
     events = asset_events("gpucompare_results", night.run_id)
     assert events == [("gpucompare_nightly", {"targets": ["local"], "records": 2,
                                               "dag_run_id": night.run_id})]
-    assert queued_for("gpucompare_reports") >= 1
+    assert queued_since("gpucompare_reports", night.dag_run.start_date)
 
     reports = run_dag("gpucompare_reports")
 
