@@ -133,9 +133,10 @@ class LocalTarget(Target):
         if done.returncode != 0:
             raise TargetError(f"deploy: {python} cannot import the worker and mxnet "
                               f"(exit {done.returncode}):\n{_runs.tail_text(done.stderr)}")
+        version = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "?"
         state.extra["python"] = str(python)
-        state.extra["mxnet_version"] = done.stdout.strip()
-        self.line_sink(f"[local] worker interpreter {python}, mxnet {done.stdout.strip()}")
+        state.extra["mxnet_version"] = version
+        self.line_sink(f"[local] worker interpreter {python}, mxnet {version}")
         return state
 
     def run_sweep(self, state: TargetState, sweep_config: dict[str, Any], *,
@@ -319,9 +320,9 @@ def _kill_group(pgid: int, grace_s: float, process: subprocess.Popen | None = No
         return
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None and not _group_alive(pgid):
-            return
-        if process is None and not _group_alive(pgid):
+        if process is not None:
+            process.poll()  # reap our own child: a zombie leader would keep its group "alive"
+        if not _group_alive(pgid):
             return
         time.sleep(0.1)
     try:
