@@ -341,3 +341,23 @@ def test_two_nights_keep_both_and_duplicate_nothing(run_dag, write_fleet, gpucom
     spec.loader.exec_module(demo)
     summary = demo.lake_summary(str(gpucompare_dirs.lake))
     assert "2 measured results from 2 nightly run(s)" in summary and summary.endswith("0 duplicates")
+
+
+def test_reports_dag_publishes_to_s3(run_dag, gpucompare_dirs, aws_endpoint, aws_client, s3_bucket,
+                                     monkeypatch) -> None:
+    """Reports on object storage (moto's S3 on 127.0.0.1): the dated set, then latest/ as a copy."""
+    from gpucompare.published import import_published
+
+    import_published(open_lake(str(gpucompare_dirs.lake)))
+    monkeypatch.setenv("GPUCOMPARE_REPORTS", f"s3://{s3_bucket}/reports")
+
+    result = run_dag("gpucompare_reports")
+
+    assert result.state == "success", result.states
+    keys = {o["Key"] for o in aws_client("s3").list_objects_v2(Bucket=s3_bucket)["Contents"]}
+    dated = result.dag_run.run_after.date().isoformat()
+    for name in ("index.html", "cost_per_million.csv", "scaling.csv"):
+        assert f"reports/{dated}/{name}" in keys
+        assert f"reports/latest/{name}" in keys
+    latest = aws_client("s3").get_object(Bucket=s3_bucket, Key="reports/latest/cost_per_million.csv")
+    assert b"ltbv14" in latest["Body"].read()  # the published LeaderGPU rows, costed
