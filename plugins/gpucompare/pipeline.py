@@ -43,7 +43,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from gpucompare import settings
 from gpucompare.fleet import SWEEP_TASK_TIMEOUT_S
 from gpucompare.targets.base import BudgetExceeded
-from gpucompare.validation import ValidationError
+from gpucompare.validation import ValidationError, check_number
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,9 @@ STATE_STEPS = ("train_sweep", "score_sweep", "deploy", "prepare")
 
 # -- manners shared by every DAG ----------------------------------------------------------------
 def retry_delay() -> timedelta:
-    return timedelta(seconds=float(settings.setting("retry_delay_s")))
+    seconds = check_number("GPUCOMPARE_RETRY_DELAY_S", settings.setting("retry_delay_s"), minimum=0.0,
+                           maximum=3600.0)
+    return timedelta(seconds=seconds)
 
 
 def network_retries(retries: int = 3) -> dict[str, Any]:
