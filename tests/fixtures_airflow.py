@@ -144,6 +144,18 @@ class DagRunResult:
         """States of every map index of ``task_id``, in map-index order."""
         return [state for (tid, _), state in sorted(self.states.items()) if tid == task_id]
 
+    def xcom(self, task_id: str, map_index: int = -1) -> Any:
+        """The value ``task_id`` (at ``map_index``) returned in this run."""
+        from airflow.models.xcom import XComModel
+        from airflow.utils.session import create_session
+
+        with create_session() as session:
+            row = session.scalars(XComModel.get_many(
+                run_id=self.run_id, key="return_value", task_ids=task_id,
+                dag_ids=self.dag_run.dag_id, map_indexes=map_index)).first()
+            assert row is not None, f"no return value of {task_id}[{map_index}] in {self.run_id}"
+            return XComModel.deserialize_value(row)
+
 
 @pytest.fixture
 def run_dag(airflow_db: Path, dagbag: Any) -> Callable[..., DagRunResult]:

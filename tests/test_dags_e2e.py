@@ -94,6 +94,26 @@ def test_nightly_on_the_local_target_fills_the_lake_and_the_reports_follow(
     assert len(asset_events("gpucompare_reports", reports.run_id)) == 1
 
 
+def test_staging_on_s3_lets_collect_and_ingest_run_on_different_workers(
+        run_dag, write_fleet, gpucompare_dirs, aws_endpoint, aws_client, s3_bucket, monkeypatch) -> None:
+    """Staging on object storage (moto's S3 on 127.0.0.1 standing in for S3), as a Celery or
+    Kubernetes deployment needs: collect leaves the results there, ingest takes them from there
+    into the lake and removes them."""
+    monkeypatch.setenv("GPUCOMPARE_STAGING", f"s3://{s3_bucket}/staging")
+    write_fleet({"profiles": {"tiny": SCORE_ONLY}, "targets": [local_target("local")]})
+
+    night = run_dag("gpucompare_nightly")
+
+    assert night.state == "success", night.states
+    collected = night.xcom("target.collect", 0)
+    assert collected["path"].startswith(f"s3://{s3_bucket}/staging/") and collected["records"] == 1
+    rows = lake_rows(gpucompare_dirs.lake)
+    assert [(r["mode"], r["dag_run_id"]) for r in rows] == [("score", night.run_id)]
+    keys = [o["Key"] for o in aws_client("s3").list_objects_v2(Bucket=s3_bucket).get("Contents", [])]
+    assert not [key for key in keys if key.endswith(".jsonl")], keys  # ingested, then removed
+    assert not gpucompare_dirs.staging.exists()  # nothing went to the local folder
+
+
 def test_a_failing_sweep_still_tears_down_and_spares_the_other_target(
         run_dag, write_fleet, gpucompare_dirs, tmp_path) -> None:
     """Stand-in: the broken target's worker interpreter is a shell script that passes the

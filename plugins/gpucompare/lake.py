@@ -129,6 +129,30 @@ def _filesystem_for(uri: str) -> tuple[pafs.FileSystem, str]:
     return pafs.LocalFileSystem(), path.as_posix()
 
 
+def put_file(local_path: str | Path, uri: str) -> None:
+    """Copy a local file to ``uri`` (a local path or ``s3://bucket/key``), whole or not at all."""
+    fs, path = _filesystem_for(uri)
+    data = Path(local_path).read_bytes()
+    if isinstance(fs, pafs.LocalFileSystem):
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f".{target.name}.partial")
+        partial.write_bytes(data)
+        partial.replace(target)
+        return
+    with fs.open_output_stream(path) as out:  # an S3 object appears only when the PUT completes
+        out.write(data)
+
+
+def delete_file(uri: str) -> None:
+    """Remove the file at ``uri`` (local path or ``s3://``); nothing if it is already gone."""
+    fs, path = _filesystem_for(uri)
+    try:
+        fs.delete_file(path)
+    except FileNotFoundError:
+        pass
+
+
 def open_lake(uri: str | None = None, *, filesystem: pafs.FileSystem | None = None) -> Lake:
     """Open the lake at ``uri`` (default ``./lake``); ``filesystem`` overrides the one derived
     from the URI (``uri`` is then the root path inside that filesystem)."""

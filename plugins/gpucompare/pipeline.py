@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import tempfile
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -175,9 +176,11 @@ def _run_sweep(plan: dict[str, Any], state: dict[str, Any], mode: str) -> dict[s
     return done.to_dict()
 
 
-def staged_results_path(plan: dict[str, Any]) -> Path:
-    """Where collect puts a target's results for ingest (Airflow run ids hold ':' and '+')."""
-    return settings.staging_dir() / re.sub(r"[^A-Za-z0-9_.-]", "-", plan["run_id"]) / "results.jsonl"
+def staged_results_location(plan: dict[str, Any]) -> str:
+    """Where collect leaves a target's results for ingest: under ``GPUCOMPARE_STAGING``, a local
+    folder or an ``s3://`` prefix (Airflow run ids hold ':' and '+', hence the substitution)."""
+    run = re.sub(r"[^A-Za-z0-9_.-]", "-", plan["run_id"])
+    return f"{settings.staging_uri().rstrip('/')}/{run}/results.jsonl"
 
 
 # -- the steps -----------------------------------------------------------------------------------
@@ -226,22 +229,27 @@ def train_sweep(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
 
 @_step(timedelta(minutes=30))
 def collect(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
-    """Bring the run's JSON Lines back into the staging directory."""
+    """Bring the run's JSON Lines back into staging (a folder, or S3 when ingest may run on
+    another worker)."""
     _name_map_index(plan)
-    path = staged_results_path(plan)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with bad_input_fails():
-        local = _target(plan).collect(_state(state), str(path))
-    records = sum(1 for line in Path(local).read_text().splitlines() if line.strip())
-    log.info("Collected %d records of %s into %s", records, plan["spec"]["name"], local)
-    return {"path": local, "records": records, "market": state.get("market") or plan["spec"]["market"]}
+    from gpucompare.lake import put_file
+
+    location = staged_results_location(plan)
+    with tempfile.TemporaryDirectory(prefix="gpucompare-collect-") as scratch:
+        with bad_input_fails():
+            local = _target(plan).collect(_state(state), str(Path(scratch) / "results.jsonl"))
+        records = sum(1 for line in Path(local).read_text().splitlines() if line.strip())
+        put_file(local, location)
+    log.info("Collected %d records of %s into %s", records, plan["spec"]["name"], location)
+    return {"path": location, "records": records,
+            "market": state.get("market") or plan["spec"]["market"]}
 
 
 @_step(timedelta(minutes=30), holds_machine=False)
 def ingest(plan: dict[str, Any], collected: dict[str, Any]) -> dict[str, Any]:
     """Validate the records and write them into the lake: all or nothing, idempotent per run."""
     _name_map_index(plan)
-    from gpucompare.lake import RunContext, ingest_results, open_lake
+    from gpucompare.lake import RunContext, delete_file, ingest_results, open_lake
 
     spec = plan["spec"]
     context = RunContext(provider=spec["provider"], instance_type=spec["instance_type"],
@@ -249,7 +257,7 @@ def ingest(plan: dict[str, Any], collected: dict[str, Any]) -> dict[str, Any]:
                          dag_run_id=get_current_context()["dag_run"].run_id)
     with bad_input_fails():
         written = ingest_results(open_lake(settings.lake_uri()), collected["path"], context)
-    Path(collected["path"]).unlink(missing_ok=True)
+    delete_file(collected["path"])
     log.info("Ingested %d records of %s: %s", collected["records"], spec["name"], ", ".join(written))
     return {"target": spec["name"], "records": collected["records"], "files": written}
 
@@ -349,10 +357,11 @@ def scaling_group(plan: dict[str, Any]) -> dict[str, Any]:
     dag_run_id = get_current_context()["dag_run"].run_id
     log.info("Scaling group %s: %d point(s) on %s", plan["group"], len(plan["points"]),
              ", ".join(s["name"] for s in plan["specs"]))
-    with bad_input_fails():
+    # the points and their ingest happen in this task, so the records stay on its own disk
+    with bad_input_fails(), tempfile.TemporaryDirectory(prefix="gpucompare-scaling-") as scratch:
         written = distributed.run_scaling_plan(
             plan, lake_uri=settings.lake_uri(), dag_run_id=dag_run_id,
-            results_path=str(staged_results_path(plan)), line_sink=lambda line: log.info("%s", line))
+            results_path=str(Path(scratch) / "results.jsonl"), line_sink=lambda line: log.info("%s", line))
     get_current_context()["outlet_events"][RESULTS].extra = {"scaling_group": plan["group"],
                                                              "dag_run_id": dag_run_id}
     return {"group": plan["group"], "records": len(plan["points"]), "files": written}

@@ -10,7 +10,7 @@ nothing is read at import time: call the functions where the value is needed.
 | ``GPUCOMPARE_LAKE`` | ``<repo>/lake`` (or ``s3://bucket/prefix``) |
 | ``GPUCOMPARE_REPORTS`` | ``<repo>/reports`` (or ``s3://bucket/prefix``) |
 | ``GPUCOMPARE_FLEET`` | ``<repo>/dags/config/fleet.yaml`` |
-| ``GPUCOMPARE_STAGING`` | ``<tmp>/gpucompare-staging`` (collected JSON Lines before ingest) |
+| ``GPUCOMPARE_STAGING`` | ``<tmp>/gpucompare-staging`` (collected results before ingest; or ``s3://…``) |
 | ``GPUCOMPARE_CURRENCY`` | ``EUR`` (the reports' currency) |
 | ``GPUCOMPARE_NIGHTLY_SCHEDULE`` | the fleet file's ``schedule``, else ``0 2 * * *`` |
 | ``GPUCOMPARE_POOL`` | ``gpucompare_instances`` (caps concurrently working instances) |
@@ -68,8 +68,10 @@ def fleet_path() -> Path:
     return Path(setting("fleet"))
 
 
-def staging_dir() -> Path:
-    return Path(setting("staging"))
+def staging_uri() -> str:
+    """Where collect leaves results for ingest: a local folder, or ``s3://bucket/prefix`` for a
+    deployment whose Celery or Kubernetes workers share no disk."""
+    return setting("staging")
 
 
 def is_remote(uri: str) -> bool:
