@@ -35,6 +35,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.proc_helpers import children_of
+
 SSHD = Path("/usr/sbin/sshd")
 SSH_KEYGEN = "ssh-keygen"
 PRIVSEP_DIR = Path("/run/sshd")
@@ -231,7 +233,7 @@ class SshdServer:
         """The per-connection sshd processes: the listener's children."""
         if self.process is None:
             return []
-        return _children_of(self.process.pid)
+        return children_of(self.process.pid)
 
     def drop_connections(self) -> int:
         """Kill every open connection (its sshd processes), leaving the listener up.
@@ -268,21 +270,6 @@ class SshdServer:
         self.stop()
         self.start()
 
-
-def _children_of(parent_pid: int) -> list[int]:
-    children = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # The command name (2nd field) is in parentheses and may hold spaces.
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == parent_pid:
-            children.append(int(entry.name))
-    return children
 
 
 def start_sshd(directory: Path, *, host: str = "127.0.0.1", conn_id: str = "gpucompare_test_ssh",

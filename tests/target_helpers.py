@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from bench_tasks.record import validate_record
+from tests.proc_helpers import children_of
 
 TINY_SWEEP = {
     "warmup": 1, "batches": 1, "repeats": 1,
@@ -52,26 +53,6 @@ def worker_processes(marker: str) -> list[int]:
     return found
 
 
-def _children(pid: int) -> list[int]:
-    children = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    children.append(int(entry.name))
-            except (OSError, ValueError):
-                continue
-    return children
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 class ProcessWatcher(threading.Thread):
     """Remembers every process of a sweep (the worker and its runners) while it runs.
 
@@ -93,7 +74,7 @@ class ProcessWatcher(threading.Thread):
                 if pid not in visited:
                     visited.add(pid)
                     self.seen.add(pid)
-                    todo.extend(_children(pid))
+                    todo.extend(children_of(pid))
             time.sleep(0.2)
 
     def stop(self) -> set[int]:

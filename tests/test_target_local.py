@@ -22,13 +22,13 @@ from gpucompare.targets._worker_bundle import build_bundle
 from gpucompare.targets.base import TargetError, TargetSpec
 from gpucompare.targets.local import LocalTarget
 from tests.conftest import BENCH_PYTHON, REPO_ROOT
+from tests.proc_helpers import is_alive
 from tests.target_helpers import (
     ENDLESS_SWEEP,
     TINY_SWEEP,
     Background,
     ProcessWatcher,
     Sink,
-    alive,
     read_records,
     wait_for,
     worker_processes,
@@ -108,7 +108,7 @@ def test_time_limit_kills_the_worker_and_its_children(tmp_path: Path) -> None:
     # The worker and the measuring process it started (its child) both went.
     assert len(seen) >= 2, f"expected the worker and its runner, saw {seen}"
     time.sleep(0.5)  # the runner dies by PDEATHSIG right after its parent
-    assert [pid for pid in seen if alive(pid)] == []
+    assert [pid for pid in seen if is_alive(pid)] == []
     assert any("stopping the worker" in line for line in sink.texts())
 
 
@@ -253,7 +253,7 @@ def test_a_stopped_task_takes_its_worker_along(tmp_path: Path) -> None:
         signal.signal(signal.SIGUSR1, previous)
     seen = watcher.stop()
     time.sleep(0.5)  # the runner dies by PDEATHSIG right after its parent
-    assert [pid for pid in seen if alive(pid)] == []
+    assert [pid for pid in seen if is_alive(pid)] == []
 
 
 def test_a_tampered_state_never_reaches_rmtree(tmp_path: Path) -> None:

@@ -43,13 +43,13 @@ from gpucompare.targets.ssh import (
 )
 from tests.conftest import BENCH_PYTHON
 from tests.fixtures_sshd import SshdServer
+from tests.proc_helpers import is_alive
 from tests.target_helpers import (
     ENDLESS_SWEEP,
     TINY_SWEEP,
     Background,
     ProcessWatcher,
     Sink,
-    alive,
     read_records,
     wait_for,
     worker_processes,
@@ -213,7 +213,7 @@ def test_connection_dropped_mid_run_is_retried_and_the_run_completes(sshd: SshdS
     assert len([line for line in sink.texts() if "starting sweep" in line]) == 1
     assert len([line for line in sink.texts() if line.startswith("[1/2]")]) == 1
     assert len([line for line in sink.texts() if line.startswith("[2/2]")]) == 1
-    assert not alive(worker_pid)
+    assert not is_alive(worker_pid)
     records = read_records(target.collect(state, str(tmp_path / "dropped.jsonl")))
     assert [(r["batch_size"], r["status"]) for r in records] == [(1, "ok"), (2, "ok")]
     target.teardown(state)
@@ -263,7 +263,7 @@ def test_time_limit_is_enforced_on_the_host(sshd: SshdServer, tmp_path: Path) ->
     # At least `timeout` and the worker (its runner too, unless the load kept it from starting).
     assert len(seen) >= 2, f"expected timeout and the worker; saw {seen}"
     time.sleep(0.5)
-    assert [pid for pid in seen if alive(pid)] == []
+    assert [pid for pid in seen if is_alive(pid)] == []
     assert (sweep_dir / "exit_code").read_text().strip() == "124"
 
 
@@ -328,7 +328,7 @@ def test_run_script_time_limit_kills_the_process_group(tmp_path: Path) -> None:
     assert Path(paths.exit_code).read_text().strip() == "124"
     seen = watcher.stop()
     assert len(seen) >= 3, f"expected timeout, the worker and its child; saw {seen}"
-    wait_for(lambda: not [pid for pid in seen if alive(pid)], 10, "the whole process group to go")
+    wait_for(lambda: not [pid for pid in seen if is_alive(pid)], 10, "the whole process group to go")
 
 
 def test_stop_script_stops_running_sweeps_only(tmp_path: Path) -> None:

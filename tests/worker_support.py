@@ -15,6 +15,7 @@ from typing import Any
 
 from bench_tasks.record import validate_record
 from tests.conftest import BENCH_PYTHON, REPO_ROOT
+from tests.proc_helpers import children_of, is_alive
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -34,21 +35,6 @@ def start_worker(args: Sequence[str], env: dict[str, str] | None = None,
     )
 
 
-def children_of(pid: int) -> list[int]:
-    """Process ids whose parent is ``pid`` (from /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # the command name may contain spaces; the parent pid is the 2nd field after ')'
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.append(int(entry.name))
-    return found
-
 
 def wait_for(predicate, timeout: float, interval: float = 0.2) -> Any:
     deadline = time.monotonic() + timeout
@@ -59,13 +45,6 @@ def wait_for(predicate, timeout: float, interval: float = 0.2) -> Any:
         time.sleep(interval)
     raise TimeoutError(f"condition not met within {timeout} s")
 
-
-def is_alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def timed_seconds(record: dict[str, Any]) -> float:
