@@ -828,13 +828,7 @@ def _pairs(value: Any) -> tuple[tuple[int, int], ...]:
 def parse_scaling_profile(name: Any, body: Any) -> ScalingProfile:
     """Validate one ``scaling_profiles`` entry of the fleet file; errors name the key."""
     name = validation.check_pattern("name", name, validation.NAME_PATTERN, "a lower-case profile name")
-    if not isinstance(body, Mapping):
-        raise ValidationError("", "expected a mapping", ", ".join(SCALING_PROFILE_KEYS))
-    unknown = sorted(set(body) - set(SCALING_PROFILE_KEYS))
-    if unknown:
-        raise ValidationError(unknown[0], "unknown key", ", ".join(SCALING_PROFILE_KEYS))
-    if "networks" not in body:
-        raise ValidationError("networks", "missing")
+    validation.check_keys(body, SCALING_PROFILE_KEYS, required=("networks",))
     kinds = validation.check_subset("scaling", body.get("scaling", ["weak"]), SCALING_KINDS)
     for key, kind in (("per_device_batch", "weak"), ("global_batch", "strong")):
         if kind in kinds and key not in body:

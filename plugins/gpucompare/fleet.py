@@ -154,9 +154,7 @@ def load_fleet(path: str | Path | None = None) -> Fleet:
 
 def parse_fleet(document: Mapping[str, Any], source: str = "fleet") -> Fleet:
     """Validate a loaded fleet document; errors name the entry and field (``targets[1].region``)."""
-    unknown = sorted(set(document) - set(TOP_LEVEL_KEYS))
-    if unknown:
-        raise ValidationError(unknown[0], "unknown key", ", ".join(TOP_LEVEL_KEYS))
+    validation.check_keys(document, TOP_LEVEL_KEYS)
     schedule = validation.check_schedule(document.get("schedule", DEFAULT_SCHEDULE))
     max_instances = validation.check_int(
         "max_instances", document.get("max_instances", DEFAULT_MAX_INSTANCES), minimum=1, maximum=1000)
@@ -231,22 +229,10 @@ def _parse_defaults(document: Any) -> dict[str, dict[str, Any]]:
 
 def parse_profile(name: Any, body: Any) -> SweepProfile:
     name = validation.check_pattern("name", name, validation.NAME_PATTERN, "a lower-case profile name")
-    if not isinstance(body, Mapping):
-        raise ValidationError("", "expected a mapping", ", ".join(PROFILE_KEYS))
-    unknown = sorted(set(body) - set(PROFILE_KEYS))
-    if unknown:
-        raise ValidationError(unknown[0], "unknown key", ", ".join(PROFILE_KEYS))
-    for required in ("networks", "batch_sizes", "modes"):
-        if required not in body:
-            raise ValidationError(required, "missing")
+    validation.check_keys(body, PROFILE_KEYS, required=("networks", "batch_sizes", "modes"))
     per_mode: dict[str, dict[str, Any]] = {}
     for mode in MODES:
-        override = body.get(mode) or {}
-        if not isinstance(override, Mapping):
-            raise ValidationError(mode, "expected a mapping", ", ".join(MODE_OVERRIDE_KEYS))
-        bad = sorted(set(override) - set(MODE_OVERRIDE_KEYS))
-        if bad:
-            raise ValidationError(f"{mode}.{bad[0]}", "unknown key", ", ".join(MODE_OVERRIDE_KEYS))
+        override = validation.check_keys(body.get(mode) or {}, MODE_OVERRIDE_KEYS, prefix=f"{mode}.")
         per_mode[mode] = _check_override(mode, override)
     devices = body.get("devices")
     profile = SweepProfile(
@@ -289,11 +275,7 @@ def _check_override(mode: str, override: Mapping[str, Any]) -> dict[str, Any]:
 
 def parse_target(entry: Any, profiles: Mapping[str, SweepProfile],
                  defaults: Mapping[str, Mapping[str, Any]]) -> FleetTarget:
-    if not isinstance(entry, Mapping):
-        raise ValidationError("", "expected a mapping", ", ".join(TARGET_KEYS))
-    unknown = sorted(set(entry) - set(TARGET_KEYS))
-    if unknown:
-        raise ValidationError(unknown[0], "unknown key", ", ".join(TARGET_KEYS))
+    validation.check_keys(entry, TARGET_KEYS)
     kind = validation.check_kind(entry.get("kind"))
     options = {**defaults.get(kind, {}), **(entry.get("options") or {})}
     spec = validation.check_target_fields({**entry, "options": options})

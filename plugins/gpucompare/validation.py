@@ -69,6 +69,22 @@ def qualify(prefix: str, error: ValidationError) -> ValidationError:
 
 
 # -- scalars -----------------------------------------------------------------------------
+def check_keys(body: Any, allowed: Iterable[str], *, prefix: str = "",
+               required: Iterable[str] = ()) -> Mapping[str, Any]:
+    """A mapping of a config file whose keys are all among ``allowed`` and include ``required``;
+    errors name the key (after ``prefix``, e.g. ``score.``) and list the allowed ones."""
+    allowed = tuple(allowed)
+    if not isinstance(body, Mapping):
+        raise ValidationError(prefix.rstrip("."), "expected a mapping", ", ".join(allowed))
+    unknown = sorted(set(body) - set(allowed))
+    if unknown:
+        raise ValidationError(f"{prefix}{unknown[0]}", "unknown key", ", ".join(allowed))
+    for key in required:
+        if key not in body:
+            raise ValidationError(f"{prefix}{key}", "missing")
+    return body
+
+
 def check_pattern(field: str, value: Any, pattern: str, what: str) -> str:
     """``value`` as a string that fully matches ``pattern``; ``what`` describes it for humans."""
     if not isinstance(value, str):
