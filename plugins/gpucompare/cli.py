@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpucompare import schema
+from gpucompare.errors import UsageError
 
 #: Modules that may contribute subcommands through ``add_cli(subparsers)``.
 EXTENSIONS: tuple[str, ...] = ("gpucompare.reports", "gpucompare.distributed")
@@ -43,10 +44,6 @@ def register(name: str, help: str, configure: Callable[[argparse.ArgumentParser]
     if name in COMMANDS:
         raise ValueError(f"subcommand {name!r} is already registered")
     COMMANDS[name] = Command(name, help, configure, run)
-
-
-class UsageError(ValueError):
-    """Bad input from the command line: exit code 2 with the message."""
 
 
 def _lake_argument(parser: argparse.ArgumentParser) -> None:

@@ -525,7 +525,7 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_report_command(args: argparse.Namespace) -> int:
-    from gpucompare.cli import UsageError
+    from gpucompare.errors import UsageError
     from gpucompare.lake import LakeError
 
     try:
@@ -543,7 +543,7 @@ def _run_report_command(args: argparse.Namespace) -> int:
 
 
 def _run_athena_command(args: argparse.Namespace) -> int:
-    from gpucompare.cli import UsageError
+    from gpucompare.errors import UsageError
 
     try:
         files = athena_ddl(args.database, args.lake, args.reports)
