@@ -37,6 +37,7 @@ Import direction: reports → html → report_set (the page never imports this m
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import io
 import re
@@ -416,11 +417,15 @@ def run_reports(
     *,
     options: ReportOptions | None = None,
     history: str | None = None,
+    report_date: dt.date | None = None,
 ) -> ReportSet:
     """The ``report`` command: every report and the HTML page for the lake at ``lake``; with
-    ``history`` (the reports root), the day's copy under ``report_history/`` too. ``options``
+    ``history`` (the reports root), the day's copy under ``report_history/`` too, dated
+    ``report_date`` (default today, UTC; ages of published figures count from it). ``options``
     default to the settings (``GPUCOMPARE_PUBLISHED_MAX_AGE_YEARS`` …)."""
     options = options or options_from_settings()
+    if report_date is not None:
+        options = dataclasses.replace(options, report_date=report_date)
     report_set = build_reports(ReportInputs.from_lake(lake), out, currency=currency, options=options)
     started = time.perf_counter()
     report_set.written += write_site(report_set, out)
