@@ -445,7 +445,14 @@ def test_throughput_matrix_is_numeric_with_the_statuses_in_their_own_columns(lak
         assert matrix.schema.field(f"batch_{b}_images_per_sec").type == pa.float64()
         assert matrix.schema.field(f"batch_{b}_status").type == pa.string()
     [row] = matrix.to_pylist()
-    assert [row[f"batch_{b}_images_per_sec"] for b in (1, 2, 4, 8, 16, 24)] == [100.0, 200.0, 400.0, None, None, 2000.0]
+    assert [row[f"batch_{b}_images_per_sec"] for b in (1, 2, 4, 8, 16, 24)] == [
+        100.0,
+        200.0,
+        400.0,
+        None,
+        None,
+        2000.0,
+    ]
     assert [row[f"batch_{b}_status"] for b in (1, 8, 16)] == ["ok", "oom", None]  # 16: never measured
     assert row["device_kind"] == "gpu" and row["origin"] == "measured" and row["result_date"] == NIGHT
     tidy = {r["batch_size"]: r for r in tables["throughput"].to_pylist()}

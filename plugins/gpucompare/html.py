@@ -337,13 +337,16 @@ def bar_chart(chart_id: str, bars: Sequence[Bar], axis_label: str) -> str:
                 hatches[bar.colour] = f"{chart_id}-h{len(hatches)}"
                 defs.append(_hatch(hatches[bar.colour], bar.colour))
             fill = f"url(#{hatches[bar.colour]})"
+        # each bar is labelled directly (machine on the left, value and date on the right):
+        # its own legend entry
+        parts.append("<g class='legend-entry'>")
         parts.append(_text(left - 8, y + 15, _clip(bar.label, 30), size=11, anchor="end"))
         parts.append(
             f"<rect x='{left}' y='{y + 4}' width='{width_px:.1f}' height='{row_height - 8}' fill='{fill}' "
             f"stroke='{bar.colour}' stroke-width='1'><title>{_esc(bar.label)}: {_esc(bar.value_text)}</title>"
             "</rect>"
         )
-        parts.append(_text(left + width_px + 5, y + 15, bar.value_text, size=10, colour="#333"))
+        parts.append(_text(left + width_px + 5, y + 15, bar.value_text, size=10, colour="#333") + "</g>")
     parts.append(f"<line x1='{left}' y1='{top - 4}' x2='{left}' y2='{height - 40}' stroke='#9aa3ad'/>")
     parts.append(
         _text(left + plot_width / 2, height - 8, axis_label, size=11, anchor="middle", colour="#5b6673")
