@@ -294,11 +294,13 @@ def _origin_key(chart_id: str, x: float, y: float, *, bars: bool, ideal: bool = 
     return "".join(parts)
 
 
-def _svg(chart_id: str, width: int, height: int, body: str) -> str:
-    # labelled by the figure's heading and text summary (ids set by _figure)
+def _svg(chart_id: str, width: int, height: int, body: str, title: str) -> str:
+    # labelled by the figure's heading and text summary (ids set by _figure); the <title>
+    # names the chart when the SVG is saved or shown on its own
     return (
         f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {height}' role='img' "
-        f"aria-labelledby='{chart_id}-title {chart_id}-summary' {_FONT}>{body}</svg>"
+        f"aria-labelledby='{chart_id}-title {chart_id}-summary' {_FONT}><title>{_esc(title)}</title>"
+        f"{body}</svg>"
     )
 
 
@@ -313,7 +315,7 @@ class Bar:
     published: bool = False
 
 
-def bar_chart(chart_id: str, bars: Sequence[Bar], axis_label: str) -> str:
+def bar_chart(chart_id: str, bars: Sequence[Bar], axis_label: str, *, title: str = "") -> str:
     """Horizontal bars, the axis from 0; published bars hatched; the key on top."""
     left, right, top, row_height = 190, 200, 30, 22
     width = 640
@@ -351,7 +353,7 @@ def bar_chart(chart_id: str, bars: Sequence[Bar], axis_label: str) -> str:
     parts.append(
         _text(left + plot_width / 2, height - 8, axis_label, size=11, anchor="middle", colour="#5b6673")
     )
-    return _svg(chart_id, width, height, f"<defs>{''.join(defs)}</defs>{''.join(parts)}")
+    return _svg(chart_id, width, height, f"<defs>{''.join(defs)}</defs>{''.join(parts)}", title)
 
 
 @dataclass
@@ -372,6 +374,7 @@ def line_chart(
     *,
     log2_x: bool = False,
     x_ticks: Sequence[float] | None = None,
+    title: str = "",
 ) -> str:
     """Lines over a shared x axis (log2 for batch sizes); the origin key on top, a legend of
     the lines below the plot (each drawn in its own colour, dash and marker)."""
@@ -441,7 +444,7 @@ def line_chart(
         if line.style != "ideal":
             parts.append(_marker(x + 10, y - 4, line.colour, line.style == "published", line.label))
         parts.append(_text(x + 25, y, _clip(line.label, 46), size=10) + "</g>")
-    return _svg(chart_id, width, height, "".join(parts))
+    return _svg(chart_id, width, height, "".join(parts), title)
 
 
 def _dash(line: Series) -> str:
@@ -579,7 +582,9 @@ def cost_figures(
             Figure(
                 chart_id,
                 title,
-                bar_chart(chart_id, bars, f"{CURRENCY_SIGN.get(currency, currency)} per million images"),
+                bar_chart(
+                    chart_id, bars, f"{CURRENCY_SIGN.get(currency, currency)} per million images", title=title
+                ),
                 _cost_summary(ranked, by_network[network], report_set),
                 _table(
                     [
@@ -694,7 +699,7 @@ def throughput_figures(throughput: list[dict[str, Any]], mode: str, colours: Col
             Figure(
                 chart_id,
                 title,
-                line_chart(chart_id, series, "batch size (log scale)", "images/s", log2_x=True),
+                line_chart(chart_id, series, "batch size (log scale)", "images/s", log2_x=True, title=title),
                 summary,
                 _table(
                     ["machine", "figure"] + [f"batch {b}" for b in batches],
@@ -782,10 +787,10 @@ def scaling_figures(scaling: list[dict[str, Any]], colours: Colours, metric: str
         chart_id = _slug("scaling", metric, network)
         if metric == "speedup":
             title = f"{network}: speedup over one GPU"
-            svg = line_chart(chart_id, series, "GPUs", "speedup over 1 GPU", x_ticks=ticks)
+            svg = line_chart(chart_id, series, "GPUs", "speedup over 1 GPU", x_ticks=ticks, title=title)
         else:
             title = f"{network}: efficiency (speedup ÷ GPUs)"
-            svg = line_chart(chart_id, series, "GPUs", "speedup ÷ GPUs", x_ticks=ticks)
+            svg = line_chart(chart_id, series, "GPUs", "speedup ÷ GPUs", x_ticks=ticks, title=title)
         counts = sorted({int(x) for k in (*chosen, *curve_keys) for x, _ in mine[k]})
         table_rows = []
         for k in (*chosen, *curve_keys):

@@ -40,8 +40,10 @@ import argparse
 import dataclasses
 import datetime as dt
 import io
+import os
 import re
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -352,7 +354,9 @@ def _put(fs: pafs.FileSystem, root: str, name: str, data: bytes) -> str:
     parent = path.rsplit("/", 1)[0]
     if isinstance(fs, pafs.LocalFileSystem):
         fs.create_dir(parent, recursive=True)
-        temp = f"{parent}/.{path.rsplit('/', 1)[1]}.tmp"
+        # a temporary name of its own per writer: two builds of one day (a rerun while the
+        # scheduled one runs) never write into each other's file; the dot hides it from readers
+        temp = f"{parent}/.{path.rsplit('/', 1)[1]}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
         with fs.open_output_stream(temp) as stream:
             stream.write(data)
         fs.move(temp, path)  # a rename: a reader sees the old report or the new one
