@@ -379,7 +379,9 @@ def line_chart(
     """Lines over a shared x axis (log2 for batch sizes); the origin key on top, a legend of
     the lines below the plot (each drawn in its own colour, dash and marker)."""
     width, left, right, top, plot_height = 640, 64, 16, 34, 230
-    legend_rows = math.ceil(len(series) / 2)
+    # two legend columns when the labels fit, else one (labels name provider, machine and date)
+    columns = 2 if max((len(s.label) for s in series), default=0) <= 44 else 1
+    legend_rows = math.ceil(len(series) / columns)
     height = top + plot_height + 48 + legend_rows * 17
     plot_width = width - left - right
     xs = [x for s in series for x, _ in s.points]
@@ -435,15 +437,15 @@ def line_chart(
         _text(14, top + plot_height / 2, y_label, size=11, anchor="middle", colour="#5b6673", rotate=True)
     )
     for index, line in enumerate(series):
-        x = left + (index % 2) * (plot_width / 2)
-        y = top + plot_height + 50 + (index // 2) * 17
+        x = left + (index % columns) * (plot_width / 2)
+        y = top + plot_height + 50 + (index // columns) * 17
         parts.append(
             f"<g class='legend-entry'><line x1='{x:.1f}' y1='{y - 4:.1f}' x2='{x + 20:.1f}' y2='{y - 4:.1f}' "
             f"stroke='{line.colour}' stroke-width='2'{_dash(line)}/>"
         )
         if line.style != "ideal":
             parts.append(_marker(x + 10, y - 4, line.colour, line.style == "published", line.label))
-        parts.append(_text(x + 25, y, _clip(line.label, 46), size=10) + "</g>")
+        parts.append(_text(x + 25, y, _clip(line.label, 46 if columns == 2 else 96), size=10) + "</g>")
     return _svg(chart_id, width, height, "".join(parts), title)
 
 
@@ -693,7 +695,7 @@ def throughput_figures(throughput: list[dict[str, Any]], mode: str, colours: Col
             f"Fastest: {_hardware_label(info[fastest])} at {best_speed:,.2f} images/s "
             f"(batch {int(best_batch)}, "
             f"{when(info[fastest])}). {len(chosen) - len(published)} measured and {len(published)} published "
-            f"machine(s) drawn."
+            "machine(s) drawn; every value is in the data table."
         )
         figures.append(
             Figure(
@@ -1102,7 +1104,7 @@ def _headline_cards(report_set: ReportSet, best: list[dict[str, Any]], missing: 
     cards = [
         _card(
             _date(newest_measured) if newest_measured else "none yet",
-            f"newest measured night ({measured.num_rows:,} measured figures)",
+            f"newest measured night · {measured.num_rows:,} measured configurations",
         ),
         _card(
             ", ".join(str(y) for y in years) or "none",
