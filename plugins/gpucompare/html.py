@@ -1335,6 +1335,12 @@ def render_summary(report_set: ReportSet) -> str:
             f"{money(r['cost_per_million'], currency)} | {provenance(r)} | "
             f"{_date(r['price_effective_from'])} |"
         )
+    if not best:
+        lines += [
+            "",
+            f"No ranked figure yet: published figures dated before {report_set.options.published_cutoff} "
+            "and flagged ones are not ranked (best_value.csv lists them with not_ranked_reason).",
+        ]
     lines += _published_cost_table(report_set.tables["cost_per_million"], currency)
     lines += ["", f"## Regressions: {len(regressions)}", ""]
     for r in regressions[:20]:
