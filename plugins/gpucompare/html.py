@@ -1066,6 +1066,8 @@ footer { color: var(--muted); padding: 0 40px 30px; font-size: 12px; }
   table.reflow tr { border-bottom: 2px solid var(--line); padding: 6px 0; }
   table.reflow th, table.reflow td { border: 0; padding: 1px 0; white-space: normal; text-align: left; }
   table.reflow td::before { content: attr(data-label) ": "; color: var(--muted); }
+  table.reflow caption { display: block; width: auto; }
+  table.reflow tbody th { font-weight: 600; }
   .scroll:has(table.reflow) { max-height: none; }
 }
 """
