@@ -174,3 +174,51 @@ def test_polars_reads_the_same_types_when_installed(site):
     frame = polars.read_parquet(_parquet(site, "best_value"))
     assert frame.schema["flags"] == polars.List(polars.String)
     assert frame.schema["result_date"] == polars.Date
+
+
+def test_the_example_script_finds_the_cheapest_machine_and_its_cost_over_time(site, tmp_path):
+    """scripts/cheapest_per_network.py in a real process, on the published 2017 figures (ranked
+    here on purpose: the month asked for is theirs) and two days of report history."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    history_root = tmp_path / "reports"
+    options = reports.ReportOptions(rank_old_published=True)
+    for day in (dt.date(2026, 11, 29), dt.date(2026, 11, 30)):
+        reports.run_reports(
+            site["lake"],
+            str(tmp_path / day.isoformat()),
+            options=options,
+            history=str(history_root),
+            report_date=day,
+        )
+    env = dict(os.environ, GPUCOMPARE_RANK_OLD_PUBLISHED="true", GPUCOMPARE_CURRENCY="EUR")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "scripts/cheapest_per_network.py",
+            "--lake",
+            site["lake"],
+            "--reports",
+            str(history_root),
+        ]
+        + ["--month", "2017-06", "--mode", "score"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    best = gpucompare.read("best_value", lake=site["lake"], options=options)
+    june = best[(best["mode"] == "score") & best["ranked"] & (best["result_date"] == published.PUBLISHED_ON)]
+    for network, rows in june.groupby("network"):
+        cheapest = rows.sort_values("cost_per_million").iloc[0]
+        line = next(line for line in done.stdout.splitlines() if line.strip().startswith(network + " "))
+        assert f"{cheapest['provider']} {cheapest['instance_type']}" in line
+        assert f"{cheapest['cost_per_million']:.4f} EUR" in line
+    assert done.stdout.count("cost over 2 report days") == june["network"].nunique()
+    assert "+0.0 %" in done.stdout  # same lake, same prices on both days: no move
