@@ -313,11 +313,13 @@ class Bar:
     colour: str
     value_text: str
     published: bool = False
+    note: str = ""  # a second line under the bar: where and when the figure and its price are from
 
 
 def bar_chart(chart_id: str, bars: Sequence[Bar], axis_label: str, *, title: str = "") -> str:
-    """Horizontal bars, the axis from 0; published bars hatched; the key on top."""
-    left, right, top, row_height = 190, 200, 30, 22
+    """Horizontal bars, the axis from 0; published bars hatched; the key on top; under each bar
+    its note (the figure's date and origin, the price's date)."""
+    left, right, top, row_height = 190, 70, 30, 34
     width = 640
     height = top + row_height * len(bars) + 44
     plot_width = width - left - right
@@ -342,13 +344,14 @@ def bar_chart(chart_id: str, bars: Sequence[Bar], axis_label: str, *, title: str
         # each bar is labelled directly (machine on the left, value and date on the right):
         # its own legend entry
         parts.append("<g class='legend-entry'>")
-        parts.append(_text(left - 8, y + 15, _clip(bar.label, 30), size=11, anchor="end"))
+        parts.append(_text(left - 8, y + 14, _clip(bar.label, 30), size=11, anchor="end"))
         parts.append(
-            f"<rect x='{left}' y='{y + 4}' width='{width_px:.1f}' height='{row_height - 8}' fill='{fill}' "
-            f"stroke='{bar.colour}' stroke-width='1'><title>{_esc(bar.label)}: {_esc(bar.value_text)}</title>"
-            "</rect>"
+            f"<rect x='{left}' y='{y + 4}' width='{width_px:.1f}' height='13' fill='{fill}' "
+            f"stroke='{bar.colour}' stroke-width='1'><title>{_esc(bar.label)}: {_esc(bar.value_text)}"
+            f"{' · ' + _esc(bar.note) if bar.note else ''}</title></rect>"
         )
-        parts.append(_text(left + width_px + 5, y + 15, bar.value_text, size=10, colour="#333") + "</g>")
+        parts.append(_text(left + width_px + 5, y + 14, bar.value_text, size=10, colour="#333"))
+        parts.append(_text(left + 1, y + 28, bar.note, size=9, colour="#5b6673") + "</g>")
     parts.append(f"<line x1='{left}' y1='{top - 4}' x2='{left}' y2='{height - 40}' stroke='#9aa3ad'/>")
     parts.append(
         _text(left + plot_width / 2, height - 8, axis_label, size=11, anchor="middle", colour="#5b6673")
@@ -571,9 +574,10 @@ def cost_figures(
                 machine_name(r),
                 r["cost_per_million"],
                 colours(r),
-                f"{money(r['cost_per_million'], currency)} · {when(r)}"
-                + ("" if r["ranked"] else " · not ranked"),
+                money(r["cost_per_million"], currency),
                 published=_is_published(r),
+                note=f"{when(r)} · price of {_date(r['price_effective_from'])}"
+                + ("" if r["ranked"] else " · not ranked"),
             )
             for r in rows
         ]
