@@ -1170,7 +1170,7 @@ def render_page(report_set: ReportSet) -> str:
             "cost",
             "Cost per million images",
             f"In {currency}; each price is the one valid on the figure's date, converted at that date's "
-            "rate. Every bar says when its figure was measured or published. "
+            "rate. Under every bar: when its figure was measured or published, and the date of its price. "
             + _ranking_note(report_set, best),
             _links("best_value", "cost_per_million")
             + _figures(cost)
