@@ -216,3 +216,14 @@ def test_a_machine_has_one_colour_on_the_whole_page():
     assert colour_of(vgg, "aws g5.xlarge (X), measured 2026-03-10") != colour_of(vgg, p5)
     # and the same colour object gives p5 that colour in any other chart of the page
     assert colours({"provider": "aws", "instance_type": "p5.48xlarge"}) == colour_of(vgg, p5)
+
+
+def test_every_section_links_its_csv_and_parquet(report_set):
+    page = html.render_page(report_set)
+    sections = re.findall(r"<section id=(\w+)(.*?)</section>", page, flags=re.S)
+    assert len(sections) >= 5
+    for key, body in sections:
+        links = re.findall(r"<p class=files>(.*?)</p>", body)
+        assert links, key
+        assert re.search(r"href='(\w+)\.csv'", links[0]), key
+        assert re.search(r"href='(\w+)/\1\.parquet'", links[0]), key

@@ -1214,9 +1214,12 @@ def render_page(report_set: ReportSet) -> str:
             "Results without a price",
             "Kept in cost_per_million with empty cost columns; add a price (data/prices or refresh-prices) "
             "to fill them.",
-            ("<div class=scroll>" + missing_table(missing) + "</div>")
-            if missing
-            else "<p class=empty>Every result found a price.</p>",
+            _links("cost_per_million")
+            + (
+                ("<div class=scroll>" + missing_table(missing) + "</div>")
+                if missing
+                else "<p class=empty>Every result found a price.</p>"
+            ),
         ),
     ]
     suspicious = _suspicious_published(tables["throughput"])
@@ -1228,7 +1231,7 @@ def render_page(report_set: ReportSet) -> str:
                 "Kept exactly as published, never ranked unless asked; the import flags them, never rewrites "
                 "them. Decimal commas and the article's × 8 batch labels are flagged too: see the flags "
                 "column.",
-                "<div class=scroll>" + suspicious + "</div>",
+                _links("throughput") + "<div class=scroll>" + suspicious + "</div>",
             )
         )
     nav = "".join(f"<a href='#{key}'>{_esc(title)}</a>" for key, title, _, _ in sections)
