@@ -8,7 +8,9 @@ reports even on a night without runs.
 `build_reports` runs the report set of `gpucompare.reports` (DuckDB over the lake: cost per
 million images, scaling, throughput, best value, regressions; Parquet + CSV, `index.html`,
 `summary.md`) into `<reports>/<date>/` (`GPUCOMPARE_REPORTS`, default `./reports`, or
-`s3://bucket/prefix`), then points `<reports>/latest` at it. Its outlet, the
+`s3://bucket/prefix`) and keeps the day's copy of each report under
+`<reports>/report_history/<report>/report_date=<date>/` (BI charts a report over time from
+it), then points `<reports>/latest` at it. Its outlet, the
 **gpucompare_reports** Asset, is what BI refreshes can schedule on. The Airflow UI links
 to `latest/index.html` (plugin `gpucompare`, menu "GPU cost reports").
 
@@ -17,7 +19,8 @@ to `latest/index.html` (plugin `gpucompare`, menu "GPU cost reports").
 reports open one file per partition, not one per run; tonight's partitions are left to ingest.
 
 Settings: `GPUCOMPARE_LAKE`, `GPUCOMPARE_REPORTS`, `GPUCOMPARE_CURRENCY` (EUR),
-`GPUCOMPARE_COMPACT_AFTER_DAYS` (2).
+`GPUCOMPARE_COMPACT_AFTER_DAYS` (2), `GPUCOMPARE_PUBLISHED_MAX_AGE_YEARS` (3),
+`GPUCOMPARE_RANK_OLD_PUBLISHED`, `GPUCOMPARE_RANK_FLAGGED` (false).
 """
 
 from __future__ import annotations
@@ -61,11 +64,18 @@ def build_reports() -> dict[str, Any]:
     for asset, events in (context.get("triggering_asset_events") or {}).items():
         for event in events:
             log.info("Triggered by %s from %s: %s", asset, event.source_run_id, event.extra)
-    dated = context["dag_run"].run_after.date().isoformat()
+    run_day = context["dag_run"].run_after.date()
+    dated = run_day.isoformat()
     reports_root = settings.reports_uri()
     out = f"{reports_root.rstrip('/')}/{dated}"
     with pipeline.bad_input_fails():
-        report_set = run_reports(settings.lake_uri(), out, currency=settings.setting("currency"))
+        report_set = run_reports(
+            settings.lake_uri(),
+            out,
+            currency=settings.setting("currency"),
+            history=reports_root,
+            report_date=run_day,
+        )
     latest = pipeline.publish_latest(reports_root, dated)
     rows = {name: table.num_rows for name, table in report_set.tables.items()}
     log.info("Reports in %s (latest: %s): %s", out, latest, rows)

@@ -334,13 +334,11 @@ def _cpu_seconds() -> float:
 
 def _time_once(lake: Path, out: Path, currency: str, attempt: int) -> None:
     """One timed run: the whole report set (inputs, every report, files), then the HTML page."""
-    from gpucompare import html
-
     load = os.getloadavg()[0]
     started, cpu = time.perf_counter(), _cpu_seconds()
     result = reports.build_reports(bench_inputs(lake), str(out), currency=currency)
     page_started = time.perf_counter()
-    html.write_site(result, str(out))
+    reports.write_site(result, str(out))
     result.timings["index.html + summary.md"] = time.perf_counter() - page_started
     total, cpu = time.perf_counter() - started, _cpu_seconds() - cpu
     print(f"run {attempt} (load average {load:.1f} on {os.cpu_count()} cores when it started):")

@@ -12,6 +12,8 @@
 -- A run over num_nodes hosts rents num_nodes instances: price_per_hour is per instance × nodes.
 -- Currency: the rate valid on the result's date (latest effective_from <= date), direct or
 -- inverse; no rate: empty money columns and price_source = 'missing_fx'.
+-- Provenance of every row: result_date and measured_at (when the figure was measured or
+-- published), price_effective_from (the price's date), origin, result_source, target, flags.
 WITH ok AS (
     SELECT *, row_number() OVER () AS result_row
     FROM latest
@@ -95,8 +97,8 @@ money AS (
     FROM converted
 )
 SELECT
-    provider, instance_type, region, market, gpu_model, gpu_count, num_nodes, mode, network,
-    dtype, batch_size, images_per_sec,
+    provider, instance_type, region, market, gpu_model, device_kind, gpu_count, num_nodes, mode,
+    network, dtype, batch_size, images_per_sec,
     secs_per_million AS seconds_per_million,
     money_per_hour AS price_per_hour,
     money_per_hour * secs_per_million / 3600 AS cost_per_million,
@@ -109,6 +111,7 @@ SELECT
     price_effective_from,
     price_currency,
     fx_rate,
+    origin,
     result_source,
     target,
     measured_at,

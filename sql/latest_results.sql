@@ -4,12 +4,18 @@
 -- configuration = mode, network, dtype, batch_size, gpu_count, num_nodes, device_kind, kvstore
 -- Step 2 of 2 (step 1 is latest_dates.sql): `results` here holds only the date partitions
 -- that are some configuration's newest, so this reads a few files, not the whole history.
+-- Provenance carried to every report: origin (measured | published), result_date (the
+-- date partition: the measurement's UTC day, or the publication date), measured_at (when it
+-- finished; a published figure, which has no run, gets its publication date at 00:00 UTC),
+-- flags (always a list, empty when none).
 SELECT
     provider, instance_type, region, market, mode, network, dtype, batch_size,
     gpu_count, num_nodes, device_kind, kvstore,
     r.target, r.gpu_model, r.per_device_batch, r.images_per_sec, r.cv, r.status,
-    r.source AS result_source, r.result_date, r.measured_at,
-    array_to_string(r.flags, ';') AS flags
+    CASE WHEN r.target = 'published' THEN 'published' ELSE 'measured' END AS origin,
+    r.source AS result_source, r.result_date,
+    coalesce(r.measured_at, CAST(r.result_date AS TIMESTAMPTZ)) AS measured_at,
+    coalesce(r.flags, CAST([] AS VARCHAR[])) AS flags
 FROM (
     SELECT
         provider, instance_type, region, market, mode, network, dtype, batch_size,

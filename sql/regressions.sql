@@ -57,8 +57,8 @@ judged AS (
     FROM summary
 )
 SELECT
-    provider, instance_type, region, market, gpu_model, gpu_count, num_nodes, mode, network, dtype,
-    batch_size, config_id, status, images_per_sec, measured_at, result_date,
+    provider, instance_type, region, market, gpu_model, device_kind, gpu_count, num_nodes, mode,
+    network, dtype, batch_size, config_id, status, images_per_sec, measured_at, result_date,
     history_runs, history_from, history_median, history_mad, noise,
     images_per_sec / history_median - 1 AS change,
     CASE

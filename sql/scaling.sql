@@ -9,7 +9,8 @@
 -- Baseline preference: the same instance type, then region, then market, then the latest.
 -- Each series starts with its baseline row (gpu_count 1, speedup 1).
 -- Published curves (white papers) follow with origin = 'published_curve', their speedup as
--- published and no throughput; results imported from publications carry origin = 'published'.
+-- published and no throughput or date (the white paper's curves are undated); results
+-- imported from publications carry origin = 'published' and their publication date.
 WITH ok AS (
     SELECT *, row_number() OVER () AS result_row
     FROM latest
@@ -52,33 +53,34 @@ pairs AS (
 ),
 series_points AS (
     SELECT
-        provider, instance_type, region, market, gpu_model, network, mode, dtype, scaling,
+        provider, instance_type, region, market, gpu_model, device_kind, network, mode, dtype, scaling,
         baseline_batch, batch_size, coalesce(per_device_batch, batch_size // gpu_count) AS per_device_batch,
         gpu_count, num_nodes, images_per_sec, baseline_images_per_sec, baseline_instance_type,
-        result_source, target, measured_at
+        origin, result_source, target, result_date, measured_at, flags
     FROM pairs
     UNION ALL
     -- the baseline itself, once per series that uses it
     SELECT DISTINCT
-        b.provider, p.instance_type, p.region, p.market, b.gpu_model, b.network, b.mode, b.dtype,
-        p.scaling, p.baseline_batch, b.batch_size, b.batch_size, 1, 1, b.images_per_sec,
-        b.images_per_sec, b.instance_type, b.result_source, b.target, b.measured_at
+        b.provider, p.instance_type, p.region, p.market, b.gpu_model, b.device_kind, b.network, b.mode,
+        b.dtype, p.scaling, p.baseline_batch, b.batch_size, b.batch_size, 1, 1, b.images_per_sec,
+        b.images_per_sec, b.instance_type, b.origin, b.result_source, b.target, b.result_date,
+        b.measured_at, b.flags
     FROM pairs AS p JOIN ok AS b ON b.result_row = p.baseline_row
 )
 SELECT
-    CASE WHEN target = 'published' THEN 'published' ELSE 'measured' END AS origin,
-    'MXNet' AS framework,
-    provider, instance_type, region, market, gpu_model, network, mode, dtype, scaling,
+    origin, 'MXNet' AS framework,
+    provider, instance_type, region, market, gpu_model, device_kind, network, mode, dtype, scaling,
     baseline_batch, batch_size, per_device_batch, gpu_count, num_nodes, images_per_sec,
     baseline_images_per_sec, baseline_instance_type,
     images_per_sec / baseline_images_per_sec AS speedup,
     images_per_sec / baseline_images_per_sec / gpu_count AS efficiency,
-    result_source, measured_at
+    result_source, target, result_date, measured_at, flags
 FROM series_points
 UNION ALL
 SELECT
-    'published_curve', framework, NULL, NULL, NULL, NULL, gpu_model, network, 'train', NULL, NULL,
-    NULL, NULL, NULL, gpu_count, NULL, NULL, NULL, NULL, speedup, speedup / gpu_count, source, NULL
+    'published_curve', framework, NULL, NULL, NULL, NULL, gpu_model, 'gpu', network, 'train', NULL,
+    NULL, NULL, NULL, NULL, gpu_count, NULL, NULL, NULL, NULL, speedup, speedup / gpu_count, source,
+    'published', NULL, NULL, CAST([] AS VARCHAR[])
 FROM published_scaling
 ORDER BY origin DESC, network, mode, gpu_model, provider NULLS LAST, instance_type, region, market,
          scaling, baseline_batch, gpu_count, num_nodes

@@ -2,9 +2,11 @@
 -- Input: latest (latest_results.sql). Cells that did not run keep their row: images_per_sec
 -- is empty and status says why (oom, batch_smaller_than_devices, ...), as the published
 -- tables mark them. The pivoted form (throughput_matrix.csv: one row per machine, mode,
--- dtype, GPU count and network, one column per batch size) is derived from this one.
+-- dtype, GPU count and network, two columns per batch size: images/s and status) is derived
+-- from this one.
 SELECT
-    provider, instance_type, region, market, gpu_model, gpu_count, num_nodes, mode, network,
-    dtype, batch_size, images_per_sec, cv, status, result_source, target, measured_at, flags
+    provider, instance_type, region, market, gpu_model, device_kind, gpu_count, num_nodes, mode,
+    network, dtype, batch_size, images_per_sec, cv, status, origin, result_source, target,
+    result_date, measured_at, flags
 FROM latest
 ORDER BY provider, instance_type, region, market, mode, dtype, gpu_count, num_nodes, network, batch_size

@@ -379,5 +379,7 @@ def test_reports_dag_publishes_to_s3(run_dag, gpucompare_dirs, aws_endpoint, aws
     for name in ("index.html", "cost_per_million.csv", "scaling.csv"):
         assert f"reports/{dated}/{name}" in keys
         assert f"reports/latest/{name}" in keys
+    # the day's copy of each report for BI over time, beside the dated sets
+    assert f"reports/report_history/cost_per_million/report_date={dated}/cost_per_million.parquet" in keys
     latest = aws_client("s3").get_object(Bucket=s3_bucket, Key="reports/latest/cost_per_million.csv")
     assert b"ltbv14" in latest["Body"].read()  # the published LeaderGPU rows, costed

@@ -156,7 +156,7 @@ def test_scaling_run_over_three_hosts_reaches_the_scaling_report(group, tmp_path
     # and the report page draws them: speedup and efficiency against devices, with the ideal line
     from gpucompare import html
 
-    charts = html.scaling_charts(report, "efficiency")
+    charts = [figure.svg for figure in html.scaling_figures(report, html.Colours(), "efficiency")]
     [efficiency_chart] = [c for c in charts if "googlenet: efficiency" in c]
     assert "ideal (linear)" in efficiency_chart
     assert f"4 → {ours[4]['efficiency']:,.2f}</title>" in efficiency_chart

@@ -102,7 +102,7 @@ def test_durations_and_ticks_read_like_the_published_tables():
 
 def test_charts_of_degenerate_series_still_draw():
     one_point = html.line_chart("t", [html.Series("a", [(4, 0.0)], "#000")], "x", "y", log2_x=True)
-    zero_bar = html.bar_chart("t", [("a", 0.0, "#000", "0")], "x")
+    zero_bar = html.bar_chart("t", [html.Bar("a", 0.0, "#000", "0")], "x")
     assert one_point.startswith("<svg") and "<circle" in one_point
     assert zero_bar.startswith("<svg") and "<rect" in zero_bar
 
@@ -121,7 +121,7 @@ def test_page_has_every_section_and_one_chart_per_panel(report_set):
     # scaling: resnet-50 speedup and efficiency
     assert page.count("<svg") == 6
     assert "resnet-50: efficiency" in page
-    assert "ideal (linear)" in page and "MXNet Tesla P100 (published)" in page
+    assert "ideal (linear)" in page and "MXNet Tesla P100, published curve" in page
 
 
 def test_page_is_self_contained(report_set):
@@ -168,7 +168,7 @@ def test_training_rows_show_the_time_and_cost_of_90_imagenet_epochs(report_set):
     assert f">{expected}</td>" in page
 
 
-def test_an_instance_type_has_one_colour_in_every_throughput_panel():
+def test_a_machine_has_one_colour_on_the_whole_page():
     def row(network, instance_type, region, speed, batch):
         return {
             "mode": "score",
@@ -178,12 +178,16 @@ def test_an_instance_type_has_one_colour_in_every_throughput_panel():
             "region": region,
             "market": "on_demand",
             "gpu_model": "X",
+            "device_kind": "gpu",
             "gpu_count": 1,
             "num_nodes": 1,
             "dtype": "float32",
             "batch_size": batch,
             "images_per_sec": speed,
             "target": "ec2",
+            "origin": "measured",
+            "result_source": "nightly",
+            "result_date": NIGHT,
         }
 
     rows = []
@@ -196,13 +200,30 @@ def test_an_instance_type_has_one_colour_in_every_throughput_panel():
             row("vgg-16", "p5.48xlarge", "eu-west-1", 80.0 * batch, batch),
             row("vgg-16", "p5.48xlarge", "us-east-1", 70.0 * batch, batch),
         ]
-    alexnet, vgg = html.throughput_charts(rows, "score")
+    colours = html.Colours()
+    alexnet, vgg = (f.svg for f in html.throughput_figures(rows, "score", colours))
 
     def colour_of(svg, label):
         [match] = re.findall(
-            r"stroke='(#[0-9a-f]{6})' stroke-width='2'[^>]*/><text[^>]*>" + re.escape(label), svg
+            r"<g class='legend-entry'><line [^>]*stroke='(#[0-9a-f]{6})'[^>]*/>(?:(?!</g>).)*?<text[^>]*>"
+            + re.escape(label),
+            svg,
         )
         return match
 
-    assert colour_of(alexnet, "p5.48xlarge (X)") == colour_of(vgg, "p5.48xlarge (X)")
-    assert colour_of(vgg, "g5.xlarge (X)") != colour_of(vgg, "p5.48xlarge (X)")
+    p5 = "aws p5.48xlarge (X), measured 2026-03-10"
+    assert colour_of(alexnet, p5) == colour_of(vgg, p5)
+    assert colour_of(vgg, "aws g5.xlarge (X), measured 2026-03-10") != colour_of(vgg, p5)
+    # and the same colour object gives p5 that colour in any other chart of the page
+    assert colours({"provider": "aws", "instance_type": "p5.48xlarge"}) == colour_of(vgg, p5)
+
+
+def test_every_section_links_its_csv_and_parquet(report_set):
+    page = html.render_page(report_set)
+    sections = re.findall(r"<section id=(\w+)(.*?)</section>", page, flags=re.S)
+    assert len(sections) >= 5
+    for key, body in sections:
+        links = re.findall(r"<p class=files>(.*?)</p>", body)
+        assert links, key
+        assert re.search(r"href='(\w+)\.csv'", links[0]), key
+        assert re.search(r"href='(\w+)/\1\.parquet'", links[0]), key

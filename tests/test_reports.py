@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import statistics
 
+import pyarrow as pa
 import pytest
 
 from bench_tasks.constants import IMAGENET_TRAIN_IMAGES
@@ -424,30 +425,36 @@ def test_regressions_keep_two_series_of_one_cell_apart(lake):
 
 
 # ---- throughput ---------------------------------------------------------------------------------
-def test_throughput_matrix_has_a_column_per_batch_and_marks_cells_that_did_not_run(lake):
+def test_throughput_matrix_is_numeric_with_the_statuses_in_their_own_columns(lake):
     ingest(
         lake,
         [
             record(network="alexnet", batch_size=b, images_per_sec=100.0 * b, minute=i)
             for i, b in enumerate((1, 2, 4))
         ]
-        + [record(network="alexnet", batch_size=8, status="oom", images_per_sec=None, minute=5)],
+        + [record(network="alexnet", batch_size=8, status="oom", images_per_sec=None, minute=5)]
+        + [record(network="alexnet", batch_size=24, images_per_sec=2000.0, minute=6)],  # not a power of 2
     )
     tables = reports.build_reports(inputs(lake, [], [])).tables
-    matrix = tables["throughput_matrix"].to_pylist()
-    assert [c for c in tables["throughput_matrix"].column_names if c.startswith("batch_")] == [
-        "batch_1",
-        "batch_2",
-        "batch_4",
-        "batch_8",
+    matrix = tables["throughput_matrix"]
+    expected_batches = sorted({*reports.MATRIX_BATCHES, 24})
+    assert [c for c in matrix.column_names if c.startswith("batch_")] == [
+        f"batch_{b}_{kind}" for b in expected_batches for kind in ("images_per_sec", "status")
     ]
-    [row] = matrix
-    assert (row["batch_1"], row["batch_2"], row["batch_4"], row["batch_8"]) == (
-        "100.00",
-        "200.00",
-        "400.00",
-        "oom",
-    )
+    for b in expected_batches:  # the same types whatever the data: BI sees stable columns
+        assert matrix.schema.field(f"batch_{b}_images_per_sec").type == pa.float64()
+        assert matrix.schema.field(f"batch_{b}_status").type == pa.string()
+    [row] = matrix.to_pylist()
+    assert [row[f"batch_{b}_images_per_sec"] for b in (1, 2, 4, 8, 16, 24)] == [
+        100.0,
+        200.0,
+        400.0,
+        None,
+        None,
+        2000.0,
+    ]
+    assert [row[f"batch_{b}_status"] for b in (1, 8, 16)] == ["ok", "oom", None]  # 16: never measured
+    assert row["device_kind"] == "gpu" and row["origin"] == "measured" and row["result_date"] == NIGHT
     tidy = {r["batch_size"]: r for r in tables["throughput"].to_pylist()}
     assert tidy[8]["status"] == "oom" and tidy[8]["images_per_sec"] is None
 

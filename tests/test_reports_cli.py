@@ -63,6 +63,9 @@ def test_report_command_writes_every_file(tmp_path):
 
     assert done.returncode == 0, done.stderr
     assert "1 result(s) without a price" in done.stdout
+    # where each section came from: 2 configurations of g5 (5 nights, the latest kept) + the local run
+    assert "cost_per_million   measured 3 (newest 2026-03-10) · published 0" in done.stdout
+    assert "best_value ranking: published figures before" in done.stdout
     for name in FILES:
         assert (out / name).stat().st_size > 0, name
     for name in reports.REPORTS:
@@ -80,6 +83,34 @@ def test_report_command_writes_every_file(tmp_path):
         row for row in pacsv.read_csv(out / "scaling.csv").to_pylist() if row["origin"] == "published_curve"
     ]
     assert {row["network"] for row in curves} >= {"googlenet", "inception-bn"}
+
+
+def test_report_command_keeps_history_and_takes_the_ranking_flags(tmp_path):
+    lake_dir, out = tmp_path / "lake", tmp_path / "reports"
+    _small_lake(open_lake(str(lake_dir)))
+    done = _gpucompare(
+        "report",
+        "--lake",
+        str(lake_dir),
+        "--out",
+        str(out / "today"),
+        "--history",
+        str(out),
+        "--published-max-age-years",
+        "10",
+        "--rank-flagged",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "every priced figure ranked" not in done.stdout
+    assert "flagged figures not ranked" not in done.stdout  # --rank-flagged
+    history = list((out / "report_history" / "best_value").glob("report_date=*/best_value.parquet"))
+    assert len(history) == 1
+
+    refused = _gpucompare(
+        "report", "--lake", str(lake_dir), "--out", str(tmp_path / "o"), "--published-max-age-years", "-3"
+    )
+    assert refused.returncode == 2 and "--published-max-age-years" in refused.stderr
+    assert not (tmp_path / "o").exists()
 
 
 def test_report_command_refuses_a_bad_currency(tmp_path):

@@ -122,3 +122,7 @@ def test_summary_recomputes_the_articles_cost_table(published_reports):
     summary = html.render_summary(published_reports)
     line = next(row for row in summary.splitlines() if row.startswith("| GTX 1080 | alexnet |"))
     assert line == "| GTX 1080 | alexnet | 3,295.19 | 5 min 3 s | €3.60 | €0.303 |"
+    # 2017 figures are over 3 years old: shown, not ranked as a best buy, and the summary says so
+    assert "No ranked figure yet: published figures dated before" in summary
+    best = published_reports.tables["best_value"]
+    assert best.num_rows > 0 and not any(best["ranked"].to_pylist())

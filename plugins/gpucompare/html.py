@@ -1,19 +1,28 @@
 """The human side of the reports: one self-contained ``index.html`` and a short ``summary.md``.
 
-The page needs no network to be viewed: its style sheet is inline and every chart is an
-inline SVG written here directly (bars, lines, axes: a few kilobytes and a millisecond or two
-each, where matplotlib took seconds for the same page; text stays text, sharp and
-searchable, and each bar and point carries its value as a tooltip). It shows, from the
-report tables of :mod:`gpucompare.reports`:
+Rendering only: functions here take the built report tables (a
+:class:`gpucompare.report_set.ReportSet`) and return strings; :mod:`gpucompare.reports`
+writes them. This module never imports the builder (the import direction is reports → html).
 
-* cost per million images: the cheapest machines of each network, as bars;
-* throughput against batch size, one line per machine (one GPU, float32, as published);
-* speedup against GPU count with the ideal line and the published curves;
-* the regressions the nightly runs flagged, and every result that found no price.
+The page needs no network to be viewed: its style sheet is inline and every chart is an
+inline SVG written here directly (a few kilobytes and a millisecond or two each; text stays
+text). What a reader can rely on, on every chart:
+
+* a key of measured vs published figures drawn in the chart itself, and a second channel
+  besides colour: measured bars are solid and published ones hatched; measured lines are
+  solid with filled dots, published ones dashed with hollow squares; the ideal scaling line
+  is dotted grey, distinct from both;
+* one colour per machine (provider and instance type) across the whole page, and the
+  provider with every machine name;
+* the date of every figure (measured night or publication year) and, for money, the date of
+  the price;
+* a heading, a text summary, and the chart's numbers as a table (collapsed in ``<details>``)
+  so no value needs a mouse hover; each section links its CSV and Parquet files.
 
 Charts show a bounded selection (the cheapest, the fastest, the published machines) so the
-page stays readable and quick to build on a lake of any size; the CSV/Parquet tables beside
-it hold everything.
+page stays readable and quick to build on a lake of any size; the tables beside it hold
+everything. The layout reflows down to a 390 px phone screen: charts scale to the width,
+wide tables scroll inside their own box and the key tables turn into label/value lists.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -29,14 +39,35 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpucompare.reports import REPORTS, ReportSet, write_bytes
+from gpucompare.report_set import DERIVED, REPORTS, ReportSet
 
 #: Bars per network in the cost chart, lines per panel in the throughput and scaling charts.
 MAX_BARS = 8
 MAX_LINES = 7
-PUBLISHED_COLOUR = "#9a6b00"
-MEASURED_COLOURS = ("#1f5fa8", "#2e8b57", "#c0392b", "#7d3c98", "#d35400", "#16a085", "#34495e", "#b03a6f")
+#: One colour per machine across the page (assigned in page order; repeats only beyond 12
+#: machines, where the label and the pattern still tell them apart).
+PALETTE = (
+    "#1f5fa8",
+    "#d35400",
+    "#2e8b57",
+    "#b03a6f",
+    "#7d3c98",
+    "#8c564b",
+    "#16a085",
+    "#c0392b",
+    "#34495e",
+    "#9a7d0a",
+    "#2874a6",
+    "#6c3483",
+)
+#: Published speedup curves (white papers) are not machines: their own muted colours.
+CURVE_COLOURS = ("#6c757d", "#a0522d", "#8e6c8a")
+IDEAL_COLOUR = "#8a939c"
+KEY_COLOUR = "#4a5560"
 CURRENCY_SIGN = {"EUR": "€", "USD": "$"}
+#: Dash patterns: published lines, and the ideal line (dotted, distinct from published).
+PUBLISHED_DASH = "7 4"
+IDEAL_DASH = "1.5 4"
 
 
 # ---- formatting --------------------------------------------------------------------------
@@ -62,30 +93,100 @@ def money(value: float | None, currency: str, digits: int = 3) -> str:
     return f"{CURRENCY_SIGN.get(currency, currency + ' ')}{value:,.{digits}f}"
 
 
-def machine_label(row: dict[str, Any], *, with_gpu: bool = True) -> str:
-    """Short name of a machine: instance type, then region and market when they tell apart."""
-    parts = [str(row.get("instance_type") or row.get("provider") or "?")]
+def machine_name(row: dict[str, Any]) -> str:
+    """Provider and instance type, then region and market when they tell machines apart."""
+    provider = row.get("provider")
+    name = str(row.get("instance_type") or "?")
+    parts = [f"{provider} {name}" if provider else name]
     if row.get("region"):
         parts.append(str(row["region"]))
     if row.get("market") == "spot":
         parts.append("spot")
-    gpu = row.get("gpu_model") if with_gpu else None
-    label = " · ".join(parts)
-    return f"{label} ({gpu})" if gpu else label
+    return " · ".join(parts)
+
+
+def _device(row: dict[str, Any]) -> str | None:
+    """The processor: the GPU model, or CPU for a CPU run."""
+    if row.get("device_kind") == "cpu":
+        return "CPU"
+    return row.get("gpu_model")
+
+
+def machine_label(row: dict[str, Any], *, with_gpu: bool = True) -> str:
+    """Machine name with its GPU model (or CPU)."""
+    device = _device(row) if with_gpu else None
+    name = machine_name(row)
+    return f"{name} ({device})" if device else name
 
 
 def _hardware_label(row: dict[str, Any]) -> str:
-    """Instance type and GPU model: the hardware, whatever the region or market."""
-    name = str(row.get("instance_type") or row.get("provider") or "?")
-    return f"{name} ({row['gpu_model']})" if row.get("gpu_model") else name
+    """Provider, instance type and GPU model (or CPU): the hardware, whatever the region or market."""
+    provider = row.get("provider")
+    name = str(row.get("instance_type") or "?")
+    name = f"{provider} {name}" if provider else name
+    device = _device(row)
+    return f"{name} ({device})" if device else name
+
+
+def devices(row: dict[str, Any]) -> str:
+    """What ran the figure: '1 GPU', '4 GPUs', '8 GPUs on 2 nodes', 'CPU' (never 'GPUs 1' for a CPU)."""
+    nodes = row.get("num_nodes") or 1
+    on_nodes = f" on {nodes} nodes" if nodes > 1 else ""
+    if row.get("device_kind") == "cpu":
+        return "CPU" + on_nodes
+    count = row.get("gpu_count")
+    if count is None:
+        return "–"
+    return f"{count} GPU{'s' if count != 1 else ''}{on_nodes}"
 
 
 def _is_published(row: dict[str, Any]) -> bool:
-    return row.get("target") == "published" or row.get("origin") in ("published", "published_curve")
+    return row.get("origin") in ("published", "published_curve") or row.get("target") == "published"
+
+
+def _date(value: Any) -> str:
+    return value.isoformat() if isinstance(value, dt.date) else ("–" if value is None else str(value))
+
+
+def when(row: dict[str, Any]) -> str:
+    """Short provenance for a chart label: 'measured 2026-11-30' or 'published 2017'."""
+    date = row.get("result_date")
+    if _is_published(row):
+        return f"published {date.year}" if isinstance(date, dt.date) else "published"
+    return f"measured {_date(date)}"
+
+
+def provenance(row: dict[str, Any]) -> str:
+    """Long provenance for tables: where and when the figure was measured, or which publication."""
+    date = _date(row.get("result_date"))
+    if _is_published(row):
+        return f"published {date}: {row.get('result_source') or '?'}"
+    return f"measured {date} on {row.get('target') or '?'}"
 
 
 def _esc(value: Any) -> str:
     return html.escape("" if value is None else str(value))
+
+
+def _slug(*parts: Any) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", "-".join(str(p) for p in parts).lower()).strip("-")
+
+
+def _flags(row: dict[str, Any]) -> list[str]:
+    return list(row.get("flags") or [])
+
+
+class Colours:
+    """One colour per machine (provider, instance type) for the whole page."""
+
+    def __init__(self) -> None:
+        self.assigned: dict[tuple[Any, Any], str] = {}
+
+    def __call__(self, row: dict[str, Any]) -> str:
+        key = (row.get("provider"), row.get("instance_type"))
+        if key not in self.assigned:
+            self.assigned[key] = PALETTE[len(self.assigned) % len(PALETTE)]
+        return self.assigned[key]
 
 
 # ---- charts: hand-written SVG (milliseconds per chart, no fonts or network needed) ----------
@@ -141,61 +242,149 @@ def _clip(label: str, limit: int) -> str:
     return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
-def bar_chart(title: str, bars: Sequence[tuple[str, float, str, str]], axis_label: str) -> str:
-    """Horizontal bars: (label, value, colour, value text) each; the axis starts at 0."""
-    left, right, top, row_height = 200, 190, 30, 22
-    width = 640
-    height = top + row_height * len(bars) + 44
-    plot_width = width - left - right
-    ticks = nice_ticks(0, max(value for _, value, _, _ in bars) or 1.0)
-    scale = plot_width / ticks[-1]
-    parts = [_text(left, 18, title, size=13, weight="600")]
-    for tick in ticks:
-        x = left + tick * scale
-        parts.append(f"<line x1='{x:.1f}' y1='{top - 4}' x2='{x:.1f}' y2='{height - 40}' stroke='#e3e6ea'/>")
-        parts.append(_text(x, height - 26, _tick_text(tick), size=10, anchor="middle", colour="#5b6673"))
-    for index, (label, value, colour, value_text) in enumerate(bars):
-        y = top + index * row_height
-        bar = max(value * scale, 1.0)
-        parts.append(_text(left - 8, y + 15, _clip(label, 32), size=11, anchor="end"))
-        parts.append(
-            f"<rect x='{left}' y='{y + 4}' width='{bar:.1f}' height='{row_height - 8}' rx='2' "
-            f"fill='{colour}'><title>{_esc(label)}: {_esc(value_text)}</title></rect>"
-        )
-        parts.append(_text(left + bar + 5, y + 15, value_text, size=10, colour="#333"))
-    parts.append(f"<line x1='{left}' y1='{top - 4}' x2='{left}' y2='{height - 40}' stroke='#9aa3ad'/>")
-    parts.append(
-        _text(left + plot_width / 2, height - 8, axis_label, size=11, anchor="middle", colour="#5b6673")
-    )
+def _hatch(pattern_id: str, colour: str) -> str:
+    """Diagonal stripes of ``colour`` on white: the published bars' fill."""
     return (
-        f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {height}' width='{width}' "
-        f"height='{height}' role='img' aria-label='{_esc(title)}' {_FONT}>{''.join(parts)}</svg>"
+        f"<pattern id='{pattern_id}' patternUnits='userSpaceOnUse' width='6' height='6' "
+        f"patternTransform='rotate(45)'><rect width='6' height='6' fill='#fff'/>"
+        f"<line x1='0' y1='0' x2='0' y2='6' stroke='{colour}' stroke-width='3.2'/></pattern>"
+    )
+
+
+def _marker(x: float, y: float, colour: str, published: bool, tooltip: str) -> str:
+    """A filled dot (measured) or a hollow square (published): the second channel of a point."""
+    title = f"<title>{_esc(tooltip)}</title>"
+    if published:
+        return (
+            f"<rect x='{x - 3.2:.1f}' y='{y - 3.2:.1f}' width='6.4' height='6.4' fill='#fff' "
+            f"stroke='{colour}' stroke-width='1.6'>{title}</rect>"
+        )
+    return f"<circle cx='{x:.1f}' cy='{y:.1f}' r='3' fill='{colour}'>{title}</circle>"
+
+
+def _origin_key(chart_id: str, x: float, y: float, *, bars: bool, ideal: bool = False) -> str:
+    """The key of measured vs published (and of the ideal line), drawn into every chart."""
+    parts = ["<g class='key' data-key='origin'>"]
+    if bars:
+        parts.append(
+            f"<defs>{_hatch(f'{chart_id}-key', KEY_COLOUR)}</defs>"
+            f"<rect x='{x:.1f}' y='{y - 9:.1f}' width='16' height='10' fill='{KEY_COLOUR}'/>"
+            + _text(x + 21, y, "measured (solid)", size=11)
+            + f"<rect x='{x + 130:.1f}' y='{y - 9:.1f}' width='16' height='10' fill='url(#{chart_id}-key)' "
+            f"stroke='{KEY_COLOUR}'/>" + _text(x + 151, y, "published (hatched)", size=11)
+        )
+    else:
+        parts.append(
+            f"<line x1='{x:.1f}' y1='{y - 4:.1f}' x2='{x + 20:.1f}' y2='{y - 4:.1f}' stroke='{KEY_COLOUR}' "
+            f"stroke-width='2'/>"
+            + _marker(x + 10, y - 4, KEY_COLOUR, False, "measured")
+            + _text(x + 25, y, "measured", size=11)
+            + f"<line x1='{x + 95:.1f}' y1='{y - 4:.1f}' x2='{x + 115:.1f}' y2='{y - 4:.1f}' "
+            f"stroke='{KEY_COLOUR}' stroke-width='2' stroke-dasharray='{PUBLISHED_DASH}'/>"
+            + _marker(x + 105, y - 4, KEY_COLOUR, True, "published")
+            + _text(x + 120, y, "published", size=11)
+        )
+        if ideal:
+            parts.append(
+                f"<line x1='{x + 195:.1f}' y1='{y - 4:.1f}' x2='{x + 215:.1f}' y2='{y - 4:.1f}' "
+                f"stroke='{IDEAL_COLOUR}' stroke-width='2' stroke-dasharray='{IDEAL_DASH}' "
+                f"stroke-linecap='round'/>" + _text(x + 220, y, "ideal (linear)", size=11)
+            )
+    parts.append("</g>")
+    return "".join(parts)
+
+
+def _svg(chart_id: str, width: int, height: int, body: str, title: str) -> str:
+    # labelled by the figure's heading and text summary (ids set by _figure); the <title>
+    # names the chart when the SVG is saved or shown on its own
+    return (
+        f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {height}' role='img' "
+        f"aria-labelledby='{chart_id}-title {chart_id}-summary' {_FONT}><title>{_esc(title)}</title>"
+        f"{body}</svg>"
     )
 
 
 @dataclass
+class Bar:
+    """One bar of a bar chart."""
+
+    label: str
+    value: float
+    colour: str
+    value_text: str
+    published: bool = False
+    note: str = ""  # a second line under the bar: where and when the figure and its price are from
+
+
+def bar_chart(chart_id: str, bars: Sequence[Bar], axis_label: str, *, title: str = "") -> str:
+    """Horizontal bars, the axis from 0; published bars hatched; the key on top; under each bar
+    its note (the figure's date and origin, the price's date)."""
+    left, right, top, row_height = 190, 70, 30, 34
+    width = 640
+    height = top + row_height * len(bars) + 44
+    plot_width = width - left - right
+    ticks = nice_ticks(0, max(bar.value for bar in bars) or 1.0)
+    scale = plot_width / ticks[-1]
+    defs = []
+    parts = [_origin_key(chart_id, 8, 14, bars=True)]
+    for tick in ticks:
+        x = left + tick * scale
+        parts.append(f"<line x1='{x:.1f}' y1='{top - 4}' x2='{x:.1f}' y2='{height - 40}' stroke='#e3e6ea'/>")
+        parts.append(_text(x, height - 26, _tick_text(tick), size=10, anchor="middle", colour="#5b6673"))
+    hatches: dict[str, str] = {}
+    for index, bar in enumerate(bars):
+        y = top + index * row_height
+        width_px = max(bar.value * scale, 1.0)
+        fill = bar.colour
+        if bar.published:
+            if bar.colour not in hatches:
+                hatches[bar.colour] = f"{chart_id}-h{len(hatches)}"
+                defs.append(_hatch(hatches[bar.colour], bar.colour))
+            fill = f"url(#{hatches[bar.colour]})"
+        # each bar is labelled directly (machine on the left, value and date on the right):
+        # its own legend entry
+        parts.append("<g class='legend-entry'>")
+        parts.append(_text(left - 8, y + 14, _clip(bar.label, 30), size=11, anchor="end"))
+        parts.append(
+            f"<rect x='{left}' y='{y + 4}' width='{width_px:.1f}' height='13' fill='{fill}' "
+            f"stroke='{bar.colour}' stroke-width='1'><title>{_esc(bar.label)}: {_esc(bar.value_text)}"
+            f"{' · ' + _esc(bar.note) if bar.note else ''}</title></rect>"
+        )
+        parts.append(_text(left + width_px + 5, y + 14, bar.value_text, size=10, colour="#333"))
+        parts.append(_text(left + 1, y + 28, bar.note, size=9, colour="#5b6673") + "</g>")
+    parts.append(f"<line x1='{left}' y1='{top - 4}' x2='{left}' y2='{height - 40}' stroke='#9aa3ad'/>")
+    parts.append(
+        _text(left + plot_width / 2, height - 8, axis_label, size=11, anchor="middle", colour="#5b6673")
+    )
+    return _svg(chart_id, width, height, f"<defs>{''.join(defs)}</defs>{''.join(parts)}", title)
+
+
+@dataclass
 class Series:
-    """One line of a line chart."""
+    """One line of a line chart: ``style`` is measured, published or ideal."""
 
     label: str
     points: list[tuple[float, float]]
     colour: str
-    dashed: bool = False
-    marker: bool = True
+    style: str = "measured"
 
 
 def line_chart(
-    title: str,
+    chart_id: str,
     series: Sequence[Series],
     x_label: str,
     y_label: str,
     *,
     log2_x: bool = False,
     x_ticks: Sequence[float] | None = None,
+    title: str = "",
 ) -> str:
-    """Lines over a shared x axis (log2 for batch sizes), legend below the plot."""
-    width, left, right, top, plot_height = 640, 64, 16, 30, 230
-    legend_rows = math.ceil(len(series) / 2)
+    """Lines over a shared x axis (log2 for batch sizes); the origin key on top, a legend of
+    the lines below the plot (each drawn in its own colour, dash and marker)."""
+    width, left, right, top, plot_height = 640, 64, 16, 34, 230
+    # two legend columns when the labels fit, else one (labels name provider, machine and date)
+    columns = 2 if max((len(s.label) for s in series), default=0) <= 44 else 1
+    legend_rows = math.ceil(len(series) / columns)
     height = top + plot_height + 48 + legend_rows * 17
     plot_width = width - left - right
     xs = [x for s in series for x, _ in s.points]
@@ -215,7 +404,7 @@ def line_chart(
     def py(v: float) -> float:
         return top + plot_height - v / y_high * plot_height
 
-    parts = [_text(left, 18, title, size=13, weight="600")]
+    parts = [_origin_key(chart_id, 8, 14, bars=False, ideal=any(s.style == "ideal" for s in series))]
     for tick in y_ticks:
         y = py(tick)
         parts.append(
@@ -237,14 +426,11 @@ def line_chart(
     for line in series:
         points = sorted(line.points)
         path = " ".join(f"{'M' if i == 0 else 'L'}{px(x):.1f},{py(y):.1f}" for i, (x, y) in enumerate(points))
-        dash = " stroke-dasharray='5 3'" if line.dashed else ""
-        parts.append(f"<path d='{path}' fill='none' stroke='{line.colour}' stroke-width='1.8'{dash}/>")
-        if line.marker:
+        parts.append(f"<path d='{path}' fill='none' stroke='{line.colour}' stroke-width='1.8'{_dash(line)}/>")
+        if line.style != "ideal":
             for x, y in points:
-                parts.append(
-                    f"<circle cx='{px(x):.1f}' cy='{py(y):.1f}' r='2.8' fill='{line.colour}'>"
-                    f"<title>{_esc(line.label)}: {_tick_text(x)} → {y:,.2f}</title></circle>"
-                )
+                tooltip = f"{line.label}: {_tick_text(x)} → {y:,.2f}"
+                parts.append(_marker(px(x), py(y), line.colour, line.style == "published", tooltip))
     parts.append(
         _text(
             left + plot_width / 2, top + plot_height + 32, x_label, size=11, anchor="middle", colour="#5b6673"
@@ -254,18 +440,24 @@ def line_chart(
         _text(14, top + plot_height / 2, y_label, size=11, anchor="middle", colour="#5b6673", rotate=True)
     )
     for index, line in enumerate(series):
-        x = left + (index % 2) * (plot_width / 2)
-        y = top + plot_height + 50 + (index // 2) * 17
-        dash = " stroke-dasharray='5 3'" if line.dashed else ""
+        x = left + (index % columns) * (plot_width / 2)
+        y = top + plot_height + 50 + (index // columns) * 17
         parts.append(
-            f"<line x1='{x:.1f}' y1='{y - 4:.1f}' x2='{x + 18:.1f}' y2='{y - 4:.1f}' "
-            f"stroke='{line.colour}' stroke-width='2'{dash}/>"
+            f"<g class='legend-entry'><line x1='{x:.1f}' y1='{y - 4:.1f}' x2='{x + 20:.1f}' y2='{y - 4:.1f}' "
+            f"stroke='{line.colour}' stroke-width='2'{_dash(line)}/>"
         )
-        parts.append(_text(x + 23, y, _clip(line.label, 48), size=10))
-    return (
-        f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {height}' width='{width}' "
-        f"height='{height}' role='img' aria-label='{_esc(title)}' {_FONT}>{''.join(parts)}</svg>"
-    )
+        if line.style != "ideal":
+            parts.append(_marker(x + 10, y - 4, line.colour, line.style == "published", line.label))
+        parts.append(_text(x + 25, y, _clip(line.label, 46 if columns == 2 else 96), size=10) + "</g>")
+    return _svg(chart_id, width, height, "".join(parts), title)
+
+
+def _dash(line: Series) -> str:
+    if line.style == "ideal":
+        return f" stroke-dasharray='{IDEAL_DASH}' stroke-linecap='round'"
+    if line.style == "published":
+        return f" stroke-dasharray='{PUBLISHED_DASH}'"
+    return ""
 
 
 def _thin(values: Sequence[float], limit: int) -> list[float]:
@@ -275,182 +467,36 @@ def _thin(values: Sequence[float], limit: int) -> list[float]:
     return list(values[::step])
 
 
-def cost_charts(best_value: list[dict[str, Any]], mode: str, currency: str) -> list[str]:
-    """Bars per network: the cheapest machines (cost per million images), a colour per GPU model,
-    published figures in amber."""
-    by_network: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in best_value:
-        if row["mode"] == mode:
-            by_network[row["network"]].append(row)
-    # one colour per GPU model, the same in every chart of the page
-    models = sorted({str(r["gpu_model"]) for r in best_value})
-    colour_of = {model: MEASURED_COLOURS[i % len(MEASURED_COLOURS)] for i, model in enumerate(models)}
-    charts = []
-    for network in sorted(by_network):
-        rows = _cheapest_with_published(by_network[network])
-        bars = [
-            (
-                machine_label(r, with_gpu=False),
-                r["cost_per_million"],
-                PUBLISHED_COLOUR if _is_published(r) else colour_of[str(r["gpu_model"])],
-                f"{money(r['cost_per_million'], currency)} · {r['gpu_model'] or r.get('device_kind') or ''}"
-                f" ×{r['gpu_count']} · b{r['batch_size']}",
-            )
-            for r in rows
-        ]
-        charts.append(
-            bar_chart(
-                f"{network} — {mode}", bars, f"{CURRENCY_SIGN.get(currency, currency)} per million images"
-            )
-        )
-    return charts
-
-
-def _cheapest_with_published(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    ranked = sorted(rows, key=lambda r: r["cost_per_million"])
-    chosen = ranked[:MAX_BARS]
-    # keep up to two published machines in view even when today's machines are all cheaper
-    published = [r for r in ranked if _is_published(r) and r not in chosen][:2]
-    if not published:
-        return chosen
-    kept = chosen[: MAX_BARS - len(published)] + published
-    return sorted(kept, key=lambda r: r["cost_per_million"])
-
-
-def throughput_charts(throughput: list[dict[str, Any]], mode: str) -> list[str]:
-    """Lines: images/s against batch size per machine (one GPU, float32), a chart per network."""
-    lines: dict[str, dict[tuple, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
-    info: dict[tuple, dict[str, Any]] = {}
-    for row in throughput:
-        if row["mode"] != mode or row["images_per_sec"] is None or row["gpu_count"] != 1:
-            continue
-        if row["dtype"] not in (None, "float32") or row["num_nodes"] not in (None, 1):
-            continue
-        machine = (row["provider"], row["instance_type"], row["region"], row["market"])
-        lines[row["network"]][machine].append((row["batch_size"], row["images_per_sec"]))
-        info[machine] = row
-    colour_of: dict[tuple, str] = {}
-    charts = []
-    for network in sorted(lines):
-        series = []
-        for machine in _top_machines(lines[network], info):
-            published = _is_published(info[machine])
-            # one colour per machine across every panel; published machines are drawn dashed
-            next_colour = MEASURED_COLOURS[len(colour_of) % len(MEASURED_COLOURS)]
-            colour = colour_of.setdefault(machine[:2], next_colour)  # by provider and instance type
-            series.append(
-                Series(
-                    _hardware_label(info[machine]) + (" (published)" if published else ""),
-                    lines[network][machine],
-                    colour,
-                    dashed=published,
-                )
-            )
-        charts.append(
-            line_chart(f"{network} — {mode}", series, "batch size (log scale)", "images/s", log2_x=True)
-        )
-    return charts
-
-
-def _top_machines(
-    lines: dict[tuple, list[tuple[float, float]]], info: dict[tuple, dict[str, Any]]
-) -> list[tuple]:
-    """The fastest machines (by best images/s); published ones fill what measured ones leave, two at least."""
-    ranked = []
-    seen_types: set[tuple] = set()
-    for machine in sorted(lines, key=lambda m: -max(y for _, y in lines[m])):
-        # the same instance type in another region or market is the same hardware: draw it once
-        if machine[:2] not in seen_types:
-            seen_types.add(machine[:2])
-            ranked.append(machine)
-    measured = [m for m in ranked if not _is_published(info[m])]
-    published = [m for m in ranked if _is_published(info[m])]
-    published = published[: max(2, MAX_LINES - len(measured))]
-    return measured[: MAX_LINES - len(published)] + published
-
-
-def scaling_charts(scaling: list[dict[str, Any]], metric: str = "speedup") -> list[str]:
-    """Speedup (or efficiency = speedup ÷ GPUs) against GPU count per network: the ideal line,
-    our series, the published curves."""
-    if metric not in ("speedup", "efficiency"):
-        raise ValueError(f"metric {metric!r} is not one of speedup, efficiency")
-    curves: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
-    labels: dict[tuple, str] = {}
-    for row in scaling:
-        if row[metric] is None or row["gpu_count"] is None:
-            continue
-        if row["origin"] == "published_curve":
-            key = (row["network"], "curve", row["framework"], row["gpu_model"], row["result_source"])
-            labels[key] = f"{row['framework']} {row['gpu_model']} (published)"
-        else:
-            key = (
-                row["network"],
-                row["origin"],
-                row["provider"],
-                row["instance_type"],
-                row["region"],
-                row["market"],
-                row["mode"],
-                row["dtype"],
-                row["scaling"],
-                row["baseline_batch"],
-            )
-            labels[key] = (
-                f"{_hardware_label(row)} {row['scaling']}, b{row['baseline_batch']}"
-                + (" (score)" if row["mode"] == "score" else "")
-                + (" (published)" if row["origin"] == "published" else "")
-            )
-        curves[key].append((row["gpu_count"], row[metric]))
-    charts = []
-    for network in sorted({key[0] for key, points in curves.items() if len(points) > 1}):
-        mine = {k: v for k, v in curves.items() if k[0] == network and len(v) > 1}
-        measured = sorted((k for k in mine if k[1] != "curve"), key=lambda k: (-len(mine[k]), -(k[-1] or 0)))
-        series = []
-        for number, key in enumerate(_one_series_per_machine(measured)[:MAX_LINES]):
-            colour = MEASURED_COLOURS[number % len(MEASURED_COLOURS)]
-            series.append(Series(labels[key], mine[key], colour, dashed=key[1] == "published"))
-        for number, key in enumerate(k for k in mine if k[1] == "curve"):
-            series.append(
-                Series(labels[key], mine[key], ("#6c757d", "#b08d57", "#8e6c8a")[number % 3], dashed=True)
-            )
-        top = max(x for s in series for x, _ in s.points)
-        ideal = [(1, 1), (top, top)] if metric == "speedup" else [(1, 1.0), (top, 1.0)]
-        series.insert(0, Series("ideal (linear)", ideal, "#9aa3ad", dashed=True, marker=False))
-        ticks = sorted({x for s in series for x, _ in s.points} | {1})
-        if metric == "speedup":
-            charts.append(line_chart(f"{network}", series, "GPUs", "speedup over 1 GPU", x_ticks=ticks))
-        else:
-            charts.append(
-                line_chart(f"{network}: efficiency", series, "GPUs", "speedup ÷ GPUs", x_ticks=ticks)
-            )
-    return charts
-
-
-def _one_series_per_machine(keys: Iterable[tuple]) -> list[tuple]:
-    """Keep the longest series (then the largest batch) of each instance type, mode and batch rule
-    (regions and markets of one instance type are the same hardware)."""
-    seen: set[tuple] = set()
-    chosen = []
-    for key in keys:
-        identity = key[:4] + key[6:9]
-        if identity not in seen:
-            seen.add(identity)
-            chosen.append(key)
-    return chosen
-
-
 # ---- tables ------------------------------------------------------------------------------
-def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], numeric: Sequence[bool]) -> str:
+def _table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    numeric: Sequence[bool],
+    *,
+    caption: str,
+    reflow: bool = False,
+) -> str:
+    """A table with a caption, column headers (scope col) and the first cell of each row as its
+    row header (scope row). ``reflow``: on a narrow screen each row becomes a list of
+    label: value lines instead of a wide row."""
     head = "".join(
-        f"<th{' class=num' if n else ''}>{_esc(h)}</th>" for h, n in zip(headers, numeric, strict=True)
+        f"<th scope=col{' class=num' if n else ''}>{_esc(h)}</th>"
+        for h, n in zip(headers, numeric, strict=True)
     )
-    body = "".join(
-        "<tr>"
-        + "".join(f"<td{' class=num' if n else ''}>{_esc(v)}</td>" for v, n in zip(row, numeric, strict=True))
-        + "</tr>"
-        for row in rows
+    body = []
+    for row in rows:
+        cells = []
+        for index, (value, n, header) in enumerate(zip(row, numeric, headers, strict=True)):
+            tag, scope = ("th", " scope=row") if index == 0 else ("td", "")
+            cells.append(
+                f"<{tag}{scope}{' class=num' if n else ''} data-label='{_esc(header)}'>{_esc(value)}</{tag}>"
+            )
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    css = " class=reflow" if reflow else ""
+    return (
+        f"<table{css}><caption>{_esc(caption)}</caption><thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(body)}</tbody></table>"
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _rows(table: pa.Table) -> list[dict[str, Any]]:
@@ -472,6 +518,333 @@ def _num(value: float | None, digits: int = 2) -> str:
     return "–" if value is None or not math.isfinite(value) else f"{value:,.{digits}f}"
 
 
+# ---- the figures of each section -------------------------------------------------------------
+@dataclass
+class Figure:
+    """One chart with what goes with it: heading, text summary, data table."""
+
+    chart_id: str
+    title: str
+    svg: str
+    summary: str
+    table: str
+
+
+def _figure(figure: Figure) -> str:
+    return (
+        f"<figure class=chart id='{figure.chart_id}'>"
+        f"<h3 id='{figure.chart_id}-title'>{_esc(figure.title)}</h3>"
+        f"<div class=plot>{figure.svg}</div>"
+        f"<p class=summary id='{figure.chart_id}-summary'>{_esc(figure.summary)}</p>"
+        f"<details><summary>Data table: {_esc(figure.title)}</summary><div class=scroll>{figure.table}</div>"
+        "</details></figure>"
+    )
+
+
+def _figures(figures: list[Figure]) -> str:
+    if not figures:
+        return "<p class=empty>No data for this chart yet.</p>"
+    return "<div class=charts>" + "".join(_figure(f) for f in figures) + "</div>"
+
+
+def _not_ranked_text(row: dict[str, Any], report_set: ReportSet) -> str:
+    reason = row.get("not_ranked_reason")
+    if reason == "flagged":
+        return "not ranked: flagged (" + ", ".join(_flags(row)) + ")"
+    if reason == "old_published":
+        return f"not ranked: published over {report_set.options.published_max_age_years} years ago"
+    return ""
+
+
+def cost_figures(
+    best_value: list[dict[str, Any]], mode: str, report_set: ReportSet, colours: Colours
+) -> list[Figure]:
+    """Bars per network: the cheapest ranked machines (cost per million images), and a few
+    shown-but-not-ranked ones (old published, flagged) for comparison."""
+    currency = report_set.currency
+    by_network: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in best_value:
+        if row["mode"] == mode:
+            by_network[row["network"]].append(row)
+    figures = []
+    for network in sorted(by_network):
+        rows = _cheapest_with_unranked(by_network[network])
+        bars = [
+            Bar(
+                machine_name(r),
+                r["cost_per_million"],
+                colours(r),
+                money(r["cost_per_million"], currency),
+                published=_is_published(r),
+                note=f"{when(r)} · price of {_date(r['price_effective_from'])}"
+                + ("" if r["ranked"] else " · not ranked"),
+            )
+            for r in rows
+        ]
+        chart_id = _slug("cost", mode, network)
+        title = f"{network}, {mode}: cost per million images"
+        ranked = [r for r in by_network[network] if r["ranked"]]
+        figures.append(
+            Figure(
+                chart_id,
+                title,
+                bar_chart(
+                    chart_id, bars, f"{CURRENCY_SIGN.get(currency, currency)} per million images", title=title
+                ),
+                _cost_summary(ranked, by_network[network], report_set),
+                _table(
+                    [
+                        "machine",
+                        "rank",
+                        "devices",
+                        "batch",
+                        "images/s",
+                        "per hour",
+                        "per million",
+                        "figure",
+                        "price date",
+                        "ranking",
+                    ],
+                    (
+                        [
+                            machine_label(r),
+                            r["rank"] if r["rank"] is not None else "–",
+                            devices(r),
+                            r["batch_size"],
+                            _num(r["images_per_sec"]),
+                            money(r["price_per_hour"], currency, 2),
+                            money(r["cost_per_million"], currency),
+                            provenance(r),
+                            _date(r["price_effective_from"]),
+                            _not_ranked_text(r, report_set) or "ranked",
+                        ]
+                        for r in sorted(by_network[network], key=lambda r: r["cost_per_million"])
+                    ),
+                    [False, True, False, True, True, True, True, False, False, False],
+                    caption=f"{title}, every priced machine ({currency})",
+                ),
+            )
+        )
+    return figures
+
+
+def _cost_summary(ranked: list[dict[str, Any]], rows: list[dict[str, Any]], report_set: ReportSet) -> str:
+    currency = report_set.currency
+    unranked = [r for r in rows if not r["ranked"]]
+    text = ""
+    if ranked:
+        best = min(ranked, key=lambda r: r["cost_per_million"])
+        text = (
+            f"Best buy: {machine_label(best)}, {devices(best)}, batch {best['batch_size']}: "
+            f"{money(best['cost_per_million'], currency)} per million images ({provenance(best)}; "
+            f"price of {_date(best['price_effective_from'])}). "
+        )
+    else:
+        text = "No machine ranked: every priced figure here is flagged or an old published one. "
+    measured = sum(1 for r in rows if not _is_published(r))
+    published_years = sorted({r["result_date"].year for r in rows if _is_published(r) and r["result_date"]})
+    text += f"{len(ranked)} machine(s) ranked, {measured} measured, {len(rows) - measured} published"
+    if published_years:
+        text += " (" + ", ".join(str(y) for y in published_years) + ")"
+    if unranked:
+        text += f"; {len(unranked)} shown but not ranked"
+    return text + "."
+
+
+def _cheapest_with_unranked(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The cheapest ranked machines, and up to two cheaper-looking unranked ones for context."""
+    ranked = sorted((r for r in rows if r["ranked"]), key=lambda r: r["cost_per_million"])
+    others = sorted((r for r in rows if not r["ranked"]), key=lambda r: r["cost_per_million"])[:2]
+    chosen = ranked[: MAX_BARS - len(others)] + others
+    return sorted(chosen, key=lambda r: r["cost_per_million"])
+
+
+def throughput_figures(throughput: list[dict[str, Any]], mode: str, colours: Colours) -> list[Figure]:
+    """Lines: images/s against batch size per machine (one device, float32), a chart per network."""
+    lines: dict[str, dict[tuple, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
+    info: dict[tuple, dict[str, Any]] = {}
+    for row in throughput:
+        if row["mode"] != mode or row["images_per_sec"] is None or row["gpu_count"] != 1:
+            continue
+        if row["dtype"] not in (None, "float32") or row["num_nodes"] not in (None, 1):
+            continue
+        machine = (row["provider"], row["instance_type"], row["region"], row["market"], row["origin"])
+        lines[row["network"]][machine].append((row["batch_size"], row["images_per_sec"]))
+        info[machine] = row
+    figures = []
+    for network in sorted(lines):
+        chosen = _top_machines(lines[network], info)
+        series = [
+            Series(
+                f"{_hardware_label(info[m])}, {when(info[m])}",
+                lines[network][m],
+                colours(info[m]),
+                "published" if _is_published(info[m]) else "measured",
+            )
+            for m in chosen
+        ]
+        chart_id = _slug("throughput", mode, network)
+        title = f"{network}, {mode}: images/s against batch size (one device, float32)"
+        batches = sorted({int(x) for m in chosen for x, _ in lines[network][m]})
+        table_rows = []
+        for m in chosen:
+            values = dict(lines[network][m])
+            table_rows.append(
+                [_hardware_label(info[m]), provenance(info[m])] + [_num(values.get(b)) for b in batches]
+            )
+        fastest = max(chosen, key=lambda m: max(y for _, y in lines[network][m]))
+        best_batch, best_speed = max(lines[network][fastest], key=lambda p: p[1])
+        published = [m for m in chosen if _is_published(info[m])]
+        summary = (
+            f"Fastest: {_hardware_label(info[fastest])} at {best_speed:,.2f} images/s "
+            f"(batch {int(best_batch)}, "
+            f"{when(info[fastest])}). {len(chosen) - len(published)} measured and {len(published)} published "
+            "machine(s) drawn; every value is in the data table."
+        )
+        figures.append(
+            Figure(
+                chart_id,
+                title,
+                line_chart(chart_id, series, "batch size (log scale)", "images/s", log2_x=True, title=title),
+                summary,
+                _table(
+                    ["machine", "figure"] + [f"batch {b}" for b in batches],
+                    table_rows,
+                    [False, False] + [True] * len(batches),
+                    caption=f"{title}: images/s per batch size",
+                ),
+            )
+        )
+    return figures
+
+
+def _top_machines(
+    lines: dict[tuple, list[tuple[float, float]]], info: dict[tuple, dict[str, Any]]
+) -> list[tuple]:
+    """The fastest machines (by best images/s); published ones fill what measured ones leave, two at least."""
+    ranked = []
+    seen_types: set[tuple] = set()
+    for machine in sorted(lines, key=lambda m: -max(y for _, y in lines[m])):
+        # the same instance type in another region or market is the same hardware: draw it once
+        identity = (machine[0], machine[1], machine[4])
+        if identity not in seen_types:
+            seen_types.add(identity)
+            ranked.append(machine)
+    measured = [m for m in ranked if not _is_published(info[m])]
+    published = [m for m in ranked if _is_published(info[m])]
+    published = published[: max(2, MAX_LINES - len(measured))]
+    return measured[: MAX_LINES - len(published)] + published
+
+
+def scaling_figures(scaling: list[dict[str, Any]], colours: Colours, metric: str = "speedup") -> list[Figure]:
+    """Speedup (or efficiency = speedup ÷ GPUs) against GPU count per network: the ideal line,
+    our series, the published ones and the published curves."""
+    if metric not in ("speedup", "efficiency"):
+        raise ValueError(f"metric {metric!r} is not one of speedup, efficiency")
+    curves: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    labels: dict[tuple, str] = {}
+    first_row: dict[tuple, dict[str, Any]] = {}
+    for row in scaling:
+        if row[metric] is None or row["gpu_count"] is None:
+            continue
+        if row["origin"] == "published_curve":
+            key = (row["network"], "curve", row["framework"], row["gpu_model"], row["result_source"])
+            labels[key] = f"{row['framework']} {row['gpu_model']}, published curve"
+        else:
+            key = (
+                row["network"],
+                row["origin"],
+                row["provider"],
+                row["instance_type"],
+                row["region"],
+                row["market"],
+                row["mode"],
+                row["dtype"],
+                row["scaling"],
+                row["baseline_batch"],
+            )
+            labels[key] = (
+                f"{_hardware_label(row)} {row['scaling']}, b{row['baseline_batch']}"
+                + (" (score)" if row["mode"] == "score" else "")
+                + f", {when(row)}"
+            )
+        curves[key].append((row["gpu_count"], row[metric]))
+        first_row.setdefault(key, row)
+    figures = []
+    for network in sorted({key[0] for key, points in curves.items() if len(points) > 1}):
+        mine = {k: v for k, v in curves.items() if k[0] == network and len(v) > 1}
+        measured = sorted((k for k in mine if k[1] != "curve"), key=lambda k: (-len(mine[k]), -(k[-1] or 0)))
+        chosen = _one_series_per_machine(measured)[:MAX_LINES]
+        series = [
+            Series(
+                labels[k], mine[k], colours(first_row[k]), "published" if k[1] == "published" else "measured"
+            )
+            for k in chosen
+        ]
+        curve_keys = [k for k in mine if k[1] == "curve"]
+        series += [
+            Series(labels[k], mine[k], CURVE_COLOURS[n % len(CURVE_COLOURS)], "published")
+            for n, k in enumerate(curve_keys)
+        ]
+        top = max(x for s in series for x, _ in s.points)
+        ideal = [(1, 1), (top, top)] if metric == "speedup" else [(1, 1.0), (top, 1.0)]
+        series.insert(0, Series("ideal (linear)", ideal, IDEAL_COLOUR, "ideal"))
+        ticks = sorted({x for s in series for x, _ in s.points} | {1})
+        chart_id = _slug("scaling", metric, network)
+        if metric == "speedup":
+            title = f"{network}: speedup over one GPU"
+            svg = line_chart(chart_id, series, "GPUs", "speedup over 1 GPU", x_ticks=ticks, title=title)
+        else:
+            title = f"{network}: efficiency (speedup ÷ GPUs)"
+            svg = line_chart(chart_id, series, "GPUs", "speedup ÷ GPUs", x_ticks=ticks, title=title)
+        counts = sorted({int(x) for k in (*chosen, *curve_keys) for x, _ in mine[k]})
+        table_rows = []
+        for k in (*chosen, *curve_keys):
+            values = dict(mine[k])
+            figure = "published curve: " + str(k[4]) if k[1] == "curve" else provenance(first_row[k])
+            table_rows.append([labels[k], figure] + [_num(values.get(c)) for c in counts])
+        best = max(
+            ((k, x, y) for k in chosen for x, y in mine[k] if x > 1),
+            key=lambda t: t[1] * 1000 + t[2],
+            default=None,
+        )
+        summary = (
+            f"Widest measured or published run: {labels[best[0]]} at {int(best[1])} GPUs, {metric} "
+            f"{best[2]:.2f}. "
+            if best
+            else ""
+        ) + f"{len(chosen)} series and {len(curve_keys)} published curve(s) drawn; dotted: ideal (linear)."
+        figures.append(
+            Figure(
+                chart_id,
+                title,
+                svg,
+                summary,
+                _table(
+                    ["series", "figure"] + [f"{c} GPU{'s' if c > 1 else ''}" for c in counts],
+                    table_rows,
+                    [False, False] + [True] * len(counts),
+                    caption=f"{title}, per GPU count",
+                ),
+            )
+        )
+    return figures
+
+
+def _one_series_per_machine(keys: Iterable[tuple]) -> list[tuple]:
+    """Keep the longest series (then the largest batch) of each instance type, mode and batch rule
+    (regions and markets of one instance type are the same hardware)."""
+    seen: set[tuple] = set()
+    chosen = []
+    for key in keys:
+        identity = key[:4] + key[6:9]
+        if identity not in seen:
+            seen.add(identity)
+            chosen.append(key)
+    return chosen
+
+
+# ---- the other tables ------------------------------------------------------------------------
 def regressions_table(rows: list[dict[str, Any]], limit: int = 60) -> str:
     flagged = [r for r in rows if r["regression"]][:limit]
     return _table(
@@ -481,7 +854,7 @@ def regressions_table(rows: list[dict[str, Any]], limit: int = 60) -> str:
             "network",
             "dtype",
             "batch",
-            "GPUs",
+            "devices",
             "images/s",
             "history median",
             "noise",
@@ -496,38 +869,41 @@ def regressions_table(rows: list[dict[str, Any]], limit: int = 60) -> str:
                 r["network"],
                 r["dtype"],
                 r["batch_size"],
-                r["gpu_count"],
+                devices(r),
                 _num(r["images_per_sec"]),
                 _num(r["history_median"]),
                 _num(r["noise"]),
                 _pct(r["change"]),
                 r["verdict"] if r["status"] == "ok" else f"{r['verdict']} ({r['status']})",
-                r["result_date"],
+                _date(r["result_date"]),
             ]
             for r in flagged
         ),
-        [False, False, False, False, True, True, True, True, True, True, False, False],
+        [False, False, False, False, True, False, True, True, True, True, False, False],
+        caption="Flagged regressions: tonight's result against its history",
+        reflow=True,
     )
 
 
 def missing_table(rows: list[dict[str, Any]]) -> str:
     return _table(
-        ["provider", "machine", "mode", "network", "batch", "GPUs", "images/s", "why", "result date"],
+        ["machine", "mode", "network", "batch", "devices", "images/s", "why", "figure"],
         (
             [
-                r["provider"],
                 machine_label(r),
                 r["mode"],
                 r["network"],
                 r["batch_size"],
-                r["gpu_count"],
+                devices(r),
                 _num(r["images_per_sec"]),
                 "no price" if r["price_source"] == "missing" else "no exchange rate",
-                r["result_date"],
+                provenance(r),
             ]
             for r in rows
         ),
-        [False, False, False, False, True, True, True, False, False],
+        [False, False, False, True, False, True, False, False],
+        caption="Results without a price",
+        reflow=True,
     )
 
 
@@ -548,72 +924,83 @@ def _suspicious_published(throughput: pa.Table) -> str | None:
         return None
     rows = [
         r
-        for r in throughput.filter(pc.equal(throughput["target"], "published")).to_pylist()
-        if any(flag in (r["flags"] or "").split(";") for flag in SUSPICIOUS_FLAGS)
+        for r in throughput.filter(pc.equal(throughput["origin"], "published")).to_pylist()
+        if any(flag in _flags(r) for flag in SUSPICIOUS_FLAGS)
     ]
     if not rows:
         return None
     return _table(
-        ["machine", "mode", "network", "batch", "GPUs", "images/s as published", "flags", "source"],
+        ["machine", "mode", "network", "batch", "devices", "images/s as published", "flags", "figure"],
         (
             [
                 machine_label(r),
                 r["mode"],
                 r["network"],
                 r["batch_size"],
-                r["gpu_count"],
+                devices(r),
                 _num(r["images_per_sec"]),
-                r["flags"].replace(";", ", "),
-                r["result_source"],
+                ", ".join(_flags(r)),
+                provenance(r),
             ]
             for r in rows
         ),
-        [False, False, False, True, True, True, False, False],
+        [False, False, False, True, False, True, False, False],
+        caption="Published values flagged as suspicious",
+        reflow=True,
     )
 
 
 def best_table(rows: list[dict[str, Any]], currency: str) -> str:
     return _table(
         [
-            "mode",
             "network",
-            "cheapest machine",
-            "GPUs",
+            "mode",
+            "best buy",
+            "devices",
             "batch",
             "images/s",
             "per hour",
             "per million",
             "time per million",
             "90 ImageNet epochs",
+            "figure",
+            "price date",
             "Pareto machines",
         ],
         (
             [
-                r["mode"],
                 r["network"],
+                r["mode"],
                 machine_label(r),
-                r["gpu_count"],
+                devices(r),
                 r["batch_size"],
                 _num(r["images_per_sec"]),
                 money(r["price_per_hour"], currency, 2),
                 money(r["cost_per_million"], currency),
                 duration(1e6 / r["images_per_sec"]),
                 _epochs90(r, currency),
+                provenance(r),
+                _date(r["price_effective_from"]),
                 r["pareto"],
             ]
             for r in rows
         ),
-        [False, False, False, True, True, True, True, True, True, True, False],
+        [False, False, False, False, True, True, True, True, True, True, False, False, False],
+        caption=f"Best buy per network and mode (ranked rows only, {currency})",
+        reflow=True,
     )
 
 
 def _best_per_network(best_value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rank-1 row of each network and mode, with the names of its Pareto partners."""
     front: dict[tuple, list[str]] = defaultdict(list)
     firsts = {}
     for row in best_value:
         key = (row["mode"], row["network"])
         if row["on_pareto_front"]:
-            front[key].append(row["instance_type"] or "?")
+            front[key].append(
+                machine_name({"provider": row["provider"], "instance_type": row["instance_type"]})
+            )
         if row["rank"] == 1 and key not in firsts:
             firsts[key] = row
     return [dict(firsts[key], pareto=_short_list(sorted(set(front[key])))) for key in sorted(firsts)]
@@ -630,48 +1017,134 @@ _CSS = """
 :root { --ink: #1d2733; --muted: #5b6673; --line: #e3e6ea; --accent: #1f5fa8; --bg: #f6f7f9;
   --warn: #b3261e; }
 * { box-sizing: border-box; }
+html { -webkit-text-size-adjust: 100%; }
 body { margin: 0; font: 14px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
-  color: var(--ink); background: var(--bg); }
+  color: var(--ink); background: var(--bg); overflow-wrap: anywhere; }
 header { background: #14263b; color: #fff; padding: 22px 40px; }
 header h1 { margin: 0; font-size: 22px; font-weight: 600; }
 header p { margin: 4px 0 0; color: #c9d3de; }
-nav { background: #fff; border-bottom: 1px solid var(--line); padding: 8px 40px; position: sticky; top: 0; }
-nav a { color: var(--accent); text-decoration: none; margin-right: 18px; font-weight: 500; }
+nav { background: #fff; border-bottom: 1px solid var(--line); padding: 8px 40px; position: sticky; top: 0;
+  display: flex; flex-wrap: wrap; gap: 4px 18px; z-index: 1; }
+nav a, a { color: var(--accent); }
+nav a { text-decoration: none; font-weight: 500; }
 main { padding: 24px 40px; max-width: 1400px; }
 section { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 18px 22px;
-  margin-bottom: 22px; }
+  margin-bottom: 22px; min-width: 0; }
 h2 { margin: 0 0 6px; font-size: 18px; }
-h3 { font-size: 15px; margin: 16px 0 4px; }
-p.note { color: var(--muted); margin: 0 0 12px; }
-.cards { display: flex; gap: 14px; flex-wrap: wrap; margin-bottom: 22px; }
-.card { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 12px 18px;
-  min-width: 170px; }
-.card b { display: block; font-size: 22px; }
+h3 { font-size: 15px; margin: 4px 0 6px; }
+p.note, p.files { color: var(--muted); margin: 0 0 12px; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 160px), 1fr)); gap: 12px;
+  margin-bottom: 22px; }
+.card { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 12px 16px; }
+.card b { display: block; font-size: 20px; }
 .card span { color: var(--muted); }
 .card.warn b { color: var(--warn); }
-figure { margin: 10px 0 18px; }
-.charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(560px, 1fr)); gap: 10px 24px; }
-.chart svg { width: 100%; height: auto; display: block; }
-figcaption { color: var(--muted); font-size: 13px; }
+.card.published { border-style: dashed; }
+.charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 520px), 1fr));
+  gap: 10px 24px; }
+figure.chart { margin: 8px 0 14px; min-width: 0; }
+.plot svg { width: 100%; height: auto; display: block; }
+p.summary { color: var(--ink); font-size: 13px; margin: 4px 0; }
+details summary { cursor: pointer; color: var(--accent); font-size: 13px; }
 table { border-collapse: collapse; width: 100%; font-size: 13px; }
+caption { text-align: left; color: var(--muted); font-size: 12px; padding: 4px 0; }
 th, td { padding: 5px 8px; border-bottom: 1px solid var(--line); text-align: left; white-space: nowrap; }
-th { background: #f0f2f5; font-weight: 600; position: sticky; top: 0; }
+thead th { background: #f0f2f5; font-weight: 600; }
+tbody th { font-weight: 500; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-.scroll { overflow: auto; max-height: 520px; }
+.scroll { overflow: auto; max-width: 100%; max-height: 520px; }
 .empty { color: var(--muted); font-style: italic; }
 footer { color: var(--muted); padding: 0 40px 30px; font-size: 12px; }
+@media (max-width: 640px) {
+  header, nav, main, footer { padding-left: 12px; padding-right: 12px; }
+  header h1 { font-size: 18px; }
+  nav { position: static; }
+  /* charts keep a legible scale and scroll inside their own box rather than shrink to 5 px text */
+  .plot { overflow-x: auto; }
+  .plot svg { min-width: 540px; }
+  .card b { font-size: 17px; }
+  section { padding: 12px; }
+  /* key tables: each row becomes a short list of label: value lines (nothing hides sideways) */
+  table.reflow thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
+  table.reflow, table.reflow tbody, table.reflow tr, table.reflow th, table.reflow td { display: block; }
+  table.reflow tr { border-bottom: 2px solid var(--line); padding: 6px 0; }
+  table.reflow th, table.reflow td { border: 0; padding: 1px 0; white-space: normal; text-align: left; }
+  table.reflow td::before { content: attr(data-label) ": "; color: var(--muted); }
+  table.reflow caption { display: block; width: auto; }
+  table.reflow tbody th { font-weight: 600; }
+  .scroll:has(table.reflow) { max-height: none; }
+}
 """
 
 
-def _figure(svgs: list[str], caption: str) -> str:
-    if not svgs:
-        return "<p class=empty>No data for this chart yet.</p>"
-    cells = "".join(f"<div class=chart>{svg}</div>" for svg in svgs)
-    return f"<figure><div class=charts>{cells}</div><figcaption>{_esc(caption)}</figcaption></figure>"
+def _card(value: str, label: str, *, warn: bool = False, kind: str = "") -> str:
+    css = " ".join(c for c in ("card", "warn" if warn else "", kind) if c)
+    return f"<div class='{css}'><b>{_esc(value)}</b><span>{_esc(label)}</span></div>"
 
 
-def _card(value: str, label: str, *, warn: bool = False) -> str:
-    return f"<div class='card{' warn' if warn else ''}'><b>{_esc(value)}</b><span>{_esc(label)}</span></div>"
+def _links(*names: str) -> str:
+    """Links to the CSV and the Parquet file of each named table (relative: they sit beside the page)."""
+    return (
+        "<p class=files>Data: "
+        + " · ".join(
+            f"{_esc(name)} (<a href='{name}.csv'>CSV</a>, <a href='{name}/{name}.parquet'>Parquet</a>)"
+            for name in names
+        )
+        + "</p>"
+    )
+
+
+def _headline_cards(report_set: ReportSet, best: list[dict[str, Any]], missing: int, flagged: int) -> str:
+    """Measured and published apart: the newest measured night, and the published figures' years."""
+    throughput = report_set.tables["throughput"]
+    measured = (
+        throughput.filter(pc.equal(throughput["origin"], "measured")) if throughput.num_rows else throughput
+    )
+    published = (
+        throughput.filter(pc.equal(throughput["origin"], "published")) if throughput.num_rows else throughput
+    )
+    newest_measured = pc.max(measured["result_date"]).as_py() if measured.num_rows else None
+    years = sorted({d.year for d in published["result_date"].to_pylist() if d}) if published.num_rows else []
+    sources = sorted({s for s in published["result_source"].to_pylist() if s}) if published.num_rows else []
+    machines = {(r["provider"], r["instance_type"], r["region"], r["market"]) for r in best if r["ranked"]}
+    cards = [
+        _card(
+            _date(newest_measured) if newest_measured else "none yet",
+            f"newest measured night · {measured.num_rows:,} measured configurations",
+        ),
+        _card(
+            ", ".join(str(y) for y in years) or "none",
+            f"published figures: {published.num_rows:,} from {len(sources)} publication(s), "
+            "shown for comparison",
+            kind="published",
+        ),
+        _card(str(len(machines)), "machines in the ranking"),
+        _card(str(flagged), "regressions flagged", warn=bool(flagged)),
+        _card(str(missing), "results without a price", warn=bool(missing)),
+    ]
+    return "<div class=cards>" + "".join(cards) + "</div>"
+
+
+def _ranking_note(report_set: ReportSet, best: list[dict[str, Any]]) -> str:
+    options = report_set.options
+    old = sum(1 for r in best if r["not_ranked_reason"] == "old_published")
+    flagged = sum(1 for r in best if r["not_ranked_reason"] == "flagged")
+    rules = []
+    if not options.rank_old_published:
+        rules.append(
+            f"published figures dated before {options.published_cutoff} (older than "
+            f"{options.published_max_age_years} years) are shown but not ranked ({old} machine rows)"
+        )
+    if not options.rank_flagged:
+        rules.append(f"figures carrying flags are shown but not ranked ({flagged} machine rows)")
+    if not rules:
+        return "Ranking: every priced figure is ranked, old published and flagged ones included."
+    return (
+        "Ranking: "
+        + "; ".join(rules)
+        + ". Bars marked 'not ranked' are such figures; --rank-old-published and --rank-flagged "
+        "(or GPUCOMPARE_RANK_OLD_PUBLISHED, GPUCOMPARE_RANK_FLAGGED) rank them too."
+    )
 
 
 def render_page(report_set: ReportSet) -> str:
@@ -686,76 +1159,67 @@ def render_page(report_set: ReportSet) -> str:
     flagged = [r for r in regressions if r["regression"]]
     rule = report_set.rule
     modes = sorted({r["mode"] for r in best} | {r["mode"] for r in throughput})
+    colours = Colours()
 
-    machines = {(r["provider"], r["instance_type"], r["region"], r["market"]) for r in best}
-    cards = "".join(
-        [
-            _card(f"{report_set.rows_scanned:,}", "results in the lake"),
-            _card(str(len(machines)), "priced machines"),
-            _card(str(report_set.newest_date or "–"), "newest night"),
-            _card(str(len(flagged)), "regressions flagged", warn=bool(flagged)),
-            _card(str(len(missing)), "results without a price", warn=bool(missing)),
-        ]
-    )
-    cost_figures = "".join(
-        _figure(
-            cost_charts(best, mode, currency),
-            f"{mode}: cheapest configuration of each machine (batch, dtype, GPU count), the {MAX_BARS} "
-            "cheapest machines per network; a colour per GPU model, published figures in amber.",
-        )
-        for mode in modes
-    ) or _figure([], "")
-    throughput_figures = "".join(
-        _figure(
-            throughput_charts(throughput, mode),
-            f"{mode}: one GPU, float32; the {MAX_LINES} fastest machines per network; published figures "
-            "dashed.",
-        )
-        for mode in modes
-    ) or _figure([], "")
-    scaling_figure = _figure(
-        scaling_charts(scaling) + scaling_charts(scaling, "efficiency"),
-        "Speedup = images/s ÷ images/s of the same network, mode and GPU model on one GPU; strong = global "
-        "batch held, weak = per-device batch held (b = the 1-GPU batch); efficiency = speedup ÷ GPUs. "
-        "Dotted: ideal. "
-        "Dashed: published curves.",
-    )
+    cost = [f for mode in modes for f in cost_figures(best, mode, report_set, colours)]
+    throughput_charts = [f for mode in modes for f in throughput_figures(throughput, mode, colours)]
+    scaling_charts = scaling_figures(scaling, colours) + scaling_figures(scaling, colours, "efficiency")
+    best_rows = _best_per_network(best)
     sections = [
         (
             "cost",
             "Cost per million images",
-            f"In {currency}, each price taken at the result's date and "
-            f"converted at that date's rate. Full table: cost_per_million.csv.",
-            cost_figures + "<div class=scroll>" + best_table(_best_per_network(best), currency) + "</div>",
+            f"In {currency}; each price is the one valid on the figure's date, converted at that date's "
+            "rate. Under every bar: when its figure was measured or published, and the date of its price. "
+            + _ranking_note(report_set, best),
+            _links("best_value", "cost_per_million")
+            + _figures(cost)
+            + (
+                "<div class=scroll>" + best_table(best_rows, currency) + "</div>"
+                if best_rows
+                else "<p class=empty>No machine ranked yet.</p>"
+            ),
         ),
         (
             "throughput",
             "Throughput against batch size",
-            "Images per second; full matrix: throughput_matrix.csv.",
-            throughput_figures,
+            "Images per second on one device (GPU or CPU), float32.",
+            _links("throughput", "throughput_matrix") + _figures(throughput_charts),
         ),
-        ("scaling", "Multi-GPU scaling", "Full table: scaling.csv.", scaling_figure),
+        (
+            "scaling",
+            "Multi-GPU scaling",
+            "Speedup = images/s ÷ images/s of the same network, mode and GPU model on one GPU; strong = "
+            "global batch held, weak = per-device batch held (b = the 1-GPU batch); efficiency = speedup ÷ "
+            "GPUs.",
+            _links("scaling") + _figures(scaling_charts),
+        ),
         (
             "regressions",
             "Regressions",
             (
                 f"Latest result of each machine and configuration against its {rule.history_runs} previous "
                 f"results: flagged when below median − max({rule.mad_factor:g} × 1.4826 × MAD, "
-                f"{rule.min_drop:.0%} of the "
-                f"median), or when it failed where the history ran. Full table: regressions.csv."
+                f"{rule.min_drop:.0%} of the median), or when it failed where the history ran."
             ),
-            ("<div class=scroll>" + regressions_table(regressions) + "</div>")
-            if flagged
-            else "<p class=empty>No regression flagged.</p>",
+            _links("regressions")
+            + (
+                ("<div class=scroll>" + regressions_table(regressions) + "</div>")
+                if flagged
+                else "<p class=empty>No regression flagged.</p>"
+            ),
         ),
         (
             "missing",
             "Results without a price",
-            "Kept in cost_per_million.csv with empty cost columns; add a "
-            "price (data/prices or refresh-prices) to fill them.",
-            ("<div class=scroll>" + missing_table(missing) + "</div>")
-            if missing
-            else "<p class=empty>Every result found a price.</p>",
+            "Kept in cost_per_million with empty cost columns; add a price (data/prices or refresh-prices) "
+            "to fill them.",
+            _links("cost_per_million")
+            + (
+                ("<div class=scroll>" + missing_table(missing) + "</div>")
+                if missing
+                else "<p class=empty>Every result found a price.</p>"
+            ),
         ),
     ]
     suspicious = _suspicious_published(tables["throughput"])
@@ -764,19 +1228,23 @@ def render_page(report_set: ReportSet) -> str:
             (
                 "flags",
                 "Published values that look wrong",
-                "Kept exactly as published (and used as such above); the import flags them, never "
-                "rewrites them. Decimal commas and the article's × 8 batch labels are flagged too: "
-                "see the flags column of throughput.csv.",
-                "<div class=scroll>" + suspicious + "</div>",
+                "Kept exactly as published, never ranked unless asked; the import flags them, never rewrites "
+                "them. Decimal commas and the article's × 8 batch labels are flagged too: see the flags "
+                "column.",
+                _links("throughput") + "<div class=scroll>" + suspicious + "</div>",
             )
         )
     nav = "".join(f"<a href='#{key}'>{_esc(title)}</a>" for key, title, _, _ in sections)
     body = "".join(
-        f"<section id={key}><h2>{_esc(title)}</h2><p class=note>{_esc(note)}</p>{content}</section>"
+        f"<section id={key} aria-labelledby='{key}-heading'><h2 id='{key}-heading'>{_esc(title)}</h2>"
+        f"<p class=note>{_esc(note)}</p>{content}</section>"
         for key, title, note, content in sections
     )
     generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    files = " · ".join(f"{name}.csv" for name in REPORTS)
+    files = " · ".join(
+        f"<a href='{name}.csv'>{name}.csv</a> (<a href='{name}/{name}.parquet'>Parquet</a>)"
+        for name in (*REPORTS, *DERIVED)
+    )
     return (
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
         "<meta name=viewport content='width=device-width, initial-scale=1'>"
@@ -785,14 +1253,15 @@ def render_page(report_set: ReportSet) -> str:
         f"{_esc(CURRENCY_SIGN.get(currency, currency))}?</h1>"
         "<p>MXNet scoring and training benchmarks, priced per million images · "
         f"generated {generated}</p></header>"
-        f"<nav>{nav}</nav><main><div class=cards>{cards}</div>{body}</main>"
-        f"<footer>Tables beside this page (CSV and Parquet): {files}, throughput_matrix.csv.</footer>"
+        f"<nav aria-label=sections>{nav}</nav><main>"
+        f"{_headline_cards(report_set, best, len(missing), len(flagged))}{body}</main>"
+        f"<footer>Tables beside this page: {files}.</footer>"
         "</body></html>"
     )
 
 
 def _chartable_throughput(table: pa.Table) -> pa.Table:
-    """Only what the throughput chart draws (one GPU, one node, ok): keeps to_pylist small."""
+    """Only what the throughput chart draws (one device, one node, ok): keeps to_pylist small."""
     if table.num_rows == 0:
         return table
     mask = pc.and_(pc.equal(table["gpu_count"], 1), pc.equal(table["status"], "ok"))
@@ -808,7 +1277,7 @@ def _published_cost_table(cost: pa.Table, currency: str) -> list[str]:
     rows = (
         [
             r
-            for r in cost.filter(pc.equal(cost["target"], "published")).to_pylist()
+            for r in cost.filter(pc.equal(cost["origin"], "published")).to_pylist()
             if r["mode"] == "score"
             and r["batch_size"] == PUBLISHED_COST_BATCH
             and r["gpu_count"] == 1
@@ -819,9 +1288,13 @@ def _published_cost_table(cost: pa.Table, currency: str) -> list[str]:
     )
     if not rows:
         return []
+    dates = sorted({_date(r["result_date"]) for r in rows})
     lines = [
         "",
         f"## Published machines, time and cost of 1,000,000 images (score, batch {PUBLISHED_COST_BATCH})",
+        "",
+        f"Published {', '.join(dates)}, at the publication's prices; not ranked when older than the age "
+        "limit.",
         "",
         "| GPU | network | images/s | time | per hour | cost |",
         "| --- | --- | ---: | ---: | ---: | ---: |",
@@ -841,29 +1314,48 @@ def render_summary(report_set: ReportSet) -> str:
     best = _best_per_network(_rows(report_set.tables["best_value"]))
     regressions = _flagged(report_set.tables["regressions"])
     missing = report_set.missing_prices.num_rows
+    provenance_lines = [
+        f"- {name}: "
+        + ", ".join(
+            f"{origin} {count}" + (f" (newest {newest})" if newest else "")
+            for origin, (count, newest) in per_origin.items()
+        )
+        for name, per_origin in report_set.provenance().items()
+    ]
     lines = [
         "# gpucompare report",
         "",
-        f"{report_set.rows_scanned:,} results, newest night {report_set.newest_date or '–'}; "
-        f"money in {currency}.",
+        f"{report_set.rows_scanned:,} results; money in {currency}.",
         "",
-        "## Cheapest machine per network (cost per million images)",
+        "Where each table came from (rows; newest result date):",
         "",
-        "| mode | network | machine | batch | images/s | time per million | cost per million |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+        *provenance_lines,
+        "",
+        "## Best buy per network (cost per million images, ranked figures only)",
+        "",
+        "| mode | network | machine | devices | batch | images/s | time per million | cost per million "
+        "| figure | price date |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     for r in best:
         lines.append(
-            f"| {r['mode']} | {r['network']} | {machine_label(r)} | {r['batch_size']} | "
+            f"| {r['mode']} | {r['network']} | {machine_label(r)} | {devices(r)} | {r['batch_size']} | "
             f"{r['images_per_sec']:,.2f} | {duration(1e6 / r['images_per_sec'])} | "
-            f"{money(r['cost_per_million'], currency)} |"
+            f"{money(r['cost_per_million'], currency)} | {provenance(r)} | "
+            f"{_date(r['price_effective_from'])} |"
         )
+    if not best:
+        lines += [
+            "",
+            f"No ranked figure yet: published figures dated before {report_set.options.published_cutoff} "
+            "and flagged ones are not ranked (best_value.csv lists them with not_ranked_reason).",
+        ]
     lines += _published_cost_table(report_set.tables["cost_per_million"], currency)
     lines += ["", f"## Regressions: {len(regressions)}", ""]
     for r in regressions[:20]:
         lines.append(
             f"- {machine_label(r)} {r['mode']} {r['network']} batch {r['batch_size']} "
-            f"×{r['gpu_count']}: {_num(r['images_per_sec'])} images/s vs median "
+            f"{devices(r)}: {_num(r['images_per_sec'])} images/s vs median "
             f"{_num(r['history_median'])} ({_pct(r['change'])}, {r['verdict']})"
         )
     lines += [
@@ -874,11 +1366,3 @@ def render_summary(report_set: ReportSet) -> str:
         "",
     ]
     return "\n".join(lines)
-
-
-def write_site(report_set: ReportSet, out: str) -> list[str]:
-    """Write index.html and summary.md below ``out`` (local path or s3://); returns their paths."""
-    return [
-        write_bytes(out, "index.html", render_page(report_set).encode("utf-8")),
-        write_bytes(out, "summary.md", render_summary(report_set).encode("utf-8")),
-    ]

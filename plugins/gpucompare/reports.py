@@ -17,21 +17,33 @@ How it stays fast on a big lake (10 million result rows in a few seconds on two 
   hash aggregation (linear, no self-join);
 * nothing goes through pandas.
 
-Reports (columns documented in README, section "Reports"): ``cost_per_million``,
-``scaling``, ``throughput`` (+ ``throughput_matrix``, its pivot), ``best_value``,
-``regressions``. Output layout under the chosen directory (local path or s3://)::
+Reports (columns documented in README, section "Reports", and in
+``report_set.COLUMN_DOCS``, which also goes into each Parquet field's ``doc`` and the Athena
+``COMMENT``s): ``cost_per_million``, ``scaling``, ``throughput`` (+ ``throughput_matrix``,
+its pivot), ``best_value``, ``regressions``. Output layout under the chosen directory (local
+path or s3://)::
 
-    <report>.csv                     one per report, header row, UTF-8
+    <report>.csv                     one per report, header row, UTF-8 (list columns ;-joined)
     <report>/<report>.parquet        one folder per report (an Athena/Glue table location)
+    index.html, summary.md           the page (gpucompare.html renders it from the tables)
+
+and, when a history root is given (the DAG gives the reports root), one more copy a day::
+
+    <history>/report_history/<report>/report_date=YYYY-MM-DD/<report>.parquet
+
+Import direction: reports → html → report_set (the page never imports this module).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import io
+import os
 import re
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,41 +57,37 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from bench_tasks.constants import IMAGENET_TRAIN_IMAGES, MODES
-from gpucompare import schema
+from gpucompare import html, schema
 from gpucompare.lake import Lake, open_lake
+from gpucompare.report_set import (
+    DERIVED,
+    MATRIX_BATCHES,
+    REPORTS,
+    RegressionRule,
+    ReportError,
+    ReportOptions,
+    ReportSet,
+    column_doc,
+    with_docs,
+)
+
+__all__ = [  # the data classes live in report_set (below the page); used from here too
+    "DERIVED",
+    "REPORTS",
+    "RegressionRule",
+    "ReportError",
+    "ReportInputs",
+    "ReportOptions",
+    "ReportSet",
+    "build_reports",
+    "run_reports",
+]
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
-#: The reports, in the order they are built (best_value reads cost_per_million).
-REPORTS: tuple[str, ...] = ("cost_per_million", "scaling", "throughput", "best_value", "regressions")
-#: Tables written besides the reports themselves.
-DERIVED: tuple[str, ...] = ("throughput_matrix",)
 CURRENCIES: tuple[str, ...] = schema.CURRENCIES
+#: Tables kept a copy of every day under report_history/ (BI charts them over time).
+HISTORY_TABLES: tuple[str, ...] = (*REPORTS, *DERIVED)
 T = TypeVar("T")
-
-
-class ReportError(ValueError):
-    """Bad report settings (the message names the setting and the allowed values)."""
-
-
-@dataclass(frozen=True)
-class RegressionRule:
-    """How the regressions report tells a drop from noise (see sql/regressions.sql)."""
-
-    history_runs: int = 7  # N previous results compared with
-    min_history: int = 3  # fewer ok results before → insufficient_history
-    mad_factor: float = 3.0  # k in k × 1.4826 × MAD
-    min_drop: float = 0.05  # a drop is never noise below this share of the median
-    lookback_days: int = 28  # only this much history is read from the lake
-
-    def validate(self) -> None:
-        if self.history_runs < 1:
-            raise ReportError(f"history_runs must be >= 1, got {self.history_runs}")
-        if not 1 <= self.min_history <= self.history_runs:
-            raise ReportError(f"min_history must be between 1 and history_runs, got {self.min_history}")
-        if self.mad_factor <= 0 or not 0 <= self.min_drop < 1:
-            raise ReportError("mad_factor must be > 0 and min_drop in [0, 1)")
-        if self.lookback_days < 1:
-            raise ReportError(f"lookback_days must be >= 1, got {self.lookback_days}")
 
 
 @dataclass
@@ -101,25 +109,6 @@ class ReportInputs:
 
             curves = published.read_published_scaling(published.SHIPPED_SCALING)
         return cls(lake=lake, prices=lake.prices_table(), fx=lake.fx_table(), published_scaling=curves)
-
-
-@dataclass
-class ReportSet:
-    """The built reports (Arrow tables), where they were written, and how long each took."""
-
-    tables: dict[str, pa.Table]
-    currency: str
-    rule: RegressionRule
-    rows_scanned: int
-    newest_date: dt.date | None
-    timings: dict[str, float] = field(default_factory=dict)
-    written: list[str] = field(default_factory=list)
-
-    @property
-    def missing_prices(self) -> pa.Table:
-        """cost_per_million rows without a usable price (no price, or no exchange rate)."""
-        table = self.tables["cost_per_million"]
-        return table.filter(pc.is_in(table["price_source"], pa.array(["missing", "missing_fx"])))
 
 
 def load_sql(name: str) -> str:
@@ -156,12 +145,15 @@ def build_reports(
     *,
     currency: str = "EUR",
     rule: RegressionRule | None = None,
+    options: ReportOptions | None = None,
 ) -> ReportSet:
     """Run every report; write each as Parquet and CSV under ``out`` when given."""
     if currency not in CURRENCIES:
         raise ReportError(f"--currency {currency!r} is not one of {', '.join(CURRENCIES)}")
     rule = rule or RegressionRule()
     rule.validate()
+    options = options or ReportOptions()
+    options.validate()
     timings: dict[str, float] = {}
     con = _connect()
     try:
@@ -196,7 +188,12 @@ def build_reports(
         tables["scaling"] = _timed(timings, "scaling", lambda: run("scaling"))
         tables["throughput"] = _timed(timings, "throughput", lambda: run("throughput"))
         tables["throughput_matrix"] = _timed(timings, "throughput_matrix", lambda: _throughput_matrix(con))
-        tables["best_value"] = _timed(timings, "best_value", lambda: run("best_value"))
+        ranking = {
+            "published_cutoff": options.published_cutoff,
+            "rank_old_published": options.rank_old_published,
+            "rank_flagged": options.rank_flagged,
+        }
+        tables["best_value"] = _timed(timings, "best_value", lambda: run("best_value", ranking))
 
         def regressions() -> pa.Table:
             cutoff = newest - dt.timedelta(days=rule.lookback_days) if newest else None
@@ -215,8 +212,14 @@ def build_reports(
     finally:
         con.close()
 
+    tables = {name: with_docs(table) for name, table in tables.items()}
     report_set = ReportSet(
-        tables=tables, currency=currency, rule=rule, rows_scanned=int(rows_scanned), newest_date=newest
+        tables=tables,
+        currency=currency,
+        rule=rule,
+        rows_scanned=int(rows_scanned),
+        newest_date=newest,
+        options=options,
     )
     report_set.timings = timings
     if out is not None:
@@ -306,28 +309,32 @@ class ResultFiles:
 
 
 def _throughput_matrix(con: duckdb.DuckDBPyConnection) -> pa.Table:
-    """throughput pivoted like the published tables: a column per batch size, a row per network.
-
-    A cell is the images/s (2 decimals) or, for a configuration that did not run, its status.
-    """
-    batches = [
-        row[0]
+    """throughput pivoted like the published tables: a row per machine, mode, dtype, device
+    count and network; per batch size two columns, ``batch_<n>_images_per_sec`` (DOUBLE, empty
+    when the cell did not run) and ``batch_<n>_status`` (VARCHAR: ok, oom, ...; empty when the
+    cell was not measured). Every batch size of ``MATRIX_BATCHES`` always has its pair, so
+    the column types and names are the same night after night; others are appended."""
+    found = {
+        int(row[0])
         for row in con.execute(
-            "SELECT DISTINCT batch_size FROM throughput WHERE batch_size IS NOT NULL ORDER BY 1"
+            "SELECT DISTINCT batch_size FROM throughput WHERE batch_size IS NOT NULL"
         ).fetchall()
-    ]
-    keys = "provider, instance_type, region, market, gpu_model, gpu_count, num_nodes, mode, dtype, network"
-    if not batches:
-        return con.sql(f"SELECT {keys} FROM throughput").to_arrow_table()  # noqa: S608 (constant)
-    # batch sizes are integers from the lake (validated), so the column list is safe to inline
+    }
+    batches = sorted(set(MATRIX_BATCHES) | found)
+    keys = (
+        "provider, instance_type, region, market, gpu_model, device_kind, gpu_count, num_nodes, mode, "
+        "dtype, network"
+    )
+    # batch sizes are integers (validated ones from the lake, or the constants), so safe to inline
     cells = ", ".join(
-        f"first(coalesce(printf('%.2f', images_per_sec), status)) FILTER (WHERE batch_size = {int(b)}) "
-        f"AS batch_{int(b)}"
+        f"max(images_per_sec) FILTER (WHERE batch_size = {b}) AS batch_{b}_images_per_sec, "
+        f"any_value(status) FILTER (WHERE batch_size = {b}) AS batch_{b}_status"
         for b in batches
     )
     return con.sql(
-        f"SELECT {keys}, {cells} FROM throughput GROUP BY ALL "  # noqa: S608 (column names, integers)
-        f"ORDER BY provider, instance_type, region, market, mode, dtype, gpu_count, num_nodes, network"
+        f"SELECT {keys}, any_value(origin) AS origin, max(result_date) AS result_date, {cells} "  # noqa: S608
+        "FROM throughput GROUP BY ALL "
+        "ORDER BY provider, instance_type, region, market, mode, dtype, gpu_count, num_nodes, network"
     ).to_arrow_table()
 
 
@@ -347,7 +354,9 @@ def _put(fs: pafs.FileSystem, root: str, name: str, data: bytes) -> str:
     parent = path.rsplit("/", 1)[0]
     if isinstance(fs, pafs.LocalFileSystem):
         fs.create_dir(parent, recursive=True)
-        temp = f"{parent}/.{path.rsplit('/', 1)[1]}.tmp"
+        # a temporary name of its own per writer: two builds of one day (a rerun while the
+        # scheduled one runs) never write into each other's file; the dot hides it from readers
+        temp = f"{parent}/.{path.rsplit('/', 1)[1]}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
         with fs.open_output_stream(temp) as stream:
             stream.write(data)
         fs.move(temp, path)  # a rename: a reader sees the old report or the new one
@@ -357,29 +366,116 @@ def _put(fs: pafs.FileSystem, root: str, name: str, data: bytes) -> str:
     return path
 
 
+def csv_ready(table: pa.Table) -> pa.Table:
+    """The table as CSV can hold it: list columns (``flags``) ;-joined, everything else as is."""
+    for index, column in enumerate(table.schema):
+        if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+            joined = pc.binary_join(table.column(index), ";")
+            as_text = pa.field(column.name, pa.string(), metadata=column.metadata)
+            table = table.set_column(index, as_text, joined)
+    return table
+
+
+def _parquet_bytes(table: pa.Table) -> bytes:
+    data = io.BytesIO()
+    pq.write_table(table, data, compression="zstd")
+    return data.getvalue()
+
+
 def write_tables(tables: dict[str, pa.Table], out: str) -> list[str]:
     """Write every table as ``<name>.csv`` and ``<name>/<name>.parquet`` below ``out``."""
     fs, root = _output_location(out)
     written = []
     for name, table in tables.items():
-        parquet = io.BytesIO()
-        pq.write_table(table, parquet, compression="zstd")
-        written.append(_put(fs, root, f"{name}/{name}.parquet", parquet.getvalue()))
+        written.append(_put(fs, root, f"{name}/{name}.parquet", _parquet_bytes(table)))
         text = io.BytesIO()
-        pacsv.write_csv(table, text)
+        pacsv.write_csv(csv_ready(table), text)
         written.append(_put(fs, root, f"{name}.csv", text.getvalue()))
     return written
 
 
-def run_reports(lake: str, out: str, currency: str = "EUR") -> ReportSet:
-    """The ``report`` command: every report and the HTML page for the lake at ``lake``."""
-    from gpucompare import html
+def write_history(tables: dict[str, pa.Table], history: str, report_date: dt.date) -> list[str]:
+    """Keep the day's copy of each report in ``<history>/report_history/<report>/
+    report_date=YYYY-MM-DD/<report>.parquet`` (Hive style: one table over time for BI).
+    Building the same day again replaces that day's file."""
+    fs, root = _output_location(history)
+    return [
+        _put(fs, root, f"report_history/{name}/report_date={report_date.isoformat()}/{name}.parquet",
+             _parquet_bytes(tables[name]))
+        for name in HISTORY_TABLES
+    ]
 
-    report_set = build_reports(ReportInputs.from_lake(lake), out, currency=currency)
+
+def write_site(report_set: ReportSet, out: str) -> list[str]:
+    """Write index.html and summary.md below ``out`` (local path or s3://); returns their paths."""
+    return [
+        write_bytes(out, "index.html", html.render_page(report_set).encode("utf-8")),
+        write_bytes(out, "summary.md", html.render_summary(report_set).encode("utf-8")),
+    ]
+
+
+def run_reports(
+    lake: str,
+    out: str,
+    currency: str = "EUR",
+    *,
+    options: ReportOptions | None = None,
+    history: str | None = None,
+    report_date: dt.date | None = None,
+) -> ReportSet:
+    """The ``report`` command: every report and the HTML page for the lake at ``lake``; with
+    ``history`` (the reports root), the day's copy under ``report_history/`` too, dated
+    ``report_date`` (default today, UTC; ages of published figures count from it). ``options``
+    default to the settings (``GPUCOMPARE_PUBLISHED_MAX_AGE_YEARS`` …)."""
+    options = options or options_from_settings()
+    if report_date is not None:
+        options = dataclasses.replace(options, report_date=report_date)
+    report_set = build_reports(ReportInputs.from_lake(lake), out, currency=currency, options=options)
     started = time.perf_counter()
-    report_set.written += html.write_site(report_set, out)
+    report_set.written += write_site(report_set, out)
     report_set.timings["index.html + summary.md"] = time.perf_counter() - started
+    if history is not None:
+        report_set.written += _timed(
+            report_set.timings,
+            "report_history",
+            lambda: write_history(report_set.tables, history, options.today),
+        )
     return report_set
+
+
+def options_from_settings() -> ReportOptions:
+    """The ranking options from the settings (environment, Airflow config, defaults)."""
+    from gpucompare import settings
+
+    def flag(name: str) -> bool:
+        value = settings.setting(name).strip().lower()
+        if value not in ("true", "false", "1", "0", "yes", "no"):
+            raise ReportError(f"GPUCOMPARE_{name.upper()} {value!r} is not one of true, false")
+        return value in ("true", "1", "yes")
+
+    age = settings.setting("published_max_age_years").strip()
+    if not age.isdigit():
+        raise ReportError(f"GPUCOMPARE_PUBLISHED_MAX_AGE_YEARS {age!r} must be a whole number of years >= 0")
+    return ReportOptions(
+        published_max_age_years=int(age),
+        rank_old_published=flag("rank_old_published"),
+        rank_flagged=flag("rank_flagged"),
+    )
+
+
+def results_table(inputs: ReportInputs) -> pa.Table:
+    """Every row of the lake's results as the reports' SQL sees them (the ``results`` view)."""
+    con = _connect()
+    try:
+        files = ResultFiles.of(inputs.lake, con)
+
+        def read() -> pa.Table:
+            files.register("results")
+            return con.sql("SELECT * FROM results").to_arrow_table()
+
+        return files.run(read)
+    finally:
+        con.close()
 
 
 # ---- Athena / Glue DDL -----------------------------------------------------------------------
@@ -387,8 +483,10 @@ ATHENA_DIR = SQL_DIR / "athena"
 #: Placeholder locations of the shipped DDL (``athena-ddl --lake … --reports …`` fills in yours).
 ATHENA_LAKE = "s3://your-bucket/lake"
 ATHENA_REPORTS = "s3://your-bucket/reports/latest"
-#: throughput_matrix has a column per batch size found, so no fixed table is declared for it.
-ATHENA_REPORTS_TABLES: tuple[str, ...] = REPORTS
+ATHENA_HISTORY = "s3://your-bucket/reports"
+#: Every report has a table; throughput_matrix is declared with its fixed batch columns
+#: (MATRIX_BATCHES); a batch size outside them is an extra Parquet column Athena ignores.
+ATHENA_REPORTS_TABLES: tuple[str, ...] = HISTORY_TABLES
 _ATHENA_PROJECTION_START = "2017-01-01"  # the oldest published figures
 
 
@@ -412,8 +510,19 @@ def _athena_type(arrow_type: pa.DataType) -> str:
     raise ReportError(f"no Athena type for Arrow type {arrow_type}")
 
 
-def _athena_columns(table_schema: pa.Schema) -> str:
-    return ",\n".join(f"  `{f.name}` {_athena_type(f.type)}" for f in table_schema)
+def _athena_columns(table_schema: pa.Schema, *, comments: bool = False) -> str:
+    """Column lines of a CREATE TABLE; with ``comments``, each report column's doc (units) as
+    its COMMENT (the docs hold no quote, checked here so the literal always closes)."""
+    lines = []
+    for f in table_schema:
+        line = f"  `{f.name}` {_athena_type(f.type)}"
+        if comments:
+            doc = column_doc(f.name)
+            if doc is None or "'" in doc or "\\" in doc:
+                raise ReportError(f"column {f.name!r} has no doc fit for an Athena COMMENT: {doc!r}")
+            line += f" COMMENT '{doc}'"
+        lines.append(line)
+    return ",\n".join(lines)
 
 
 def report_schemas() -> dict[str, pa.Schema]:
@@ -428,21 +537,25 @@ def report_schemas() -> dict[str, pa.Schema]:
             published_scaling=schema.PUBLISHED_SCALING_SCHEMA.empty_table(),
         )
         built = build_reports(empty_inputs)
-    return {name: built.tables[name].schema for name in REPORTS}
+    return {name: built.tables[name].schema for name in ATHENA_REPORTS_TABLES}
 
 
 def athena_ddl(
-    database: str = "gpucompare", lake: str = ATHENA_LAKE, reports_uri: str = ATHENA_REPORTS
+    database: str = "gpucompare",
+    lake: str = ATHENA_LAKE,
+    reports_uri: str = ATHENA_REPORTS,
+    history: str = ATHENA_HISTORY,
 ) -> dict[str, str]:
-    """CREATE EXTERNAL TABLE statements: results (partition projection on mode and date) and
-    each report's Parquet folder. Keys are file names under sql/athena/."""
+    """CREATE EXTERNAL TABLE statements: results (partition projection on mode and date),
+    each report's Parquet folder, and each report's history (projection on report_date).
+    Keys are file names under sql/athena/."""
     for name, value in (("database", database),):
         if not re.fullmatch(r"[a-z_][a-z0-9_]{0,63}", value):
             raise ReportError(f"--{name} {value!r}: use lower-case letters, digits and _")
-    for name, value in (("lake", lake), ("reports", reports_uri)):
+    for name, value in (("lake", lake), ("reports", reports_uri), ("history", history)):
         if not re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,62}(/[A-Za-z0-9._=-]+)*/?", value):
             raise ReportError(f"--{name} {value!r} is not an s3://bucket/prefix URI")
-    lake, reports_uri = lake.rstrip("/"), reports_uri.rstrip("/")
+    lake, reports_uri, history = lake.rstrip("/"), reports_uri.rstrip("/"), history.rstrip("/")
     results = f"""-- Athena / Glue: the results lake, read where it lives (generated by
 -- `python -m gpucompare athena-ddl`; do not edit by hand). Partitions are not crawled:
 -- partition projection derives them from the Hive layout mode=…/date=YYYY-MM-DD/.
@@ -474,15 +587,44 @@ TBLPROPERTIES (
 CREATE DATABASE IF NOT EXISTS {database};
 """
     ]
+    history_statements = [
+        f"""-- Athena / Glue: every report over time (generated by `python -m gpucompare athena-ddl`;
+-- do not edit by hand). Each day's build leaves a copy under
+-- <history>/report_history/<report>/report_date=YYYY-MM-DD/; partition projection derives
+-- the partitions, so BI can chart e.g. cost_per_million by report_date without a crawler.
+CREATE DATABASE IF NOT EXISTS {database};
+"""
+    ]
     for name, table_schema in report_schemas().items():
         statements.append(f"""CREATE EXTERNAL TABLE IF NOT EXISTS {database}.{name} (
-{_athena_columns(table_schema)}
+{_athena_columns(table_schema, comments=True)}
 )
 STORED AS PARQUET
 LOCATION '{reports_uri}/{name}/'
 TBLPROPERTIES ('parquet.compression' = 'ZSTD');
 """)
-    return {"results.sql": results, "reports.sql": "\n".join(statements)}
+        history_statements.append(f"""CREATE EXTERNAL TABLE IF NOT EXISTS {database}.{name}_history (
+{_athena_columns(table_schema, comments=True)}
+)
+PARTITIONED BY (`report_date` date COMMENT '{column_doc("report_date")}')
+STORED AS PARQUET
+LOCATION '{history}/report_history/{name}/'
+TBLPROPERTIES (
+  'parquet.compression' = 'ZSTD',
+  'projection.enabled' = 'true',
+  'projection.report_date.type' = 'date',
+  'projection.report_date.format' = 'yyyy-MM-dd',
+  'projection.report_date.range' = '2026-01-01,NOW',
+  'projection.report_date.interval' = '1',
+  'projection.report_date.interval.unit' = 'DAYS',
+  'storage.location.template' = '{history}/report_history/{name}/report_date=${{report_date}}/'
+);
+""")
+    return {
+        "results.sql": results,
+        "reports.sql": "\n".join(statements),
+        "report_history.sql": "\n".join(history_statements),
+    }
 
 
 # ---- command line (python -m gpucompare report) -------------------------------------------
@@ -504,6 +646,28 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         choices=CURRENCIES,
         help="currency of every money column (default EUR)",
     )
+    ranking = parser.add_argument_group(
+        "ranking", "what best_value ranks (every row is shown either way); defaults from the settings"
+    )
+    ranking.add_argument(
+        "--published-max-age-years",
+        type=_age_years,
+        default=None,
+        metavar="N",
+        help="published figures older than N years are not ranked (default "
+        "GPUCOMPARE_PUBLISHED_MAX_AGE_YEARS, 3)",
+    )
+    ranking.add_argument(
+        "--rank-old-published", action="store_true", default=None, help="rank old published figures too"
+    )
+    ranking.add_argument(
+        "--rank-flagged", action="store_true", default=None, help="rank figures carrying flags too"
+    )
+    parser.add_argument(
+        "--history",
+        default=None,
+        help="also keep the day's copy of each report under HISTORY/report_history/ (the reports root)",
+    )
     parser.set_defaults(func=_run_report_command)
 
     ddl = subparsers.add_parser(
@@ -519,9 +683,41 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         help=f"s3:// URI of the report folder BI reads (default {ATHENA_REPORTS})",
     )
     ddl.add_argument(
-        "--out", type=Path, default=None, help="write results.sql and reports.sql here (default: print them)"
+        "--history",
+        default=ATHENA_HISTORY,
+        help=f"s3:// URI of the reports root holding report_history/ (default {ATHENA_HISTORY})",
+    )
+    ddl.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write results.sql, reports.sql and report_history.sql here (default: print them)",
     )
     ddl.set_defaults(func=_run_athena_command)
+
+
+def _age_years(text: str) -> int:
+    if not text.isdigit() or int(text) > 100:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of years between 0 and 100")
+    return int(text)
+
+
+def describe_provenance(report_set: ReportSet) -> str:
+    """Where each section came from: measured and published rows and their newest dates."""
+    lines = ["where each section came from (rows; newest result date):"]
+    for name, per_origin in report_set.provenance().items():
+        parts = []
+        for origin, (count, newest) in per_origin.items():
+            parts.append(f"{origin} {count}" + (f" (newest {newest})" if newest else ""))
+        lines.append(f"  {name:<18} " + " · ".join(parts))
+    options = report_set.options
+    ranked = []
+    if not options.rank_old_published:
+        ranked.append(f"published figures before {options.published_cutoff} not ranked")
+    if not options.rank_flagged:
+        ranked.append("flagged figures not ranked")
+    lines.append("  best_value ranking: " + ("; ".join(ranked) or "every priced figure ranked"))
+    return "\n".join(lines)
 
 
 def _run_report_command(args: argparse.Namespace) -> int:
@@ -529,11 +725,24 @@ def _run_report_command(args: argparse.Namespace) -> int:
     from gpucompare.lake import LakeError
 
     try:
-        report_set = run_reports(args.lake, args.out, currency=args.currency)
+        defaults = options_from_settings()
+        options = ReportOptions(
+            published_max_age_years=(
+                defaults.published_max_age_years
+                if args.published_max_age_years is None
+                else args.published_max_age_years
+            ),
+            rank_old_published=args.rank_old_published or defaults.rank_old_published,
+            rank_flagged=args.rank_flagged or defaults.rank_flagged,
+        )
+        report_set = run_reports(
+            args.lake, args.out, currency=args.currency, options=options, history=args.history
+        )
     except (ReportError, LakeError) as exc:
         raise UsageError(str(exc)) from None
     counts = ", ".join(f"{name} {table.num_rows}" for name, table in report_set.tables.items())
     print(f"reports of {report_set.rows_scanned:,} results in {args.out} ({report_set.currency}): {counts}")
+    print(describe_provenance(report_set))
     missing = report_set.missing_prices.num_rows
     if missing:
         print(f"  {missing} result(s) without a price: see cost_per_million.csv (price_source missing)")
@@ -546,7 +755,7 @@ def _run_athena_command(args: argparse.Namespace) -> int:
     from gpucompare.errors import UsageError
 
     try:
-        files = athena_ddl(args.database, args.lake, args.reports)
+        files = athena_ddl(args.database, args.lake, args.reports, args.history)
     except ReportError as exc:
         raise UsageError(str(exc)) from None
     for name, text in files.items():

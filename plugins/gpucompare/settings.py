@@ -17,6 +17,9 @@ nothing is read at import time: call the functions where the value is needed.
 | ``GPUCOMPARE_RETRY_DELAY_S`` | ``60`` (first retry delay of network steps; doubles each time) |
 | ``GPUCOMPARE_SWEEPER_REGIONS`` | empty (extra AWS regions for the sweeper, comma-separated) |
 | ``GPUCOMPARE_COMPACT_AFTER_DAYS`` | ``2`` (the reports DAG compacts results partitions older than this) |
+| ``GPUCOMPARE_PUBLISHED_MAX_AGE_YEARS`` | ``3`` (older published figures are shown but not ranked) |
+| ``GPUCOMPARE_RANK_OLD_PUBLISHED`` | ``false`` (``true``: rank them anyway) |
+| ``GPUCOMPARE_RANK_FLAGGED`` | ``false`` (``true``: rank figures carrying flags too) |
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ DEFAULTS: dict[str, str] = {
     "retry_delay_s": "60",
     "sweeper_regions": "",
     "compact_after_days": "2",
+    "published_max_age_years": "3",  # best_value: older published figures are shown, not ranked
+    "rank_old_published": "false",  # best_value: true = rank those old published figures anyway
+    "rank_flagged": "false",  # best_value: true = rank figures the published import flagged
 }
 
 

@@ -1,0 +1,129 @@
+"""The notebook API: the lake's tables and every report as pandas DataFrames.
+
+    import gpucompare
+    cost = gpucompare.read("cost_per_million", lake="s3://bucket/lake")
+    history = gpucompare.read_history("best_value", reports="s3://bucket/reports")
+
+Columns and types are those of the BI contract (README, section "Reports"; the Parquet files
+and the Athena DDL): each column is a pandas ``ArrowDtype`` of the report's Arrow type, so
+``flags`` stays a list of strings, dates stay dates (``date32``), timestamps stay UTC and
+integer columns keep their missing values without turning into floats.
+
+``read`` builds the report from the lake on the spot (the same SQL as the nightly report,
+a few seconds on a big lake); ``read_history`` reads the copies the reports DAG keeps under
+``<reports>/report_history/`` (one per day: a report over time).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from gpucompare.report_set import DERIVED, REPORTS, ReportError, ReportOptions
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: The lake's own tables readable by name.
+LAKE_TABLES: tuple[str, ...] = ("results", "prices", "fx", "published_scaling")
+#: Every name ``read`` accepts.
+TABLES: tuple[str, ...] = (*LAKE_TABLES, *REPORTS, *DERIVED)
+
+
+def to_pandas(table: pa.Table) -> pd.DataFrame:
+    """An Arrow table as a DataFrame with the same types (pandas ArrowDtype columns)."""
+    import pandas as pd
+
+    return table.to_pandas(types_mapper=pd.ArrowDtype)
+
+
+def read_table(
+    name: str,
+    *,
+    lake: str | None = None,
+    as_of: int | str | None = None,
+    currency: str | None = None,
+    options: ReportOptions | None = None,
+) -> pa.Table:
+    """What :func:`read` returns, as an Arrow table."""
+    from gpucompare import reports, settings
+
+    if name not in TABLES:
+        raise ReportError(f"table {name!r} is not one of {', '.join(TABLES)}")
+    uri = lake or settings.lake_uri()
+    inputs = _inputs(uri, as_of)
+    if name in LAKE_TABLES:
+        if name == "results":
+            return reports.results_table(inputs)
+        return {"prices": inputs.prices, "fx": inputs.fx, "published_scaling": inputs.published_scaling}[name]
+    built = reports.build_reports(
+        inputs,
+        currency=(currency or settings.setting("currency")).upper(),
+        options=options or reports.options_from_settings(),
+    )
+    return built.tables[name]
+
+
+def read(
+    name: str,
+    *,
+    lake: str | None = None,
+    as_of: int | str | None = None,
+    currency: str | None = None,
+    options: ReportOptions | None = None,
+) -> pd.DataFrame:
+    """One table as a pandas DataFrame.
+
+    ``name``: a lake table (``results``, ``prices``, ``fx``, ``published_scaling``) or a
+    report (``cost_per_million``, ``scaling``, ``throughput``, ``throughput_matrix``,
+    ``best_value``, ``regressions``). ``lake``: local path or ``s3://bucket/prefix``
+    (default: the ``GPUCOMPARE_LAKE`` setting). ``as_of``: the lake as it was at a version
+    (int) or an ISO timestamp, passed to ``ReportInputs.from_lake``; None = now.
+    ``currency`` (EUR | USD) and ``options`` (the ranking of best_value) default to the
+    settings, as in the nightly report.
+    """
+    return to_pandas(read_table(name, lake=lake, as_of=as_of, currency=currency, options=options))
+
+
+def read_history(name: str, *, reports: str | None = None) -> pd.DataFrame:
+    """Every day's copy of one report (``report_date`` column added), oldest first.
+
+    ``reports``: the reports root the DAG writes to (default: the ``GPUCOMPARE_REPORTS``
+    setting; local path or ``s3://``). Empty DataFrame when no history was kept yet.
+    """
+    import pyarrow.dataset as ds
+
+    from gpucompare import settings
+    from gpucompare.lake import open_lake
+
+    if name not in (*REPORTS, *DERIVED):
+        raise ReportError(f"report {name!r} is not one of {', '.join((*REPORTS, *DERIVED))}")
+    location = open_lake(reports or settings.reports_uri())
+    folder = location.path("report_history", name)
+    if location.fs.get_file_info(folder).type.name != "Directory":
+        return to_pandas(pa.table({"report_date": pa.array([], pa.date32())}))
+    partitioning = ds.partitioning(pa.schema([pa.field("report_date", pa.date32())]), flavor="hive")
+    days = ds.dataset(folder, filesystem=location.fs, format="parquet", partitioning=partitioning)
+    # the days' files may differ in columns (a report gained one since): read them all by name,
+    # a column missing from an older day is empty there
+    columns = pa.unify_schemas(
+        [fragment.physical_schema for fragment in days.get_fragments()]
+        + [pa.schema([pa.field("report_date", pa.date32())])],
+        promote_options="permissive",
+    )
+    days = ds.dataset(
+        folder, filesystem=location.fs, format="parquet", partitioning=partitioning, schema=columns
+    )
+    return to_pandas(days.to_table().sort_by("report_date"))
+
+
+def _inputs(uri: str, as_of: int | str | None) -> Any:
+    from gpucompare.reports import ReportInputs
+
+    if as_of is None:
+        return ReportInputs.from_lake(uri)
+    if "as_of" not in inspect.signature(ReportInputs.from_lake).parameters:
+        raise ReportError("as_of needs a lake reader with versions (ReportInputs.from_lake(uri, as_of=...))")
+    return ReportInputs.from_lake(uri, as_of=as_of)  # type: ignore[call-arg]

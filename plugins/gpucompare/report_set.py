@@ -1,0 +1,232 @@
+"""The built report set as plain data: what ``reports`` produces and the page renders.
+
+This module sits below both :mod:`gpucompare.reports` (which builds and writes the tables)
+and :mod:`gpucompare.html` (which turns them into strings), so the import direction is
+reports → html → report_set, never back: the page renderer does not import the builder.
+
+It holds the report names, the settings of a build (:class:`RegressionRule`,
+:class:`ReportOptions`), the result (:class:`ReportSet`) and the documentation of every
+report column (:data:`COLUMN_DOCS`, units included), which the Parquet files, the Athena
+``COMMENT``s and the README share.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: The reports, in the order they are built (best_value reads cost_per_million).
+REPORTS: tuple[str, ...] = ("cost_per_million", "scaling", "throughput", "best_value", "regressions")
+#: Tables written besides the reports themselves.
+DERIVED: tuple[str, ...] = ("throughput_matrix",)
+#: Batch sizes that always have a column in throughput_matrix (so its schema is stable for
+#: BI); a batch size outside this list adds its own pair of columns after them.
+MATRIX_BATCHES: tuple[int, ...] = tuple(2**i for i in range(11))  # 1 … 1024
+#: Where a result comes from: run by gpucompare, or imported from a publication.
+ORIGINS: tuple[str, ...] = ("measured", "published")
+#: Why a best_value row is shown but not ranked.
+NOT_RANKED_REASONS: tuple[str, ...] = ("flagged", "old_published")
+
+
+class ReportError(ValueError):
+    """Bad report settings (the message names the setting and the allowed values)."""
+
+
+@dataclass(frozen=True)
+class RegressionRule:
+    """How the regressions report tells a drop from noise (see sql/regressions.sql)."""
+
+    history_runs: int = 7  # N previous results compared with
+    min_history: int = 3  # fewer ok results before → insufficient_history
+    mad_factor: float = 3.0  # k in k × 1.4826 × MAD
+    min_drop: float = 0.05  # a drop is never noise below this share of the median
+    lookback_days: int = 28  # only this much history is read from the lake
+
+    def validate(self) -> None:
+        if self.history_runs < 1:
+            raise ReportError(f"history_runs must be >= 1, got {self.history_runs}")
+        if not 1 <= self.min_history <= self.history_runs:
+            raise ReportError(f"min_history must be between 1 and history_runs, got {self.min_history}")
+        if self.mad_factor <= 0 or not 0 <= self.min_drop < 1:
+            raise ReportError("mad_factor must be > 0 and min_drop in [0, 1)")
+        if self.lookback_days < 1:
+            raise ReportError(f"lookback_days must be >= 1, got {self.lookback_days}")
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What the best_value ranking admits (every row stays in the tables either way).
+
+    * ``published_max_age_years``: published figures whose result date is more than this
+      many years before ``report_date`` are shown but not ranked (``old_published``);
+    * ``rank_old_published``: rank them anyway;
+    * ``rank_flagged``: rank rows carrying flags (suspicions of the published import) too;
+    * ``report_date``: the day the ages are counted from (default: today, UTC).
+    """
+
+    published_max_age_years: int = 3
+    rank_old_published: bool = False
+    rank_flagged: bool = False
+    report_date: dt.date | None = None
+
+    def validate(self) -> None:
+        if isinstance(self.published_max_age_years, bool) or not isinstance(
+            self.published_max_age_years, int
+        ):
+            raise ReportError(
+                "published_max_age_years must be a whole number of years, "
+                f"got {self.published_max_age_years!r}"
+            )
+        if not 0 <= self.published_max_age_years <= 100:
+            raise ReportError(
+                f"published_max_age_years must be between 0 and 100, got {self.published_max_age_years}"
+            )
+
+    @property
+    def today(self) -> dt.date:
+        return self.report_date or dt.datetime.now(dt.UTC).date()
+
+    @property
+    def published_cutoff(self) -> dt.date:
+        """Published figures dated before this day are 'old' (not ranked unless asked)."""
+        today = self.today
+        year = today.year - self.published_max_age_years
+        try:
+            return today.replace(year=year)
+        except ValueError:  # 29 February in a year that has none
+            return today.replace(year=year, day=28)
+
+
+@dataclass
+class ReportSet:
+    """The built reports (Arrow tables), where they were written, and how long each took."""
+
+    tables: dict[str, pa.Table]
+    currency: str
+    rule: RegressionRule
+    rows_scanned: int
+    newest_date: dt.date | None
+    options: ReportOptions = field(default_factory=ReportOptions)
+    timings: dict[str, float] = field(default_factory=dict)
+    written: list[str] = field(default_factory=list)
+
+    @property
+    def missing_prices(self) -> pa.Table:
+        """cost_per_million rows without a usable price (no price, or no exchange rate)."""
+        table = self.tables["cost_per_million"]
+        return table.filter(pc.is_in(table["price_source"], pa.array(["missing", "missing_fx"])))
+
+    def provenance(self) -> dict[str, dict[str, tuple[int, dt.date | None]]]:
+        """Per report: ``{origin: (rows, newest result_date)}`` for measured and published rows
+        (published_curve rows of scaling count as published; they carry no date)."""
+        found: dict[str, dict[str, tuple[int, dt.date | None]]] = {}
+        for name in (*REPORTS, *DERIVED):
+            table = self.tables.get(name)
+            if table is None or "result_date" not in table.column_names:
+                continue
+            if "origin" not in table.column_names:  # regressions: measured results only
+                table = table.append_column("origin", pa.array(["measured"] * table.num_rows, pa.string()))
+            per_origin: dict[str, tuple[int, dt.date | None]] = {}
+            for origin in ORIGINS:
+                allowed = [origin, "published_curve"] if origin == "published" else [origin]
+                chosen = table.filter(pc.is_in(table["origin"], pa.array(allowed)))
+                newest = pc.max(chosen["result_date"]).as_py() if chosen.num_rows else None
+                per_origin[origin] = (chosen.num_rows, newest)
+            found[name] = per_origin
+        return found
+
+
+# ---- column documentation (Parquet field metadata, Athena COMMENTs, README) -----------------
+#: Every column of every report, with its unit where it has one. Shared by name: a column
+#: means the same in every report it appears in (a test checks that each has a doc).
+COLUMN_DOCS: dict[str, str] = {
+    "provider": "provider of the machine (aws, leadergpu, local, nvidia, ...)",
+    "instance_type": "the provider machine name (g5.xlarge, ltbv14, ...)",
+    "region": "provider region; empty where none applies",
+    "market": "on_demand | spot",
+    "gpu_model": "GPU model; empty for CPU runs",
+    "device_kind": "gpu | cpu: what ran the network (a CPU row has gpu_count 1 = one CPU device)",
+    "gpu_count": "devices used over all nodes (GPUs; 1 for a CPU run)",
+    "num_nodes": "hosts the run used (a run over N nodes rents N instances)",
+    "mode": "score (inference) | train",
+    "network": "the network benchmarked (alexnet, resnet-50, ...)",
+    "dtype": "float32 | float16",
+    "batch_size": "global batch: images per step over all devices and nodes",
+    "per_device_batch": "batch_size / gpu_count",
+    "images_per_sec": "throughput, images per second",
+    "cv": "coefficient of variation of the repeats, a fraction (0.01 = 1 %)",
+    "status": "ok, or why the cell did not run (oom, batch_smaller_than_devices, ...)",
+    "seconds_per_million": "seconds to process 1,000,000 images (10^6 / images_per_sec)",
+    "price_per_hour": "price of the machine(s) per hour in the report currency (per instance x num_nodes)",
+    "cost_per_million": "cost of 1,000,000 images in the report currency "
+    "(price_per_hour x seconds_per_million / 3600)",
+    "currency": "currency of every money column: EUR | USD",
+    "price_source": "source of the price row; missing (no price) or missing_fx (no exchange rate)",
+    "price_effective_from": "price date: the day the price used became valid (latest <= result_date)",
+    "price_currency": "currency the price was listed in",
+    "fx_rate": "exchange rate used, 1 price_currency = fx_rate currency",
+    "origin": "measured (run by gpucompare) | published (imported from a publication) | "
+    "published_curve (scaling: a speedup curve from a white paper)",
+    "result_source": "where the figure comes from: the source of the run, or the publication",
+    "target": "where it ran: local | ssh | ec2, or published",
+    "measured_at": "when the result was measured, UTC timestamp; published figures: the publication date",
+    "result_date": "result date: the UTC day of the measurement, or the publication date",
+    "flags": "suspicions raised by the published import (list of decimal_comma, outlier_vs_neighbours, "
+    "batch_scaled_x8); empty list when none. In CSV: joined, separated by semicolons",
+    "epoch_seconds": "training: seconds per ImageNet epoch (1,281,167 images / images_per_sec)",
+    "epoch_cost": "training: cost of one ImageNet epoch in the report currency",
+    "epochs90_seconds": "training: seconds for 90 ImageNet epochs",
+    "epochs90_hours": "training: hours for 90 ImageNet epochs",
+    "epochs90_cost": "training: cost of 90 ImageNet epochs in the report currency",
+    "framework": "framework of the figure (MXNet)",
+    "scaling": "strong (global batch held) | weak (per-device batch held)",
+    "baseline_batch": "batch size of the 1-GPU baseline run",
+    "baseline_images_per_sec": "throughput of the 1-GPU baseline, images per second",
+    "baseline_instance_type": "machine of the 1-GPU baseline",
+    "speedup": "images_per_sec / baseline_images_per_sec (ratio, 1 = as fast as one GPU)",
+    "efficiency": "speedup / gpu_count, a fraction (1.0 = linear scaling)",
+    "rank": "1 = cheapest per million among the ranked rows of the network and mode; empty when not ranked",
+    "ranked": "true when the row takes part in the ranking",
+    "not_ranked_reason": "why a row is shown but not ranked: flagged (it carries flags) | "
+    "old_published (a published figure older than the age limit of the report); empty when ranked",
+    "on_pareto_front": "true unless another ranked machine is no dearer per hour and no slower, and "
+    "better in one; false for rows not ranked",
+    "config_id": "the stable id (set by the worker) of the benchmark cell",
+    "history_runs": "ok results in the history compared with (count)",
+    "history_from": "date of the oldest result in the history",
+    "history_median": "median throughput of the history, images per second",
+    "history_mad": "median absolute deviation of the history, images per second",
+    "noise": "tolerated drop, images per second: max(k x 1.4826 x MAD, min_drop x median)",
+    "change": "images_per_sec / history_median - 1, a fraction (-0.1 = 10 % slower)",
+    "verdict": "regression | improvement | steady | failed | not_run | insufficient_history",
+    "regression": "true for verdict regression or failed",
+    "report_date": "history tables: the day the report was built (Hive partition)",
+}
+
+
+def matrix_column_doc(name: str) -> str | None:
+    """The doc of a throughput_matrix batch column (``batch_<n>_images_per_sec`` / ``_status``)."""
+    if name.startswith("batch_") and name.endswith("_images_per_sec"):
+        batch = name[len("batch_") : -len("_images_per_sec")]
+        return f"images per second at batch size {batch}; empty when the cell did not run"
+    if name.startswith("batch_") and name.endswith("_status"):
+        batch = name[len("batch_") : -len("_status")]
+        return f"status of the cell at batch size {batch} (ok, oom, ...); empty when not measured"
+    return None
+
+
+def column_doc(name: str) -> str | None:
+    """The documentation of a report column (None: undocumented)."""
+    return COLUMN_DOCS.get(name) or matrix_column_doc(name)
+
+
+def with_docs(table: pa.Table) -> pa.Table:
+    """The table with each column's doc (and unit) as Arrow field metadata ``doc``."""
+    fields = []
+    for column in table.schema:
+        doc = column_doc(column.name)
+        fields.append(column.with_metadata({"doc": doc}) if doc else column)
+    return pa.Table.from_arrays(table.columns, schema=pa.schema(fields, metadata=table.schema.metadata))
