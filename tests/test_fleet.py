@@ -9,7 +9,7 @@ import pytest
 
 from bench_tasks.configs import parse_sweep, validate_run_id
 from bench_tasks.constants import NETWORKS
-from gpucompare import fleet
+from gpucompare import fleet, settings
 from gpucompare.fleet import FleetError
 from gpucompare.validation import ValidationError
 
@@ -70,7 +70,7 @@ def test_plan_holds_sweeps_the_worker_accepts(shipped: fleet.Fleet) -> None:
     plans = fleet.plan_fleet(shipped, RUN_ID)
     assert len(plans) == 1
     plan = plans[0]
-    assert plan["run_id"] == f"{RUN_ID}.local"
+    assert plan["run_id"] == f"{settings.deployment()}.{RUN_ID}.local"
     assert validate_run_id(plan["run_id"])
     for mode, sweep in plan["sweeps"].items():
         configs = parse_sweep(sweep["config"]).configs
