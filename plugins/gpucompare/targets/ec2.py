@@ -436,7 +436,8 @@ class Ec2Target(Target):
         """Leave ``<prefix>/<deployment>/regions/<region>`` before launching: the sweeper reads
         these, so an instance in a region no fleet entry names is still swept."""
         try:
-            self.s3_hook.load_bytes(b"", self.region_marker_key(), self.options.results_bucket, replace=True)
+            self.s3_hook.conn.put_object(Bucket=self.options.results_bucket, Key=self.region_marker_key(),
+                                         Body=b"")
         except Exception as exc:
             raise TargetError(f"could not record region {self.spec.region} at s3://"
                               f"{self.options.results_bucket}/{self.region_marker_key()} before launching: "
@@ -821,11 +822,11 @@ class Ec2Target(Target):
         # by tag too: a prepare that failed after RunInstances may not have recorded the id
         ids = [instance["InstanceId"] for instance in self._instances_of(state.run_id)]
         if state.resource_id and state.resource_id not in ids:
-            if isinstance(state.resource_id, str) and _INSTANCE_ID.fullmatch(state.resource_id):
-                ids.append(state.resource_id)
-            else:
+            if not (isinstance(state.resource_id, str) and _INSTANCE_ID.fullmatch(state.resource_id)):
                 log.warning("Teardown of run %s: ignoring malformed instance id %r in the state",
                             state.run_id, state.resource_id)
+            elif self._is_ours(state.resource_id):
+                ids.append(state.resource_id)
         if not ids:
             log.info("Run %s has no instance left", state.run_id)
             return
@@ -850,6 +851,25 @@ class Ec2Target(Target):
             log.info("Terminated %s (run %s)", ", ".join(terminated), state.run_id)
         if failed:
             raise TargetError(f"TerminateInstances failed for run {state.run_id}: " + "; ".join(failed))
+
+    def _is_ours(self, instance_id: str) -> bool:
+        """Whether an id the state holds (but the tag lookup did not return) is this
+        deployment's: its tags say so. Another deployment's instance is never terminated."""
+        from botocore.exceptions import ClientError
+
+        try:
+            reservations = self.ec2_hook.conn.describe_instances(InstanceIds=[instance_id])["Reservations"]
+        except ClientError as exc:
+            if _client_error_code(exc) in ("InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"):
+                log.info("Instance %s of the state does not exist (any more)", instance_id)
+                return False
+            raise TargetError(f"DescribeInstances {instance_id} failed: {exc}") from exc
+        instances = [i for r in reservations for i in r.get("Instances", [])]
+        if instances and _tag(instances[0], DEPLOYMENT_TAG) == self.options.deployment:
+            return True
+        log.warning("Teardown: instance %s of the state is not of deployment %s (tags %s); not touched",
+                    instance_id, self.options.deployment, instances[0].get("Tags") if instances else None)
+        return False
 
     def forget(self, run_id: str) -> int:
         """Delete every object of the run (results, progress, SSM output) once its results are
