@@ -625,3 +625,82 @@ def test_progress_lines_are_followed_while_the_sweep_runs(aws, aws_client):
         assert [status for _, status in logged[:2]] == ["InProgress", "InProgress"]
     finally:
         target.teardown(state)
+
+
+def test_teardown_skips_a_malformed_id_and_still_reaches_the_tagged_instance(aws, aws_client):
+    """A state whose id is garbage (or names an instance that is gone) must not block the
+    termination of the run's tagged instance: each id is terminated on its own."""
+    run_id = new_run_id()
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+    state = target.prepare(run_id)
+    bad = TargetState(spec=state.spec, run_id=run_id, resource_id="i-nothex; rm -rf /")
+    terminated: list[list[str]] = []
+    target.ec2_hook.conn.meta.events.register(
+        "provide-client-params.ec2.TerminateInstances",
+        lambda params, **_: terminated.append(list(params["InstanceIds"])))
+    target.teardown(bad)
+    assert terminated == [[state.resource_id]]  # the garbage id never reached AWS
+    assert live_instances(aws_client, run_id) == []
+    gone = TargetState(spec=state.spec, run_id=run_id, resource_id="i-0123456789abcdef0")
+    target.teardown(gone)  # an id that does not exist: nothing to do, no error
+
+
+def test_launch_carries_a_client_token_per_run_attempt_and_market(aws):
+    """The idempotency token: the same run, attempt and market give the same token (a retried
+    call returns the first call's instance); another attempt, market or deployment another."""
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+    run_id = new_run_id()
+    request = target.run_instances_request(run_id, aws["image_id"], 60, "2026-11-30T04:00:00Z", spot=False,
+                                           attempt=1)
+    again = target.run_instances_request(run_id, aws["image_id"], 60, "2026-11-30T04:00:01Z", spot=False,
+                                         attempt=1)
+    token = request["ClientToken"]
+    assert token == again["ClientToken"] and len(token) <= 64 and token.isascii()
+    def token_of(spot: bool, attempt: int) -> str:
+        return target.run_instances_request(run_id, aws["image_id"], 60, "x", spot=spot,
+                                            attempt=attempt)["ClientToken"]
+
+    others = {token_of(True, 1), token_of(False, 2), ec2.client_token("other", run_id, 1, "on_demand")}
+    assert token not in others and len(others) == 3
+    tags = {t["Key"]: t["Value"] for t in request["TagSpecifications"][0]["Tags"]}
+    assert tags[ec2.DEPLOYMENT_TAG] == target.options.deployment
+
+
+def test_a_poisoned_bundle_is_replaced_and_the_region_is_recorded(aws, aws_client):
+    """An object at the bundle's content-addressed key whose bytes do not match its name is
+    uploaded again by deploy; the deploy command fetches it with the instance's own profile
+    (no presigned URL, no credential in SSM history). prepare recorded its region first."""
+    run_id = new_run_id()
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+    bundle = ec2.build_worker_bundle()
+    key = target.bundle_key(bundle.sha256)
+    aws_client("s3").put_object(Bucket=aws["bucket"], Key=key, Body=b"poisoned")
+    state = target.prepare(run_id)
+    try:
+        markers = aws_client("s3").list_objects_v2(Bucket=aws["bucket"],
+                                                   Prefix=f"gpucompare/results/{target.options.deployment}/regions/")
+        assert [o["Key"].rsplit("/", 1)[1] for o in markers["Contents"]] == ["us-east-1"]
+        state = target.deploy(state)
+        body = aws_client("s3").get_object(Bucket=aws["bucket"], Key=key)["Body"].read()
+        assert body == bundle.data
+        sent = _commands_of_run(aws_client, state)["deploy"]["Parameters"]["commands"]
+        script = "\n".join(sent)
+        assert f"aws s3 cp --only-show-errors s3://{aws['bucket']}/{key} bundle.tar.gz" in script
+        assert "X-Amz-" not in script and "Signature" not in script and "curl" not in script
+    finally:
+        target.teardown(state)
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("ami", "ami-0123456789abcdef0\n"), ("results_bucket", "my-bucket\n"), ("results_prefix", "gpucompare\n"),
+    ("remote_root", "/opt/gpucompare\n"), ("bench_python", "/usr/bin/python3\n"),
+    ("instance_profile", "p\n"), ("subnet_id", "subnet-0123456789abcdef0\n"), ("deployment", "prod\n")])
+def test_a_trailing_newline_is_refused_in_every_option(option, value):
+    base = {"ami": "ami-0123456789abcdef0", "instance_profile": "p", "results_bucket": "my-bucket"}
+    spec = TargetSpec(name="t", kind="ec2", provider="aws", instance_type="g4dn.xlarge", region="us-east-1",
+                      options={**base, option: value})
+    with pytest.raises(TargetError, match=f"'{option}'"):
+        ec2.Ec2Target(spec)
+    with pytest.raises(TargetError, match="instance_type"):
+        ec2.Ec2Target(TargetSpec(name="t", kind="ec2", provider="aws", instance_type="g4dn.xlarge\n",
+                                 region="us-east-1", options=base))

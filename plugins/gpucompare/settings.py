@@ -99,7 +99,7 @@ def deployment() -> str:
     """
     from gpucompare.errors import PermanentError
 
-    configured = setting("deployment").strip()
+    configured = setting("deployment")
     if configured:
         if not re.fullmatch(DEPLOYMENT_PATTERN, configured):
             raise PermanentError(f"GPUCOMPARE_DEPLOYMENT: {configured!r} is not valid (allowed: 1-20 "
