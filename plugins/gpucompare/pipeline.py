@@ -104,21 +104,15 @@ REPORTS = Asset(name="gpucompare_reports", uri=_asset_uri(settings.reports_uri()
 
 def is_permanent(exc: BaseException) -> bool:
     """Whether retrying cannot help: a ``PermanentError`` (validation, a refused configuration
-    or budget), or the worker's own bad-input errors (``bench_tasks`` does not import the
-    library, so its ``ConfigError``/``RecordError`` are named here), or the lake's refusal of
-    bad records. Anything else (network, throttling, a bug) may be retried."""
+    or budget, a lake, price, report or record the library refuses), or the worker's own
+    bad-input errors (``bench_tasks`` does not import the library, so its ``ConfigError`` and
+    ``RecordError`` are named here). Anything else (network, throttling, a bug) may be retried."""
     if isinstance(exc, PermanentError):
         return True
     from bench_tasks.configs import ConfigError
     from bench_tasks.record import RecordError
 
-    if isinstance(exc, ConfigError | RecordError):
-        return True
-    import sys
-
-    lake = sys.modules.get("gpucompare.lake")  # loaded if it raised; never imported just to check
-    ingest_error = getattr(lake, "IngestError", None)
-    return isinstance(ingest_error, type) and isinstance(exc, ingest_error)
+    return isinstance(exc, ConfigError | RecordError)
 
 
 @contextlib.contextmanager
