@@ -65,12 +65,14 @@ def retry_delay() -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def network_retries(retries: int = 3, *, max_delay: timedelta = timedelta(minutes=30)) -> dict[str, Any]:
-    """Retry settings of a step that talks to a network: exponential backoff, capped at
-    ``max_delay`` (and the first delay never above it)."""
+def network_retries(retries: int = 3, *, max_delay: timedelta = timedelta(minutes=30),
+                    first_delay: timedelta | None = None) -> dict[str, Any]:
+    """Retry settings of a step that talks to a network: exponential backoff from
+    ``GPUCOMPARE_RETRY_DELAY_S`` (at most ``first_delay``), capped at ``max_delay``."""
+    first = retry_delay() if first_delay is None else min(retry_delay(), first_delay)
     return {
         "retries": retries,
-        "retry_delay": min(retry_delay(), max_delay),
+        "retry_delay": min(first, max_delay),
         "retry_exponential_backoff": 2.0,
         "max_retry_delay": max_delay,
     }
@@ -80,6 +82,7 @@ def network_retries(retries: int = 3, *, max_delay: timedelta = timedelta(minute
 #: retries, 30 s then 60 s apart (less with a smaller GPUCOMPARE_RETRY_DELAY_S), so an instance
 #: whose sweep ended is not held idle for more than a few minutes by a flaky call.
 HOLDING_RETRIES = 2
+HOLDING_FIRST_DELAY = timedelta(seconds=30)
 HOLDING_MAX_DELAY = timedelta(seconds=60)
 
 
@@ -214,13 +217,14 @@ def staged_results_location(plan: dict[str, Any]) -> str:
 _POOL = settings.setting("pool")
 
 
-def _step(timeout: timedelta, retries: int = 3, *, holds_machine: bool = True,
-          max_delay: timedelta = timedelta(minutes=30)) -> Any:
-    """The decorator of a step of the group: its time limit, retries with backoff, the pool
-    when it holds a machine, and its target's name as the map index label in the UI."""
+def _step(timeout: timedelta, retries: int = 3, *, holds_machine: bool = True, brief: bool = False) -> Any:
+    """The decorator of a step of the group: its time limit, retries with backoff (``brief``:
+    the bounded schedule of the steps that hold an idle machine), the pool when it holds a
+    machine, and its target's name as the map index label in the UI."""
     pool = {"pool": _POOL} if holds_machine else {}
-    return task(map_index_template=MAP_INDEX_TEMPLATE, execution_timeout=timeout,
-                **network_retries(retries, max_delay=max_delay), **pool)
+    backoff = (network_retries(retries, max_delay=HOLDING_MAX_DELAY, first_delay=HOLDING_FIRST_DELAY)
+               if brief else network_retries(retries))
+    return task(map_index_template=MAP_INDEX_TEMPLATE, execution_timeout=timeout, **backoff, **pool)
 
 
 @_step(timedelta(minutes=45))
@@ -233,7 +237,7 @@ def prepare(plan: dict[str, Any]) -> dict[str, Any]:
     return state.to_dict()
 
 
-@_step(timedelta(hours=1), HOLDING_RETRIES, max_delay=HOLDING_MAX_DELAY)
+@_step(timedelta(hours=1), HOLDING_RETRIES, brief=True)
 def deploy(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """Put the worker and its environment on the machine (idempotent)."""
     _name_map_index(plan)
@@ -255,7 +259,7 @@ def train_sweep(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     return _run_sweep(plan, state, "train")
 
 
-@_step(timedelta(minutes=10), HOLDING_RETRIES, max_delay=HOLDING_MAX_DELAY)
+@_step(timedelta(minutes=10), HOLDING_RETRIES, brief=True)
 def collect(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """Bring the run's JSON Lines back into staging (a folder, or S3 when ingest may run on
     another worker)."""
@@ -301,7 +305,7 @@ def _forget_remote(plan: dict[str, Any]) -> None:
         log.warning("Could not delete the staged objects of run %s: %s", plan["run_id"], exc)
 
 
-@_step(timedelta(minutes=30), retries=4, holds_machine=False, max_delay=HOLDING_MAX_DELAY)
+@_step(timedelta(minutes=30), retries=4, holds_machine=False, brief=True)
 def terminate(plan: dict[str, Any]) -> None:
     """Give back what prepare took, whatever happened in between (safe twice)."""
     _name_map_index(plan)
