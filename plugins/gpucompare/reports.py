@@ -46,7 +46,6 @@ import pyarrow.parquet as pq
 
 from bench_tasks.constants import IMAGENET_TRAIN_IMAGES, MODES
 from gpucompare import schema
-from gpucompare.errors import PermanentError
 from gpucompare.lake import Lake, open_lake
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
@@ -58,7 +57,7 @@ CURRENCIES: tuple[str, ...] = schema.CURRENCIES
 T = TypeVar("T")
 
 
-class ReportError(PermanentError):
+class ReportError(ValueError):
     """Bad report settings (the message names the setting and the allowed values)."""
 
 
