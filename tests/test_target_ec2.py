@@ -501,6 +501,9 @@ def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances
     assert not iam_policy.allows(instance, iam_policy.Request("s3:PutObject", bundle, me))
     assert not iam_policy.allows(instance, iam_policy.Request("s3:PutObject", other_instance, me))
     assert not iam_policy.allows(instance, iam_policy.Request("s3:GetObject", own, me))
+    assert not iam_policy.allows(instance, iam_policy.Request("s3:DeleteObject", own, me))
+    another = {"aws:userid": "AROAX:i-0fffffffffffffff0"}  # another instance writing to this one's prefix
+    assert not iam_policy.allows(instance, iam_policy.Request("s3:PutObject", own, another))
 
 
 def _rewrite_invocations(target: ec2.Ec2Target, statuses: list[dict[str, Any]]) -> list[str]:
