@@ -15,7 +15,7 @@ instance type, a rented server reachable over SSH, or this host.
 | `networks`, `batch_sizes`, `modes`, `dtypes` | the sweep matrix |
 | `profile` | fleet profile whose warm-up, batches, repeats and time limits are used |
 | `ssh_conn_id` | Airflow SSH connection of the rented host (ssh only) |
-| `budget_cap`, `budget_currency` | refuse an ec2 run whose estimated cost is higher |
+| `budget_cap`, `budget_currency` | refuse an ec2 run estimated above it (≤ fleet `budget_ceiling`) |
 
 Everything is validated twice before anything starts: by the trigger form (types, enums,
 patterns) and by the first task, `validate_request`, which checks the rules between fields

@@ -1,14 +1,15 @@
 """
-### gpucompare_sweeper — terminate expired gpucompare instances, hourly
+### gpucompare_sweeper — terminate this deployment's expired gpucompare instances, hourly
 
 The last line of defence after the runs' teardown tasks and each instance's own shutdown
-timer: every hour, in each region of the fleet's enabled ec2 targets plus
-`GPUCOMPARE_SWEEPER_REGIONS` (comma-separated; add the regions you use in manual runs),
-terminates every instance tagged `gpucompare:expires-at` whose time has passed
-(`gpucompare.targets.sweeper`) and logs what it terminated and why. Instances without
-gpucompare tags are never touched.
-
-AWS is reached through the fleet's ec2 `aws_conn_id` (default `aws_default`).
+timer: every hour it terminates every instance tagged `gpucompare:deployment` = this
+deployment (`GPUCOMPARE_DEPLOYMENT`) whose `gpucompare:expires-at` has passed
+(`gpucompare.targets.sweeper`), and logs what it terminated and why. Where it looks: the
+region of every ec2 target of the fleet, enabled or not (scaling groups use them too), each
+through its own `aws_conn_id`; every region a run of this deployment recorded in its results
+bucket before launching (manual runs); and `GPUCOMPARE_SWEEPER_REGIONS`. Instances without
+gpucompare tags, or of another deployment, are never touched. An expired instance it cannot
+terminate (even one by one) is named and fails the task.
 """
 
 from __future__ import annotations
@@ -26,33 +27,44 @@ from gpucompare import fleet, pipeline, settings, validation
 log = logging.getLogger(__name__)
 
 
-def _regions(loaded: fleet.Fleet) -> list[str]:
-    enabled = {t.spec["region"] for t in loaded.enabled_targets() if t.spec["kind"] == "ec2"}
+def sweep_locations(loaded: fleet.Fleet) -> dict[str, set[str]]:
+    """``aws_conn_id -> regions`` for this deployment (see the DAG's doc)."""
+    from gpucompare.targets.sweeper import sweep_locations as locations
+
     extra = [r.strip() for r in settings.setting("sweeper_regions").split(",") if r.strip()]
     for region in extra:
         validation.check_region(region, "ec2", "GPUCOMPARE_SWEEPER_REGIONS")
-    return sorted(enabled | set(extra))
+    return locations([t.spec for t in loaded.targets if t.spec["kind"] == "ec2"], extra,
+                     deployment=settings.deployment(), defaults=loaded.defaults.get("ec2"))
 
 
 @task(execution_timeout=timedelta(minutes=20), **pipeline.network_retries())
 def sweep_expired() -> list[dict[str, Any]]:
     """Terminate what outlived its time-to-live; return what was terminated."""
-    from gpucompare.targets.sweeper import sweep_expired_instances
+    from gpucompare.targets.sweeper import SweepIncomplete, sweep_expired_instances
 
     with pipeline.bad_input_fails():
         loaded = fleet.load_fleet()
-        regions = _regions(loaded)
-    if not regions:
-        raise AirflowSkipException("no ec2 target is enabled and GPUCOMPARE_SWEEPER_REGIONS is empty")
-    aws_conn_id = loaded.defaults.get("ec2", {}).get("aws_conn_id", "aws_default")
-    swept = sweep_expired_instances(regions, aws_conn_id=aws_conn_id)
+    locations = sweep_locations(loaded)
+    if not any(locations.values()):
+        raise AirflowSkipException("no ec2 target, no region recorded by a run and "
+                                   "GPUCOMPARE_SWEEPER_REGIONS is empty")
+    swept, failures = [], []
+    for aws_conn_id, regions in sorted(locations.items()):
+        try:
+            swept += sweep_expired_instances(sorted(regions), aws_conn_id=aws_conn_id)
+        except SweepIncomplete as exc:  # the other connections are still swept
+            swept += exc.swept
+            failures += exc.failures
     for item in swept:
         log.warning("Terminated %s in %s (run %s, expired %s): %s", item.instance_id, item.region,
                     item.run_id, item.expires_at, item.reason)
-    log.info("Swept %s: %d instance(s) terminated", ", ".join(regions), len(swept))
+    where = "; ".join(f"{conn}: {', '.join(sorted(r))}" for conn, r in sorted(locations.items()))
+    log.info("Swept %s: %d instance(s) terminated", where, len(swept))
+    if failures:
+        raise SweepIncomplete(f"could not terminate {len(failures)} expired instance(s): "
+                              + "; ".join(failures), swept, failures)
     return [item.to_dict() for item in swept]
-
-
 @dag(
     dag_id="gpucompare_sweeper",
     schedule="@hourly",

@@ -52,6 +52,49 @@ def test_dag_manners(dags: dict[str, Any], dag_id: str) -> None:
 
 
 @pytest.mark.parametrize("dag_id", ["gpucompare_nightly", "gpucompare_manual"])
+def test_steps_holding_an_idle_machine_retry_briefly(dags: dict[str, Any], dag_id: str) -> None:
+    """deploy, collect and terminate: Airflow's whole retry schedule (every delay at its largest,
+    as backoff allows) stays within a few minutes, so a finished instance is not paid for
+    idling through a long backoff; collect's own time limit is bounded too."""
+    tasks = dags[dag_id].task_dict
+    for step in ("target.deploy", "target.collect", "target.terminate"):
+        task = tasks[step]
+        delays, delay = [], task.retry_delay
+        for _ in range(task.retries):
+            delays.append(min(delay, task.max_retry_delay))
+            delay = delay * task.retry_exponential_backoff
+        assert task.retry_delay <= timedelta(seconds=30), step
+        assert task.max_retry_delay <= timedelta(minutes=1), step
+        if step != "target.terminate":
+            # Airflow may add up to one more delay of jitter to each: at most the cap each time
+            assert task.retries * task.max_retry_delay <= timedelta(minutes=2), (step, delays)
+            assert sum(delays, timedelta(0)) <= timedelta(minutes=2), (step, delays)
+    assert tasks["target.collect"].execution_timeout <= timedelta(minutes=10)
+
+
+def test_permanent_errors_fail_at_once_and_others_are_retried() -> None:
+    """The retry policy by error class (pipeline.is_permanent / bad_input_fails)."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from bench_tasks.configs import ConfigError
+    from gpucompare import pipeline
+    from gpucompare.errors import PermanentError, TransientError
+    from gpucompare.targets.base import BudgetExceeded, TargetConfigError, TargetError
+    from gpucompare.validation import ValidationError
+
+    for permanent in (PermanentError("x"), ValidationError("f", "bad"), BudgetExceeded("over"),
+                      TargetConfigError("refused sweep"), ConfigError("networks", "unknown")):
+        assert pipeline.is_permanent(permanent), permanent
+        with pytest.raises(AirflowFailException), pipeline.bad_input_fails():
+            raise permanent
+    for transient in (TargetError("SSM timed out"), TransientError("throttled"), ValueError("a bug"),
+                      OSError("connection reset")):
+        assert not pipeline.is_permanent(transient), transient
+        with pytest.raises(type(transient)), pipeline.bad_input_fails():
+            raise transient
+
+
+@pytest.mark.parametrize("dag_id", ["gpucompare_nightly", "gpucompare_manual"])
 def test_target_group_brackets_the_machine_with_setup_and_teardown(dags: dict[str, Any], dag_id: str) -> None:
     from airflow.sdk import TriggerRule
 

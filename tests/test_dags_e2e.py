@@ -229,7 +229,7 @@ def moto_account(aws_endpoint, aws_client, monkeypatch, s3_bucket) -> dict[str, 
 
 def run_instances(aws_client, dag_run_id: str) -> list[dict[str, Any]]:
     reservations = aws_client("ec2").describe_instances(Filters=[
-        {"Name": "tag:gpucompare:run-id", "Values": [f"{dag_run_id}*"]}])["Reservations"]
+        {"Name": "tag:gpucompare:run-id", "Values": [f"*{dag_run_id}*"]}])["Reservations"]
     return [instance for reservation in reservations for instance in reservation["Instances"]]
 
 
@@ -279,10 +279,13 @@ def test_env_of_the_session_is_isolated() -> None:
     assert not str(home).startswith(str(Path(__file__).resolve().parent.parent))
 
 
-def _launch_tagged(aws_client, region: str, expires_at: str) -> str:
+def _launch_tagged(aws_client, region: str, expires_at: str, deployment: str | None = None) -> str:
+    from gpucompare import settings
+
     ec2 = aws_client("ec2", region_name=region)
     image_id = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     tags = [{"Key": "gpucompare:expires-at", "Value": expires_at},
+            {"Key": "gpucompare:deployment", "Value": deployment or settings.deployment()},
             {"Key": "gpucompare:run-id", "Value": f"sweeper-dag-test-{expires_at}"}]
     return ec2.run_instances(ImageId=image_id, MinCount=1, MaxCount=1, InstanceType="g4dn.xlarge",
                              TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
@@ -300,6 +303,7 @@ def test_sweeper_dag_terminates_expired_instances_only(
     now = datetime.now(UTC)
     expired = _launch_tagged(aws_client, "eu-west-1", iso(now - timedelta(hours=1)))
     fresh = _launch_tagged(aws_client, "eu-west-1", iso(now + timedelta(hours=3)))
+    foreign = _launch_tagged(aws_client, "eu-west-1", iso(now - timedelta(hours=1)), deployment="elsewhere")
     write_fleet({"defaults": {"ec2": moto_account}, "profiles": {"tiny": SCORE_ONLY},
                  "targets": [local_target("local")]})
     monkeypatch.setenv("GPUCOMPARE_SWEEPER_REGIONS", "eu-west-1")
@@ -308,9 +312,10 @@ def test_sweeper_dag_terminates_expired_instances_only(
 
     assert result.state == "success", result.states
     states = {i["InstanceId"]: i["State"]["Name"] for r in aws_client("ec2", region_name="eu-west-1")
-              .describe_instances(InstanceIds=[expired, fresh])["Reservations"] for i in r["Instances"]}
+              .describe_instances(InstanceIds=[expired, fresh, foreign])["Reservations"]
+              for i in r["Instances"]}
     assert states[expired] in ("shutting-down", "terminated")
-    assert states[fresh] == "running"
+    assert states[fresh] == "running" and states[foreign] == "running"  # another deployment's
 
 
 def test_sweeper_dag_skips_without_ec2_regions(run_dag, write_fleet, gpucompare_dirs, monkeypatch) -> None:

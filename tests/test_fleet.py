@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import copy
+import math
+import re
 from pathlib import Path
 
 import pytest
 
 from bench_tasks.configs import parse_sweep, validate_run_id
 from bench_tasks.constants import NETWORKS
-from gpucompare import fleet
+from gpucompare import fleet, settings
 from gpucompare.fleet import FleetError
 from gpucompare.validation import ValidationError
 
@@ -70,7 +72,7 @@ def test_plan_holds_sweeps_the_worker_accepts(shipped: fleet.Fleet) -> None:
     plans = fleet.plan_fleet(shipped, RUN_ID)
     assert len(plans) == 1
     plan = plans[0]
-    assert plan["run_id"] == f"{RUN_ID}.local"
+    assert plan["run_id"] == f"{settings.deployment()}.{RUN_ID}.local"
     assert validate_run_id(plan["run_id"])
     for mode, sweep in plan["sweeps"].items():
         configs = parse_sweep(sweep["config"]).configs
@@ -185,3 +187,72 @@ def test_manual_plan_uses_the_request_on_the_profile_knobs(shipped: fleet.Fleet)
     assert options["results_bucket"] == shipped.defaults["ec2"]["results_bucket"]
     with pytest.raises(ValidationError, match="profile"):
         fleet.plan_manual({**request, "profile": "weekly"}, shipped, "manual__x")
+
+
+def test_the_ttl_covers_the_plans_own_limits_and_a_short_fleet_ttl_is_refused(document: dict) -> None:
+    """The nightly profile's sweeps may take 825 min by their own limits: the derived TTL is
+    those + provisioning + collection + margin; a fleet TTL below the limits is refused at
+    load time with the figures; a larger one is kept."""
+    loaded = fleet.load_fleet(SHIPPED)
+    target = next(t for t in loaded.targets if t.name == "aws-p3-2xlarge")
+    plan = fleet.plan_target(target.spec, loaded.profile(target.profile), RUN_ID,
+                             budget_ceiling=loaded.budget_ceiling)
+    limits_min = sum(s["timeout_s"] for s in plan["sweeps"].values()) / 60
+    assert round(limits_min) == 825
+    assert plan["spec"]["options"]["ttl_minutes"] == math.ceil(
+        limits_min + (fleet.TTL_PROVISIONING_S + fleet.TTL_COLLECTION_S + fleet.TTL_MARGIN_S) / 60)
+    assert plan["spec"]["options"]["deployment"] == settings.deployment()
+
+    short = copy.deepcopy(document)
+    short["defaults"]["ec2"]["ttl_minutes"] = 240  # what the fleet file shipped before
+    with pytest.raises(ValidationError) as refused:
+        fleet.parse_fleet(short)
+    message = str(refused.value)
+    assert "ttl_minutes" in message and "240 min" in message and "865 min" in message
+    assert "sweeps 825 min" in message
+
+    long = copy.deepcopy(document)
+    long["defaults"]["ec2"]["ttl_minutes"] = 2000
+    kept = fleet.parse_fleet(long)
+    spec = next(t for t in kept.targets if t.name == "aws-p3-2xlarge").spec
+    assert fleet.plan_target(spec, kept.profile("nightly"), RUN_ID)["spec"]["options"]["ttl_minutes"] == 2000
+
+
+def test_the_budget_ceiling_caps_every_target_and_the_manual_form(document: dict,
+                                                                   shipped: fleet.Fleet) -> None:
+    from gpucompare.validation import check_manual_request
+
+    assert shipped.budget_ceiling == (50.0, "USD")
+    over = copy.deepcopy(document)
+    over["targets"][3]["options"] = {"budget_cap": 75.0}
+    with pytest.raises(ValidationError, match=r"targets\[3\]\.budget_cap: 75\.00 USD is above .* 50\.00 USD"):
+        fleet.parse_fleet(over)
+
+    params = {"kind": "ec2", "provider": "aws", "instance_type": "g6.xlarge", "region": "us-west-2",
+              "market": "on_demand", "gpu_count": 1, "networks": ["alexnet"], "batch_sizes": [4],
+              "modes": ["score"], "profile": "nightly", "budget_currency": "USD"}
+    lowered = fleet.plan_manual(check_manual_request({**params, "budget_cap": 3.0}), shipped, "manual__x")
+    assert lowered["spec"]["options"]["budget_cap"] == 3.0
+    with pytest.raises(ValidationError, match="budget_cap: 1000000.00 USD is above"):
+        fleet.plan_manual(check_manual_request({**params, "budget_cap": 1e6}), shipped, "manual__x")
+    # no explicit ceiling: the ec2 defaults' cap is the ceiling
+    implicit = copy.deepcopy(document)
+    del implicit["budget_ceiling"]
+    assert fleet.parse_fleet(implicit).budget_ceiling == (20.0, "USD")
+
+
+def test_the_deployment_name_is_checked_and_derived(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUCOMPARE_DEPLOYMENT", "Prod; rm -rf /")
+    with pytest.raises(ValueError, match="GPUCOMPARE_DEPLOYMENT"):
+        settings.deployment()
+    monkeypatch.setenv("GPUCOMPARE_DEPLOYMENT", "prod\n")
+    with pytest.raises(ValueError, match="GPUCOMPARE_DEPLOYMENT"):
+        settings.deployment()
+    monkeypatch.setenv("GPUCOMPARE_DEPLOYMENT", "staging")
+    assert fleet.target_run_id(RUN_ID, "a").startswith("staging.")
+    monkeypatch.delenv("GPUCOMPARE_DEPLOYMENT")
+    derived = settings.deployment()
+    assert re.fullmatch(r"d[0-9a-f]{10}", derived)
+    monkeypatch.setenv("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "postgresql://elsewhere/airflow")
+    assert settings.deployment() != derived
+    assert fleet.target_run_id(RUN_ID, "a", "x") != fleet.target_run_id(RUN_ID, "a", "y")

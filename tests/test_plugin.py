@@ -77,3 +77,31 @@ def test_before_the_first_report_the_page_says_what_to_do(api: Any, tmp_path: Pa
     response = client.get("/gpucompare/", headers=auth, follow_redirects=False)
     assert response.status_code == 404
     assert "gpucompare_nightly" in response.text and "No report yet" in response.text
+
+
+def test_odd_paths_are_404_never_500_and_every_answer_has_the_security_headers(api: Any,
+                                                                              reports: Path) -> None:
+    """Hostile paths: a NUL byte, a 5,000-character name, a symlink loop, dotfiles (also behind a
+    link), a backslash; each is a 404 (never a 500, never the file), and every answer, good or
+    not, carries nosniff and the Content-Security-Policy."""
+    client, auth = api
+    (reports / "loop").symlink_to("loop")
+    (reports / "2026-11-30" / ".env").write_text("SECRET=1")
+    (reports / "2026-11-30" / "dotlink.html").symlink_to(".env")
+    paths = ["/gpucompare/reports/latest/index.html%00.csv", "/gpucompare/reports/%00",
+             "/gpucompare/reports/" + "a" * 5000, "/gpucompare/reports/latest/" + "b" * 300 + "/" + "c" * 300,
+             "/gpucompare/reports/loop", "/gpucompare/reports/loop/index.html",
+             "/gpucompare/reports/latest/.env", "/gpucompare/reports/2026-11-30/.env",
+             "/gpucompare/reports/latest/dotlink.html", "/gpucompare/reports/latest%5Cindex.html"]
+    for path in paths:
+        response = client.get(path, headers=auth)
+        assert response.status_code == 404, (path[:80], response.status_code)
+        assert "SECRET" not in response.text
+        assert response.headers.get("x-content-type-options") == "nosniff", path[:80]
+        assert "default-src 'self'" in response.headers["content-security-policy"]
+    # a newline never reaches the plugin: Starlette's mount does not match it, Airflow answers 404
+    assert client.get("/gpucompare/reports/latest/%0Aindex.html", headers=auth).status_code == 404
+    page = client.get("/gpucompare/reports/latest/index.html", headers=auth)
+    assert page.status_code == 200 and page.headers["x-content-type-options"] == "nosniff"
+    assert "frame-ancestors 'self'" in page.headers["content-security-policy"]
+    assert client.get("/gpucompare/reports/latest/index.html").headers["x-content-type-options"] == "nosniff"

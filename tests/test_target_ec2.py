@@ -28,6 +28,7 @@ from botocore.exceptions import ClientError
 
 from gpucompare.targets import ec2
 from gpucompare.targets.base import TargetError, TargetSpec, TargetState
+from tests import iam_policy
 from tests.conftest import BENCH_PYTHON, REPO_ROOT
 from tests.ec2_support import (
     TINY_SWEEP,
@@ -238,7 +239,10 @@ def test_what_run_command_is_sent_and_polled(aws, aws_client):
     try:
         state = target.deploy(state)
         state = target.run_sweep(state, sweep, timeout_s=321)
-        assert state.remote_results == f"s3://{aws['bucket']}/gpucompare/results/{ec2.run_key(run_id)}/results.jsonl"
+        writer_prefix = f"{target.run_prefix(run_id)}/{state.extra['writer']}"
+        deployment = target.options.deployment
+        assert writer_prefix.startswith(f"gpucompare/results/{deployment}/{ec2.run_key(run_id)}/")
+        assert state.remote_results == f"s3://{aws['bucket']}/{writer_prefix}/results.jsonl"
         commands = _commands_of_run(aws_client, state)
         assert sorted(commands) == ["deploy", "sweep"]
         sent = commands["sweep"]
@@ -247,7 +251,7 @@ def test_what_run_command_is_sent_and_polled(aws, aws_client):
         assert requested_instances == [[state.resource_id]] * 2
         assert sent["Parameters"]["executionTimeout"] == ["321"]
         assert sent["OutputS3BucketName"] == aws["bucket"]
-        assert sent["OutputS3KeyPrefix"] == f"gpucompare/results/{ec2.run_key(run_id)}/ssm"
+        assert sent["OutputS3KeyPrefix"] == f"{writer_prefix}/ssm"
         lines = sent["Parameters"]["commands"]
         assert lines == target.sweep_commands(state, sweep)
         assert lines[:2] == ["#!/bin/bash", "set -euo pipefail"]
@@ -306,13 +310,19 @@ def test_bad_options_are_refused_with_the_field_named():
 AWS_SHIM = textwrap.dedent("""\
     #!{python}
     # Stands in for the AWS CLI on the instance: `aws s3 cp [--only-show-errors] FILE s3://B/K`
-    # does a real PutObject on the test endpoint (AWS_ENDPOINT_URL) with boto3.
+    # does a real PutObject, `aws s3 cp s3://B/K FILE` a real GetObject, on the test endpoint
+    # (AWS_ENDPOINT_URL) with boto3 and the environment's credentials (the instance profile's).
     import sys
     import boto3
     args = [a for a in sys.argv[1:] if a != "--only-show-errors"]
-    assert args[:2] == ["s3", "cp"] and args[3].startswith("s3://"), args
-    bucket, key = args[3][len("s3://"):].split("/", 1)
-    boto3.client("s3").upload_file(args[2], bucket, key)
+    assert args[:2] == ["s3", "cp"] and len(args) == 4, args
+    if args[2].startswith("s3://"):
+        bucket, key = args[2][len("s3://"):].split("/", 1)
+        boto3.client("s3").download_file(bucket, key, args[3])
+    else:
+        assert args[3].startswith("s3://"), args
+        bucket, key = args[3][len("s3://"):].split("/", 1)
+        boto3.client("s3").upload_file(args[2], bucket, key)
     """)
 
 
@@ -329,7 +339,7 @@ def _run_like_the_ssm_agent(commands: list[str], workdir: Path,
 @pytest.mark.slow
 def test_sent_commands_run_the_real_worker_in_bash(aws, aws_client, tmp_path):
     """The deploy and sweep scripts exactly as sent to SSM, run here with bash as the agent
-    would: the bundle comes from moto's S3 through the presigned URL (curl), its checksum is
+    would: the bundle comes from moto's S3 through `aws s3 cp` (a shim), its checksum is
     verified, the real worker runs a tiny sweep with .venv-bench's python, and the ``aws``
     command (a shim: a real PutObject to moto) uploads the results; collect then reads them
     back through the S3 hook and every record passes the contract's validation."""
@@ -360,7 +370,8 @@ def test_sent_commands_run_the_real_worker_in_bash(aws, aws_client, tmp_path):
         assert sweep_run.returncode == 0, sweep_run.stderr[-3000:]
         # the worker's progress went to S3 (what run_sweep follows) and its tail to stderr (SSM's copy)
         progress_keys = [o["Key"] for o in aws_client("s3").list_objects_v2(
-            Bucket=aws["bucket"], Prefix=f"gpucompare/results/{ec2.run_key(run_id)}/progress/")["Contents"]]
+            Bucket=aws["bucket"], Prefix=f"{target.run_prefix(run_id)}/{state.extra['writer']}/progress/"
+        )["Contents"]]
         assert len(progress_keys) == 1
         body = aws_client("s3").get_object(Bucket=aws["bucket"], Key=progress_keys[0])["Body"]
         progress = body.read().decode()
@@ -384,37 +395,33 @@ def test_sent_commands_run_the_real_worker_in_bash(aws, aws_client, tmp_path):
     assert live_instances(aws_client, run_id) == []
 
 
-#: IAM action of each API operation whose action name differs from the operation's.
-_IAM_ACTION = {"s3:HeadObject": "s3:GetObject", "s3:ListObjectsV2": "s3:ListBucket"}
+def _policy(name: str, deployment: str, bucket: str) -> dict[str, Any]:
+    return iam_policy.load_policy(REPO_ROOT / "docker" / "iam" / name, ACCOUNT_ID=iam_policy.ACCOUNT,
+                                  RESULTS_BUCKET=bucket, DEPLOYMENT=deployment)
 
 
-def _policy_actions(name: str) -> set[str]:
-    policy = json.loads((REPO_ROOT / "docker" / "iam" / name).read_text())
-    actions: set[str] = set()
-    for statement in policy["Statement"]:
-        assert statement["Effect"] == "Allow" and "*" not in json.dumps(statement.get("Action"))
-        listed = statement["Action"]
-        actions.update([listed] if isinstance(listed, str) else listed)
-    return actions
-
-
-def test_the_iam_policies_allow_every_call_the_target_makes(aws, aws_client, tmp_path):
-    """A whole run (prepare → deploy → run_sweep → collect → teardown) and a sweeper pass,
-    with every AWS operation recorded on the hooks' clients: each one must be allowed by
-    docker/iam/orchestrator-policy.json; the instance's only call (`aws s3 cp`) by the
-    instance-profile policy, whose only action is s3:PutObject."""
+def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances(aws, aws_client, tmp_path):
+    """A whole run (prepare → deploy → run_sweep → collect → forget → teardown) and a sweeper
+    pass with every AWS call recorded on the clients: each authorization request AWS would make
+    for it (resource, request tags, instance type, volume size, resource tags) must be granted by
+    docker/iam/orchestrator-policy.json with this deployment filled in (``tests/iam_policy.py``
+    stands in for IAM, which moto does not enforce). The same policy refuses another
+    deployment's instance, an instance tagged only ``expires-at``, a type outside the list and
+    a 2 TB volume; the instance-profile policy lets an instance read the bundles and write
+    below its own ``aws:userid`` only."""
     from gpucompare.targets import sweeper
 
     run_id = new_run_id()
-    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"], market="spot"))
-    called: set[str] = set()
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"], market="spot",
+                                    results_prefix="gpucompare"))
+    deployment = target.options.deployment
+    calls: list[tuple[str, str, dict[str, Any]]] = []
 
-    def record(model: Any, **_: Any) -> None:
-        operation = f"{model.service_model.signing_name}:{model.name}"
-        called.add(_IAM_ACTION.get(operation, operation))
+    def record(params: dict[str, Any], model: Any, **_: Any) -> None:
+        calls.append((model.service_model.endpoint_prefix, model.name, dict(params)))
 
-    for hook in (target.ec2_hook, target.ssm_hook, target.s3_hook):
-        hook.conn.meta.events.register("before-call", record)
+    for client in (target.ec2_hook.conn, target.ssm_hook.conn, target.s3_hook.conn, target.iam_client):
+        client.meta.events.register("provide-client-params", record)
     state = target.prepare(run_id)
     try:
         state = target.deploy(state)
@@ -423,20 +430,80 @@ def test_the_iam_policies_allow_every_call_the_target_makes(aws, aws_client, tmp
         key = state.remote_results.split("/", 3)[3]
         aws_client("s3").put_object(Bucket=aws["bucket"], Key=key, Body=b"{}\n")
         target.collect(state, str(tmp_path / "results.jsonl"))
+        assert target.forget(run_id) >= 1
     finally:
         target.teardown(state)
-    allowed = _policy_actions("orchestrator-policy.json")
-    expected = {"ec2:RunInstances", "ec2:DescribeInstances", "ec2:DescribeImages", "ec2:TerminateInstances",
-                "ssm:GetParameter", "ssm:DescribeInstanceInformation", "ssm:SendCommand",
-                "ssm:GetCommandInvocation", "s3:PutObject", "s3:GetObject"}
-    assert expected <= called, expected - called
-    assert called <= allowed, called - allowed
-    assert _policy_actions("instance-profile-policy.json") == {"s3:PutObject"}
 
-    policy = (REPO_ROOT / "docker" / "iam" / "orchestrator-policy.json").read_text()
-    assert f"aws:RequestTag/{ec2.RUN_ID_TAG}" in policy and f"aws:ResourceTag/{ec2.RUN_ID_TAG}" in policy
-    assert f"aws:RequestTag/{ec2.EXPIRES_AT_TAG}" in policy
-    assert sweeper.EXPIRES_AT_TAG == ec2.EXPIRES_AT_TAG
+    def tags_of(instance_id: str) -> dict[str, str]:
+        return {t["Key"]: t["Value"] for t in _instance(aws_client, instance_id).get("Tags", [])}
+
+    orchestrator = _policy("orchestrator-policy.json", deployment, aws["bucket"])
+    refused = []
+    operations = set()
+    for service, operation, params in calls:
+        operations.add(f"{service}:{operation}")
+        if (service, operation) == ("ssm", "GetParameter"):
+            # the test account's own parameter stands in for AWS's public one (see ec2_support)
+            params = {**params, "Name": "/aws/service/deeplearning/ami/x86_64/base/latest/ami-id"}
+        if (service, operation) == ("iam", "GetInstanceProfile"):  # the test's profile has a unique name
+            params = {**params, "InstanceProfileName": "gpucompare-worker"}
+        for request in iam_policy.requests_of_call(service, operation, params, region="us-east-1",
+                                                   instance_tags=tags_of):
+            if not iam_policy.allows(orchestrator, request):
+                refused.append(request)
+    assert {"ec2:RunInstances", "ec2:TerminateInstances", "ssm:SendCommand", "s3:PutObject", "s3:GetObject",
+            "iam:GetInstanceProfile", "s3:DeleteObjects"} <= operations
+    assert refused == []
+
+    # the sweeper's calls: describe, terminate an expired instance of this deployment
+    sweeper_calls = [("ec2", "DescribeInstances", {}), ("ec2", "TerminateInstances",
+                                                      {"InstanceIds": [state.resource_id]}),
+                     ("s3", "ListObjectsV2", {"Bucket": aws["bucket"],
+                                              "Prefix": f"gpucompare/{deployment}/regions/"})]
+    for service, operation, params in sweeper_calls:
+        for request in iam_policy.requests_of_call(service, operation, params, region="us-east-1",
+                                                   instance_tags=tags_of):
+            assert iam_policy.allows(orchestrator, request), request
+    assert sweeper.DEPLOYMENT_TAG == ec2.DEPLOYMENT_TAG
+
+    # foreign instances, types and volumes are refused
+    arn = f"arn:aws:ec2:us-east-1:{iam_policy.ACCOUNT}:instance/i-0123456789abcdef0"
+    for tags in ({ec2.DEPLOYMENT_TAG: "other-deployment", ec2.RUN_ID_TAG: run_id},
+                 {ec2.EXPIRES_AT_TAG: "2026-01-01T00:00:00Z"}, {}):
+        for action, key in (("ec2:TerminateInstances", "aws:ResourceTag"),
+                            ("ssm:SendCommand", "ssm:resourceTag")):
+            request = iam_policy.Request(action, arn, {f"{key}/{k}": v for k, v in tags.items()})
+            assert not iam_policy.allows(orchestrator, request), request
+    launch = next(params for service, operation, params in calls if operation == "RunInstances")
+    for changed in ({**launch, "InstanceType": "x2iedn.32xlarge"},
+                    {**launch, "BlockDeviceMappings": [{**launch["BlockDeviceMappings"][0], "Ebs": {
+                        **launch["BlockDeviceMappings"][0]["Ebs"], "VolumeSize": 2000}}]},
+                    {**launch, "TagSpecifications": [
+                        {**spec, "Tags": [t for t in spec["Tags"] if t["Key"] != ec2.DEPLOYMENT_TAG]
+                         + [{"Key": ec2.DEPLOYMENT_TAG, "Value": "other-deployment"}]}
+                        for spec in launch["TagSpecifications"]]}):
+        requests = iam_policy.requests_of_call("ec2", "RunInstances", changed, region="us-east-1",
+                                               instance_tags=tags_of)
+        assert not all(iam_policy.allows(orchestrator, r) for r in requests)
+    other_prefix = f"arn:aws:s3:::{aws['bucket']}/gpucompare/other-deployment/run/x"
+    assert not iam_policy.allows(orchestrator, iam_policy.Request("s3:PutObject", other_prefix))
+
+    # the instance profile: bundles read, its own prefix written, nothing else
+    instance = _policy("instance-profile-policy.json", deployment, aws["bucket"])
+    writer = state.extra["writer"]
+    me = {"aws:userid": writer}
+    bucket_arn = f"arn:aws:s3:::{aws['bucket']}"
+    bundle = f"{bucket_arn}/{target.bundle_key('0' * 64)}"
+    own = f"{bucket_arn}/{target.run_prefix(run_id)}/{writer}/results.jsonl"
+    other_instance = f"{bucket_arn}/{target.run_prefix(run_id)}/AROAOTHER:i-0fffffffffffffff0/results.jsonl"
+    assert iam_policy.allows(instance, iam_policy.Request("s3:GetObject", bundle, me))
+    assert iam_policy.allows(instance, iam_policy.Request("s3:PutObject", own, me))
+    assert not iam_policy.allows(instance, iam_policy.Request("s3:PutObject", bundle, me))
+    assert not iam_policy.allows(instance, iam_policy.Request("s3:PutObject", other_instance, me))
+    assert not iam_policy.allows(instance, iam_policy.Request("s3:GetObject", own, me))
+    assert not iam_policy.allows(instance, iam_policy.Request("s3:DeleteObject", own, me))
+    another = {"aws:userid": "AROAX:i-0fffffffffffffff0"}  # another instance writing to this one's prefix
+    assert not iam_policy.allows(instance, iam_policy.Request("s3:PutObject", own, another))
 
 
 def _rewrite_invocations(target: ec2.Ec2Target, statuses: list[dict[str, Any]]) -> list[str]:
@@ -541,7 +608,7 @@ def test_progress_lines_are_followed_while_the_sweep_runs(aws, aws_client):
     state = target.prepare(run_id)
     try:
         state = target.deploy(state)
-        key = target._progress_key(run_id, target._config_json(state, TINY_SWEEP))
+        key = target._progress_key(state, target._config_json(state, TINY_SWEEP))
         progress_lines = ["[1/2] score alexnet b1: warming up", "[1/2] score alexnet b1: ok",
                           "[2/2] score alexnet b2: ok"]
         answers = [{"Status": "InProgress"}] * 4 + [
@@ -561,3 +628,82 @@ def test_progress_lines_are_followed_while_the_sweep_runs(aws, aws_client):
         assert [status for _, status in logged[:2]] == ["InProgress", "InProgress"]
     finally:
         target.teardown(state)
+
+
+def test_teardown_skips_a_malformed_id_and_still_reaches_the_tagged_instance(aws, aws_client):
+    """A state whose id is garbage (or names an instance that is gone) must not block the
+    termination of the run's tagged instance: each id is terminated on its own."""
+    run_id = new_run_id()
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+    state = target.prepare(run_id)
+    bad = TargetState(spec=state.spec, run_id=run_id, resource_id="i-nothex; rm -rf /")
+    terminated: list[list[str]] = []
+    target.ec2_hook.conn.meta.events.register(
+        "provide-client-params.ec2.TerminateInstances",
+        lambda params, **_: terminated.append(list(params["InstanceIds"])))
+    target.teardown(bad)
+    assert terminated == [[state.resource_id]]  # the garbage id never reached AWS
+    assert live_instances(aws_client, run_id) == []
+    gone = TargetState(spec=state.spec, run_id=run_id, resource_id="i-0123456789abcdef0")
+    target.teardown(gone)  # an id that does not exist: nothing to do, no error
+
+
+def test_launch_carries_a_client_token_per_run_attempt_and_market(aws):
+    """The idempotency token: the same run, attempt and market give the same token (a retried
+    call returns the first call's instance); another attempt, market or deployment another."""
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+    run_id = new_run_id()
+    request = target.run_instances_request(run_id, aws["image_id"], 60, "2026-11-30T04:00:00Z", spot=False,
+                                           attempt=1)
+    again = target.run_instances_request(run_id, aws["image_id"], 60, "2026-11-30T04:00:01Z", spot=False,
+                                         attempt=1)
+    token = request["ClientToken"]
+    assert token == again["ClientToken"] and len(token) <= 64 and token.isascii()
+    def token_of(spot: bool, attempt: int) -> str:
+        return target.run_instances_request(run_id, aws["image_id"], 60, "x", spot=spot,
+                                            attempt=attempt)["ClientToken"]
+
+    others = {token_of(True, 1), token_of(False, 2), ec2.client_token("other", run_id, 1, "on_demand")}
+    assert token not in others and len(others) == 3
+    tags = {t["Key"]: t["Value"] for t in request["TagSpecifications"][0]["Tags"]}
+    assert tags[ec2.DEPLOYMENT_TAG] == target.options.deployment
+
+
+def test_a_poisoned_bundle_is_replaced_and_the_region_is_recorded(aws, aws_client):
+    """An object at the bundle's content-addressed key whose bytes do not match its name is
+    uploaded again by deploy; the deploy command fetches it with the instance's own profile
+    (no presigned URL, no credential in SSM history). prepare recorded its region first."""
+    run_id = new_run_id()
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+    bundle = ec2.build_worker_bundle()
+    key = target.bundle_key(bundle.sha256)
+    aws_client("s3").put_object(Bucket=aws["bucket"], Key=key, Body=b"poisoned")
+    state = target.prepare(run_id)
+    try:
+        markers = aws_client("s3").list_objects_v2(Bucket=aws["bucket"],
+                                                   Prefix=f"gpucompare/results/{target.options.deployment}/regions/")
+        assert [o["Key"].rsplit("/", 1)[1] for o in markers["Contents"]] == ["us-east-1"]
+        state = target.deploy(state)
+        body = aws_client("s3").get_object(Bucket=aws["bucket"], Key=key)["Body"].read()
+        assert body == bundle.data
+        sent = _commands_of_run(aws_client, state)["deploy"]["Parameters"]["commands"]
+        script = "\n".join(sent)
+        assert f"aws s3 cp --only-show-errors s3://{aws['bucket']}/{key} bundle.tar.gz" in script
+        assert "X-Amz-" not in script and "Signature" not in script and "curl" not in script
+    finally:
+        target.teardown(state)
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("ami", "ami-0123456789abcdef0\n"), ("results_bucket", "my-bucket\n"), ("results_prefix", "gpucompare\n"),
+    ("remote_root", "/opt/gpucompare\n"), ("bench_python", "/usr/bin/python3\n"),
+    ("instance_profile", "p\n"), ("subnet_id", "subnet-0123456789abcdef0\n"), ("deployment", "prod\n")])
+def test_a_trailing_newline_is_refused_in_every_option(option, value):
+    base = {"ami": "ami-0123456789abcdef0", "instance_profile": "p", "results_bucket": "my-bucket"}
+    spec = TargetSpec(name="t", kind="ec2", provider="aws", instance_type="g4dn.xlarge", region="us-east-1",
+                      options={**base, option: value})
+    with pytest.raises(TargetError, match=f"'{option}'"):
+        ec2.Ec2Target(spec)
+    with pytest.raises(TargetError, match="instance_type"):
+        ec2.Ec2Target(TargetSpec(name="t", kind="ec2", provider="aws", instance_type="g4dn.xlarge\n",
+                                 region="us-east-1", options=base))

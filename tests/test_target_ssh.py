@@ -463,6 +463,13 @@ def test_bundle_unpacks_once_and_atomically(tmp_path: Path) -> None:
     ({"poll_interval_s": True}, "'poll_interval_s'"),
     ({"known_hosts_file": "known_hosts"}, "'known_hosts_file'"),
     ({"port": 22}, "'port'"),
+    # a trailing newline (what "$" lets through in re.match) is refused everywhere
+    ({"ssh_conn_id": "box\n"}, "'ssh_conn_id'"),
+    ({"remote_dir": "/tmp/gpucompare\n"}, "'remote_dir'"),
+    ({"python": "/usr/bin/python3\n"}, "'python'"),
+    ({"base_python": "python3\n"}, "'base_python'"),
+    ({"image": "worker:latest\n"}, "'image'"),
+    ({"docker_gpus": "all\n"}, "'docker_gpus'"),
 ])
 def test_bad_options_are_refused_before_any_shell(options: dict, named: str) -> None:
     spec = TargetSpec(name="b", kind="ssh", provider="p", instance_type="t",

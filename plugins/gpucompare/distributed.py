@@ -139,7 +139,7 @@ class ScalingPoint:
             check(isinstance(value, int) and value >= 1, name, f"must be an integer >= 1, got {value!r}")
         check(isinstance(self.warmup, int) and self.warmup >= 0, "warmup", "must be an integer >= 0")
         check(self.timeout_s > 0, "timeout_s", "must be > 0 seconds")
-        check(bool(self.devices) and all(_DEVICE.match(d) for d in self.devices)
+        check(bool(self.devices) and all(_DEVICE.fullmatch(d) for d in self.devices)
               and len(set(self.devices)) == len(self.devices), "devices",
               f"expected distinct devices such as cpu:0 or gpu:1, got {self.devices!r}")
         check(self.servers is None or (isinstance(self.servers, int) and self.servers >= 1), "servers",
@@ -280,7 +280,7 @@ def kill_marked_script(tag: str, *, grace_s: float, exact: bool = False) -> str:
     """TERM every process of this user whose environment has ``GPUCOMPARE_DIST=<tag>`` (exactly,
     or starting with ``tag`` unless ``exact``), KILL what is left after ``grace_s``; prints
     ``stopped N``. Tags hold only letters, digits, ``-`` and ``/`` (no regex specials)."""
-    if not re.match(r"^[a-z0-9/-]+$", tag):
+    if not re.fullmatch(r"[a-z0-9/-]+", tag):
         raise DistributedRunError(f"marker: {tag!r} holds characters a marker never has")
     wanted = f"{MARKER_VARIABLE}={tag}"
     match = f"grep -qx {q(wanted)}" if exact else f"grep -q {q('^' + wanted)}"
@@ -383,7 +383,7 @@ class HostChannel(Protocol):
 
 
 def check_address(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not _ADDRESS.match(value):
+    if not isinstance(value, str) or not _ADDRESS.fullmatch(value):
         raise DistributedRunError(f"{what}: {value!r} is not a host name or IP address")
     return value
 
@@ -636,7 +636,7 @@ class ParameterServerLauncher:
                  clock: Callable[[], float] = time.monotonic) -> None:
         if not hosts:
             raise DistributedRunError("a scaling run needs at least one host")
-        if interface is not None and not _INTERFACE.match(interface):
+        if interface is not None and not _INTERFACE.fullmatch(interface):
             raise DistributedRunError(f"interface: {interface!r} is not a network interface name")
         if ps_verbose not in (0, 1, 2):
             raise DistributedRunError(f"ps_verbose: expected 0, 1 or 2, got {ps_verbose!r}")
@@ -928,7 +928,7 @@ def parse_scaling_group(entry: Any, targets: Mapping[str, Mapping[str, Any]],
             raise ValidationError("targets", f"the hosts differ in {key}: a group is one kind of machine")
     profile = validation.check_choice("profile", entry.get("profile"), tuple(profiles))
     interface = entry.get("interface")
-    if interface is not None and (not isinstance(interface, str) or not _INTERFACE.match(interface)):
+    if interface is not None and (not isinstance(interface, str) or not _INTERFACE.fullmatch(interface)):
         raise ValidationError("interface", f"{interface!r} is not a network interface name",
                               "e.g. eth0, ens5")
     group = ScalingGroup(

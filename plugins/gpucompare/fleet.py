@@ -43,7 +43,7 @@ from gpucompare.validation import ValidationError
 DEFAULT_SCHEDULE = "0 2 * * *"
 DEFAULT_MAX_INSTANCES = 2
 TOP_LEVEL_KEYS = ("schedule", "max_instances", "defaults", "profiles", "targets", "scaling_profiles",
-                  "scaling_groups")
+                  "scaling_groups", "budget_ceiling")
 TARGET_KEYS = ("name", "kind", "provider", "instance_type", "region", "market", "gpu_count",
                "options", "profile", "enabled")
 PROFILE_KEYS = ("description", "networks", "batch_sizes", "modes", "dtypes", "devices", "warmup",
@@ -60,6 +60,14 @@ PROCESS_OVERHEAD_S = 30.0
 #: not Airflow, stops the worker (and can still clean up).
 SWEEP_TASK_TIMEOUT_S = 12 * 3600.0
 _RUN_ID_MAX = 120
+
+#: An ec2 instance's time-to-live covers its sweeps' own limits plus these (seconds): launch,
+#: SSM agent, bundle and worker venv before the first sweep (``cost.PROVISIONING_OVERHEAD_S``
+#: doubled: the TTL must be late, never early) and collect + teardown after the last ...
+TTL_PROVISIONING_S = 1800.0
+TTL_COLLECTION_S = 600.0
+#: ... and a margin on top, so a night that runs to its limits still ends by them.
+TTL_MARGIN_S = 1800.0
 
 
 class FleetError(ValidationError):
@@ -108,6 +116,9 @@ class Fleet:
     #: Multi-GPU / multi-node scaling runs (``gpucompare.distributed``): what, and on which hosts.
     scaling_profiles: Mapping[str, Any] = field(default_factory=dict)
     scaling_groups: tuple[Any, ...] = ()
+    #: (amount, currency): the most any paid run of this deployment may be estimated to cost;
+    #: no fleet entry and no trigger form can set a higher ``budget_cap`` (None: no ceiling).
+    budget_ceiling: tuple[float, str] | None = None
 
     def enabled_targets(self) -> list[FleetTarget]:
         return [t for t in self.targets if t.enabled]
@@ -182,8 +193,85 @@ def parse_fleet(document: Mapping[str, Any], source: str = "fleet") -> Fleet:
                                   "a name unique in the fleet")
         targets.append(target)
     scaling_profiles, scaling_groups = _parse_scaling(document, targets)
+    ceiling = _parse_budget_ceiling(document.get("budget_ceiling"), defaults)
+    for index, target in enumerate(targets):
+        if target.spec["kind"] != "ec2":
+            continue
+        try:
+            apply_budget_ceiling(dict(target.spec["options"]), ceiling)
+            ttl = target.spec["options"].get("ttl_minutes")
+            profile = profiles[target.profile]
+            plan_ttl_minutes([sweep_time_limit(sweep_config(profile, mode, target.spec["gpu_count"]))
+                              for mode in profile.modes], ttl)
+        except ValidationError as exc:
+            raise validation.qualify(f"targets[{index}]", exc) from exc
     return Fleet(schedule, max_instances, defaults, profiles, tuple(targets), source,
-                 scaling_profiles, scaling_groups)
+                 scaling_profiles, scaling_groups, ceiling)
+
+
+def _parse_budget_ceiling(document: Any,
+                          defaults: Mapping[str, Mapping[str, Any]]) -> tuple[float, str] | None:
+    """``budget_ceiling: {amount: 50, currency: USD}``; absent: the ec2 defaults' ``budget_cap``."""
+    if document is None:
+        ec2 = defaults.get("ec2", {})
+        if ec2.get("budget_cap") is None:
+            return None
+        return float(ec2["budget_cap"]), str(ec2.get("budget_currency", "USD"))
+    validation.check_keys(document, ("amount", "currency"), prefix="budget_ceiling.", required=("amount",))
+    amount = validation.check_budget_cap(document["amount"], "budget_ceiling.amount")
+    currency = validation.check_choice("budget_ceiling.currency", document.get("currency", "USD"),
+                                       validation.CURRENCIES)
+    return amount, currency
+
+
+def apply_budget_ceiling(options: dict[str, Any], ceiling: tuple[float, str] | None) -> dict[str, Any]:
+    """The ec2 options with the deployment's ceiling applied: no cap means the ceiling; a cap
+    may be lower, never higher, and must be in the ceiling's currency."""
+    if ceiling is None:
+        return options
+    amount, currency = ceiling
+    if options.get("budget_cap") is None:
+        options.update(budget_cap=amount, budget_currency=currency)
+        return options
+    cap, cap_currency = float(options["budget_cap"]), str(options.get("budget_currency", "USD")).upper()
+    limit = amount
+    if cap_currency != currency:
+        # the ceiling in the cap's currency, at today's rate of the shipped exchange-rate table
+        from datetime import UTC, datetime
+
+        from gpucompare.targets.cost import table_fx_rate
+
+        try:
+            limit = amount * table_fx_rate(currency, cap_currency, datetime.now(UTC).date())
+        except (LookupError, ValueError) as exc:
+            raise ValidationError("budget_currency", f"cannot compare a cap in {cap_currency} with the "
+                                  f"budget ceiling in {currency}: {exc}", currency) from exc
+    if cap > limit:
+        shown = f" (= {limit:.2f} {cap_currency})" if cap_currency != currency else ""
+        raise ValidationError("budget_cap", f"{cap:.2f} {cap_currency} is above this deployment's budget "
+                              f"ceiling of {amount:.2f} {currency}{shown} (fleet file, budget_ceiling)",
+                              f"0 to {limit:.2f} {cap_currency}")
+    return options
+
+
+def plan_ttl_minutes(sweep_limits_s: list[float], fleet_ttl: Any = None) -> int:
+    """The instance TTL of a plan: its sweeps' limits + provisioning + collection + a margin,
+    or the fleet's ``ttl_minutes`` when larger; a fleet TTL below the plan's own limits is
+    refused with the figures (the instance would power off mid-sweep)."""
+    sweeps = sum(sweep_limits_s)
+    own = math.ceil((sweeps + TTL_PROVISIONING_S + TTL_COLLECTION_S) / 60)
+    derived = math.ceil((sweeps + TTL_PROVISIONING_S + TTL_COLLECTION_S + TTL_MARGIN_S) / 60)
+    if fleet_ttl is None:
+        return derived
+    ttl = validation.check_int("options.ttl_minutes", fleet_ttl, minimum=10, maximum=7 * 24 * 60)
+    if ttl < own:
+        raise ValidationError(
+            "options.ttl_minutes",
+            f"{ttl} min is shorter than the plan's own limits: {own} min = sweeps {sweeps / 60:.0f} min + "
+            f"provisioning {TTL_PROVISIONING_S / 60:.0f} min + collection {TTL_COLLECTION_S / 60:.0f} min",
+            f"at least {own}, or leave it out (derived: {derived} min with a "
+            f"{TTL_MARGIN_S / 60:.0f} min margin)")
+    return max(ttl, derived)
 
 
 def _parse_scaling(document: Mapping[str, Any], targets: list[FleetTarget]) -> tuple[dict[str, Any], tuple]:
@@ -304,16 +392,19 @@ def nightly_schedule() -> str:
 
 
 # -- plans ------------------------------------------------------------------------------------
-def target_run_id(dag_run_id: str, target_name: str) -> str:
-    """The run id of one target in one DAG run: readable, unique, stable across retries.
+def target_run_id(dag_run_id: str, target_name: str, deployment: str | None = None) -> str:
+    """The run id of one target in one DAG run: ``<deployment>.<dag run id>.<target>``,
+    readable, unique across deployments sharing an account, stable across retries.
 
     Fits the worker's run-id alphabet (A-Z a-z 0-9 . _ : + -); long DAG run ids are cut and
-    a hash of the whole keeps them apart.
+    a hash of the whole keeps them apart. ``deployment`` defaults to ``settings.deployment()``.
     """
-    plain = re.sub(r"[^A-Za-z0-9._:+-]", "_", f"{dag_run_id}.{target_name}").lstrip("._:+-") or "run"
+    deployment = deployment or settings.deployment()
+    tail = re.sub(r"[^A-Za-z0-9._:+-]", "_", f"{dag_run_id}.{target_name}").lstrip("._:+-") or "run"
+    plain = f"{deployment}.{tail}"
     if len(plain) <= _RUN_ID_MAX:
         return plain
-    digest = hashlib.sha256(f"{dag_run_id}\0{target_name}".encode()).hexdigest()[:12]
+    digest = hashlib.sha256(f"{deployment}\0{dag_run_id}\0{target_name}".encode()).hexdigest()[:12]
     return f"{plain[:_RUN_ID_MAX - 13]}-{digest}"
 
 
@@ -363,7 +454,8 @@ def sweep_time_limit(document: dict[str, Any]) -> float:
 
 
 def plan_target(spec: Mapping[str, Any], profile: SweepProfile, dag_run_id: str, *,
-                modes: tuple[str, ...] | None = None) -> dict[str, Any]:
+                modes: tuple[str, ...] | None = None,
+                budget_ceiling: tuple[float, str] | None = None) -> dict[str, Any]:
     """Everything one target's task group needs, as JSON (see the module docstring)."""
     spec = {**spec, "options": dict(spec.get("options") or {})}
     sweeps = {}
@@ -375,6 +467,7 @@ def plan_target(spec: Mapping[str, Any], profile: SweepProfile, dag_run_id: str,
     if spec["kind"] == "ec2":
         # the cost guard in Ec2Target.prepare estimates the run from the sweeps it will execute
         spec["options"]["sweep_configs"] = [s["config"] for s in sweeps.values()]
+        _plan_ec2_options(spec["options"], [s["timeout_s"] for s in sweeps.values()], budget_ceiling)
     return {
         "spec": spec,
         "profile": profile.name,
@@ -383,9 +476,19 @@ def plan_target(spec: Mapping[str, Any], profile: SweepProfile, dag_run_id: str,
     }
 
 
+def _plan_ec2_options(options: dict[str, Any], sweep_limits_s: list[float],
+                      budget_ceiling: tuple[float, str] | None) -> None:
+    """What every ec2 plan carries: the deployment (so every step of the run, wherever it runs,
+    tags and finds the same instances), the TTL derived from the plan, the capped budget."""
+    options["deployment"] = settings.deployment()
+    options["ttl_minutes"] = plan_ttl_minutes(sweep_limits_s, options.get("ttl_minutes"))
+    apply_budget_ceiling(options, budget_ceiling)
+
+
 def plan_fleet(fleet: Fleet, dag_run_id: str) -> list[dict[str, Any]]:
     """One plan per enabled target, in the order of the file."""
-    return [plan_target(t.spec, fleet.profile(t.profile), dag_run_id) for t in fleet.enabled_targets()]
+    return [plan_target(t.spec, fleet.profile(t.profile), dag_run_id, budget_ceiling=fleet.budget_ceiling)
+            for t in fleet.enabled_targets()]
 
 
 def plan_scaling(fleet: Fleet, dag_run_id: str) -> list[dict[str, Any]]:
@@ -393,10 +496,15 @@ def plan_scaling(fleet: Fleet, dag_run_id: str) -> list[dict[str, Any]]:
     from gpucompare import distributed
 
     specs = {t.name: t.spec for t in fleet.targets}
-    return [distributed.plan_scaling_group(group, [specs[n] for n in group.targets],
-                                           fleet.scaling_profiles[group.profile],
-                                           target_run_id(dag_run_id, f"scaling-{group.name}"))
-            for group in fleet.scaling_groups if group.enabled]
+    plans = [distributed.plan_scaling_group(group, [specs[n] for n in group.targets],
+                                            fleet.scaling_profiles[group.profile],
+                                            target_run_id(dag_run_id, f"scaling-{group.name}"))
+             for group in fleet.scaling_groups if group.enabled]
+    for plan in plans:
+        for spec in plan["specs"]:
+            if spec["kind"] == "ec2":  # each host is held for the whole group's run
+                _plan_ec2_options(spec["options"], [plan["timeout_s"]], fleet.budget_ceiling)
+    return plans
 
 
 def plan_manual(request: Mapping[str, Any], fleet: Fleet, dag_run_id: str) -> dict[str, Any]:
@@ -420,4 +528,5 @@ def plan_manual(request: Mapping[str, Any], fleet: Fleet, dag_run_id: str) -> di
     )
     target = request["target"]
     spec = {**target, "options": {**fleet.defaults.get(target["kind"], {}), **target["options"]}}
-    return plan_target(spec, profile, dag_run_id)
+    # the form may lower the budget cap below the deployment's ceiling, never raise it past it
+    return plan_target(spec, profile, dag_run_id, budget_ceiling=fleet.budget_ceiling)

@@ -70,6 +70,7 @@ import pyarrow.parquet as pq
 
 from bench_tasks.record import RecordError, validate_record
 from gpucompare import schema
+from gpucompare.errors import PermanentError
 
 if TYPE_CHECKING:
     from gpucompare.compaction import CompactionSummary
@@ -84,7 +85,7 @@ RUN_IDENTITY: tuple[str, ...] = ("run_id", "provider", "instance_type", "region"
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")  # no "=": it would read as a Hive key
 
 
-class LakeError(ValueError):
+class LakeError(PermanentError):
     """A lake URI or table that cannot be used; the message says which and why."""
 
 
@@ -523,7 +524,7 @@ def describe(lake: Lake) -> list[str]:
 
 
 # ---- ingest of worker result files --------------------------------------------------------
-class IngestError(ValueError):
+class IngestError(PermanentError):
     """A results file refused at ingest; ``line`` (1-based) and ``field`` name the first culprit."""
 
     def __init__(self, message: str, *, line: int | None = None, field: str | None = None) -> None:

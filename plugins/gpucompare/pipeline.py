@@ -17,9 +17,13 @@ One target's run, one mapped task group per plan (``gpucompare.fleet.plan_target
 * ``results_ready`` then announces the results Asset once per DAG run (if anything was
   ingested) and ``check_targets`` fails the run, naming every target that did not finish, so
   a partly failed night is visible while its good results are kept and reported.
-* Network steps retry with exponential backoff; bad input (``ValueError``: validation,
-  records) and a refused budget fail at once (``AirflowFailException``), since retrying
-  cannot fix them. Every step has an execution timeout.
+* Retries follow the error's class (``is_permanent``): a ``PermanentError`` (validation,
+  a refused sweep configuration or budget, bad records; ``gpucompare.errors``) fails at once
+  (``AirflowFailException``), since retrying cannot fix it and a paid instance would idle
+  meanwhile; anything else retries with exponential backoff. The steps around a sweep that
+  hold a machine (``deploy``, ``collect``) and ``terminate`` retry quickly and boundedly
+  (30 s then 60 s), so a finished instance is not paid for idling through a long backoff.
+  Every step has an execution timeout.
 * The steps that hold a machine run in the pool ``$GPUCOMPARE_POOL`` (``gpucompare_instances``),
   whose slots cap how many targets work at once.
 
@@ -42,8 +46,8 @@ from airflow.sdk import Asset, TriggerRule, get_current_context, task, task_grou
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from gpucompare import settings
+from gpucompare.errors import PermanentError
 from gpucompare.fleet import SWEEP_TASK_TIMEOUT_S
-from gpucompare.targets.base import BudgetExceeded
 from gpucompare.validation import ValidationError, check_number
 
 log = logging.getLogger(__name__)
@@ -61,14 +65,25 @@ def retry_delay() -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def network_retries(retries: int = 3) -> dict[str, Any]:
-    """Retry settings of a step that talks to a network: exponential backoff, capped."""
+def network_retries(retries: int = 3, *, max_delay: timedelta = timedelta(minutes=30),
+                    first_delay: timedelta | None = None) -> dict[str, Any]:
+    """Retry settings of a step that talks to a network: exponential backoff from
+    ``GPUCOMPARE_RETRY_DELAY_S`` (at most ``first_delay``), capped at ``max_delay``."""
+    first = retry_delay() if first_delay is None else min(retry_delay(), first_delay)
     return {
         "retries": retries,
-        "retry_delay": retry_delay(),
+        "retry_delay": min(first, max_delay),
         "retry_exponential_backoff": 2.0,
-        "max_retry_delay": timedelta(minutes=30),
+        "max_retry_delay": max_delay,
     }
+
+
+#: Steps that hold a machine outside a sweep (deploy, collect) and terminate: at most two
+#: retries, 30 s then 60 s apart (less with a smaller GPUCOMPARE_RETRY_DELAY_S), so an instance
+#: whose sweep ended is not held idle for more than a few minutes by a flaky call.
+HOLDING_RETRIES = 2
+HOLDING_FIRST_DELAY = timedelta(seconds=30)
+HOLDING_MAX_DELAY = timedelta(seconds=60)
 
 
 def default_args() -> dict[str, Any]:
@@ -90,13 +105,28 @@ REPORTS = Asset(name="gpucompare_reports", uri=_asset_uri(settings.reports_uri()
                 group="gpucompare")
 
 
+def is_permanent(exc: BaseException) -> bool:
+    """Whether retrying cannot help: a ``PermanentError`` (validation, a refused configuration
+    or budget, a lake, price, report or record the library refuses), or the worker's own
+    bad-input errors (``bench_tasks`` does not import the library, so its ``ConfigError`` and
+    ``RecordError`` are named here). Anything else (network, throttling, a bug) may be retried."""
+    if isinstance(exc, PermanentError):
+        return True
+    from bench_tasks.configs import ConfigError
+    from bench_tasks.record import RecordError
+
+    return isinstance(exc, ConfigError | RecordError)
+
+
 @contextlib.contextmanager
 def bad_input_fails() -> Iterator[None]:
-    """Turn errors no retry can fix (bad input, a refused budget) into an immediate failure."""
+    """Turn errors no retry can fix (``is_permanent``) into an immediate failure."""
     try:
         yield
-    except (ValueError, BudgetExceeded) as exc:
-        raise AirflowFailException(str(exc)) from exc
+    except Exception as exc:
+        if is_permanent(exc):
+            raise AirflowFailException(str(exc)) from exc
+        raise
 
 
 # -- helpers of the steps ----------------------------------------------------------------------
@@ -187,12 +217,14 @@ def staged_results_location(plan: dict[str, Any]) -> str:
 _POOL = settings.setting("pool")
 
 
-def _step(timeout: timedelta, retries: int = 3, *, holds_machine: bool = True) -> Any:
-    """The decorator of a step of the group: its time limit, retries with backoff, the pool
-    when it holds a machine, and its target's name as the map index label in the UI."""
+def _step(timeout: timedelta, retries: int = 3, *, holds_machine: bool = True, brief: bool = False) -> Any:
+    """The decorator of a step of the group: its time limit, retries with backoff (``brief``:
+    the bounded schedule of the steps that hold an idle machine), the pool when it holds a
+    machine, and its target's name as the map index label in the UI."""
     pool = {"pool": _POOL} if holds_machine else {}
-    return task(map_index_template=MAP_INDEX_TEMPLATE, execution_timeout=timeout,
-                **network_retries(retries), **pool)
+    backoff = (network_retries(retries, max_delay=HOLDING_MAX_DELAY, first_delay=HOLDING_FIRST_DELAY)
+               if brief else network_retries(retries))
+    return task(map_index_template=MAP_INDEX_TEMPLATE, execution_timeout=timeout, **backoff, **pool)
 
 
 @_step(timedelta(minutes=45))
@@ -205,7 +237,7 @@ def prepare(plan: dict[str, Any]) -> dict[str, Any]:
     return state.to_dict()
 
 
-@_step(timedelta(hours=1))
+@_step(timedelta(hours=1), HOLDING_RETRIES, brief=True)
 def deploy(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """Put the worker and its environment on the machine (idempotent)."""
     _name_map_index(plan)
@@ -227,7 +259,7 @@ def train_sweep(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     return _run_sweep(plan, state, "train")
 
 
-@_step(timedelta(minutes=30))
+@_step(timedelta(minutes=10), HOLDING_RETRIES, brief=True)
 def collect(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """Bring the run's JSON Lines back into staging (a folder, or S3 when ingest may run on
     another worker)."""
@@ -258,11 +290,22 @@ def ingest(plan: dict[str, Any], collected: dict[str, Any]) -> dict[str, Any]:
     with bad_input_fails():
         written = ingest_results(open_lake(settings.lake_uri()), collected["path"], context)
     delete_file(collected["path"])
+    _forget_remote(plan)
     log.info("Ingested %d records of %s: %s", collected["records"], spec["name"], ", ".join(written))
     return {"target": spec["name"], "records": collected["records"], "files": written}
 
 
-@_step(timedelta(minutes=30), retries=4, holds_machine=False)
+def _forget_remote(plan: dict[str, Any]) -> None:
+    """After a successful ingest, delete the run's objects the target staged remotely (ec2:
+    results, progress and SSM output in the results bucket). A failure is only logged: the
+    results are safe in the lake, and the bucket's lifecycle rule removes what is left."""
+    try:
+        _target(plan).forget(plan["run_id"])
+    except Exception as exc:
+        log.warning("Could not delete the staged objects of run %s: %s", plan["run_id"], exc)
+
+
+@_step(timedelta(minutes=30), retries=4, holds_machine=False, brief=True)
 def terminate(plan: dict[str, Any]) -> None:
     """Give back what prepare took, whatever happened in between (safe twice)."""
     _name_map_index(plan)

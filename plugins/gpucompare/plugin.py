@@ -10,7 +10,10 @@ Airflow 3 plugins extend the API server with FastAPI apps and the UI with extern
   ``url_route``), whose page is that app.
 
 Plugin endpoints are not protected by Airflow by default; these require a logged-in user
-(the UI's session cookie or an API token), like the rest of the UI. Reports published to
+(the UI's session cookie or an API token), like the rest of the UI. Anything odd in a path
+(a NUL byte, an over-long name, a symlink loop, a dotfile, ``..``) is a 404, never a 500;
+every answer carries ``X-Content-Type-Options: nosniff`` and a Content-Security-Policy
+that lets a report use its own inline styles and files, and nothing else. Reports published to
 S3 are not served here: the page then names the bucket to read them from (or from BI).
 
 Airflow imports this file as a top-level module of the plugins folder (see
@@ -19,17 +22,25 @@ Airflow imports this file as a top-level module of the plugins folder (see
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 from airflow.api_fastapi.core_api.security import requires_authenticated
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import Depends, FastAPI, HTTPException
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
 from gpucompare import settings
 
 URL_PREFIX = "/gpucompare"
 LATEST_PAGE = "reports/latest/index.html"
+#: Longest relative path served (a report set is a few folders deep).
+MAX_PATH_CHARS = 512
+#: Reports are static HTML with inline CSS and SVG: no scripts, no foreign resources.
+CONTENT_SECURITY_POLICY = ("default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+                           "script-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; "
+                           "frame-ancestors 'self'")
+SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": CONTENT_SECURITY_POLICY}
 
 _NO_REPORT_YET = """<!doctype html><html><head><meta charset="utf-8"><title>GPU cost reports</title></head>
 <body style="font-family: sans-serif; margin: 2em">
@@ -44,14 +55,31 @@ def _reports_location(configured: str | None) -> str:
     return configured or settings.reports_uri()
 
 
+def _plain_relative(relative: str) -> bool:
+    """A path worth looking up: printable, not too long, no empty, dot or dotfile segment."""
+    if not relative or len(relative) > MAX_PATH_CHARS or not relative.isprintable() or "\\" in relative:
+        return False
+    return not any(part.startswith(".") for part in PurePosixPath(relative).parts) \
+        and not relative.startswith("/")
+
+
 def _file_below(root: Path, relative: str) -> Path | None:
     """``root/relative`` if it is a file inside ``root`` (``latest`` may link to a sibling dated
-    folder, which is inside too); None for anything else, ``..`` tricks included."""
-    base = root.resolve()
-    candidate = (base / relative).resolve()
-    if candidate.is_dir():
-        candidate = candidate / "index.html"
-    if not candidate.is_relative_to(base) or not candidate.is_file():
+    folder, which is inside too); None for anything else: ``..`` tricks, dotfiles, NUL bytes,
+    over-long names, symlink loops and any other error of the file system."""
+    if not _plain_relative(relative):
+        return None
+    try:
+        base = root.resolve()
+        candidate = (base / relative).resolve(strict=True)
+        if candidate.is_dir():
+            candidate = (candidate / "index.html").resolve(strict=True)
+        if not candidate.is_relative_to(base) or not candidate.is_file():
+            return None
+        # the resolved file must not be a dotfile either (a link may point at one)
+        if any(part.startswith(".") for part in candidate.relative_to(base).parts):
+            return None
+    except (OSError, RuntimeError, ValueError):  # ENAMETOOLONG, ELOOP, NUL, permission …
         return None
     return candidate
 
@@ -60,6 +88,12 @@ def create_app(reports_location: str | None = None) -> FastAPI:
     """The app serving ``reports_location`` (default: ``GPUCOMPARE_REPORTS``, read per request,
     so the folder may appear, or the setting change, after the server started)."""
     app = FastAPI(title="gpucompare reports", dependencies=[Depends(requires_authenticated())])
+
+    @app.middleware("http")
+    async def security_headers(request: Request, call_next: Any) -> Response:
+        response = await call_next(request)
+        response.headers.update(SECURITY_HEADERS)
+        return response
 
     @app.get("/", response_model=None)
     def latest_report() -> Response:

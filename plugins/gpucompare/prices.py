@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpucompare import schema
+from gpucompare.errors import PermanentError
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 PRICES_DIR = DATA_DIR / "prices"
@@ -60,7 +61,7 @@ _PRICE_KEY = ("provider", "instance_type", "region", "market", "effective_from",
 _FX_KEY = ("base", "quote", "effective_from", "rate")
 
 
-class PriceError(ValueError):
+class PriceError(PermanentError):
     """A price or exchange-rate row (or lookup) that cannot be used; says where and why."""
 
 

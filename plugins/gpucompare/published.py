@@ -34,6 +34,7 @@ import pyarrow as pa
 from bench_tasks.constants import MODES, NETWORKS, STATUSES
 from bench_tasks.record import SCHEMA_VERSION
 from gpucompare import prices, schema
+from gpucompare.errors import PermanentError
 from gpucompare.lake import Lake, safe_name
 
 PUBLISHED_DIR = Path(__file__).resolve().parent / "data" / "published"
@@ -60,7 +61,7 @@ _DECIMAL_COMMA = re.compile(r"^\d+,\d+$")
 _NUMBER = re.compile(r"^\d+(\.\d+)?$")
 
 
-class PublishedError(ValueError):
+class PublishedError(PermanentError):
     """A published table that cannot be imported; names file, line and column."""
 
 

@@ -16,6 +16,7 @@ nothing is read at import time: call the functions where the value is needed.
 | ``GPUCOMPARE_POOL`` | ``gpucompare_instances`` (caps concurrently working instances) |
 | ``GPUCOMPARE_RETRY_DELAY_S`` | ``60`` (first retry delay of network steps; doubles each time) |
 | ``GPUCOMPARE_SWEEPER_REGIONS`` | empty (extra AWS regions for the sweeper, comma-separated) |
+| ``GPUCOMPARE_DEPLOYMENT`` | ``d`` + a hash of the Airflow metadata DB URI (names paid machines) |
 | ``GPUCOMPARE_COMPACT_AFTER_DAYS`` | ``2`` (the reports DAG compacts results partitions older than this) |
 | ``GPUCOMPARE_PUBLISHED_MAX_AGE_YEARS`` | ``3`` (older published figures are shown but not ranked) |
 | ``GPUCOMPARE_RANK_OLD_PUBLISHED`` | ``false`` (``true``: rank them anyway) |
@@ -24,7 +25,9 @@ nothing is read at import time: call the functions where the value is needed.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -41,6 +44,8 @@ DEFAULTS: dict[str, str] = {
     "pool": "gpucompare_instances",
     "retry_delay_s": "60",
     "sweeper_regions": "",
+    # this deployment's name in every tag, run id and S3 key of a paid machine (see deployment())
+    "deployment": "",
     "compact_after_days": "2",
     "published_max_age_years": "3",  # best_value: older published figures are shown, not ranked
     "rank_old_published": "false",  # best_value: true = rank those old published figures anyway
@@ -83,3 +88,33 @@ def staging_uri() -> str:
 def is_remote(uri: str) -> bool:
     """True for object-store URIs (``s3://…``), False for local paths."""
     return "://" in uri and not uri.startswith("file://")
+
+
+#: What a deployment name may be: short, lower-case, usable in a tag, a run id and an S3 key.
+DEPLOYMENT_PATTERN = r"[a-z0-9][a-z0-9-]{0,19}"
+
+
+def deployment() -> str:
+    """This Airflow deployment's name: ``GPUCOMPARE_DEPLOYMENT``, else ``d`` + 10 hex digits of
+    the SHA-256 of the Airflow metadata database URI.
+
+    Two deployments in one AWS account (staging and production) get different names, so each
+    reuses, terminates and sweeps only its own instances. Every process of one deployment reads
+    the same configuration, so they all derive the same name; set it explicitly where workers
+    do not see the database URI (and to keep the name when the database moves).
+    """
+    from gpucompare.errors import PermanentError
+
+    configured = setting("deployment")
+    if configured:
+        if not re.fullmatch(DEPLOYMENT_PATTERN, configured):
+            raise PermanentError(f"GPUCOMPARE_DEPLOYMENT: {configured!r} is not valid (allowed: 1-20 "
+                                 f"lower-case letters, digits and '-', matching {DEPLOYMENT_PATTERN})")
+        return configured
+    try:
+        from airflow.configuration import conf
+
+        uri = conf.get("database", "sql_alchemy_conn", fallback="") or ""
+    except ImportError:  # the library without Airflow: one implicit deployment
+        uri = ""
+    return "d" + hashlib.sha256(uri.encode()).hexdigest()[:10]

@@ -14,7 +14,8 @@ that a value that passes can be put on a command line or in an API call as it is
 JSON-schema fragments the trigger form uses (``param_schemas``) come from the same
 constants, so the form and the checks cannot drift apart.
 
-Standard library plus ``bench_tasks.constants`` only: the DAG files import this at parse time.
+Standard library, ``bench_tasks.constants`` and ``gpucompare.errors`` only: the DAG files import this
+at parse time.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from bench_tasks.constants import DTYPES, MODES, NETWORKS
+from gpucompare.errors import PermanentError
 
 #: Where a sweep runs: ``gpucompare.targets.make_target`` knows these kinds.
 TARGET_KINDS: tuple[str, ...] = ("local", "ssh", "ec2")
@@ -50,8 +52,9 @@ MAX_REPEATS = 100
 MAX_TIMEOUT_S = 24 * 3600
 
 
-class ValidationError(ValueError):
-    """A value a user typed is not allowed; ``field`` names it, the message says what is."""
+class ValidationError(PermanentError):
+    """A value a user typed is not allowed; ``field`` names it, the message says what is.
+    Permanent: a task that raises it fails at once (a retry would type the same value)."""
 
     def __init__(self, field: str, message: str, allowed: str | None = None) -> None:
         text = f"{field}: {message}"

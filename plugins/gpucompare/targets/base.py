@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpucompare.errors import PermanentError
+
 log = logging.getLogger(__name__)
 
 #: Receives each progress line of the worker as it is printed (default: the module logger).
@@ -28,7 +30,11 @@ class TargetError(RuntimeError):
     """A step of a target failed; the message says which step and why (with stderr tail)."""
 
 
-class BudgetExceeded(TargetError):
+class TargetConfigError(TargetError, PermanentError):
+    """A target's options or a sweep configuration are refused: no retry can fix that."""
+
+
+class BudgetExceeded(TargetError, PermanentError):
     """The cost guard refused a run before anything was started."""
 
 
@@ -112,3 +118,8 @@ class Target(abc.ABC):
     @abc.abstractmethod
     def teardown(self, state: TargetState | None) -> None:
         """Release what ``prepare`` took. Safe twice, and with a partial or absent state."""
+
+    def forget(self, run_id: str) -> int:
+        """Delete what the run left in remote storage once its results are in the lake (only
+        targets that stage results remotely have any); returns how many objects went."""
+        return 0

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 from bench_tasks import constants
 from bench_tasks.configs import Config, ConfigError, parse_sweep
-from gpucompare.targets.base import BudgetExceeded, TargetError
+from gpucompare.targets.base import BudgetExceeded, TargetConfigError
 
 #: Seconds a configuration costs beyond its batches: a fresh process, ``import mxnet``,
 #: binding the symbol and cuDNN's algorithm search (measured at 20-60 s on GPU hosts).
@@ -128,7 +128,7 @@ def parse_sweeps(sweep_configs: Iterable[Mapping[str, Any]]) -> list[Config]:
         try:
             configs.extend(parse_sweep(dict(sweep_config), where=f"sweep_configs[{index}]").configs)
         except ConfigError as exc:
-            raise TargetError(f"cost guard: {exc}") from exc
+            raise TargetConfigError(f"cost guard: {exc}") from exc
     return configs
 
 
@@ -137,7 +137,7 @@ def configuration_seconds(config: Config, history: Mapping[tuple[str, str], floa
     key = (config.network, config.mode)
     images_per_sec = (history or {}).get(key) or DEFAULT_IMAGES_PER_SEC.get(key)
     if not images_per_sec or images_per_sec <= 0:
-        raise TargetError(f"cost guard: no throughput estimate for network={config.network!r} "
+        raise TargetConfigError(f"cost guard: no throughput estimate for network={config.network!r} "
                           f"mode={config.mode!r}; known: {', '.join(constants.NETWORKS)}")
     steps = config.warmup + config.batches * config.repeats
     # worker_batch: the images of one step on this host (weak scaling multiplies per device)
@@ -195,7 +195,7 @@ def estimate_run_cost(instance_type: str, region: str, market: str,
     """Estimate the cost of running ``sweep_configs`` on one instance (see the module doc),
     in ``currency`` (default: the price table's own) converted at the date's rate."""
     if market not in MARKETS:
-        raise TargetError(f"cost guard: market={market!r} is not one of {', '.join(MARKETS)}")
+        raise TargetConfigError(f"cost guard: market={market!r} is not one of {', '.join(MARKETS)}")
     lookup = price_lookup or table_price_lookup()
     on_date = on_date or datetime.now(UTC).date()
     # spot may fall back to on-demand: price the worst market the run can land in
@@ -203,7 +203,7 @@ def estimate_run_cost(instance_type: str, region: str, market: str,
     try:
         quote = lookup(instance_type, region, priced_market, on_date)
     except LookupError as exc:
-        raise TargetError(
+        raise TargetConfigError(
             f"cost guard: no {priced_market} price for instance_type={instance_type!r} in "
             f"region={region!r} on {on_date.isoformat()}: {exc}. Add it to the price table "
             f"(python -m gpucompare refresh-prices) or remove budget_cap."
@@ -213,7 +213,7 @@ def estimate_run_cost(instance_type: str, region: str, market: str,
         try:
             rate = (fx_rate or table_fx_rate)(price_currency, currency.upper(), on_date)
         except (LookupError, ValueError) as exc:
-            raise TargetError(f"cost guard: cannot convert {price_currency} to {currency.upper()} on "
+            raise TargetConfigError(f"cost guard: cannot convert {price_currency} to {currency.upper()} on "
                               f"{on_date.isoformat()}: {exc}") from exc
         source = f"{source or 'the price table'}, {price:.4f} {price_currency}/h × {rate:.4f}"
         price, price_currency = price * rate, currency.upper()
@@ -227,9 +227,10 @@ def estimate_run_cost(instance_type: str, region: str, market: str,
 def check_budget(estimate: CostEstimate, budget_cap: float, budget_currency: str) -> CostEstimate:
     """Refuse (``BudgetExceeded``) when the estimate is over the cap; return it otherwise."""
     if not isinstance(budget_cap, int | float) or isinstance(budget_cap, bool) or budget_cap < 0:
-        raise TargetError(f"budget_cap must be a number ≥ 0 (0 refuses every paid run), got {budget_cap!r}")
+        raise TargetConfigError(f"budget_cap must be a number ≥ 0 (0 refuses every paid run), "
+                                f"got {budget_cap!r}")
     if estimate.currency.upper() != budget_currency.upper():
-        raise TargetError(
+        raise TargetConfigError(
             f"budget_currency={budget_currency!r} does not match the price table's currency "
             f"{estimate.currency!r} for {estimate.instance_type}; give the cap in {estimate.currency}"
         )

@@ -14,24 +14,36 @@ What ``prepare`` creates, and why:
 * IMDSv2 required, an encrypted root volume deleted on termination,
   ``InstanceInitiatedShutdownBehavior=terminate`` plus ``shutdown -h +TTL`` in the user data:
   an instance nobody tears down powers itself off, and powering off terminates it;
-* tags ``gpucompare:run-id``, ``gpucompare:expires-at`` (ISO 8601 UTC; the sweeper's
-  clock), ``Name``; the run-id tag is also how a retried ``prepare`` finds its instance
-  and how ``teardown`` finds one a failed ``prepare`` left without recording its id;
-* the instance profile lets the instance write to the results prefix and nothing else
-  (``docker/iam/instance-profile-policy.json``); the worker bundle reaches it through a
-  presigned URL, so the instance needs no read permission at all.
+* an idempotency ``ClientToken`` derived from the run, the attempt and the market: a
+  RunInstances retried by botocore after a lost response gets the same instance back
+  instead of launching a second one;
+* tags ``gpucompare:run-id``, ``gpucompare:deployment`` (``settings.deployment()``: two
+  Airflow deployments in one account never reuse, terminate or sweep each other's
+  instances; the IAM policy conditions TerminateInstances and SendCommand on it),
+  ``gpucompare:expires-at`` (ISO 8601 UTC; the sweeper's clock), ``Name``; run id and
+  deployment are how a retried ``prepare`` finds its instance and how ``teardown`` finds
+  one a failed ``prepare`` left without recording its id;
+* the region is recorded under ``<prefix>/<deployment>/regions/`` before launching, so the
+  sweeper looks there too (manual runs use regions the fleet file does not name);
+* the instance profile (``docker/iam/instance-profile-policy.json``) reads the deployment's
+  bundles and writes only below ``<run prefix>/<role id>:<instance id>/`` (its own
+  ``aws:userid``): no presigned URL or credential travels in an SSM command.
 
 Results: each ``run_sweep`` writes ``sweep-<config hash>.jsonl`` on the instance, then
 concatenates all of the run's sweep files into ``results.jsonl`` and copies it to
-``s3://<results_bucket>/<results_prefix>/<run key>/results.jsonl`` (a retried sweep
-replaces its own file instead of appending twice); ``collect`` downloads that object.
+``s3://<results_bucket>/<results_prefix>/<deployment>/<run key>/<writer>/results.jsonl``
+(``<writer>`` = the instance's ``aws:userid``; a retried sweep replaces its own file
+instead of appending twice); ``collect`` downloads that object and ``forget`` (after a
+successful ingest) deletes everything under the run's prefix.
 
 Options (``TargetSpec.options``; validated when the target is built):
 ``ami`` (id or SSM parameter name, e.g.
 ``/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id``,
 also as ``resolve:ssm:<name>``), ``instance_profile``, ``results_bucket`` (required);
 ``aws_conn_id`` (aws_default), ``subnet_id``, ``security_group_ids``, ``results_prefix``
-(gpucompare), ``ttl_minutes`` (from the sweep estimate, else 240), ``volume_size_gb`` (150),
+(gpucompare), ``ttl_minutes`` (the plan derives it from the sweeps' time limits; else from
+the sweep estimate, else 240), ``deployment`` (the plan sets it; default
+``settings.deployment()``), ``volume_size_gb`` (150),
 ``remote_root`` (/opt/gpucompare), ``bench_python`` (use this interpreter instead of
 creating a venv), ``budget_cap`` + ``budget_currency`` (USD) + ``sweep_configs`` (the sweeps
 the run will execute, for the estimate), ``poll_interval_s`` (15), ``agent_timeout_s`` (900),
@@ -58,12 +70,14 @@ from typing import Any
 from urllib.parse import urlparse
 
 from bench_tasks.configs import ConfigError, parse_sweep
+from gpucompare import settings
 from gpucompare.targets import cost
-from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState
+from gpucompare.targets.base import LineSink, Target, TargetConfigError, TargetError, TargetSpec, TargetState
 
 log = logging.getLogger(__name__)
 
 RUN_ID_TAG = "gpucompare:run-id"
+DEPLOYMENT_TAG = "gpucompare:deployment"
 EXPIRES_AT_TAG = "gpucompare:expires-at"
 
 #: RunInstances error codes that mean "no spot capacity for you now" (not a bad request):
@@ -93,18 +107,24 @@ STDERR_TAIL_LINES = 40
 #: Seconds between uploads of a running sweep's progress file (what the task log follows).
 PROGRESS_UPLOAD_S = 20
 
-_AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
-_SSM_PARAMETER = re.compile(r"^(resolve:ssm:)?(/[A-Za-z0-9_.\-]+)+$")
-_SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
-_SECURITY_GROUP_ID = re.compile(r"^sg-[0-9a-f]{8,17}$")
-_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
-_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
-_PROFILE_NAME = re.compile(r"^[A-Za-z0-9+=,.@_-]{1,128}$")
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-_PREFIX = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")
-_ABS_PATH = re.compile(r"^(/[A-Za-z0-9_.-]+)+$")
-_RUN_ID = re.compile(r"^[A-Za-z0-9_.:+-]{1,200}$")
-_TAG_KEY = re.compile(r"^[A-Za-z0-9 _.:/=+@-]{1,128}$")
+# Used with fullmatch only: "$" would accept a trailing newline.
+_AMI_ID = re.compile(r"ami-[0-9a-f]{8,17}")
+_SSM_PARAMETER = re.compile(r"(resolve:ssm:)?(/[A-Za-z0-9_.\-]+)+")
+_SUBNET_ID = re.compile(r"subnet-[0-9a-f]{8,17}")
+_SECURITY_GROUP_ID = re.compile(r"sg-[0-9a-f]{8,17}")
+_INSTANCE_TYPE = re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9]+")
+_INSTANCE_ID = re.compile(r"i-[0-9a-f]{8,17}")
+_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d")
+_PROFILE_NAME = re.compile(r"[A-Za-z0-9+=,.@_-]{1,128}")
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_PREFIX = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
+_ABS_PATH = re.compile(r"(/[A-Za-z0-9_.-]+)+")
+_RUN_ID = re.compile(r"[A-Za-z0-9_.:+-]{1,200}")
+_TAG_KEY = re.compile(r"[A-Za-z0-9 _.:/=+@-]{1,128}")
+_CURRENCY = re.compile(r"[A-Za-z]{3}")
+_DEPLOYMENT = re.compile(settings.DEPLOYMENT_PATTERN)
+#: ``aws:userid`` of an instance role session: ``<role id>:<instance id>``.
+_WRITER = re.compile(r"[A-Z0-9]{8,128}:i-[0-9a-f]{8,17}")
 
 
 def run_key(run_id: str) -> str:
@@ -114,8 +134,8 @@ def run_key(run_id: str) -> str:
 
 def _require(options: dict[str, Any], name: str, pattern: re.Pattern[str], what: str) -> str:
     value = options.get(name)
-    if not isinstance(value, str) or not pattern.match(value):
-        raise TargetError(f"ec2 option {name!r}: {value!r} is not {what}")
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise TargetConfigError(f"ec2 option {name!r}: {value!r} is not {what}")
     return value
 
 
@@ -131,7 +151,7 @@ def _number(options: dict[str, Any], name: str, low: float, high: float) -> floa
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-        raise TargetError(f"ec2 option {name!r}: {value!r} is not a number between {low} and {high}")
+        raise TargetConfigError(f"ec2 option {name!r}: {value!r} is not a number between {low} and {high}")
     return float(value)
 
 
@@ -145,7 +165,7 @@ OPTION_NAMES: tuple[str, ...] = (
     "ami", "instance_profile", "results_bucket", "results_prefix", "aws_conn_id", "subnet_id",
     "security_group_ids", "ttl_minutes", "volume_size_gb", "remote_root", "bench_python", "budget_cap",
     "budget_currency", "sweep_configs", "poll_interval_s", "agent_timeout_s", "launch_timeout_s",
-    "deploy_timeout_s", "tags",
+    "deploy_timeout_s", "tags", "deployment",
 )
 
 
@@ -172,51 +192,55 @@ class Ec2Options:
     launch_timeout_s: float
     deploy_timeout_s: float
     tags: dict[str, str] = field(default_factory=dict)
+    deployment: str = ""
 
     @classmethod
     def from_spec(cls, spec: TargetSpec) -> Ec2Options:
         if spec.kind != "ec2":
-            raise TargetError(f"Ec2Target needs kind='ec2', got {spec.kind!r}")
-        if not isinstance(spec.instance_type, str) or not _INSTANCE_TYPE.match(spec.instance_type):
-            raise TargetError(f"ec2 instance_type {spec.instance_type!r} is not an EC2 type like g4dn.xlarge")
-        if not isinstance(spec.region, str) or not _REGION.match(spec.region):
-            raise TargetError(f"ec2 region {spec.region!r} is not an AWS region like us-east-1")
+            raise TargetConfigError(f"Ec2Target needs kind='ec2', got {spec.kind!r}")
+        if not isinstance(spec.instance_type, str) or not _INSTANCE_TYPE.fullmatch(spec.instance_type):
+            raise TargetConfigError(
+                f"ec2 instance_type {spec.instance_type!r} is not an EC2 type like g4dn.xlarge")
+        if not isinstance(spec.region, str) or not _REGION.fullmatch(spec.region):
+            raise TargetConfigError(f"ec2 region {spec.region!r} is not an AWS region like us-east-1")
         if spec.market not in cost.MARKETS:
-            raise TargetError(f"ec2 market {spec.market!r} is not one of {', '.join(cost.MARKETS)}")
+            raise TargetConfigError(f"ec2 market {spec.market!r} is not one of {', '.join(cost.MARKETS)}")
         opts = dict(spec.options or {})
         unknown = sorted(set(opts) - set(OPTION_NAMES))
         if unknown:
-            raise TargetError(f"ec2 option {unknown[0]!r} is not known; allowed: {', '.join(OPTION_NAMES)}")
+            raise TargetConfigError(
+                f"ec2 option {unknown[0]!r} is not known; allowed: {', '.join(OPTION_NAMES)}")
         groups = opts.get("security_group_ids") or []
         if isinstance(groups, str):
             groups = [groups]
         for group in groups:
-            if not isinstance(group, str) or not _SECURITY_GROUP_ID.match(group):
-                raise TargetError(
+            if not isinstance(group, str) or not _SECURITY_GROUP_ID.fullmatch(group):
+                raise TargetConfigError(
                     f"ec2 option 'security_group_ids': {group!r} is not a security group id (sg-…)")
         sweeps = opts.get("sweep_configs") or []
         if isinstance(sweeps, dict):
             sweeps = [sweeps]
         if not all(isinstance(sweep, dict) for sweep in sweeps):
-            raise TargetError("ec2 option 'sweep_configs' must be a list of sweep configs (mappings)")
+            raise TargetConfigError("ec2 option 'sweep_configs' must be a list of sweep configs (mappings)")
         tags = opts.get("tags") or {}
         if not isinstance(tags, dict) or not all(
-            isinstance(k, str) and _TAG_KEY.match(k) and not k.startswith(("aws:", "gpucompare:"))
+            isinstance(k, str) and _TAG_KEY.fullmatch(k) and not k.startswith(("aws:", "gpucompare:"))
             and isinstance(v, str) and len(v) <= 256 for k, v in tags.items()
         ):
-            raise TargetError("ec2 option 'tags' must map tag keys (not aws:/gpucompare:) to strings")
+            raise TargetConfigError("ec2 option 'tags' must map tag keys (not aws:/gpucompare:) to strings")
         aws_conn_id = opts.get("aws_conn_id", "aws_default")
         if not isinstance(aws_conn_id, str) or not aws_conn_id:
-            raise TargetError(f"ec2 option 'aws_conn_id': {aws_conn_id!r} is not a connection id")
+            raise TargetConfigError(f"ec2 option 'aws_conn_id': {aws_conn_id!r} is not a connection id")
         currency = opts.get("budget_currency", "USD")
-        if not isinstance(currency, str) or not re.match(r"^[A-Za-z]{3}$", currency):
-            raise TargetError(f"ec2 option 'budget_currency': {currency!r} is not an ISO currency like USD")
+        if not isinstance(currency, str) or not _CURRENCY.fullmatch(currency):
+            raise TargetConfigError(
+                f"ec2 option 'budget_currency': {currency!r} is not an ISO currency like USD")
         ttl = _number(opts, "ttl_minutes", 10, 7 * 24 * 60)
         budget_cap = _number(opts, "budget_cap", 0, 1e6)  # 0 refuses every paid run
         ami_pattern, ami_what = ((_AMI_ID, "an AMI id (ami-…)") if str(opts.get("ami", "")).startswith("ami-")
                                  else (_SSM_PARAMETER, "an AMI id (ami-…) or an SSM parameter name (/aws/…)"))
         if budget_cap is not None and not sweeps:
-            raise TargetError("ec2 option 'budget_cap' needs 'sweep_configs' (the sweeps the run will "
+            raise TargetConfigError("ec2 option 'budget_cap' needs 'sweep_configs' (the sweeps the run will "
                               "execute) to estimate the run's cost")
         return cls(
             ami=_require(opts, "ami", ami_pattern, ami_what),
@@ -240,6 +264,8 @@ class Ec2Options:
             launch_timeout_s=_number_or(opts, "launch_timeout_s", 900, 1, 7200),
             deploy_timeout_s=_number_or(opts, "deploy_timeout_s", 1800, 1, 14400),
             tags=dict(tags),
+            deployment=_optional(opts, "deployment", _DEPLOYMENT, "a deployment name "
+                                 f"({settings.DEPLOYMENT_PATTERN})") or settings.deployment(),
         )
 
 
@@ -255,6 +281,22 @@ def _http_status(exc: BaseException) -> int | None:
     if isinstance(response, dict):
         return response.get("ResponseMetadata", {}).get("HTTPStatusCode")
     return None
+
+
+def client_token(deployment: str, run_id: str, attempt: int, market: str) -> str:
+    """RunInstances' idempotency token (at most 64 ASCII characters): the same run, attempt and
+    market always give the same token, so a retried call returns the instance of the first."""
+    return hashlib.sha256(f"{deployment}\0{run_id}\0{int(attempt)}\0{market}".encode()).hexdigest()[:64]
+
+
+def current_attempt() -> int:
+    """The Airflow task's try number when called inside a task, else 1."""
+    try:
+        from airflow.sdk import get_current_context
+
+        return int(get_current_context()["ti"].try_number or 1)
+    except Exception:  # outside a task (tests, the CLI): one attempt
+        return 1
 
 
 def user_data_script(ttl_minutes: int) -> str:
@@ -299,6 +341,12 @@ class Ec2Target(Target):
 
         return S3Hook(aws_conn_id=self.options.aws_conn_id)
 
+    @cached_property
+    def iam_client(self) -> Any:
+        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+        return AwsBaseHook(aws_conn_id=self.options.aws_conn_id, client_type="iam").conn
+
     # --- the cost guard ---
 
     def estimate(self) -> cost.CostEstimate | None:
@@ -328,9 +376,15 @@ class Ec2Target(Target):
 
     # --- prepare ---
 
-    def prepare(self, run_id: str) -> TargetState:
-        if not isinstance(run_id, str) or not _RUN_ID.match(run_id):
-            raise TargetError(f"run_id {run_id!r} may hold only letters, digits and _.:+-")
+    def prepare(self, run_id: str, *, attempt: int | None = None) -> TargetState:
+        """Launch (or find) the run's instance and wait until SSM can reach it.
+
+        ``attempt`` (default: the Airflow task's try number, else 1) goes into the launch's
+        idempotency token: retries inside one attempt (botocore's, after a lost response)
+        get the same instance back; a later attempt first looks the run's instance up by tag.
+        """
+        if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+            raise TargetConfigError(f"run_id {run_id!r} may hold only letters, digits and _.:+- (1-200)")
         estimate = self.estimate()
         if estimate is not None:
             cost.check_budget(estimate, float(self.options.budget_cap or 0), self.options.budget_currency)
@@ -346,14 +400,17 @@ class Ec2Target(Target):
             ttl = self.ttl_minutes()
             expires_at = (datetime.now(UTC) + timedelta(minutes=ttl)).strftime("%Y-%m-%dT%H:%M:%SZ")
             image_id = self.resolve_ami()
-            instance_id, market = self._launch(run_id, image_id, ttl, expires_at)
+            self.record_region()
+            instance_id, market = self._launch(run_id, image_id, ttl, expires_at,
+                                               attempt=current_attempt() if attempt is None else attempt)
         state = TargetState(
             spec=self.spec.to_dict(), run_id=run_id, resource_id=instance_id, market=market,
             extra={"region": self.spec.region, "expires_at": expires_at,
-                   "results_bucket": self.options.results_bucket,
-                   "results_key": self._results_key(run_id)},
+                   "deployment": self.options.deployment, "results_bucket": self.options.results_bucket},
         )
         try:
+            state.extra["writer"] = self._writer_of(instance_id)
+            state.extra["results_key"] = self._results_key(state)
             self._wait_running(instance_id)
             self._wait_for_ssm_agent(instance_id)
         except BaseException:
@@ -362,10 +419,34 @@ class Ec2Target(Target):
             raise
         return state
 
+    def _writer_of(self, instance_id: str) -> str:
+        """The instance's ``aws:userid`` (``<role id>:<instance id>``): the one S3 prefix of the
+        run its instance profile may write (``docker/iam/instance-profile-policy.json``)."""
+        try:
+            profile = self.iam_client.get_instance_profile(InstanceProfileName=self.options.instance_profile)
+            role_id = profile["InstanceProfile"]["Roles"][0]["RoleId"]
+        except Exception as exc:
+            raise TargetError(f"IAM GetInstanceProfile {self.options.instance_profile!r}: {exc}") from exc
+        return f"{role_id}:{instance_id}"
+
+    def region_marker_key(self) -> str:
+        return f"{self.options.results_prefix}/{self.options.deployment}/regions/{self.spec.region}"
+
+    def record_region(self) -> None:
+        """Leave ``<prefix>/<deployment>/regions/<region>`` before launching: the sweeper reads
+        these, so an instance in a region no fleet entry names is still swept."""
+        try:
+            self.s3_hook.conn.put_object(Bucket=self.options.results_bucket, Key=self.region_marker_key(),
+                                         Body=b"")
+        except Exception as exc:
+            raise TargetError(f"could not record region {self.spec.region} at s3://"
+                              f"{self.options.results_bucket}/{self.region_marker_key()} before launching: "
+                              f"{exc}") from exc
+
     def resolve_ami(self) -> str:
         """The AMI id: given directly, or read from the SSM parameter that names it."""
         ami = self.options.ami
-        if _AMI_ID.match(ami):
+        if _AMI_ID.fullmatch(ami):
             return ami
         name = ami.removeprefix("resolve:ssm:")
         try:
@@ -373,7 +454,7 @@ class Ec2Target(Target):
         except Exception as exc:
             raise TargetError(f"ec2 option 'ami': cannot read SSM parameter {name!r} in "
                               f"{self.spec.region}: {exc}") from exc
-        if not _AMI_ID.match(value.strip()):
+        if not _AMI_ID.fullmatch(value.strip()):
             raise TargetError(f"ec2 option 'ami': SSM parameter {name!r} holds {value!r}, not an AMI id")
         return value.strip()
 
@@ -384,11 +465,12 @@ class Ec2Target(Target):
         return images[0].get("RootDeviceName") or "/dev/sda1"
 
     def run_instances_request(self, run_id: str, image_id: str, ttl_minutes: int, expires_at: str,
-                              *, spot: bool) -> dict[str, Any]:
+                              *, spot: bool, attempt: int = 1) -> dict[str, Any]:
         """The RunInstances parameters (everything the module docstring promises)."""
         tags = [
             {"Key": "Name", "Value": f"gpucompare-{run_key(run_id)}"[:255]},
             {"Key": RUN_ID_TAG, "Value": run_id},
+            {"Key": DEPLOYMENT_TAG, "Value": self.options.deployment},
             {"Key": EXPIRES_AT_TAG, "Value": expires_at},
             *({"Key": key, "Value": value} for key, value in sorted(self.options.tags.items())),
         ]
@@ -397,6 +479,8 @@ class Ec2Target(Target):
             "InstanceType": self.spec.instance_type,
             "MinCount": 1,
             "MaxCount": 1,
+            "ClientToken": client_token(self.options.deployment, run_id, attempt,
+                                        "spot" if spot else "on_demand"),
             "IamInstanceProfile": {"Name": self.options.instance_profile},
             # hop limit 2: a container on the host (the worker image) can still reach IMDSv2
             "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled",
@@ -423,13 +507,15 @@ class Ec2Target(Target):
             }
         return request
 
-    def _launch(self, run_id: str, image_id: str, ttl_minutes: int, expires_at: str) -> tuple[str, str]:
+    def _launch(self, run_id: str, image_id: str, ttl_minutes: int, expires_at: str, *,
+                attempt: int) -> tuple[str, str]:
         from botocore.exceptions import ClientError
 
         want_spot = self.spec.market == "spot"
         if want_spot:
             try:
-                request = self.run_instances_request(run_id, image_id, ttl_minutes, expires_at, spot=True)
+                request = self.run_instances_request(run_id, image_id, ttl_minutes, expires_at, spot=True,
+                                                     attempt=attempt)
                 instance = self.ec2_hook.conn.run_instances(**request)["Instances"][0]
                 log.info("Launched spot instance %s (%s) for run %s", instance["InstanceId"],
                          self.spec.instance_type, run_id)
@@ -440,7 +526,8 @@ class Ec2Target(Target):
                     raise TargetError(f"RunInstances (spot {self.spec.instance_type}) failed: {exc}") from exc
                 log.warning("Spot capacity refused for %s in %s (%s): falling back to on-demand",
                             self.spec.instance_type, self.spec.region, code)
-        request = self.run_instances_request(run_id, image_id, ttl_minutes, expires_at, spot=False)
+        request = self.run_instances_request(run_id, image_id, ttl_minutes, expires_at, spot=False,
+                                             attempt=attempt)
         try:
             instance = self.ec2_hook.conn.run_instances(**request)["Instances"][0]
         except ClientError as exc:
@@ -454,8 +541,10 @@ class Ec2Target(Target):
         return "spot" if instance.get("InstanceLifecycle") == "spot" else "on_demand"
 
     def _instances_of(self, run_id: str, states: tuple[str, ...] = LIVE_STATES) -> list[dict[str, Any]]:
+        """This deployment's instances of the run (an instance of another deployment is never ours)."""
         return self.ec2_hook.get_instances(filters=[
             {"Name": f"tag:{RUN_ID_TAG}", "Values": [run_id]},
+            {"Name": f"tag:{DEPLOYMENT_TAG}", "Values": [self.options.deployment]},
             {"Name": "instance-state-name", "Values": list(states)},
         ])
 
@@ -509,29 +598,58 @@ class Ec2Target(Target):
 
     # --- deploy ---
 
-    def _results_key(self, run_id: str) -> str:
-        return f"{self.options.results_prefix}/{run_key(run_id)}/results.jsonl"
+    def run_prefix(self, run_id: str) -> str:
+        """Everything of one run lives below this key prefix (the deployment's own prefix first)."""
+        return f"{self.options.results_prefix}/{self.options.deployment}/{run_key(run_id)}"
+
+    def _writer_prefix(self, state: TargetState) -> str:
+        """The run's keys the instance may write: below its own ``aws:userid``."""
+        writer = state.extra.get("writer")
+        if not isinstance(writer, str) or not _WRITER.fullmatch(writer):
+            writer = self._writer_of(self._instance_id(state))
+            state.extra["writer"] = writer
+        return f"{self.run_prefix(state.run_id)}/{writer}"
+
+    def _results_key(self, state: TargetState) -> str:
+        return f"{self._writer_prefix(state)}/results.jsonl"
+
+    def bundle_key(self, sha256: str) -> str:
+        return f"{self.options.results_prefix}/{self.options.deployment}/bundles/{sha256}.tar.gz"
 
     def _bench_python(self, requirements_hash: str) -> str:
         venv = f"{self.options.remote_root}/venv-{requirements_hash}"
         return self.options.bench_python or f"{venv}/bin/python"
 
+    def upload_bundle(self, bundle: UploadableBundle) -> str:
+        """Put the bundle at its content-addressed key unless an object with exactly its bytes
+        is there already; an object with other bytes (poisoned, truncated) is replaced."""
+        from botocore.exceptions import ClientError
+
+        key, bucket = self.bundle_key(bundle.sha256), self.options.results_bucket
+        try:
+            present = self.s3_hook.conn.get_object(Bucket=bucket, Key=key)["Body"].read()
+        except ClientError as exc:
+            if _client_error_code(exc) not in ("NoSuchKey", "404"):
+                raise TargetError(f"could not read s3://{bucket}/{key}: {exc}") from exc
+            present = None
+        if present is not None and hashlib.sha256(present).hexdigest() == bundle.sha256:
+            return key
+        if present is not None:
+            log.warning("s3://%s/%s does not hold the bytes its name promises (sha256 %s): "
+                        "uploading it again", bucket, key, hashlib.sha256(present).hexdigest())
+        self.s3_hook.load_bytes(bundle.data, key, bucket, replace=True)
+        return key
+
     def deploy(self, state: TargetState) -> TargetState:
         instance_id = self._instance_id(state)
         bundle = build_worker_bundle()
-        # named by the bytes (not the code hash): an object found there is exactly this tarball
-        bundle_key = f"{self.options.results_prefix}/bundles/{bundle.sha256}.tar.gz"
-        if not self.s3_hook.check_for_key(bundle_key, self.options.results_bucket):
-            self.s3_hook.load_bytes(bundle.data, bundle_key, self.options.results_bucket, replace=True)
-        url = self.s3_hook.generate_presigned_url(
-            "get_object", params={"Bucket": self.options.results_bucket, "Key": bundle_key},
-            expires_in=int(self.options.deploy_timeout_s) + 600)
-        if not url:
-            raise TargetError(f"could not presign s3://{self.options.results_bucket}/{bundle_key}")
+        # named by the bytes (not the code hash), checked here and again on the instance
+        bundle_key = self.upload_bundle(bundle)
         workdir = f"{self.options.remote_root}/bench-{bundle.content_hash}"
         python = self._bench_python(bundle.requirements_hash)
-        commands = deploy_commands(url, bundle.sha256, workdir, python,
-                                   create_venv=self.options.bench_python is None)
+        # the instance reads it with its own profile: no presigned URL (a credential) in SSM history
+        commands = deploy_commands(f"s3://{self.options.results_bucket}/{bundle_key}", bundle.sha256, workdir,
+                                   python, create_venv=self.options.bench_python is None)
         self._run_commands(state, instance_id, commands, self.options.deploy_timeout_s, purpose="deploy")
         state.workdir = workdir
         state.extra = {**state.extra, "bench_python": python, "bundle": bundle.content_hash}
@@ -545,8 +663,8 @@ class Ec2Target(Target):
             raise TargetError("run_sweep before deploy: the state has no worker directory")
         config_json = self._config_json(state, sweep_config)
         rundir = f"{self.options.remote_root}/runs/{run_key(state.run_id)}"
-        destination = f"s3://{self.options.results_bucket}/{self._results_key(state.run_id)}"
-        progress = f"s3://{self.options.results_bucket}/{self._progress_key(state.run_id, config_json)}"
+        destination = f"s3://{self.options.results_bucket}/{self._results_key(state)}"
+        progress = f"s3://{self.options.results_bucket}/{self._progress_key(state, config_json)}"
         return sweep_commands(
             config_json=config_json, workdir=state.workdir, rundir=rundir,
             python=str(state.extra["bench_python"]), destination=destination, progress_destination=progress,
@@ -560,20 +678,20 @@ class Ec2Target(Target):
             # refused here, with the field named, rather than on the instance after a long wait
             parse_sweep(config, where="sweep_config")
         except ConfigError as exc:
-            raise TargetError(str(exc)) from exc
+            raise TargetConfigError(str(exc)) from exc
         return json.dumps(config, sort_keys=True)
 
-    def _progress_key(self, run_id: str, config_json: str) -> str:
-        return f"{self.options.results_prefix}/{run_key(run_id)}/progress/{sweep_name(config_json)}.log"
+    def _progress_key(self, state: TargetState, config_json: str) -> str:
+        return f"{self._writer_prefix(state)}/progress/{sweep_name(config_json)}.log"
 
     def run_sweep(self, state: TargetState, sweep_config: dict[str, Any], *, timeout_s: float) -> TargetState:
         instance_id = self._instance_id(state)
         commands = self.sweep_commands(state, sweep_config)
         config_json = self._config_json(state, sweep_config)
         progress = ProgressFollower(self.s3_hook, self.options.results_bucket,
-                                    self._progress_key(state.run_id, config_json), self.line_sink)
+                                    self._progress_key(state, config_json), self.line_sink)
         self._run_commands(state, instance_id, commands, timeout_s, purpose="sweep", progress=progress)
-        state.remote_results = f"s3://{self.options.results_bucket}/{self._results_key(state.run_id)}"
+        state.remote_results = f"s3://{self.options.results_bucket}/{self._results_key(state)}"
         return state
 
     def _run_commands(self, state: TargetState, instance_id: str, commands: list[str], timeout_s: float,
@@ -604,7 +722,8 @@ class Ec2Target(Target):
 
     def send_commands(self, state: TargetState, instance_id: str, commands: list[str], timeout_s: float,
                       *, purpose: str) -> str:
-        output_prefix = f"{self.options.results_prefix}/{run_key(state.run_id)}/ssm"
+        # the agent uploads with the instance's credentials: below the instance's own prefix
+        output_prefix = f"{self._writer_prefix(state)}/ssm"
         response = self.ssm_hook.conn.send_command(
             InstanceIds=[instance_id],
             DocumentName=SSM_DOCUMENT,
@@ -661,7 +780,7 @@ class Ec2Target(Target):
     # --- collect ---
 
     def collect(self, state: TargetState, local_path: str) -> str:
-        key = self._results_key(state.run_id)
+        key = self._results_key(state)
         bucket = self.options.results_bucket
         if not self.s3_hook.check_for_key(key, bucket):
             raise TargetError(f"no results at s3://{bucket}/{key}: the sweep did not upload them "
@@ -688,32 +807,79 @@ class Ec2Target(Target):
         return state.resource_id
 
     def teardown(self, state: TargetState | None) -> None:
-        """Terminate the run's instance(s) and wait until they are gone. Safe twice."""
+        """Terminate the run's instance(s) and wait until they are gone. Safe twice.
+
+        Each id is terminated on its own call, so one bad id (malformed: skipped with a
+        warning; already gone: fine) never keeps another instance running; the instances
+        tagged with the run and this deployment are always reached, also when the state's
+        id is wrong or missing. Only this deployment's instances are looked up.
+        """
         from botocore.exceptions import ClientError
 
         if state is None:
             log.info("Teardown without a state: nothing was recorded, nothing to terminate")
             return
         # by tag too: a prepare that failed after RunInstances may not have recorded the id
-        instance_ids = {instance["InstanceId"] for instance in self._instances_of(state.run_id)}
-        if state.resource_id:
-            instance_ids.add(state.resource_id)
-        if not instance_ids:
+        ids = [instance["InstanceId"] for instance in self._instances_of(state.run_id)]
+        if state.resource_id and state.resource_id not in ids:
+            if not (isinstance(state.resource_id, str) and _INSTANCE_ID.fullmatch(state.resource_id)):
+                log.warning("Teardown of run %s: ignoring malformed instance id %r in the state",
+                            state.run_id, state.resource_id)
+            elif self._is_ours(state.resource_id):
+                ids.append(state.resource_id)
+        if not ids:
             log.info("Run %s has no instance left", state.run_id)
             return
-        ids = sorted(instance_ids)
+        failed: list[str] = []
+        terminated: list[str] = []
+        for instance_id in ids:
+            try:
+                self.ec2_hook.terminate_instances(instance_ids=[instance_id])
+                terminated.append(instance_id)
+            except ClientError as exc:
+                code = _client_error_code(exc)
+                if code == "InvalidInstanceID.NotFound":
+                    log.info("Instance %s of run %s no longer exists", instance_id, state.run_id)
+                elif code == "InvalidInstanceID.Malformed":
+                    log.warning("Teardown of run %s: AWS calls %r malformed; skipped", state.run_id,
+                                instance_id)
+                else:
+                    failed.append(f"{instance_id}: {exc}")
+        if terminated:
+            self.ec2_hook.get_waiter("instance_terminated").wait(
+                InstanceIds=terminated, WaiterConfig=self._waiter_config(self.options.launch_timeout_s))
+            log.info("Terminated %s (run %s)", ", ".join(terminated), state.run_id)
+        if failed:
+            raise TargetError(f"TerminateInstances failed for run {state.run_id}: " + "; ".join(failed))
+
+    def _is_ours(self, instance_id: str) -> bool:
+        """Whether an id the state holds (but the tag lookup did not return) is this
+        deployment's: its tags say so. Another deployment's instance is never terminated."""
+        from botocore.exceptions import ClientError
+
         try:
-            self.ec2_hook.terminate_instances(instance_ids=ids)
+            reservations = self.ec2_hook.conn.describe_instances(InstanceIds=[instance_id])["Reservations"]
         except ClientError as exc:
-            if _client_error_code(exc) != "InvalidInstanceID.NotFound":
-                raise TargetError(f"TerminateInstances {ids} failed: {exc}") from exc
-            ids = [instance["InstanceId"] for instance in self._instances_of(state.run_id)]
-            if not ids:
-                return
-            self.ec2_hook.terminate_instances(instance_ids=ids)
-        self.ec2_hook.get_waiter("instance_terminated").wait(
-            InstanceIds=ids, WaiterConfig=self._waiter_config(self.options.launch_timeout_s))
-        log.info("Terminated %s (run %s)", ", ".join(ids), state.run_id)
+            if _client_error_code(exc) in ("InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"):
+                log.info("Instance %s of the state does not exist (any more)", instance_id)
+                return False
+            raise TargetError(f"DescribeInstances {instance_id} failed: {exc}") from exc
+        instances = [i for r in reservations for i in r.get("Instances", [])]
+        if instances and _tag(instances[0], DEPLOYMENT_TAG) == self.options.deployment:
+            return True
+        log.warning("Teardown: instance %s of the state is not of deployment %s (tags %s); not touched",
+                    instance_id, self.options.deployment, instances[0].get("Tags") if instances else None)
+        return False
+
+    def forget(self, run_id: str) -> int:
+        """Delete every object of the run (results, progress, SSM output) once its results are
+        in the lake; returns how many. The bucket's lifecycle rule catches what this misses."""
+        bucket, prefix = self.options.results_bucket, self.run_prefix(run_id) + "/"
+        keys = self.s3_hook.list_keys(bucket_name=bucket, prefix=prefix) or []
+        if keys:
+            self.s3_hook.delete_objects(bucket, keys)
+        log.info("Deleted %d object(s) of run %s under s3://%s/%s", len(keys), run_id, bucket, prefix)
+        return len(keys)
 
 
 def _tag(instance: dict[str, Any], key: str) -> str | None:
@@ -726,9 +892,10 @@ def _tag(instance: dict[str, Any], key: str) -> str | None:
 # --- the commands sent to the instance (module level: pure functions of their inputs) ---
 
 
-def deploy_commands(bundle_url: str, bundle_sha256: str, workdir: str, python: str, *,
+def deploy_commands(bundle_uri: str, bundle_sha256: str, workdir: str, python: str, *,
                     create_venv: bool) -> list[str]:
-    """Fetch and check the worker bundle, create the worker environment if missing."""
+    """Fetch (``aws s3 cp`` with the instance's own profile) and check the worker bundle,
+    create the worker environment if missing."""
     q = shlex.quote
     commands = [
         *SCRIPT_PREAMBLE,
@@ -736,7 +903,7 @@ def deploy_commands(bundle_url: str, bundle_sha256: str, workdir: str, python: s
         f"cd {q(workdir)}",
         # content-addressed directory: a complete one is never fetched again
         "if [ ! -f .complete ]; then "
-        f"curl -fsSL --retry 5 -o bundle.tar.gz {q(bundle_url)}; "
+        f"aws s3 cp --only-show-errors {q(bundle_uri)} bundle.tar.gz; "
         f"echo {q(bundle_sha256 + '  bundle.tar.gz')} | sha256sum -c -; "
         "tar -xzf bundle.tar.gz; rm -f bundle.tar.gz; touch .complete; fi",
     ]

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import paramiko
 
+from gpucompare.errors import PermanentError
 from gpucompare.targets import _runs
 from gpucompare.targets._worker_bundle import REQUIREMENTS, WorkerBundle, build_bundle
 from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState
@@ -119,7 +120,7 @@ class SSHOptions:
             raise TargetError(f"ssh target: unknown option {unknown[0]!r} "
                               f"(allowed: {', '.join(cls.ALLOWED)})")
         conn_id = options.get("ssh_conn_id")
-        if not isinstance(conn_id, str) or not _CONN_ID.match(conn_id):
+        if not isinstance(conn_id, str) or not _CONN_ID.fullmatch(conn_id):
             raise TargetError(f"ssh target: option 'ssh_conn_id' must name an Airflow connection "
                               f"(letters, digits, _ . -), got {conn_id!r}")
         requirements = options.get("requirements", "gpu" if gpu_count > 0 else "cpu")
@@ -127,16 +128,16 @@ class SSHOptions:
             raise TargetError(f"ssh target: option 'requirements' must be one of "
                               f"{', '.join(REQUIREMENTS)}, got {requirements!r}")
         base_python = options.get("base_python", "python3")
-        if not isinstance(base_python, str) or not (_BASE_PYTHON.match(base_python)
+        if not isinstance(base_python, str) or not (_BASE_PYTHON.fullmatch(base_python)
                                                    or _is_absolute_path(base_python)):
             raise TargetError(f"ssh target: option 'base_python' must be python3, python3.N or an "
                               f"absolute path, got {base_python!r}")
         image = options.get("image", DEFAULT_IMAGE)
-        if not isinstance(image, str) or not _IMAGE.match(image):
+        if not isinstance(image, str) or not _IMAGE.fullmatch(image):
             raise TargetError(f"ssh target: option 'image' must be a docker image reference "
                               f"(name[:tag][@sha256:digest]), got {image!r}")
         docker_gpus = options.get("docker_gpus", "all")
-        if not isinstance(docker_gpus, str) or not _DOCKER_GPUS.match(docker_gpus):
+        if not isinstance(docker_gpus, str) or not _DOCKER_GPUS.fullmatch(docker_gpus):
             raise TargetError(f"ssh target: option 'docker_gpus' must be 'all', a count or "
                               f"'device=0,1', got {docker_gpus!r}")
         known_hosts = options.get("known_hosts_file")
@@ -163,7 +164,7 @@ class SSHOptions:
 
 
 def _is_absolute_path(value: str) -> bool:
-    if not _ABSOLUTE_PATH.match(value):
+    if not _ABSOLUTE_PATH.fullmatch(value):
         return False
     return not any(part in {".", ".."} for part in value.split("/"))
 
@@ -392,7 +393,7 @@ def docker_image_command(image: str, gpus: str) -> str:
 
 # -- connection errors -------------------------------------------------------------------------
 
-class HostKeyError(TargetError, ValueError):
+class HostKeyError(TargetError, PermanentError):
     """The host's key is unknown or changed: a configuration problem no retry can fix.
 
     Also a ValueError, so callers that fail bad input at once (no Airflow retry) do so here.

@@ -1,0 +1,238 @@
+"""An HTTP proxy in front of moto's server that injects the faults a real AWS endpoint shows.
+
+Clients (boto3 through the amazon provider's hooks) are pointed at the proxy with the Airflow
+connection's ``endpoint_url``; the proxy forwards every request to moto's server on 127.0.0.1
+and returns its answer, unless a rule says otherwise for that operation:
+
+* ``throttle``: answered at once with the service's throttling error (nothing reaches moto);
+* ``error500``: answered at once with HTTP 500 ``InternalError`` (nothing reaches moto);
+* ``lose``: forwarded (moto acts), then the connection is closed without an answer, the
+  way a response lost on the network looks to the client;
+* ``timeout``: forwarded (moto acts), then held past the client's read timeout and closed;
+* ``hold``: held for ``seconds`` before being forwarded (a slow call, e.g. to SIGKILL the
+  client while it waits);
+* ``slow``: forwarded (moto acts), then answered only after ``seconds`` (the client can be
+  killed after the server acted and before it heard back);
+* ``refuse``: answered with HTTP 403 ``UnauthorizedOperation`` (not retried by botocore).
+
+A rule applies to the ``times`` requests of its operation after the first ``after`` ones.
+Operations are named as in the API: ``RunInstances`` (query protocol: the ``Action``
+parameter), ``SendCommand`` (JSON protocol: the ``X-Amz-Target`` header), ``S3:PUT``/``S3:GET``
+(REST: the method).
+
+What it stands in for beyond faults (moto lacks both): the SSM agent, whose registration
+``DescribeInstanceInformation`` reports (moto answers HTTP 500 "not implemented"; the proxy
+answers ``Online`` for the instance asked about, as an agent that came up would); and
+RunInstances' idempotency. Moto stores a ``ClientToken``
+but launches again on every call; AWS answers a repeated token with the first call's
+instance. The proxy does what AWS does: the answer to a token it has seen is replayed
+without reaching moto. A call without a token is always forwarded (and launches).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Answer = tuple[int, list[tuple[str, str]], bytes]
+
+FAULT_KINDS = ("throttle", "error500", "lose", "timeout", "hold", "slow", "refuse")
+
+
+@dataclass
+class Rule:
+    operation: str
+    kind: str
+    times: int = 1
+    after: int = 0
+    seconds: float = 0.0
+    seen: int = 0
+
+    def applies(self) -> bool:
+        """Count one request of the operation; True when this one gets the fault."""
+        self.seen += 1
+        return self.after < self.seen <= self.after + self.times
+
+
+class FaultProxy:
+    """The proxy server (see the module docstring); ``url`` is what clients are given."""
+
+    def __init__(self, upstream: str, *, read_timeout_s: float) -> None:
+        parsed = urllib.parse.urlparse(upstream)
+        self.upstream_host, self.upstream_port = parsed.hostname or "127.0.0.1", parsed.port or 80
+        self.read_timeout_s = read_timeout_s
+        self.rules: list[Rule] = []
+        self.lock = threading.Lock()
+        self.log: list[tuple[str, str]] = []  # (operation, what happened)
+        self.tokens: dict[str, Answer] = {}
+        self.launches = 0  # RunInstances calls that reached moto (each launches an instance)
+        self.requests_seen: dict[str, int] = {}
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+            def _body(self) -> bytes:
+                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                    chunks = []
+                    while True:
+                        size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                        if size == 0:
+                            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                                pass
+                            return b"".join(chunks)
+                        chunks.append(self.rfile.read(size))
+                        self.rfile.readline()
+                return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+            def _handle(self) -> None:
+                body = self._body()
+                proxy.serve(self, body)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _handle  # noqa: N815
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def add(self, operation: str, kind: str, *, times: int = 1, after: int = 0, seconds: float = 0.0) -> None:
+        assert kind in FAULT_KINDS, kind
+        with self.lock:
+            self.rules.append(Rule(operation, kind, times, after, seconds))
+
+    def clear(self) -> None:
+        with self.lock:
+            self.rules.clear()
+
+    def count(self, operation: str) -> int:
+        with self.lock:
+            return self.requests_seen.get(operation, 0)
+
+    # --- serving ---
+
+    @staticmethod
+    def operation_of(handler: BaseHTTPRequestHandler, body: bytes) -> tuple[str, dict[str, str]]:
+        target = handler.headers.get("X-Amz-Target")
+        if target:
+            return target.split(".")[-1], {}
+        if handler.command == "POST" and b"Action=" in body:
+            params = dict(urllib.parse.parse_qsl(body.decode("utf-8", "replace")))
+            return params.get("Action", "?"), params
+        return f"S3:{handler.command}", {}
+
+    def _fault(self, operation: str) -> Rule | None:
+        with self.lock:
+            self.requests_seen[operation] = self.requests_seen.get(operation, 0) + 1
+            for rule in self.rules:
+                if rule.operation == operation and rule.applies():
+                    return rule
+        return None
+
+    def _forward(self, handler: BaseHTTPRequestHandler, body: bytes) -> Answer:
+        connection = http.client.HTTPConnection(self.upstream_host, self.upstream_port, timeout=120)
+        headers = {k: v for k, v in handler.headers.items()
+                   if k.lower() not in ("transfer-encoding", "connection")}
+        headers["Content-Length"] = str(len(body))
+        connection.request(handler.command, handler.path, body=body, headers=headers)
+        response = connection.getresponse()
+        data = response.read()
+        kept = [(k, v) for k, v in response.getheaders()
+                if k.lower() not in ("transfer-encoding", "connection", "content-length")]
+        connection.close()
+        return response.status, kept, data
+
+    @staticmethod
+    def _answer(handler: BaseHTTPRequestHandler, status: int, headers: list[tuple[str, str]],
+                data: bytes) -> None:
+        handler.send_response(status)
+        for key, value in headers:
+            handler.send_header(key, value)
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        if handler.command != "HEAD":
+            handler.wfile.write(data)
+
+    @staticmethod
+    def _error(handler: BaseHTTPRequestHandler, operation: str, status: int, code: str) -> None:
+        if handler.headers.get("X-Amz-Target"):
+            data = json.dumps({"__type": code, "message": f"injected {code}"}).encode()
+            headers = [("Content-Type", "application/x-amz-json-1.1")]
+        else:
+            data = (f"<?xml version=\"1.0\"?><Response><Errors><Error><Code>{code}</Code><Message>injected "
+                    f"{code}</Message></Error></Errors><RequestID>injected</RequestID></Response>").encode()
+            if operation.startswith("S3:"):
+                data = f"<Error><Code>{code}</Code><Message>injected {code}</Message></Error>".encode()
+            headers = [("Content-Type", "text/xml")]
+        FaultProxy._answer(handler, status, headers, data)
+
+    @staticmethod
+    def _drop(handler: BaseHTTPRequestHandler) -> None:
+        handler.close_connection = True
+        try:
+            handler.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def serve(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
+        operation, params = self.operation_of(handler, body)
+        rule = self._fault(operation)
+        kind = rule.kind if rule else "pass"
+        with self.lock:
+            self.log.append((operation, kind))
+        if kind == "throttle":
+            code = "SlowDown" if operation.startswith("S3:") else (
+                "ThrottlingException" if handler.headers.get("X-Amz-Target") else "RequestLimitExceeded")
+            self._error(handler, operation, 503 if operation.startswith("S3:") else 400, code)
+            return
+        if kind == "error500":
+            self._error(handler, operation, 500, "InternalError")
+            return
+        if kind == "refuse":
+            self._error(handler, operation, 403, "UnauthorizedOperation")
+            return
+        if kind == "hold":
+            time.sleep(rule.seconds)
+        if operation == "DescribeInstanceInformation":
+            asked = json.loads(body or b"{}").get("Filters", [{}])[0].get("Values", [])
+            data = json.dumps({"InstanceInformationList": [
+                {"InstanceId": instance_id, "PingStatus": "Online"} for instance_id in asked]}).encode()
+            self._answer(handler, 200, [("Content-Type", "application/x-amz-json-1.1")], data)
+            return
+        token = params.get("ClientToken") if operation == "RunInstances" else None
+        with self.lock:
+            replay = self.tokens.get(token) if token else None
+        if replay is not None:
+            status, headers, data = replay
+        else:
+            status, headers, data = self._forward(handler, body)
+            if operation == "RunInstances" and status == 200:
+                with self.lock:
+                    self.launches += 1
+                    if token:
+                        self.tokens[token] = (status, headers, data)
+        if kind == "lose":
+            self._drop(handler)
+            return
+        if kind == "timeout":
+            time.sleep(self.read_timeout_s + 1.0)
+            self._drop(handler)
+            return
+        if kind == "slow":
+            time.sleep(rule.seconds)
+        self._answer(handler, status, headers, data)
