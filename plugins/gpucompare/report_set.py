@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gpucompare.errors import PermanentError
+
 #: The reports, in the order they are built (best_value reads cost_per_million).
 REPORTS: tuple[str, ...] = ("cost_per_million", "scaling", "throughput", "best_value", "regressions")
 #: Tables written besides the reports themselves.
@@ -31,7 +33,7 @@ ORIGINS: tuple[str, ...] = ("measured", "published")
 NOT_RANKED_REASONS: tuple[str, ...] = ("flagged", "old_published")
 
 
-class ReportError(ValueError):
+class ReportError(PermanentError):
     """Bad report settings (the message names the setting and the allowed values)."""
 
 
