@@ -45,10 +45,10 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from bench_tasks.constants import IMAGENET_TRAIN_IMAGES, MODES
-from gpucompare import schema
+from gpucompare import resources, schema
 from gpucompare.lake import Lake, open_lake
 
-SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
+SQL_DIR = resources.sql_dir()
 #: The reports, in the order they are built (best_value reads cost_per_million).
 REPORTS: tuple[str, ...] = ("cost_per_million", "scaling", "throughput", "best_value", "regressions")
 #: Tables written besides the reports themselves.
