@@ -13,8 +13,9 @@ Plugin endpoints are not protected by Airflow by default; these require a logged
 (the UI's session cookie or an API token), like the rest of the UI. Reports published to
 S3 are not served here: the page then names the bucket to read them from (or from BI).
 
-Airflow imports this file as a top-level module of the plugins folder (see
-``plugins/.airflowignore``), so it imports the rest of gpucompare by its package name.
+Airflow loads it through the installed package's ``airflow.plugins`` entry point
+(pyproject.toml), from site-packages or an editable checkout; the plugins folder skips it
+(``plugins/.airflowignore``).
 """
 
 from __future__ import annotations
