@@ -7,8 +7,9 @@ pinned by the same ``constraints.txt`` as ``make envs``; check the optional extr
 against those pins; then, from a folder outside the checkout and with no ``GPUCOMPARE_*`` or
 ``AIRFLOW__*`` setting inherited, run the console scripts (``gpucompare import-published``,
 ``gpucompare report``, ``gpucompare dags install``, ``bench-tasks``), parse the installed DAGs
-with a ``DagBag``, and ask Airflow's own commands for the plugin and the ``[gpucompare]``
-configuration. Slow (about two minutes, most of it pip installing Airflow from its cache).
+with a ``DagBag``, run ``gpucompare_reports`` through its thin file with ``airflow dags test``,
+and ask Airflow's own commands for the plugin and the ``[gpucompare]`` configuration. Slow
+(about three minutes here, most of it pip installing Airflow and resolving the extras).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -34,7 +36,11 @@ EXTRAS = "aws,ssh,celery,postgres"
 
 
 def _run(command: list[str], *, cwd: Path, env: dict[str, str], timeout: float = 600) -> str:
+    started = time.monotonic()
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    # each step's time, for keeping the test within its budget (pytest -s shows them)
+    shown = " ".join(Path(c).name if "/" in c else c for c in command)[:90]
+    print(f"  {time.monotonic() - started:6.1f}s  {shown}")
     assert done.returncode == 0, (f"{' '.join(command)} exited {done.returncode}:\n"
                                   f"{done.stdout}\n{done.stderr}")
     return done.stdout
@@ -146,6 +152,12 @@ def test_the_wheel_installs_and_works_outside_the_checkout(tmp_path: Path) -> No
     assert all(Path(fileloc).parent == dags for fileloc in parsed["dags"].values())
 
     airflow = str(venv / "bin" / "airflow")
+    # One installed DAG end to end through its thin file, on the default lake and reports
+    # folders ($AIRFLOW_HOME/gpucompare/...): outside the venv and the working folder.
+    _run([gpucompare, "import-published", "--lake", where["lake"]], cwd=work, env=env)
+    _run([airflow, "db", "migrate"], cwd=work, env=env)
+    _run([airflow, "dags", "test", "gpucompare_reports"], cwd=work, env=env)
+    assert (Path(where["reports"]) / "latest" / "index.html").is_file()
     plugins = json.loads(_run([airflow, "plugins", "--output", "json"], cwd=work, env=env))
     ours = [p for p in plugins if p["name"] == "gpucompare"]
     assert len(ours) == 1 and "EntryPoint" in ours[0]["source"], plugins
