@@ -149,3 +149,25 @@ def test_unpacked_bundle_holds_only_the_worker_even_when_unpacked_concurrently(t
     assert (root / "bench_tasks" / "requirements-gpu.txt").is_file()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".unpack-")]
     assert _worker_bundle.unpacked_bundle(tmp_path) == root
+
+
+def _imported_gpucompare_modules(path: Path) -> set[str]:
+    """Every gpucompare module a file imports, at the top or inside functions."""
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return {name for name in found if name.startswith("gpucompare.")}
+
+
+def test_the_fleet_and_the_scaling_plan_never_import_the_launcher() -> None:
+    """The circle distributed <-> fleet stays broken: the import points from distributed only."""
+    library = REPO_ROOT / "plugins" / "gpucompare"
+    for module in ("fleet.py", "scaling_plan.py"):
+        assert "gpucompare.distributed" not in _imported_gpucompare_modules(library / module), module
+    assert "gpucompare.fleet" not in _imported_gpucompare_modules(library / "scaling_plan.py")
