@@ -39,7 +39,7 @@ def _run(command: list[str], *, cwd: Path, env: dict[str, str], timeout: float =
     started = time.monotonic()
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     # each step's time, for keeping the test within its budget (pytest -s shows them)
-    shown = " ".join(Path(c).name if "/" in c else c for c in command)[:90]
+    shown = " ".join(Path(c).name if "/" in c else c for c in command).replace("\n", " ")[:90]
     print(f"  {time.monotonic() - started:6.1f}s  {shown}")
     assert done.returncode == 0, (f"{' '.join(command)} exited {done.returncode}:\n"
                                   f"{done.stdout}\n{done.stderr}")
