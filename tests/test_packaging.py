@@ -151,6 +151,18 @@ def test_unpacked_bundle_holds_only_the_worker_even_when_unpacked_concurrently(t
     assert _worker_bundle.unpacked_bundle(tmp_path) == root
 
 
+def test_unpacking_removes_what_a_killed_unpack_left_long_ago(tmp_path: Path) -> None:
+    old, recent = tmp_path / ".unpack-old", tmp_path / ".unpack-recent"
+    for staging in (old, recent):
+        (staging / "bench_tasks").mkdir(parents=True)
+    two_hours_ago = old.stat().st_mtime - 2 * _worker_bundle.STALE_UNPACK_S
+    os.utime(old, (two_hours_ago, two_hours_ago))
+    root = _worker_bundle.unpacked_bundle(tmp_path)
+    assert (root / "bench_tasks" / "__main__.py").is_file()
+    assert not old.exists()
+    assert recent.exists()  # may belong to a process unpacking right now
+
+
 def _imported_gpucompare_modules(path: Path) -> set[str]:
     """Every gpucompare module a file imports, at the top or inside functions."""
     import ast

@@ -19,6 +19,7 @@ import os
 import shutil
 import tarfile
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,6 +131,7 @@ def unpacked_bundle(cache_dir: Path | None = None) -> Path:
     target = bundle.tarball.parent / bundle.name
     if (target / PACKAGE_NAME / "__main__.py").is_file():
         return target
+    _remove_stale_unpacks(bundle.tarball.parent)
     # Unpacked aside and renamed, so a concurrent run never sees half a tree.
     staging = Path(tempfile.mkdtemp(dir=bundle.tarball.parent, prefix=".unpack-"))
     with tarfile.open(bundle.tarball) as tar:
@@ -141,3 +143,17 @@ def unpacked_bundle(cache_dir: Path | None = None) -> Path:
             raise
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+#: An unpack takes well under a second; a staging folder this old was left by a killed process.
+STALE_UNPACK_S = 3600
+
+
+def _remove_stale_unpacks(cache_dir: Path) -> None:
+    now = time.time()
+    for staging in cache_dir.glob(".unpack-*"):
+        try:
+            if now - staging.stat().st_mtime > STALE_UNPACK_S:
+                shutil.rmtree(staging, ignore_errors=True)
+        except FileNotFoundError:  # removed by a concurrent caller
+            continue
