@@ -183,3 +183,21 @@ def test_the_fleet_and_the_scaling_plan_never_import_the_launcher() -> None:
     for module in ("fleet.py", "scaling_plan.py"):
         assert "gpucompare.distributed" not in _imported_gpucompare_modules(library / module), module
     assert "gpucompare.fleet" not in _imported_gpucompare_modules(library / "scaling_plan.py")
+
+
+def test_every_package_folder_is_in_the_build_configuration() -> None:
+    """pyproject.toml lists the packages explicitly (package-dir maps folders into gpucompare):
+    a new subpackage missing there would silently be left out of the wheel."""
+    import tomllib
+
+    config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    mapped = {name: REPO_ROOT / folder for name, folder in config["package-dir"].items()}
+    on_disk = set()
+    for name, folder in mapped.items():
+        for init in folder.rglob("__init__.py"):
+            relative = init.parent.relative_to(folder)
+            if "__pycache__" not in relative.parts:
+                on_disk.add(".".join((name, *relative.parts)))
+    assert on_disk - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
+    assert listed - on_disk == set()
