@@ -5,8 +5,9 @@
 #   docker build -f docker/airflow.Dockerfile -t gpucompare-airflow:latest .   # from the repository root
 #
 # docker/compose.yaml builds it for every Airflow service. The layout under /opt/airflow is the
-# repository's (dags/, plugins/, sql/, bench_tasks/), so every path the code derives from the
-# repository root (sql/, dags/config/fleet.yaml, .venv-bench) holds inside the image too.
+# repository's (dags/, plugins/, sql/, bench_tasks/), installed editable as `make envs` does, so
+# the package's entry points (UI plugin, [gpucompare] config, the gpucompare command) are
+# registered and its resources (sql/, the fleet file, the worker) resolve to these folders.
 
 FROM apache/airflow:3.3.2-python3.11
 
@@ -42,6 +43,8 @@ COPY --chown=airflow:0 bench_tasks /opt/airflow/bench_tasks
 COPY --chown=airflow:0 plugins /opt/airflow/plugins
 COPY --chown=airflow:0 sql /opt/airflow/sql
 COPY --chown=airflow:0 dags /opt/airflow/dags
+COPY --chown=airflow:0 README.md /opt/airflow/README.md
+RUN pip install --no-cache-dir --no-deps -e /opt/airflow
 
 ENV PYTHONPATH=/opt/airflow:/opt/airflow/plugins \
     GPUCOMPARE_BENCH_PYTHON=/opt/airflow/.venv-bench/bin/python \

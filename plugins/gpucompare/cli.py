@@ -24,7 +24,7 @@ from gpucompare import schema
 from gpucompare.errors import UsageError
 
 #: Modules that may contribute subcommands through ``add_cli(subparsers)``.
-EXTENSIONS: tuple[str, ...] = ("gpucompare.reports", "gpucompare.distributed")
+EXTENSIONS: tuple[str, ...] = ("gpucompare.reports", "gpucompare.distributed", "gpucompare.dag_files")
 
 
 @dataclass(frozen=True)
@@ -222,7 +222,7 @@ register("lake-info", "what the lake holds: files and rows per table, results pe
 
 # ---- entry point -------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m gpucompare",
+    parser = argparse.ArgumentParser(prog="gpucompare",
                                      description="gpucompare: results lake, prices and reports")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS.values():

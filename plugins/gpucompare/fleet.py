@@ -275,8 +275,8 @@ def plan_ttl_minutes(sweep_limits_s: list[float], fleet_ttl: Any = None) -> int:
 
 
 def _parse_scaling(document: Mapping[str, Any], targets: list[FleetTarget]) -> tuple[dict[str, Any], tuple]:
-    """The optional ``scaling_profiles`` and ``scaling_groups`` (format: ``gpucompare.distributed``)."""
-    from gpucompare import distributed
+    """The optional ``scaling_profiles`` and ``scaling_groups`` (format: ``gpucompare.scaling_plan``)."""
+    from gpucompare import scaling_plan
 
     profiles_doc = document.get("scaling_profiles") or {}
     if not isinstance(profiles_doc, Mapping):
@@ -284,7 +284,7 @@ def _parse_scaling(document: Mapping[str, Any], targets: list[FleetTarget]) -> t
     profiles = {}
     for name, body in profiles_doc.items():
         try:
-            profiles[name] = distributed.parse_scaling_profile(name, body)
+            profiles[name] = scaling_plan.parse_scaling_profile(name, body)
         except ValidationError as exc:
             raise validation.qualify(f"scaling_profiles.{name}", exc) from exc
     groups_doc = document.get("scaling_groups") or []
@@ -294,7 +294,7 @@ def _parse_scaling(document: Mapping[str, Any], targets: list[FleetTarget]) -> t
     groups: list[Any] = []
     for index, entry in enumerate(groups_doc):
         try:
-            group = distributed.parse_scaling_group(entry, specs, profiles)
+            group = scaling_plan.parse_scaling_group(entry, specs, profiles)
         except ValidationError as exc:
             raise validation.qualify(f"scaling_groups[{index}]", exc) from exc
         if any(g.name == group.name for g in groups):
@@ -492,13 +492,13 @@ def plan_fleet(fleet: Fleet, dag_run_id: str) -> list[dict[str, Any]]:
 
 
 def plan_scaling(fleet: Fleet, dag_run_id: str) -> list[dict[str, Any]]:
-    """One plan per enabled scaling group (``gpucompare.distributed.plan_scaling_group``)."""
-    from gpucompare import distributed
+    """One plan per enabled scaling group (``gpucompare.scaling_plan.plan_scaling_group``)."""
+    from gpucompare import scaling_plan
 
     specs = {t.name: t.spec for t in fleet.targets}
-    plans = [distributed.plan_scaling_group(group, [specs[n] for n in group.targets],
-                                            fleet.scaling_profiles[group.profile],
-                                            target_run_id(dag_run_id, f"scaling-{group.name}"))
+    plans = [scaling_plan.plan_scaling_group(group, [specs[n] for n in group.targets],
+                                             fleet.scaling_profiles[group.profile],
+                                             target_run_id(dag_run_id, f"scaling-{group.name}"))
              for group in fleet.scaling_groups if group.enabled]
     for plan in plans:
         for spec in plan["specs"]:

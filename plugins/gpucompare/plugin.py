@@ -16,8 +16,9 @@ every answer carries ``X-Content-Type-Options: nosniff`` and a Content-Security-
 that lets a report use its own inline styles and files, and nothing else. Reports published to
 S3 are not served here: the page then names the bucket to read them from (or from BI).
 
-Airflow imports this file as a top-level module of the plugins folder (see
-``plugins/.airflowignore``), so it imports the rest of gpucompare by its package name.
+Airflow loads it through the installed package's ``airflow.plugins`` entry point
+(pyproject.toml), from site-packages or an editable checkout; the plugins folder skips it
+(``plugins/.airflowignore``).
 """
 
 from __future__ import annotations

@@ -31,10 +31,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpucompare import schema
+from gpucompare import resources, schema
 from gpucompare.errors import PermanentError
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR = resources.data_dir()
 PRICES_DIR = DATA_DIR / "prices"
 FX_DIR = DATA_DIR / "fx"
 

@@ -33,11 +33,11 @@ import pyarrow as pa
 
 from bench_tasks.constants import MODES, NETWORKS, STATUSES
 from bench_tasks.record import SCHEMA_VERSION
-from gpucompare import prices, schema
+from gpucompare import prices, resources, schema
 from gpucompare.errors import PermanentError
 from gpucompare.lake import Lake, safe_name
 
-PUBLISHED_DIR = Path(__file__).resolve().parent / "data" / "published"
+PUBLISHED_DIR = resources.data_dir("published")
 SHIPPED_RESULTS = PUBLISHED_DIR / "published_results.csv"
 SHIPPED_PRICES = PUBLISHED_DIR / "published_prices.csv"
 SHIPPED_SCALING = PUBLISHED_DIR / "published_scaling.csv"

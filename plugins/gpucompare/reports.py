@@ -57,7 +57,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from bench_tasks.constants import IMAGENET_TRAIN_IMAGES, MODES
-from gpucompare import html, schema
+from gpucompare import html, resources, schema
 from gpucompare.lake import Lake, open_lake
 from gpucompare.report_set import (
     DERIVED,
@@ -83,7 +83,7 @@ __all__ = [  # the data classes live in report_set (below the page); used from h
     "run_reports",
 ]
 
-SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
+SQL_DIR = resources.sql_dir()
 CURRENCIES: tuple[str, ...] = schema.CURRENCIES
 #: Tables kept a copy of every day under report_history/ (BI charts them over time).
 HISTORY_TABLES: tuple[str, ...] = (*REPORTS, *DERIVED)

@@ -2,25 +2,16 @@
 
 Each setting is read one way: the environment variable ``GPUCOMPARE_<NAME>`` if set, else
 ``[gpucompare] <name>`` in the Airflow configuration (so ``AIRFLOW__GPUCOMPARE__<NAME>`` works
-too), else a default under the repository. Nothing here is read from Airflow Variables, and
-nothing is read at import time: call the functions where the value is needed.
+too), else its default. Nothing here is read from Airflow Variables, and nothing is read at
+import time: call the functions where the value is needed.
 
-| setting | default |
-| --- | --- |
-| ``GPUCOMPARE_LAKE`` | ``<repo>/lake`` (or ``s3://bucket/prefix``) |
-| ``GPUCOMPARE_REPORTS`` | ``<repo>/reports`` (or ``s3://bucket/prefix``) |
-| ``GPUCOMPARE_FLEET`` | ``<repo>/dags/config/fleet.yaml`` |
-| ``GPUCOMPARE_STAGING`` | ``<tmp>/gpucompare-staging`` (collected results before ingest; or ``s3://…``) |
-| ``GPUCOMPARE_CURRENCY`` | ``EUR`` (the reports' currency) |
-| ``GPUCOMPARE_NIGHTLY_SCHEDULE`` | the fleet file's ``schedule``, else ``0 2 * * *`` |
-| ``GPUCOMPARE_POOL`` | ``gpucompare_instances`` (caps concurrently working instances) |
-| ``GPUCOMPARE_RETRY_DELAY_S`` | ``60`` (first retry delay of network steps; doubles each time) |
-| ``GPUCOMPARE_SWEEPER_REGIONS`` | empty (extra AWS regions for the sweeper, comma-separated) |
-| ``GPUCOMPARE_DEPLOYMENT`` | ``d`` + a hash of the Airflow metadata DB URI (names paid machines) |
-| ``GPUCOMPARE_COMPACT_AFTER_DAYS`` | ``2`` (the reports DAG compacts results partitions older than this) |
-| ``GPUCOMPARE_PUBLISHED_MAX_AGE_YEARS`` | ``3`` (older published figures are shown but not ranked) |
-| ``GPUCOMPARE_RANK_OLD_PUBLISHED`` | ``false`` (``true``: rank them anyway) |
-| ``GPUCOMPARE_RANK_FLAGGED`` | ``false`` (``true``: rank figures carrying flags too) |
+Every setting is one entry of :data:`DEFAULTS` with a one-line description in
+:data:`DESCRIPTIONS`; the provider's ``[gpucompare]`` config section (what ``airflow config
+list`` shows, ``gpucompare.provider_info``) is generated from the two. Whoever adds a setting
+adds both lines. Defaults never point into the installed package's folder (a virtualenv is
+no place for data): the lake and the reports live under ``$AIRFLOW_HOME/gpucompare/``
+(``{AIRFLOW_HOME}`` in a default is expanded as Airflow expands it in its own defaults:
+``$AIRFLOW_HOME``, else ``~/airflow``); ``make demo`` sets ``./lake`` and ``./reports``.
 """
 
 from __future__ import annotations
@@ -31,26 +22,60 @@ import re
 import tempfile
 from pathlib import Path
 
-#: The repository (or image directory) that holds ``dags/`` and ``plugins/``.
-REPO_ROOT = Path(__file__).resolve().parents[2]
+#: The placeholder Airflow itself expands in configuration defaults.
+AIRFLOW_HOME_PLACEHOLDER = "{AIRFLOW_HOME}"
 
 DEFAULTS: dict[str, str] = {
-    "lake": str(REPO_ROOT / "lake"),
-    "reports": str(REPO_ROOT / "reports"),
-    "fleet": str(REPO_ROOT / "dags" / "config" / "fleet.yaml"),
+    "lake": "{AIRFLOW_HOME}/gpucompare/lake",
+    "reports": "{AIRFLOW_HOME}/gpucompare/reports",
+    "fleet": "",
     "staging": str(Path(tempfile.gettempdir()) / "gpucompare-staging"),
     "currency": "EUR",
     "nightly_schedule": "",
     "pool": "gpucompare_instances",
     "retry_delay_s": "60",
     "sweeper_regions": "",
-    # this deployment's name in every tag, run id and S3 key of a paid machine (see deployment())
     "deployment": "",
     "compact_after_days": "2",
-    "published_max_age_years": "3",  # best_value: older published figures are shown, not ranked
-    "rank_old_published": "false",  # best_value: true = rank those old published figures anyway
-    "rank_flagged": "false",  # best_value: true = rank figures the published import flagged
+    "published_max_age_years": "3",
+    "rank_old_published": "false",
+    "rank_flagged": "false",
+    "bench_python": "",
 }
+
+#: One line per setting (shown by ``airflow config list`` and in the provider's metadata).
+DESCRIPTIONS: dict[str, str] = {
+    "lake": "The results lake: a local folder or s3://bucket/prefix.",
+    "reports": "Where the reports are written (CSV, Parquet, HTML): a local folder or s3://bucket/prefix.",
+    "fleet": "The fleet file (targets, sweeps, scaling groups). Empty: the example shipped in the "
+             "package, gpucompare/dags/config/fleet.yaml.",
+    "staging": "Where collected results wait for ingest: a local folder, or s3://bucket/prefix when "
+               "Celery or Kubernetes workers share no disk.",
+    "currency": "The reports' currency (EUR or USD).",
+    "nightly_schedule": "Cron schedule of gpucompare_nightly. Empty: the fleet file's schedule, "
+                        "else 0 2 * * *.",
+    "pool": "The Airflow pool that caps how many instances work at once (slots = the fleet's "
+            "max_instances).",
+    "retry_delay_s": "First retry delay of the network steps in seconds; it doubles on each retry.",
+    "sweeper_regions": "Extra AWS regions the sweeper checks for expired instances, comma-separated.",
+    "compact_after_days": "The reports DAG compacts results partitions older than this many days.",
+    "deployment": "This deployment's name in the tags, run ids and S3 keys of paid machines (1-20 of "
+                  "a-z 0-9 -). Empty: d + 10 hex digits of the SHA-256 of the Airflow metadata DB URI.",
+    "published_max_age_years": "best_value: published figures older than this many years are shown "
+                               "but not ranked.",
+    "rank_old_published": "best_value: true ranks those old published figures anyway.",
+    "rank_flagged": "best_value: true ranks figures that the published import flagged too.",
+    "bench_python": "The worker interpreter of the local target (a venv with MXNet). Empty: "
+                    ".venv-bench/bin/python in the current directory (what make envs creates).",
+}
+
+
+def _expand(value: str) -> str:
+    """``{AIRFLOW_HOME}`` → Airflow's home, as Airflow expands its own defaults."""
+    if AIRFLOW_HOME_PLACEHOLDER not in value:
+        return value
+    home = os.path.expanduser(os.path.expandvars(os.environ.get("AIRFLOW_HOME") or "~/airflow"))
+    return value.replace(AIRFLOW_HOME_PLACEHOLDER, home)
 
 
 def setting(name: str) -> str:
@@ -59,12 +84,12 @@ def setting(name: str) -> str:
         raise KeyError(f"unknown gpucompare setting {name!r} (known: {', '.join(sorted(DEFAULTS))})")
     from_env = os.environ.get(f"GPUCOMPARE_{name.upper()}")
     if from_env:
-        return from_env
+        return _expand(from_env)
     try:
         from airflow.sdk import conf
     except ImportError:  # the library also runs without Airflow (python -m gpucompare)
-        return DEFAULTS[name]
-    return conf.get("gpucompare", name, fallback=DEFAULTS[name]) or DEFAULTS[name]
+        return _expand(DEFAULTS[name])
+    return _expand(conf.get("gpucompare", name, fallback=DEFAULTS[name]) or DEFAULTS[name])
 
 
 def lake_uri() -> str:
@@ -76,7 +101,19 @@ def reports_uri() -> str:
 
 
 def fleet_path() -> Path:
-    return Path(setting("fleet"))
+    """The fleet file: the setting, else the example shipped in the package."""
+    configured = setting("fleet")
+    if configured:
+        return Path(configured)
+    from gpucompare import resources
+
+    return resources.fleet_file()
+
+
+def bench_python() -> Path:
+    """The local target's worker interpreter: the setting, else ``./.venv-bench/bin/python``."""
+    configured = setting("bench_python")
+    return Path(configured) if configured else Path.cwd() / ".venv-bench" / "bin" / "python"
 
 
 def staging_uri() -> str:

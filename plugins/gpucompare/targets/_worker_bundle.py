@@ -3,7 +3,11 @@
 The bundle holds the ``bench_tasks/`` package (its requirements files included) and
 nothing else; it is byte-for-byte reproducible (sorted entries, fixed times and owners), so
 its hash names the code exactly. A remote host keeps each version in
-``<remote base>/bench-<hash>/`` and an upload is skipped when that directory is there.
+``<remote base>/bench-<hash>/`` and an upload is skipped when that directory is there; the
+local target runs from the same bundle unpacked in the cache (:func:`unpacked_bundle`).
+
+The package is found through :mod:`gpucompare.resources`, so this works the same from an
+installed wheel (``site-packages/bench_tasks``) as from a checkout.
 """
 
 from __future__ import annotations
@@ -12,12 +16,14 @@ import gzip
 import hashlib
 import io
 import os
+import shutil
 import tarfile
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import bench_tasks
+from gpucompare import resources
 
 #: Characters of the sha256 kept in names: enough to never collide between versions.
 HASH_CHARS = 16
@@ -40,8 +46,8 @@ class WorkerBundle:
 
 
 def package_dir() -> Path:
-    """Where ``bench_tasks`` is on this machine (the repository's copy when installed editable)."""
-    return Path(bench_tasks.__file__).resolve().parent
+    """Where ``bench_tasks`` is on this machine (the checkout's copy when installed editable)."""
+    return resources.worker_dir().resolve()
 
 
 def bundle_files(root: Path | None = None) -> list[Path]:
@@ -112,3 +118,42 @@ def build_bundle(cache_dir: Path | None = None, root: Path | None = None) -> Wor
         os.replace(tmp_name, tarball)
     return WorkerBundle(tarball=tarball, content_hash=content_hash,
                         requirements_hashes=requirements_hashes)
+
+
+def unpacked_bundle(cache_dir: Path | None = None) -> Path:
+    """The worker's current bundle unpacked in the cache: ``<cache>/bench-<hash>/bench_tasks/``.
+
+    The local target puts this folder (and nothing else) on the worker's ``PYTHONPATH``: the
+    parent of an installed ``bench_tasks`` is the orchestrator's site-packages, whose numpy 2
+    would shadow the worker environment's numpy and break MXNet at import.
+    """
+    bundle = build_bundle(cache_dir=cache_dir)
+    target = bundle.tarball.parent / bundle.name
+    if (target / PACKAGE_NAME / "__main__.py").is_file():
+        return target
+    _remove_stale_unpacks(bundle.tarball.parent)
+    # Unpacked aside and renamed, so a concurrent run never sees half a tree.
+    staging = Path(tempfile.mkdtemp(dir=bundle.tarball.parent, prefix=".unpack-"))
+    with tarfile.open(bundle.tarball) as tar:
+        tar.extractall(staging, filter="data")
+    try:
+        os.rename(staging, target)
+    except OSError:  # another process unpacked the same bundle first: use theirs
+        if not (target / PACKAGE_NAME / "__main__.py").is_file():
+            raise
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+#: An unpack takes well under a second; a staging folder this old was left by a killed process.
+STALE_UNPACK_S = 3600
+
+
+def _remove_stale_unpacks(cache_dir: Path) -> None:
+    now = time.time()
+    for staging in cache_dir.glob(".unpack-*"):
+        try:
+            if now - staging.stat().st_mtime > STALE_UNPACK_S:
+                shutil.rmtree(staging, ignore_errors=True)
+        except FileNotFoundError:  # removed by a concurrent caller
+            continue

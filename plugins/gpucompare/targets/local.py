@@ -17,6 +17,7 @@ directory, default false).
 
 from __future__ import annotations
 
+import functools
 import os
 import selectors
 import shutil
@@ -28,8 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpucompare import settings
 from gpucompare.targets import _runs
-from gpucompare.targets._worker_bundle import package_dir
+from gpucompare.targets._worker_bundle import unpacked_bundle
 from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState
 
 DEPLOY_CHECK_TIMEOUT_S = 120
@@ -37,11 +39,8 @@ _READ_CHUNK = 65536
 
 
 def default_bench_python() -> Path:
-    """The worker interpreter: ``$GPUCOMPARE_BENCH_PYTHON`` or the repository's ``.venv-bench``."""
-    configured = os.environ.get("GPUCOMPARE_BENCH_PYTHON")
-    if configured:
-        return Path(configured)
-    return package_dir().parent / ".venv-bench" / "bin" / "python"
+    """The worker interpreter: the ``bench_python`` setting (``$GPUCOMPARE_BENCH_PYTHON``)."""
+    return settings.bench_python()
 
 
 def default_work_dir() -> Path:
@@ -107,7 +106,11 @@ class LocalTarget(Target):
         if spec.kind != self.kind:
             raise TargetError(f"kind: expected {self.kind!r} for LocalTarget, got {spec.kind!r}")
         self.options = LocalOptions.parse(spec.options)
-        self.code_root = package_dir().parent
+
+    @functools.cached_property
+    def code_root(self) -> Path:
+        """The folder holding only ``bench_tasks``: the worker's unpacked bundle."""
+        return unpacked_bundle()
 
     # -- the interface -----------------------------------------------------------------
     def prepare(self, run_id: str) -> TargetState:
@@ -205,7 +208,8 @@ class LocalTarget(Target):
     # -- running the worker ------------------------------------------------------------
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
-        # The worker runs from the repository's copy of bench_tasks, whatever is installed.
+        # The worker runs from this package's bench_tasks (unpacked alone, see code_root),
+        # whatever the worker environment has installed.
         env["PYTHONPATH"] = str(self.code_root)
         env["PYTHONUNBUFFERED"] = "1"
         return env
