@@ -46,7 +46,7 @@ import pyarrow.parquet as pq
 
 from bench_tasks.constants import IMAGENET_TRAIN_IMAGES, MODES
 from gpucompare import schema
-from gpucompare.lake import Lake, open_lake
+from gpucompare.lake import Lake, TableSnapshot, open_lake
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
 #: The reports, in the order they are built (best_value reads cost_per_million).
@@ -84,23 +84,47 @@ class RegressionRule:
 
 @dataclass
 class ReportInputs:
-    """What the reports read: the lake's results files and the small side tables (Arrow)."""
+    """What the reports read: the live results files of the lake's log and the small side tables
+    (Arrow), all as of one moment (``as_of``), with the table versions they came from."""
 
     lake: Lake
     prices: pa.Table
     fx: pa.Table
     published_scaling: pa.Table
+    #: the results table's live files at the chosen version (None: read the lake's current version)
+    results: TableSnapshot | None = None
+    #: table -> Delta version read (None: the table did not exist then)
+    versions: dict[str, int | None] = field(default_factory=dict)
+    as_of: str | None = None
 
     @classmethod
-    def from_lake(cls, uri: str) -> ReportInputs:
-        """Open the lake at ``uri`` (local path or s3://bucket/prefix)."""
-        lake = open_lake(uri)
-        curves = lake.published_scaling_table()
-        if curves.num_rows == 0:  # not imported into this lake: the shipped copy, so charts can show them
+    def from_lake(cls, uri: str, *, as_of: int | str | dt.datetime | None = None) -> ReportInputs:
+        """Open the lake at ``uri`` (local path or s3://bucket/prefix), as it was at ``as_of``: a
+        version of the results table (int; the side tables then as they were at that commit's
+        time) or a timestamp (every table as it was then). A URI with no lake raises NoLakeError."""
+        lake = open_lake(uri).require()
+        results = lake.snapshot("results", as_of)
+        side_as_of: int | str | dt.datetime | None = as_of
+        if isinstance(as_of, int) or (isinstance(as_of, str) and as_of.strip().isdigit()):
+            side_as_of = results.timestamp  # the side tables as they were when that version was written
+        snapshots = {kind: lake.snapshot(kind, side_as_of) for kind in ("prices", "fx", "published_scaling")}
+        curves = lake.published_scaling_table(as_of=side_as_of) if snapshots["published_scaling"].files else None
+        if curves is None or curves.num_rows == 0:  # not imported into this lake: the shipped copy
             from gpucompare import published
 
             curves = published.read_published_scaling(published.SHIPPED_SCALING)
-        return cls(lake=lake, prices=lake.prices_table(), fx=lake.fx_table(), published_scaling=curves)
+        versions = {"results": results.version, **{k: v.version for k, v in snapshots.items()}}
+        return cls(lake=lake, prices=lake.prices_table(as_of=side_as_of), fx=lake.fx_table(as_of=side_as_of),
+                   published_scaling=curves, results=results, versions=versions,
+                   as_of=None if as_of is None else str(as_of))
+
+    def manifest(self) -> dict[str, object]:
+        """What the report set was built from (manifest.json, summary.md)."""
+        snap = self.results
+        return {"lake": self.lake.uri, "as_of": self.as_of, "table_versions": self.versions,
+                "results_files": None if snap is None else len(snap.files),
+                "results_version_time": None if snap is None or snap.timestamp is None
+                else snap.timestamp.isoformat()}
 
 
 @dataclass
@@ -114,6 +138,8 @@ class ReportSet:
     newest_date: dt.date | None
     timings: dict[str, float] = field(default_factory=dict)
     written: list[str] = field(default_factory=list)
+    #: what the set was built from (table versions; see ReportInputs.manifest)
+    manifest: dict[str, object] = field(default_factory=dict)
 
     @property
     def missing_prices(self) -> pa.Table:
@@ -168,7 +194,7 @@ def build_reports(
         con.register("prices", inputs.prices)
         con.register("fx", inputs.fx)
         con.register("published_scaling", inputs.published_scaling)
-        files = ResultFiles.of(inputs.lake, con)
+        files = ResultFiles.of(inputs.lake, con, inputs.results)
 
         def stage_latest() -> tuple[int, list[dt.date]]:
             files.register("results")
@@ -224,23 +250,30 @@ def build_reports(
     return report_set
 
 
-_DATE_PARTITION = re.compile(r"(?:^|/)date=(\d{4}-\d{2}-\d{2})/")
-
-
 @dataclass
 class ResultFiles:
-    """The results Parquet files of a lake, by date partition, readable by DuckDB's own reader.
+    """The results table's live files (from its Delta log), by date partition, for DuckDB's reader.
 
+    The file list and each file's partition values come from the table's log, never from a
+    listing of the folder: a stray, foreign or half-written Parquet file there is never read.
     DuckDB's Parquet reader is several times faster than an Arrow dataset scan handed to
     DuckDB (it keeps dictionary-encoded strings as they are), so the files are given to
-    ``read_parquet`` directly. Partition pruning happens here, on the file list, before
-    anything is opened. A local lake is read from disk; any other pyarrow filesystem (S3)
-    is registered with DuckDB through fsspec's wrapper of it, so the bytes still come
-    through pyarrow.fs and no DuckDB extension (httpfs) is needed.
+    ``read_parquet`` directly. delta-rs writes a partitioned table's files under Hive
+    directories (``mode=…/date=…/``); where every file's directory agrees with the log's
+    partition values, DuckDB takes ``mode`` and ``date`` from the path (one ``read_parquet``);
+    otherwise each partition's files are read with its values from the log as constants.
+    Partition pruning happens here, on the file list, before anything is opened. A local lake
+    is read from disk; any other pyarrow filesystem (S3) is registered with DuckDB through
+    fsspec's wrapper of it, so the bytes come through pyarrow.fs and no extension is needed.
     """
 
     con: duckdb.DuckDBPyConnection
-    by_date: dict[dt.date, list[str]]
+    #: date -> [(path for DuckDB, mode)]
+    by_date: dict[dt.date, list[tuple[str, str]]]
+    #: columns of RESULTS_SCHEMA the table does not have (yet): read as typed NULLs
+    missing: tuple[str, ...] = ()
+    #: whether every file's Hive directory matches its partition values in the log
+    hive_paths: bool = True
     #: Files are read against the oldest file's columns (every file of one code version has
     #: the same schema); True after a file turned out to differ in a column that is read,
     #: to match columns by name in every file.
@@ -248,8 +281,10 @@ class ResultFiles:
     views: dict[str, tuple[set[dt.date] | None, dt.date | None]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, lake: Lake, con: duckdb.DuckDBPyConnection) -> ResultFiles:
-        if isinstance(lake.fs, pafs.LocalFileSystem):
+    def of(cls, lake: Lake, con: duckdb.DuckDBPyConnection, snapshot: TableSnapshot | None = None) -> ResultFiles:
+        if snapshot is None:
+            snapshot = lake.snapshot("results") if lake.has_table("results") else None
+        if lake.is_local:
             prefix = ""
         else:
             from fsspec.implementations.arrow import ArrowFSWrapper
@@ -258,36 +293,57 @@ class ResultFiles:
             con.register_filesystem(wrapper)
             protocol = wrapper.protocol if isinstance(wrapper.protocol, str) else wrapper.protocol[0]
             prefix = f"{protocol}://"
-        by_date: dict[dt.date, list[str]] = {}
-        for rel in lake.list_files("results"):
-            match = _DATE_PARTITION.search(rel)
-            if match is None:  # not a Hive partition file: not part of the table
-                continue
-            by_date.setdefault(dt.date.fromisoformat(match.group(1)), []).append(prefix + lake.path(rel))
-        return cls(con=con, by_date=by_date)
+        by_date: dict[dt.date, list[tuple[str, str]]] = {}
+        hive_paths = True
+        missing: tuple[str, ...] = ()
+        if snapshot is not None and snapshot.version is not None:
+            present = set(snapshot.arrow_schema.names) if snapshot.arrow_schema is not None else set()
+            missing = tuple(n for n in schema.RESULTS_SCHEMA.names if n not in present)
+            for live in snapshot.files:
+                date, mode = live.partition.get("date"), live.partition.get("mode")
+                if date is None or mode is None:  # not a partitioned results file: not ours
+                    continue
+                expected = f"mode={mode}/date={date.isoformat()}/"
+                hive_paths = hive_paths and live.relative.startswith(expected) and live.relative.count("=") == 2
+                by_date.setdefault(date, []).append((prefix + live.path, mode))
+        return cls(con=con, by_date=by_date, missing=missing, hive_paths=hive_paths)
 
     def register(self, view: str, *, dates: set[dt.date] | None = None, since: dt.date | None = None) -> int:
         """(Re)define ``view`` over the files of ``dates`` (or of every date >= ``since``, or all),
         oldest first."""
         self.views[view] = (dates, since)
         chosen = [
-            path
+            (path, mode, date)
             for date, paths in sorted(self.by_date.items())
             if (dates is None or date in dates) and (since is None or date >= since)
-            for path in paths
+            for path, mode in paths
         ]
         if not chosen:
             self.con.register("empty_results", schema.empty_results())
-            source = "empty_results"
+            source = "SELECT * FROM empty_results"
         else:
-            # file paths come from the lake listing; quotes are doubled, so the literal is closed
-            listing = ", ".join("'" + path.replace("'", "''") + "'" for path in chosen)
-            source = (
-                f"read_parquet([{listing}], hive_partitioning = true, "
-                "hive_types = {'mode': 'VARCHAR', 'date': 'DATE'}, "
-                f"union_by_name = {'true' if self.union_by_name else 'false'})"
-            )
-        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM {source}")  # noqa: S608
+            # paths come from the table's log; quotes are doubled, so each literal is closed
+            def listing(paths: list[str]) -> str:
+                return ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
+
+            options = f"union_by_name = {'true' if self.union_by_name else 'false'}"
+            if self.hive_paths:
+                source = (f"SELECT * FROM read_parquet([{listing([c[0] for c in chosen])}], "
+                          "hive_partitioning = true, hive_types = {'mode': 'VARCHAR', 'date': 'DATE'}, "
+                          f"{options})")
+            else:
+                groups: dict[tuple[str, dt.date], list[str]] = {}
+                for path, mode, date in chosen:
+                    groups.setdefault((mode, date), []).append(path)
+                source = " UNION ALL BY NAME ".join(
+                    f"SELECT *, '{mode}' AS mode, DATE '{date.isoformat()}' AS date "  # noqa: S608 (validated values)
+                    f"FROM read_parquet([{listing(paths)}], hive_partitioning = false, {options})"
+                    for (mode, date), paths in groups.items() if re.fullmatch(r"[a-z_]+", mode))
+            columns = ", ".join(
+                f"CAST(NULL AS {_duck_type(f.type)}) AS \"{f.name}\"" if f.name in self.missing else f'"{f.name}"'
+                for f in schema.RESULTS_SCHEMA)
+            source = f"SELECT {columns} FROM ({source})"  # noqa: S608 (column names from the schema)
+        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {source}")  # noqa: S608
         return len(chosen)
 
     def run(self, action: Callable[[], T]) -> T:
@@ -303,6 +359,14 @@ class ResultFiles:
         for view, (dates, since) in list(self.views.items()):
             self.register(view, dates=dates, since=since)
         return action()
+
+
+def _duck_type(arrow_type: pa.DataType) -> str:
+    """The DuckDB type of a results column (for a column the table does not have yet)."""
+    if pa.types.is_list(arrow_type):
+        return f"{_duck_type(arrow_type.value_type)}[]"
+    return {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.date32(): "DATE",
+            schema.TIMESTAMP: "TIMESTAMPTZ"}.get(arrow_type, "VARCHAR")
 
 
 def _throughput_matrix(con: duckdb.DuckDBPyConnection) -> pa.Table:
@@ -371,13 +435,28 @@ def write_tables(tables: dict[str, pa.Table], out: str) -> list[str]:
     return written
 
 
-def run_reports(lake: str, out: str, currency: str = "EUR") -> ReportSet:
-    """The ``report`` command: every report and the HTML page for the lake at ``lake``."""
+def run_reports(lake: str, out: str, currency: str = "EUR", *,
+                as_of: int | str | dt.datetime | None = None) -> ReportSet:
+    """The ``report`` command: every report and the HTML page for the lake at ``lake`` (as it
+    was at ``as_of``: a results table version or a timestamp), and ``manifest.json`` naming the
+    table versions read (also at the end of ``summary.md``)."""
+    import json
+
     from gpucompare import html
 
-    report_set = build_reports(ReportInputs.from_lake(lake), out, currency=currency)
+    inputs = ReportInputs.from_lake(lake, as_of=as_of)
+    report_set = build_reports(inputs, out, currency=currency)
     started = time.perf_counter()
     report_set.written += html.write_site(report_set, out)
+    manifest = inputs.manifest()
+    report_set.manifest = manifest
+    versions = ", ".join(f"{k} {'absent' if v is None else f'v{v}'}" for k, v in inputs.versions.items())
+    built_from = (f"\n\nBuilt from the lake {inputs.lake.uri} at table versions: {versions}"
+                  f"{f' (as of {inputs.as_of})' if inputs.as_of else ''}.\n")
+    report_set.written.append(write_bytes(out, "summary.md",
+                                          (html.render_summary(report_set).rstrip("\n") + built_from).encode()))
+    report_set.written.append(write_bytes(out, "manifest.json",
+                                          (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()))
     report_set.timings["index.html + summary.md"] = time.perf_counter() - started
     return report_set
 
@@ -504,6 +583,10 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         choices=CURRENCIES,
         help="currency of every money column (default EUR)",
     )
+    parser.add_argument(
+        "--as-of", default=None, metavar="VERSION|TIMESTAMP",
+        help="rebuild the reports as they were: a results table version (0, 1, …) or an ISO timestamp",
+    )
     parser.set_defaults(func=_run_report_command)
 
     ddl = subparsers.add_parser(
@@ -529,7 +612,7 @@ def _run_report_command(args: argparse.Namespace) -> int:
     from gpucompare.lake import LakeError
 
     try:
-        report_set = run_reports(args.lake, args.out, currency=args.currency)
+        report_set = run_reports(args.lake, args.out, currency=args.currency, as_of=args.as_of)
     except (ReportError, LakeError) as exc:
         raise UsageError(str(exc)) from None
     counts = ", ".join(f"{name} {table.num_rows}" for name, table in report_set.tables.items())
