@@ -116,13 +116,15 @@ def _filesystem_for(uri: str) -> tuple[pafs.FileSystem, str]:
 
 def s3_commit_mode() -> str:
     """How commits to an S3 lake are made safe (setting ``lake_s3_commit``): ``conditional_put``
-    (S3 conditional writes, If-None-Match), ``dynamodb[:TABLE]`` (delta-rs's DynamoDB locking
-    provider, default table ``delta_log``) or ``unsafe`` (a single writer only)."""
+    (the commit file is PUT with ``If-None-Match: *``: S3 refuses the second writer of a version;
+    AWS S3, MinIO, R2 and moto's server honour it) or ``unsafe`` (for a store without conditional
+    writes: a single writer only). delta-rs 1.6 no longer offers the DynamoDB locking provider
+    (it logs "no longer supports S3DynamoDBLogStores"), so there is no third way."""
     from gpucompare import settings
 
     mode = settings.setting("lake_s3_commit").strip()
-    if mode not in ("conditional_put", "unsafe") and not re.fullmatch(r"dynamodb(:[A-Za-z0-9_.-]{3,255})?", mode):
-        raise LakeError(f"lake_s3_commit {mode!r} is not one of conditional_put, dynamodb[:TABLE], unsafe")
+    if mode not in ("conditional_put", "unsafe"):
+        raise LakeError(f"lake_s3_commit {mode!r} is not one of conditional_put, unsafe")
     return mode
 
 
@@ -136,15 +138,8 @@ def storage_options(uri: str) -> dict[str, str]:
         options["AWS_ENDPOINT_URL"] = endpoint
         if endpoint.startswith("http://"):
             options["AWS_ALLOW_HTTP"] = "true"
-    mode = s3_commit_mode()
-    if mode == "conditional_put":
-        options["conditional_put"] = "etag"  # the commit file is PUT with If-None-Match: *
-    elif mode.startswith("dynamodb"):
-        options["AWS_S3_LOCKING_PROVIDER"] = "dynamodb"
-        options["DELTA_DYNAMO_TABLE_NAME"] = mode.partition(":")[2] or "delta_log"
-        dynamo_endpoint = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB") or os.environ.get("AWS_ENDPOINT_URL")
-        if dynamo_endpoint:
-            options["AWS_ENDPOINT_URL_DYNAMODB"] = dynamo_endpoint
+    if s3_commit_mode() == "conditional_put":
+        options["conditional_put"] = "etag"
     else:
         options["AWS_S3_ALLOW_UNSAFE_RENAME"] = "true"
     return options
@@ -525,6 +520,14 @@ class Lake:
         version = self.commit(kind, lambda: stored, predicate=f"{LOAD_COLUMN} = '{name}'",
                               metadata={"load": name})
         return WriteSummary(table=kind, version=version, rows=rows.num_rows, changed=True)
+
+    def loads(self, kind: str) -> list[str]:
+        """The names of the loads in ``prices``, ``fx`` or ``published_scaling``, sorted."""
+        snap = self.snapshot(kind)
+        names: set[str] = set()
+        for f in snap.files:
+            names.update(pq.read_table(f.path, filesystem=self.fs, columns=[LOAD_COLUMN]).column(0).to_pylist())
+        return sorted(names)
 
     def _load_rows(self, kind: str, name: str) -> pa.Table | None:
         snap = self.snapshot(kind)

@@ -17,7 +17,7 @@ nothing is read at import time: call the functions where the value is needed.
 | ``GPUCOMPARE_RETRY_DELAY_S`` | ``60`` (first retry delay of network steps; doubles each time) |
 | ``GPUCOMPARE_SWEEPER_REGIONS`` | empty (extra AWS regions for the sweeper, comma-separated) |
 | ``GPUCOMPARE_COMPACT_AFTER_DAYS`` | ``2`` (the reports DAG compacts results partitions older than this) |
-| ``GPUCOMPARE_LAKE_S3_COMMIT`` | ``conditional_put`` (S3 lake commits: ``conditional_put``, ``dynamodb[:TABLE]`` or ``unsafe``) |
+| ``GPUCOMPARE_LAKE_S3_COMMIT`` | ``conditional_put`` (S3 lake commits: ``conditional_put`` or ``unsafe``) |
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ DEFAULTS: dict[str, str] = {
     "retry_delay_s": "60",
     "sweeper_regions": "",
     "compact_after_days": "2",
-    # how commits to an s3:// lake are made safe: conditional_put | dynamodb[:TABLE] | unsafe
+    # how commits to an s3:// lake are made safe: conditional_put (S3 If-None-Match) | unsafe (one writer)
     "lake_s3_commit": "conditional_put",
 }
 
