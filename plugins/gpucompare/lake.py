@@ -847,7 +847,10 @@ def _with_orchestrator_columns(table: pa.Table, *, code_hash: str | None) -> pa.
     for f in schema.RESULTS_SCHEMA:
         if f.name not in table.column_names:
             table = table.append_column(f, pa.nulls(table.num_rows, f.type))
-    table = table.select(schema.RESULTS_SCHEMA.names).cast(schema.RESULTS_SCHEMA)
+    # columns this code does not know (a newer writer's) are kept: the table's schema merges them
+    extra = [f for f in table.schema if f.name not in schema.RESULTS_SCHEMA.names]
+    table = table.select(schema.RESULTS_SCHEMA.names + [f.name for f in extra]).cast(
+        pa.schema(list(schema.RESULTS_SCHEMA) + extra))
     if code_hash is not None:
         table = table.set_column(table.schema.get_field_index("code_hash"), schema.RESULTS_SCHEMA.field("code_hash"),
                                  pa.array([code_hash] * table.num_rows, pa.string()))
