@@ -27,7 +27,8 @@ def run_records(run_id: str, count: int, *, night: dt.date = dt.date(2026, 11, 3
     records = []
     for index in range(count):
         mode = "score" if index % 2 == 0 else "train"
-        started = dt.datetime(night.year, night.month, night.day, 2, 0, tzinfo=dt.UTC) + dt.timedelta(seconds=index)
+        started = dt.datetime(night.year, night.month, night.day, 2, 0, tzinfo=dt.UTC) + dt.timedelta(
+            seconds=index % 14_400)  # one night: every record of a run within four hours
         failed = error_bytes > 0 and index % 2 == 1
         records.append(empty_record(
             run_id=run_id, config_id=f"{mode}-resnet-50-b{index + 1}-cpu", mode=mode, network="resnet-50",

@@ -371,7 +371,7 @@ def _old_layout_lake(root: Path) -> int:
     table = lake.results_rows(sample_records(), CONTEXT).drop_columns(["code_hash", "ingest_key"])
     counted = 0
     for mode, date in (("score", "2026-11-30"), ("train", "2026-12-01")):
-        rows = table.filter((pc.field("mode") == mode)).drop_columns(["mode", "date"])
+        rows = table.filter(pc.field("mode") == mode).drop_columns(["mode", "date"])
         folder = root / "results" / f"mode={mode}" / f"date={date}"
         folder.mkdir(parents=True)
         if mode == "score":

@@ -43,16 +43,18 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from bench_tasks.record import RecordError, validate_record
 from gpucompare import schema
+
+if TYPE_CHECKING:  # pyarrow.dataset imports pandas (~45 MB): only the readers that need it load it
+    import pyarrow.dataset as ds
 
 DEFAULT_LAKE = "./lake"
 TABLE_KINDS: tuple[str, ...] = ("results", "prices", "fx", "published_scaling")
@@ -63,7 +65,10 @@ RETENTION_HOURS = 7 * 24
 #: Whole-transaction attempts when a commit meets a real conflict (delta-rs retries the rest).
 COMMIT_ATTEMPTS = 12
 #: Rows per Arrow batch while streaming a results file into the table.
-BATCH_ROWS = 4096
+BATCH_ROWS = 2048
+#: Parquet row group and file size of the writes (memory of a streamed ingest stays flat).
+ROW_GROUP_ROWS = 8192
+TARGET_FILE_BYTES = 32 * 1024 * 1024
 #: The orchestrator's run ids (fleet.target_run_id, the worker's --run-id alphabet): safe inside
 #: a SQL string literal of a Delta predicate.
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,199}$")
@@ -358,6 +363,8 @@ class Lake:
         return self._dataset(self.snapshot("results", as_of), schema.RESULTS_SCHEMA)
 
     def _dataset(self, snap: TableSnapshot, wanted: pa.Schema) -> ds.Dataset:
+        import pyarrow.dataset as ds
+
         if not snap.files:
             return ds.dataset(wanted.empty_table())
         file_schema = pa.schema([f for f in wanted if f.name not in snap.files[0].partition])
@@ -450,7 +457,7 @@ class Lake:
         predicate); returns the new table version. A lost race is retried by delta-rs; a real
         conflict (a concurrent compaction or delete touched the same files) from the start here,
         with a fresh ``data()``."""
-        from deltalake import CommitProperties, WriterProperties, write_deltalake
+        from deltalake import CommitProperties, write_deltalake
         from deltalake.exceptions import CommitFailedError, DeltaError
 
         uri = self.table_uri(kind)
@@ -463,7 +470,7 @@ class Lake:
                 write_deltalake(uri, data(), mode="overwrite" if predicate else "append",
                                 predicate=predicate, partition_by=partition_by, schema_mode="merge",
                                 storage_options=self.storage_options or None, commit_properties=properties,
-                                writer_properties=WriterProperties(compression="ZSTD"))
+                                writer_properties=_writer_properties(), target_file_size=TARGET_FILE_BYTES)
                 table = self.delta(kind)
                 return int(table.version())
             except (CommitFailedError, DeltaError) as exc:
@@ -543,7 +550,6 @@ class Lake:
         """The format's own compaction of ``results`` (``optimize.compact``, partitions dated
         before ``before`` or all), then ``vacuum`` of files removed more than ``retention_hours``
         ago (at least 7 days: time travel stays possible that far back)."""
-        from deltalake import WriterProperties
         from deltalake.exceptions import CommitFailedError, DeltaError
 
         if retention_hours < RETENTION_HOURS:
@@ -558,7 +564,7 @@ class Lake:
             try:
                 table = self.delta("results")
                 metrics = table.optimize.compact(partition_filters=filters, max_concurrent_tasks=2,
-                                                 writer_properties=WriterProperties(compression="ZSTD"))
+                                                 writer_properties=_writer_properties())
                 break
             except (CommitFailedError, DeltaError) as exc:  # an ingest rewrote a file meanwhile
                 if not _retryable(exc) or attempt == COMMIT_ATTEMPTS - 1:
@@ -570,6 +576,14 @@ class Lake:
                                  files_added=int(metrics.get("numFilesAdded", 0)),
                                  files_removed=int(metrics.get("numFilesRemoved", 0)),
                                  vacuumed=len(vacuumed), version=int(table.version()))
+
+
+def _writer_properties() -> Any:
+    """zstd Parquet in row groups small enough that a streamed write never holds a big file's
+    rows in memory (delta-rs buffers a row group before writing it out)."""
+    from deltalake import WriterProperties
+
+    return WriterProperties(compression="ZSTD", max_row_group_size=ROW_GROUP_ROWS)
 
 
 def _retryable(exc: Exception) -> bool:
@@ -886,7 +900,7 @@ def ingest_results(lake: Lake, results_file: str | Path, context: RunContext, *,
     source = _ResultsFile(results_file)
     try:
         digest = hashlib.sha256(json.dumps([context.__dict__, code_hash], sort_keys=True).encode())
-        seen: dict[str, int] = {}
+        seen: set[str] = set()  # configuration ids so far (a set: no line numbers kept for 200,000 rows)
         dates: set[dt.date] = set()
         count = 0
         for line_no, record in source.lines():
@@ -896,10 +910,10 @@ def ingest_results(lake: Lake, results_file: str | Path, context: RunContext, *,
                                   line=line_no, field="run_id")
             cell = record["config_id"]
             if cell in seen:
-                raise IngestError(f"{source.name} line {line_no}: field config_id: {cell!r} already on line "
-                                  f"{seen[cell]} (one record per configuration and run)",
+                raise IngestError(f"{source.name} line {line_no}: field config_id: {cell!r} appears twice "
+                                  "in this file (one record per configuration and run)",
                                   line=line_no, field="config_id")
-            seen[cell] = line_no
+            seen.add(cell)
             dates.add(_timestamp(record["started_at"]).date())
             digest.update(json.dumps(record, sort_keys=True).encode())
             count += 1
