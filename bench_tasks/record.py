@@ -235,7 +235,8 @@ def _check_hostile(record: dict[str, Any]) -> None:
     started = _parse_time("started_at", record["started_at"])
     finished = _parse_time("finished_at", record["finished_at"])
     if finished < started:
-        raise RecordError("finished_at", f"{record['finished_at']} is before started_at {record['started_at']}")
+        raise RecordError("finished_at",
+                          f"{record['finished_at']} is before started_at {record['started_at']}")
 
 
 def empty_record(**values: Any) -> dict[str, Any]:

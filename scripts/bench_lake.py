@@ -51,10 +51,17 @@ def per_run(uri: str) -> tuple[Counter, Counter, int]:
 
     target = lake.open_lake(uri)
     product = target.results_table(columns=["run_id", "config_id"])
-    plain = pa.table(DeltaTable(target.table_uri("results"), storage_options=target.storage_options or None)
-                     .to_pyarrow_table(columns=["run_id", "config_id"]))
+    plain = pa.table(
+        DeltaTable(
+            target.table_uri("results"), storage_options=target.storage_options or None
+        ).to_pyarrow_table(columns=["run_id", "config_id"])
+    )
     keys = list(zip(product["run_id"].to_pylist(), product["config_id"].to_pylist(), strict=True))
-    return Counter(product["run_id"].to_pylist()), Counter(plain["run_id"].to_pylist()), len(keys) - len(set(keys))
+    return (
+        Counter(product["run_id"].to_pylist()),
+        Counter(plain["run_id"].to_pylist()),
+        len(keys) - len(set(keys)),
+    )
 
 
 def bench_ingest(work: Path) -> None:
@@ -62,7 +69,9 @@ def bench_ingest(work: Path) -> None:
     target = lake.open_lake(uri)
     for night in range(30):
         run = f"night-{night}"
-        lake.ingest_results(target, write_records(work / "n.jsonl", run_records(run, 54)), CONTEXT, run_id=run)
+        lake.ingest_results(
+            target, write_records(work / "n.jsonl", run_records(run, 54)), CONTEXT, run_id=run
+        )
     inproc, command = [], []
     for attempt in range(5):
         run = f"tonight-{attempt}"
@@ -80,8 +89,10 @@ def bench_ingest(work: Path) -> None:
         assert proc.returncode == 0, err
     print("\n### Ingest of one night's run (54 configurations, lake with 30 earlier runs)\n")
     print("| how | runs | median s | max s |\n|---|---|---|---|")
-    for name, values in (("in-process `lake.ingest_results`", inproc),
-                         ("`python -m gpucompare ingest` (process incl. start-up)", command)):
+    for name, values in (
+        ("in-process `lake.ingest_results`", inproc),
+        ("`python -m gpucompare ingest` (process incl. start-up)", command),
+    ):
         print(f"| {name} | {len(values)} | {statistics.median(values):.2f} | {max(values):.2f} |")
     print(f"\n(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
 
@@ -99,16 +110,20 @@ def bench_memory(work: Path) -> None:
     assert proc.returncode == 0, err
     rows = lake.open_lake(uri).results_table(columns=["run_id"]).num_rows
     print("\n### Ingest memory\n")
-    print(f"200,000 records, {size / 1e6:.0f} MB of JSON Lines: exit {proc.returncode}, {rows:,} rows, "
-          f"{elapsed:.1f} s, peak RSS of the ingest process {peak_kib / 1024:.0f} MiB"
-          f"{'' if before < peak_kib else ' (an earlier child was bigger: figure unreliable)'}")
+    print(
+        f"200,000 records, {size / 1e6:.0f} MB of JSON Lines: exit {proc.returncode}, {rows:,} rows, "
+        f"{elapsed:.1f} s, peak RSS of the ingest process {peak_kib / 1024:.0f} MiB"
+        f"{'' if before < peak_kib else ' (an earlier child was bigger: figure unreliable)'}"
+    )
 
 
 def concurrency_trial(uri: str, work: Path, rows: int = 40) -> tuple[bool, str]:
     target = lake.open_lake(uri)
     for n in range(2):
         run = f"earlier-{n}"
-        lake.ingest_results(target, write_records(work / f"e{n}.jsonl", run_records(run, rows)), CONTEXT, run_id=run)
+        lake.ingest_results(
+            target, write_records(work / f"e{n}.jsonl", run_records(run, rows)), CONTEXT, run_id=run
+        )
     target.compact()
     changed = write_records(work / "changed.jsonl", run_records("earlier-0", rows // 2, speed=99.0))
     new = {f"new-{n}": write_records(work / f"n{n}.jsonl", run_records(f"new-{n}", rows)) for n in range(4)}
@@ -120,16 +135,22 @@ def concurrency_trial(uri: str, work: Path, rows: int = 40) -> tuple[bool, str]:
     product, plain, doubled = per_run(uri)
     expected = Counter({"earlier-0": rows // 2, "earlier-1": rows, **{r: rows for r in new}})
     speeds = target.results_table(columns=["run_id", "images_per_sec"]).to_pylist()
-    updated = all(r["images_per_sec"] >= 99.0 for r in speeds if r["run_id"] == "earlier-0" and r["images_per_sec"])
+    updated = all(
+        r["images_per_sec"] >= 99.0 for r in speeds if r["run_id"] == "earlier-0" and r["images_per_sec"]
+    )
     ok = codes == [0] * 6 and product == plain == expected and not doubled and updated
     kept = sum(product.values())
-    return ok, (f"exit codes {codes}, {kept} of {sum(expected.values())} rows, plain reader {sum(plain.values())}, "
-                f"duplicates {doubled}, update kept {updated}")
+    return ok, (
+        f"exit codes {codes}, {kept} of {sum(expected.values())} rows, plain reader {sum(plain.values())}, "
+        f"duplicates {doubled}, update kept {updated}"
+    )
 
 
 def kill_ingest_trial(uri: str, work: Path, delay_s: float) -> tuple[str, bool]:
     target = lake.open_lake(uri)
-    lake.ingest_results(target, write_records(work / "a.jsonl", run_records("earlier", 40)), CONTEXT, run_id="earlier")
+    lake.ingest_results(
+        target, write_records(work / "a.jsonl", run_records("earlier", 40)), CONTEXT, run_id="earlier"
+    )
     path = write_records(work / "big.jsonl", run_records("victim", 12_000))
     proc = start(ingest_command(uri, path, "victim"))
     time.sleep(delay_s)
@@ -141,8 +162,12 @@ def kill_ingest_trial(uri: str, work: Path, delay_s: float) -> tuple[str, bool]:
     rerun = start(ingest_command(uri, path, "victim"))
     rerun.communicate()
     product, plain, doubled = per_run(uri)
-    ok = ok and rerun.returncode == 0 and product == plain == Counter({"earlier": 40, "victim": 12_000}) \
+    ok = (
+        ok
+        and rerun.returncode == 0
+        and product == plain == Counter({"earlier": 40, "victim": 12_000})
         and not doubled
+    )
     return state, ok
 
 
@@ -150,8 +175,9 @@ def kill_compaction_trial(uri: str, work: Path, delay_s: float) -> bool:
     target = lake.open_lake(uri)
     runs = {f"run-{n}": 2000 for n in range(6)}
     for run, count in runs.items():
-        lake.ingest_results(target, write_records(work / f"{run}.jsonl", run_records(run, count)), CONTEXT,
-                            run_id=run)
+        lake.ingest_results(
+            target, write_records(work / f"{run}.jsonl", run_records(run, count)), CONTEXT, run_id=run
+        )
     proc = start(compact_command(uri))
     time.sleep(delay_s)
     proc.send_signal(signal.SIGKILL)
@@ -217,8 +243,10 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"| {name} | {trial + 1} | {'ok' if ok else 'FAILED'} | {detail} |", flush=True)
             if "kill" in parts:
                 print("\n### SIGKILL of an ingest (12,000 records) and of a compaction\n")
-                print("| store | what | killed after | trials | interrupted run | all checks |\n"
-                      "|---|---|---|---|---|---|")
+                print(
+                    "| store | what | killed after | trials | interrupted run | all checks |\n"
+                    "|---|---|---|---|---|---|"
+                )
                 for name, store in stores:
                     for delay in (0.3, 1.0, 2.0, 3.5):
                         states, oks = Counter(), 0
@@ -228,16 +256,21 @@ def main(argv: list[str] | None = None) -> int:
                             state, ok = kill_ingest_trial(uri, folder, delay)
                             states[state] += 1
                             oks += ok
-                        print(f"| {name} | ingest | {delay} s | {args.trials} | {dict(states)} | "
-                              f"{oks}/{args.trials} |", flush=True)
+                        print(
+                            f"| {name} | ingest | {delay} s | {args.trials} | {dict(states)} | "
+                            f"{oks}/{args.trials} |",
+                            flush=True,
+                        )
                     for delay in (0.2, 0.6, 1.2):
                         oks = 0
                         for _ in range(args.trials):
                             folder = Path(tempfile.mkdtemp(dir=work))
                             uri = store.bucket_uri() if store else str(folder / "lake")
                             oks += kill_compaction_trial(uri, folder, delay)
-                        print(f"| {name} | compaction | {delay} s | {args.trials} | - | {oks}/{args.trials} |",
-                              flush=True)
+                        print(
+                            f"| {name} | compaction | {delay} s | {args.trials} | - | {oks}/{args.trials} |",
+                            flush=True,
+                        )
         finally:
             if s3 is not None:
                 s3.__exit__()

@@ -177,8 +177,9 @@ def build_lake(lake: Path, rows: int, seed: int = 7, files_per_partition: int = 
         groups = machine_of_row * files_per_partition // len(MACHINES)
         bounds = np.searchsorted(groups, np.arange(files_per_partition + 1))
 
-        def night_tables(mode: str = mode, n: int = n, base: np.ndarray = base, regressed: np.ndarray = regressed,
-                         oom: np.ndarray = oom, static: dict = static) -> None:
+        def night_tables(mode: str = mode, n: int = n, base: np.ndarray = base,
+                         regressed: np.ndarray = regressed, oom: np.ndarray = oom,
+                         static: dict = static) -> None:
             for night in range(nights):
                 date = last_night - dt.timedelta(days=nights - 1 - night)
                 noise = rng.normal(1.0, 0.01, n)  # night-to-night spread of a median of 3 repeats

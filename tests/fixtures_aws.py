@@ -1,8 +1,9 @@
 """An AWS API endpoint on 127.0.0.1 for tests: moto's server, shared by the whole session.
 
 No cloud is reachable from CI, so tests talk to moto's server (``python -m moto.server``
-in its own process: a real HTTP server speaking the AWS wire protocols) through the ordinary clients: boto3, the amazon
-provider's hooks and ``pyarrow.fs.S3FileSystem``. It stands in for AWS itself; everything
+in its own process: a real HTTP server speaking the AWS wire protocols) through the
+ordinary clients: boto3, the amazon provider's hooks, ``pyarrow.fs.S3FileSystem`` and
+delta-rs. It stands in for AWS itself; everything
 on our side of the HTTP connection is the production code path.
 
 Fixtures:
@@ -67,7 +68,8 @@ class _ServerProcess:
         import sys
 
         self.port = port
-        self.process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+        self.process = subprocess.Popen(command,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def wait_ready(self, timeout_s: float = 30.0) -> bool:

@@ -31,12 +31,28 @@ from tests.conftest import REPO_ROOT
 def make_record(**overrides: object) -> dict:
     """A valid record of a finished configuration (overridable)."""
     values = dict(
-        run_id="nightly-2026-11-30T0200", config_id="score-resnet-50-b4-cpu", mode="score",
-        network="resnet-50", image_shape="3,224,224", dtype="float32", batch_size=4,
-        per_device_batch=4, devices=["cpu:0"], device_kind="cpu", gpu_count=1, num_nodes=1,
-        warmup_batches=5, timed_batches=10, repeats=3, images_per_sec=12.5,
-        images_per_sec_samples=[12.4, 12.5, 12.7], cv=0.01, status="ok",
-        started_at="2026-11-30T02:00:00+00:00", finished_at="2026-11-30T02:01:00+00:00", host="bench1",
+        run_id="nightly-2026-11-30T0200",
+        config_id="score-resnet-50-b4-cpu",
+        mode="score",
+        network="resnet-50",
+        image_shape="3,224,224",
+        dtype="float32",
+        batch_size=4,
+        per_device_batch=4,
+        devices=["cpu:0"],
+        device_kind="cpu",
+        gpu_count=1,
+        num_nodes=1,
+        warmup_batches=5,
+        timed_batches=10,
+        repeats=3,
+        images_per_sec=12.5,
+        images_per_sec_samples=[12.4, 12.5, 12.7],
+        cv=0.01,
+        status="ok",
+        started_at="2026-11-30T02:00:00+00:00",
+        finished_at="2026-11-30T02:01:00+00:00",
+        host="bench1",
     )
     values.update(overrides)
     return validate_record(empty_record(**values))
@@ -45,16 +61,43 @@ def make_record(**overrides: object) -> dict:
 def sample_records() -> list[dict]:
     return [
         make_record(),
-        make_record(config_id="score-alexnet-b8-cpu", network="alexnet", batch_size=8, per_device_batch=8,
-                    images_per_sec=80.0, images_per_sec_samples=[79.0, 80.0, 81.0]),
-        make_record(config_id="train-resnet-50-b8-cpu", mode="train", batch_size=8, per_device_batch=4,
-                    devices=["cpu:0", "cpu:1"], gpu_count=2, kvstore="device", scaling="strong",
-                    images_per_sec=3.25, images_per_sec_samples=[3.2, 3.25, 3.3],
-                    started_at="2026-12-01T00:10:00Z", finished_at="2026-12-01T00:12:00Z"),
-        make_record(config_id="train-resnet-152-b64-cpu", mode="train", network="resnet-152", batch_size=64,
-                    per_device_batch=64, kvstore="device", status="oom", images_per_sec=None,
-                    images_per_sec_samples=[], cv=None, error="out of memory",
-                    started_at="2026-12-01T00:20:00Z", finished_at="2026-12-01T00:20:05Z"),
+        make_record(
+            config_id="score-alexnet-b8-cpu",
+            network="alexnet",
+            batch_size=8,
+            per_device_batch=8,
+            images_per_sec=80.0,
+            images_per_sec_samples=[79.0, 80.0, 81.0],
+        ),
+        make_record(
+            config_id="train-resnet-50-b8-cpu",
+            mode="train",
+            batch_size=8,
+            per_device_batch=4,
+            devices=["cpu:0", "cpu:1"],
+            gpu_count=2,
+            kvstore="device",
+            scaling="strong",
+            images_per_sec=3.25,
+            images_per_sec_samples=[3.2, 3.25, 3.3],
+            started_at="2026-12-01T00:10:00Z",
+            finished_at="2026-12-01T00:12:00Z",
+        ),
+        make_record(
+            config_id="train-resnet-152-b64-cpu",
+            mode="train",
+            network="resnet-152",
+            batch_size=64,
+            per_device_batch=64,
+            kvstore="device",
+            status="oom",
+            images_per_sec=None,
+            images_per_sec_samples=[],
+            cv=None,
+            error="out of memory",
+            started_at="2026-12-01T00:20:00Z",
+            finished_at="2026-12-01T00:20:05Z",
+        ),
     ]
 
 
@@ -63,8 +106,14 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
     return path
 
 
-CONTEXT = lake.RunContext(provider="aws", instance_type="g5.xlarge", region="us-east-1", market="spot",
-                          target="ec2", dag_run_id="scheduled__2026-11-30T02:00:00+00:00")
+CONTEXT = lake.RunContext(
+    provider="aws",
+    instance_type="g5.xlarge",
+    region="us-east-1",
+    market="spot",
+    target="ec2",
+    dag_run_id="scheduled__2026-11-30T02:00:00+00:00",
+)
 
 
 @pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.integration)])
@@ -79,8 +128,13 @@ def lake_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 RUN = "nightly-2026-11-30T0200"  # the orchestrator's id of the run sample_records() belong to
 
 
-def ingest(target: lake.Lake, path: Path, run_id: str = RUN, context: lake.RunContext = CONTEXT,
-           code_hash: str | None = "0123456789abcdef") -> lake.IngestSummary:
+def ingest(
+    target: lake.Lake,
+    path: Path,
+    run_id: str = RUN,
+    context: lake.RunContext = CONTEXT,
+    code_hash: str | None = "0123456789abcdef",
+) -> lake.IngestSummary:
     return lake.ingest_results(target, path, context, run_id=run_id, code_hash=code_hash)
 
 
@@ -99,7 +153,9 @@ def test_ingest_is_one_commit_with_partition_values_from_the_log(lake_uri: str, 
     snap = target.snapshot("results")
     assert snap.version == 0
     assert {(f.partition["mode"], f.partition["date"]) for f in snap.files} == {
-        ("score", dt.date(2026, 11, 30)), ("train", dt.date(2026, 12, 1))}
+        ("score", dt.date(2026, 11, 30)),
+        ("train", dt.date(2026, 12, 1)),
+    }
     assert all(f.relative.endswith(".zstd.parquet") for f in snap.files)
     table = target.results_table().sort_by("config_id")
     assert table.schema.equals(schema.RESULTS_SCHEMA)
@@ -107,7 +163,9 @@ def test_ingest_is_one_commit_with_partition_values_from_the_log(lake_uri: str, 
     assert [r["date"] for r in rows] == [dt.date(2026, 11, 30)] * 2 + [dt.date(2026, 12, 1)] * 2
     assert {r["code_hash"] for r in rows} == {"0123456789abcdef"}
     assert len({r["ingest_key"] for r in rows}) == 1
-    assert {(r["provider"], r["market"], r["target"], r["run_id"]) for r in rows} == {("aws", "spot", "ec2", RUN)}
+    assert {(r["provider"], r["market"], r["target"], r["run_id"]) for r in rows} == {
+        ("aws", "spot", "ec2", RUN)
+    }
     # a plain Delta reader sees the same rows, date as a date
     plain = plain_rows(target)
     assert sorted(r["config_id"] for r in plain) == [r["config_id"] for r in rows]
@@ -179,19 +237,51 @@ HOSTILE = {
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
 def test_hostile_input_exits_2_naming_line_and_field_and_writes_nothing(
-        case: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     uri = str(tmp_path / "lake")
     good = write_jsonl(tmp_path / "good.jsonl", [dict(r, run_id="earlier") for r in sample_records()])
-    assert cli.main(["ingest", "--results", str(good), "--lake", uri, "--provider", "local",
-                     "--instance-type", "cpu", "--run-id", "earlier"]) == 0
+    assert (
+        cli.main(
+            [
+                "ingest",
+                "--results",
+                str(good),
+                "--lake",
+                uri,
+                "--provider",
+                "local",
+                "--instance-type",
+                "cpu",
+                "--run-id",
+                "earlier",
+            ]
+        )
+        == 0
+    )
     before = plain_rows(lake.open_lake(uri))
     change, field = HOSTILE[case]
     path = tmp_path / "bad.jsonl"
     # json.dumps escapes a lone surrogate as \\ud800, exactly what a broken worker would write
-    path.write_text("".join(json.dumps(r) + "\n" for r in _hostile(sample_records(), change)), encoding="utf-8")
+    path.write_text(
+        "".join(json.dumps(r) + "\n" for r in _hostile(sample_records(), change)), encoding="utf-8"
+    )
     capsys.readouterr()
-    code = cli.main(["ingest", "--results", str(path), "--lake", uri, "--provider", "local",
-                     "--instance-type", "cpu", "--run-id", RUN])
+    code = cli.main(
+        [
+            "ingest",
+            "--results",
+            str(path),
+            "--lake",
+            uri,
+            "--provider",
+            "local",
+            "--instance-type",
+            "cpu",
+            "--run-id",
+            RUN,
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2, err
     assert "line 2" in err and f"field {field}" in err, err
@@ -212,18 +302,24 @@ def test_broken_json_and_unknown_fields_are_named(tmp_path: Path) -> None:
     assert not target.exists()
 
 
-@pytest.mark.parametrize(("change", "field"), [
-    ({"provider": "AWS!"}, "provider"),
-    ({"instance_type": "g5.xlarge; rm -rf /"}, "instance_type"),
-    ({"region": "us east"}, "region"),
-    ({"market": "reserved"}, "market"),
-    ({"target": "published"}, "target"),
-])
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"provider": "AWS!"}, "provider"),
+        ({"instance_type": "g5.xlarge; rm -rf /"}, "instance_type"),
+        ({"region": "us east"}, "region"),
+        ({"market": "reserved"}, "market"),
+        ({"target": "published"}, "target"),
+    ],
+)
 def test_orchestrator_values_are_validated(change: dict, field: str, tmp_path: Path) -> None:
     context = lake.RunContext(**{**CONTEXT.__dict__, **change})
     with pytest.raises(lake.IngestError) as info:
-        ingest(lake.open_lake(str(tmp_path / "lake")), write_jsonl(tmp_path / "r.jsonl", sample_records()),
-               context=context)
+        ingest(
+            lake.open_lake(str(tmp_path / "lake")),
+            write_jsonl(tmp_path / "r.jsonl", sample_records()),
+            context=context,
+        )
     assert info.value.field == field
 
 
@@ -263,8 +359,11 @@ def test_stray_foreign_and_corrupt_files_never_change_what_is_read(tmp_path: Pat
 def test_commands_on_a_path_without_a_lake_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     empty = tmp_path / "nothing"
     empty.mkdir()
-    for argv in (["report", "--lake", str(empty), "--out", str(tmp_path / "out")],
-                 ["lake-info", "--lake", str(empty)], ["compact", "--lake", str(empty)]):
+    for argv in (
+        ["report", "--lake", str(empty), "--out", str(tmp_path / "out")],
+        ["lake-info", "--lake", str(empty)],
+        ["compact", "--lake", str(empty)],
+    ):
         assert cli.main(argv) == 2, argv
         assert "no lake at" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
@@ -286,7 +385,10 @@ def test_report_as_of_rebuilds_an_earlier_version_and_names_it(tmp_path: Path) -
 
     assert cli.main(["report", "--lake", uri, "--out", str(tmp_path / "now")]) == 0
     assert cli.main(["report", "--lake", uri, "--out", str(tmp_path / "v0"), "--as-of", "0"]) == 0
-    assert cli.main(["report", "--lake", uri, "--out", str(tmp_path / "ts"), "--as-of", between.isoformat()]) == 0
+    assert (
+        cli.main(["report", "--lake", uri, "--out", str(tmp_path / "ts"), "--as-of", between.isoformat()])
+        == 0
+    )
     assert (resnet(tmp_path / "now"), resnet(tmp_path / "v0"), resnet(tmp_path / "ts")) == (99.0, 12.5, 12.5)
     manifest = json.loads((tmp_path / "v0" / "manifest.json").read_text())
     assert manifest["table_versions"]["results"] == 0 and manifest["as_of"] == "0"
@@ -318,9 +420,11 @@ def test_prices_with_unknown_units_or_negative_prices_are_refused(tmp_path: Path
     target = lake.open_lake(str(tmp_path / "lake"))
     good = pa.Table.from_pylist([price("g5.xlarge", 1.0)], schema=schema.PRICES_SCHEMA)
     target.write_table("prices", "good", good)
-    for row, word in ((price("g5.xlarge", 1.0, unit="day"), "unit 'day'"),
-                      (price("g5.xlarge", -1.0), "price must be"),
-                      (price("g5.xlarge", 1.0, currency="GBP"), "currency 'GBP'")):
+    for row, word in (
+        (price("g5.xlarge", 1.0, unit="day"), "unit 'day'"),
+        (price("g5.xlarge", -1.0), "price must be"),
+        (price("g5.xlarge", 1.0, currency="GBP"), "currency 'GBP'"),
+    ):
         with pytest.raises(lake.LakeError, match=word):
             target.write_table("prices", "bad", pa.Table.from_pylist([row], schema=schema.PRICES_SCHEMA))
     assert target.version("prices") == 0 and target.loads("prices") == ["good"]
@@ -331,8 +435,11 @@ def test_compaction_is_optimize_plus_vacuum_and_keeps_every_row(lake_uri: str, t
     target = lake.open_lake(lake_uri)
     for n in range(4):
         run = f"run-{n}"
-        ingest(target, write_jsonl(tmp_path / f"{n}.jsonl", [dict(r, run_id=run) for r in sample_records()]),
-               run_id=run)
+        ingest(
+            target,
+            write_jsonl(tmp_path / f"{n}.jsonl", [dict(r, run_id=run) for r in sample_records()]),
+            run_id=run,
+        )
     before = sorted(map(str, target.results_table().sort_by("run_id").to_pylist()))
     assert len(target.snapshot("results").files) == 8
     summary = target.compact()
@@ -353,8 +460,11 @@ def test_compact_command_only_touches_old_partitions(tmp_path: Path, capsys: pyt
     uri = str(tmp_path / "lake")
     target = lake.open_lake(uri)
     for n in range(2):
-        ingest(target, write_jsonl(tmp_path / f"{n}.jsonl", [dict(r, run_id=f"r{n}") for r in sample_records()]),
-               run_id=f"r{n}")
+        ingest(
+            target,
+            write_jsonl(tmp_path / f"{n}.jsonl", [dict(r, run_id=f"r{n}") for r in sample_records()]),
+            run_id=f"r{n}",
+        )
     target.compact(before=dt.date(2026, 12, 1))  # score partition (11-30) only
     counts = {}
     for f in target.snapshot("results").files:
@@ -390,8 +500,9 @@ def _old_layout_lake(root: Path) -> int:
     return counted
 
 
-def test_migrate_lake_converts_the_old_layout_with_equal_counts(tmp_path: Path,
-                                                                 capsys: pytest.CaptureFixture) -> None:
+def test_migrate_lake_converts_the_old_layout_with_equal_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     counted = _old_layout_lake(tmp_path / "old")
     assert counted == 4
     assert cli.main(["migrate-lake", "--from", str(tmp_path / "old"), "--to", str(tmp_path / "new")]) == 0
@@ -403,7 +514,8 @@ def test_migrate_lake_converts_the_old_layout_with_equal_counts(tmp_path: Path,
         ("score-alexnet-b8-cpu", "score", dt.date(2026, 11, 30)),
         ("score-resnet-50-b4-cpu", "score", dt.date(2026, 11, 30)),
         ("train-resnet-152-b64-cpu", "train", dt.date(2026, 12, 1)),
-        ("train-resnet-50-b8-cpu", "train", dt.date(2026, 12, 1))]
+        ("train-resnet-50-b8-cpu", "train", dt.date(2026, 12, 1)),
+    ]
     assert new.loads("prices") == ["shipped"]
     # a second migration into the same lake is refused rather than merged by guesswork
     assert cli.main(["migrate-lake", "--from", str(tmp_path / "old"), "--to", str(tmp_path / "new")]) == 2
@@ -429,14 +541,35 @@ def test_lake_info_counts_what_was_written(tmp_path: Path, capsys: pytest.Captur
 
 
 @pytest.mark.integration
-def test_cli_ingest_into_s3_as_a_subprocess_exits_0(tmp_path: Path, s3_bucket: str, aws_endpoint: str) -> None:
+def test_cli_ingest_into_s3_as_a_subprocess_exits_0(
+    tmp_path: Path, s3_bucket: str, aws_endpoint: str
+) -> None:
     """The command as the DAG's worker runs it: a separate process, its exit code asserted
     (a process that wrote a Delta table must exit 0, not abort at interpreter exit)."""
     path = write_jsonl(tmp_path / "r.jsonl", sample_records())
     uri = f"s3://{s3_bucket}/lake"
-    command = [sys.executable, "-m", "gpucompare", "ingest", "--results", str(path), "--lake", uri,
-               "--provider", "aws", "--instance-type", "g5.xlarge", "--region", "us-east-1",
-               "--market", "spot", "--target", "ec2", "--run-id", RUN]
+    command = [
+        sys.executable,
+        "-m",
+        "gpucompare",
+        "ingest",
+        "--results",
+        str(path),
+        "--lake",
+        uri,
+        "--provider",
+        "aws",
+        "--instance-type",
+        "g5.xlarge",
+        "--region",
+        "us-east-1",
+        "--market",
+        "spot",
+        "--target",
+        "ec2",
+        "--run-id",
+        RUN,
+    ]
     for attempt in range(2):
         done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
@@ -444,8 +577,9 @@ def test_cli_ingest_into_s3_as_a_subprocess_exits_0(tmp_path: Path, s3_bucket: s
     table = lake.open_lake(uri).results_table()
     assert table.num_rows == 4 and set(table["market"].to_pylist()) == {"spot"}
     bad = write_jsonl(tmp_path / "bad.jsonl", _hostile(sample_records(), HOSTILE["hour 25"][0]))
-    done = subprocess.run([*command[:5], str(bad), *command[6:]], cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [*command[:5], str(bad), *command[6:]], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 2 and "field finished_at" in done.stderr
 
 

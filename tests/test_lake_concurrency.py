@@ -39,8 +39,11 @@ def per_run(uri: str) -> tuple[Counter, Counter]:
 
     target = lake.open_lake(uri)
     product = target.results_table(columns=["run_id", "config_id"])
-    plain = pa.table(DeltaTable(target.table_uri("results"), storage_options=target.storage_options or None)
-                     .to_pyarrow_table(columns=["run_id", "config_id"]))
+    plain = pa.table(
+        DeltaTable(
+            target.table_uri("results"), storage_options=target.storage_options or None
+        ).to_pyarrow_table(columns=["run_id", "config_id"])
+    )
     for table in (product, plain):
         keys = list(zip(table["run_id"].to_pylist(), table["config_id"].to_pylist(), strict=True))
         assert len(keys) == len(set(keys)), "a configuration appears twice"
@@ -58,14 +61,18 @@ def test_four_ingests_and_a_compaction_at_once_lose_nothing(lake_uri: str, tmp_p
     """Two earlier runs, compacted; then four new runs, a changed re-ingest of an earlier run
     and a compaction, all at once, into the same partitions. Every process exits 0 and every
     row is there exactly once, the re-ingested run with its new values."""
-    earlier = {f"earlier-{n}": write_records(tmp_path / f"e{n}.jsonl", run_records(f"earlier-{n}", ROWS))
-               for n in range(2)}
+    earlier = {
+        f"earlier-{n}": write_records(tmp_path / f"e{n}.jsonl", run_records(f"earlier-{n}", ROWS))
+        for n in range(2)
+    }
     target = lake.open_lake(lake_uri)
     for run_id, path in earlier.items():  # the earlier nights: written in this process, quicker
         lake.ingest_results(target, path, CONTEXT, run_id=run_id)
     target.compact()
     changed = write_records(tmp_path / "changed.jsonl", run_records("earlier-0", ROWS // 2, speed=99.0))
-    new = {f"new-{n}": write_records(tmp_path / f"n{n}.jsonl", run_records(f"new-{n}", ROWS)) for n in range(4)}
+    new = {
+        f"new-{n}": write_records(tmp_path / f"n{n}.jsonl", run_records(f"new-{n}", ROWS)) for n in range(4)
+    }
     procs = [start(ingest_command(lake_uri, p, r)) for r, p in new.items()]
     procs.append(start(ingest_command(lake_uri, changed, "earlier-0")))
     procs.append(start(compact_command(lake_uri)))
@@ -75,14 +82,18 @@ def test_four_ingests_and_a_compaction_at_once_lose_nothing(lake_uri: str, tmp_p
     product, plain = per_run(lake_uri)
     assert product == plain == expected
     speeds = lake.open_lake(lake_uri).results_table(columns=["run_id", "images_per_sec"])
-    rerun = {v for r, v in zip(speeds["run_id"].to_pylist(), speeds["images_per_sec"].to_pylist(), strict=True)
-             if r == "earlier-0" and v is not None}
+    rerun = {
+        v
+        for r, v in zip(speeds["run_id"].to_pylist(), speeds["images_per_sec"].to_pylist(), strict=True)
+        if r == "earlier-0" and v is not None
+    }
     assert min(rerun) >= 99.0  # the update was not undone by the compaction
 
 
 @pytest.mark.parametrize("delay_s", [0.5, 2.5])
 def test_a_killed_ingest_is_wholly_absent_or_wholly_there_and_a_rerun_completes_it(
-        delay_s: float, tmp_path: Path) -> None:
+    delay_s: float, tmp_path: Path
+) -> None:
     uri = str(tmp_path / "lake")
     ingest_now(uri, write_records(tmp_path / "a.jsonl", run_records("earlier", ROWS)), "earlier")
     big = 12_000
@@ -105,8 +116,12 @@ def test_a_killed_compaction_loses_nothing_and_the_next_one_finishes(delay_s: fl
     runs = {f"run-{n}": ROWS * 50 for n in range(6)}
     target = lake.open_lake(uri)
     for run_id, count in runs.items():  # the earlier nights: written in this process, quicker
-        lake.ingest_results(target, write_records(tmp_path / f"{run_id}.jsonl", run_records(run_id, count)),
-                            CONTEXT, run_id=run_id)
+        lake.ingest_results(
+            target,
+            write_records(tmp_path / f"{run_id}.jsonl", run_records(run_id, count)),
+            CONTEXT,
+            run_id=run_id,
+        )
     proc = start(compact_command(uri))
     time.sleep(delay_s)
     proc.send_signal(signal.SIGKILL)

@@ -181,7 +181,8 @@ def test_files_of_different_schemas_are_read_by_column_name(lake):
     from gpucompare.lake import RunContext, results_rows
 
     old = results_rows([record(batch_size=64, images_per_sec=300.0, night=dt.date(2026, 2, 1))],
-                       RunContext(provider="aws", instance_type="g5.xlarge", region="us-east-1", target="ec2"))
+                       RunContext(provider="aws", instance_type="g5.xlarge", region="us-east-1",
+                                  target="ec2"))
     old = old.drop_columns(["cv"])  # written before the column existed
     lake.commit("results", lambda: old, predicate=None, partition_by=["mode", "date"])
     assert "cv" not in lake.snapshot("results").arrow_schema.names

@@ -72,7 +72,8 @@ def _configure_ingest(parser: argparse.ArgumentParser) -> None:
                         help="where the figures come from (default: gpucompare <target> run)")
     parser.add_argument("--dag-run-id", default=None, help="the Airflow run ingesting the file, if any")
     parser.add_argument("--run-id", required=True,
-                        help="the run's identity (the orchestrator's, e.g. fleet.target_run_id): its rows are "
+                        help="the run's identity (the orchestrator's, e.g. fleet.target_run_id): its rows "
+                             "are "
                              "replaced; every record's run_id must equal it")
     parser.add_argument("--code-hash", default=None,
                         help="content hash of the worker code that measured the file "
@@ -232,7 +233,8 @@ def _run_compact(args: argparse.Namespace) -> int:
 # ---- migrate-lake ------------------------------------------------------------------------
 def _configure_migrate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--from", dest="source", required=True,
-                        help="a lake in the old Hive layout (results/mode=…/date=…/*.parquet, prices/, fx/, …)")
+                        help="a lake in the old Hive layout "
+                             "(results/mode=…/date=…/*.parquet, prices/, fx/, …)")
     parser.add_argument("--to", dest="target", required=True, help="the new (Delta) lake: a local path or s3://")
 
 

@@ -100,7 +100,7 @@ def _region() -> str:
 
 def _filesystem_for(uri: str) -> tuple[pafs.FileSystem, str]:
     if uri.startswith("s3://"):
-        bucket_and_prefix = uri[len("s3://"):].strip("/")
+        bucket_and_prefix = uri[len("s3://") :].strip("/")
         if not bucket_and_prefix:
             raise LakeError(f"lake URI {uri!r} names no bucket (expected s3://bucket/prefix)")
         endpoint = _s3_endpoint()
@@ -114,7 +114,7 @@ def _filesystem_for(uri: str) -> tuple[pafs.FileSystem, str]:
         return fs, bucket_and_prefix
     if "://" in uri and not uri.startswith("file://"):
         raise LakeError(f"lake URI {uri!r}: scheme not supported (use a local path, file:// or s3://)")
-    local = uri[len("file://"):] if uri.startswith("file://") else uri
+    local = uri[len("file://") :] if uri.startswith("file://") else uri
     path = Path(local).expanduser().resolve()
     return pafs.LocalFileSystem(), path.as_posix()
 
@@ -190,8 +190,9 @@ def safe_name(text: str) -> str:
 def check_run_id(run_id: Any) -> str:
     """The orchestrator's run id, checked (it goes into a Delta predicate)."""
     if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
-        raise IngestError(f"run id {run_id!r} is not valid (letters, digits and . _ : + -, at most 200)",
-                          field="run_id")
+        raise IngestError(
+            f"run id {run_id!r} is not valid (letters, digits and . _ : + -, at most 200)", field="run_id"
+        )
     return run_id
 
 
@@ -231,8 +232,10 @@ def _parse_as_of(as_of: int | str | dt.datetime | None) -> int | dt.datetime | N
     try:
         stamp = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise LakeError(f"--as-of {as_of!r} is neither a table version (0, 1, …) nor an ISO timestamp "
-                        "(2026-11-30T06:00:00+00:00)") from None
+        raise LakeError(
+            f"--as-of {as_of!r} is neither a table version (0, 1, …) nor an ISO timestamp "
+            "(2026-11-30T06:00:00+00:00)"
+        ) from None
     return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)
 
 
@@ -287,8 +290,10 @@ class Lake:
     def require(self) -> Lake:
         """Self, if a lake is there; NoLakeError naming the URI otherwise."""
         if not self.exists():
-            raise NoLakeError(f"no lake at {self.uri}: none of the tables {', '.join(TABLE_KINDS)} has a "
-                              "Delta log there (ingest or import-published first, or check --lake)")
+            raise NoLakeError(
+                f"no lake at {self.uri}: none of the tables {', '.join(TABLE_KINDS)} has a "
+                "Delta log there (ingest or import-published first, or check --lake)"
+            )
         return self
 
     def delta(self, kind: str, as_of: int | str | dt.datetime | None = None) -> Any:
@@ -310,7 +315,11 @@ class Lake:
             try:
                 table.load_as_version(wanted)
             except Exception as exc:  # before the table's first commit
-                if "before" in str(exc).lower() or "earliest" in str(exc).lower() or "no commit" in str(exc).lower():
+                if (
+                    "before" in str(exc).lower()
+                    or "earliest" in str(exc).lower()
+                    or "no commit" in str(exc).lower()
+                ):
                     return None
                 raise
         return table
@@ -325,27 +334,40 @@ class Lake:
         base = self.path(kind)
         files = []
         paths = actions.column("path").to_pylist()
-        rows = actions.column("num_records").to_pylist() if "num_records" in actions.column_names else [None] * len(paths)
+        rows = (
+            actions.column("num_records").to_pylist()
+            if "num_records" in actions.column_names
+            else [None] * len(paths)
+        )
         parts = {c: actions.column(f"partition.{c}").to_pylist() for c in partition_columns}
         for index, relative in enumerate(paths):
             from urllib.parse import unquote
 
             relative = unquote(relative)
             partition = {c: _partition_value(c, parts[c][index]) for c in partition_columns}
-            files.append(LiveFile(path=f"{base}/{relative}", relative=relative, partition=partition,
-                                  rows=rows[index]))
+            files.append(
+                LiveFile(path=f"{base}/{relative}", relative=relative, partition=partition, rows=rows[index])
+            )
         files.sort(key=lambda f: f.relative)
         stamp = None
         version = table.version()
         # history() of a table loaded at an older version mislabels the entries (delta-rs 1.6.6):
         # ask the current table, newest first, down to the version read
-        current = type(table)(self.table_uri(kind), storage_options=self.storage_options or None) \
-            if as_of is not None else table
+        current = (
+            type(table)(self.table_uri(kind), storage_options=self.storage_options or None)
+            if as_of is not None
+            else table
+        )
         for entry in current.history(current.version() - version + 1):
             if entry.get("version") == version and entry.get("timestamp") is not None:
                 stamp = dt.datetime.fromtimestamp(entry["timestamp"] / 1000, dt.UTC)
-        return TableSnapshot(kind=kind, version=table.version(), files=tuple(files),
-                             arrow_schema=_arrow_schema(table), timestamp=stamp)
+        return TableSnapshot(
+            kind=kind,
+            version=table.version(),
+            files=tuple(files),
+            arrow_schema=_arrow_schema(table),
+            timestamp=stamp,
+        )
 
     def list_files(self, kind: str) -> list[str]:
         """Paths (relative to the lake) of the live files of one table, sorted (from the log)."""
@@ -375,17 +397,26 @@ class Lake:
                 condition = condition & (pc.field(column) == pa.scalar(value, wanted.field(column).type))
             expressions.append(condition)
         return ds.FileSystemDataset.from_paths(
-            [f.path for f in snap.files], schema=pa.schema(list(file_schema) + [
-                wanted.field(c) for c in snap.files[0].partition]),
-            format=ds.ParquetFileFormat(), filesystem=self.fs, partitions=expressions)
+            [f.path for f in snap.files],
+            schema=pa.schema(list(file_schema) + [wanted.field(c) for c in snap.files[0].partition]),
+            format=ds.ParquetFileFormat(),
+            filesystem=self.fs,
+            partitions=expressions,
+        )
 
-    def results_table(self, filter: pc.Expression | None = None,  # noqa: A002
-                      columns: list[str] | None = None,
-                      as_of: int | str | dt.datetime | None = None) -> pa.Table:
+    def results_table(
+        self,
+        filter: pc.Expression | None = None,  # noqa: A002
+        columns: list[str] | None = None,
+        as_of: int | str | dt.datetime | None = None,
+    ) -> pa.Table:
         """The results (optionally filtered, optionally only some columns) as one table."""
         table = self.results_dataset(as_of).to_table(filter=filter, columns=columns)
-        wanted = schema.RESULTS_SCHEMA if columns is None else pa.schema(
-            [schema.RESULTS_SCHEMA.field(c) for c in columns])
+        wanted = (
+            schema.RESULTS_SCHEMA
+            if columns is None
+            else pa.schema([schema.RESULTS_SCHEMA.field(c) for c in columns])
+        )
         return table.select(wanted.names).cast(wanted)
 
     def _read_kind(self, kind: str, as_of: int | str | dt.datetime | None = None) -> pa.Table:
@@ -396,8 +427,9 @@ class Lake:
         tables = [pq.read_table(f.path, filesystem=self.fs, columns=wanted.names) for f in snap.files]
         return pa.concat_tables(tables).select(wanted.names).cast(wanted)
 
-    def prices_table(self, include_shipped: bool = True,
-                     as_of: int | str | dt.datetime | None = None) -> pa.Table:
+    def prices_table(
+        self, include_shipped: bool = True, as_of: int | str | dt.datetime | None = None
+    ) -> pa.Table:
         """Price history: the shipped CSVs (``gpucompare/data/prices``) and the lake's ``prices``."""
         from gpucompare import prices
 
@@ -406,7 +438,9 @@ class Lake:
             parts.append(prices.shipped_prices())
         return prices.deduplicate_prices(pa.concat_tables(parts))
 
-    def fx_table(self, include_shipped: bool = True, as_of: int | str | dt.datetime | None = None) -> pa.Table:
+    def fx_table(
+        self, include_shipped: bool = True, as_of: int | str | dt.datetime | None = None
+    ) -> pa.Table:
         """Exchange rates: the shipped CSV (``gpucompare/data/fx``) and the lake's ``fx``."""
         from gpucompare import prices
 
@@ -434,25 +468,37 @@ class Lake:
             high = actions.column("max.run_id")[index].as_py() if "max.run_id" in names else None
             # string statistics may be cut short: a prefix bound still orders below the value,
             # so only a full-length min/max above/below the run excludes a file
-            if low is not None and high is not None and not (low[:len(run_id)] <= run_id) :
+            if low is not None and high is not None and not (low[: len(run_id)] <= run_id):
                 continue
-            if high is not None and len(high) >= len(run_id) and high < run_id and not run_id.startswith(high):
+            if (
+                high is not None
+                and len(high) >= len(run_id)
+                and high < run_id
+                and not run_id.startswith(high)
+            ):
                 continue
             from urllib.parse import unquote
 
             candidates.append(f"{self.path('results')}/{unquote(relative)}")
         counts: dict[str | None, int] = {}
         for path in candidates:
-            part = pq.read_table(path, filesystem=self.fs, columns=["run_id", "ingest_key"],
-                                 filters=[("run_id", "=", run_id)])
+            part = pq.read_table(
+                path, filesystem=self.fs, columns=["run_id", "ingest_key"], filters=[("run_id", "=", run_id)]
+            )
             for key in part.column("ingest_key").to_pylist():
                 counts[key] = counts.get(key, 0) + 1
         return counts
 
     # ---- writing -----------------------------------------------------------------------
-    def commit(self, kind: str, data: Callable[[], pa.RecordBatchReader | pa.Table], *,
-               predicate: str | None, partition_by: list[str] | None = None,
-               metadata: dict[str, str] | None = None) -> int:
+    def commit(
+        self,
+        kind: str,
+        data: Callable[[], pa.RecordBatchReader | pa.Table],
+        *,
+        predicate: str | None,
+        partition_by: list[str] | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> int:
         """Replace the rows matching ``predicate`` by ``data()`` in ONE commit (append when no
         predicate); returns the new table version. A lost race is retried by delta-rs; a real
         conflict (a concurrent compaction or delete touched the same files) from the start here,
@@ -463,14 +509,23 @@ class Lake:
         uri = self.table_uri(kind)
         if self.is_local:
             Path(uri).mkdir(parents=True, exist_ok=True)
-        properties = CommitProperties(custom_metadata={"writer": "gpucompare", **(metadata or {})},
-                                      max_commit_retries=50)
+        properties = CommitProperties(
+            custom_metadata={"writer": "gpucompare", **(metadata or {})}, max_commit_retries=50
+        )
         for attempt in range(COMMIT_ATTEMPTS):
             try:
-                write_deltalake(uri, data(), mode="overwrite" if predicate else "append",
-                                predicate=predicate, partition_by=partition_by, schema_mode="merge",
-                                storage_options=self.storage_options or None, commit_properties=properties,
-                                writer_properties=_writer_properties(), target_file_size=TARGET_FILE_BYTES)
+                write_deltalake(
+                    uri,
+                    data(),
+                    mode="overwrite" if predicate else "append",
+                    predicate=predicate,
+                    partition_by=partition_by,
+                    schema_mode="merge",
+                    storage_options=self.storage_options or None,
+                    commit_properties=properties,
+                    writer_properties=_writer_properties(),
+                    target_file_size=TARGET_FILE_BYTES,
+                )
                 table = self.delta(kind)
                 return int(table.version())
             except (CommitFailedError, DeltaError) as exc:
@@ -479,30 +534,50 @@ class Lake:
                 time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))  # apart from the other writers
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def write_results(self, table: pa.Table, *, run_id: str, code_hash: str | None = None,
-                      metadata: dict[str, str] | None = None) -> WriteSummary:
+    def write_results(
+        self,
+        table: pa.Table,
+        *,
+        run_id: str,
+        code_hash: str | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> WriteSummary:
         """Replace every row of ``run_id`` by ``table`` (``schema.RESULTS_SCHEMA`` columns; its
         ``run_id`` column must be ``run_id`` throughout) in one commit; unchanged data writes
         nothing. ``ingest_key`` is filled here when the table has none."""
         check_run_id(run_id)
         runs = set(table.column("run_id").to_pylist())
         if runs - {run_id}:
-            raise IngestError(f"rows of run {sorted(r for r in runs if r != run_id)[0]!r} given for run {run_id!r}",
-                              field="run_id")
+            raise IngestError(
+                f"rows of run {sorted(r for r in runs if r != run_id)[0]!r} given for run {run_id!r}",
+                field="run_id",
+            )
         table = _with_orchestrator_columns(table, code_hash=code_hash)
         key = table_key(table)
-        table = table.set_column(table.schema.get_field_index("ingest_key"), "ingest_key",
-                                 pa.array([key] * table.num_rows, pa.string()))
+        table = table.set_column(
+            table.schema.get_field_index("ingest_key"),
+            "ingest_key",
+            pa.array([key] * table.num_rows, pa.string()),
+        )
         return self._replace_run(run_id, key, table.num_rows, lambda: table, metadata)
 
-    def _replace_run(self, run_id: str, key: str, rows: int,
-                     data: Callable[[], pa.RecordBatchReader | pa.Table],
-                     metadata: dict[str, str] | None) -> WriteSummary:
+    def _replace_run(
+        self,
+        run_id: str,
+        key: str,
+        rows: int,
+        data: Callable[[], pa.RecordBatchReader | pa.Table],
+        metadata: dict[str, str] | None,
+    ) -> WriteSummary:
         if self.run_keys(run_id) == {key: rows}:
             return WriteSummary(table="results", version=self.version("results"), rows=rows, changed=False)
-        version = self.commit("results", data, predicate=f"run_id = '{run_id}'",
-                              partition_by=list(schema.PARTITION_COLUMNS),
-                              metadata={"run_id": run_id, "ingest_key": key, **(metadata or {})})
+        version = self.commit(
+            "results",
+            data,
+            predicate=f"run_id = '{run_id}'",
+            partition_by=list(schema.PARTITION_COLUMNS),
+            metadata={"run_id": run_id, "ingest_key": key, **(metadata or {})},
+        )
         return WriteSummary(table="results", version=version, rows=rows, changed=True)
 
     def write_table(self, kind: str, name: str, table: pa.Table) -> WriteSummary:
@@ -518,14 +593,20 @@ class Lake:
             _check_positive(rows, "rate", "fx")
         if self.has_table(kind):
             current = self._load_rows(kind, name)
-            if current is not None and current.num_rows == rows.num_rows and current.sort_by(
-                    [(c, "ascending") for c in rows.column_names]).equals(
-                    rows.sort_by([(c, "ascending") for c in rows.column_names])):
+            if (
+                current is not None
+                and current.num_rows == rows.num_rows
+                and current.sort_by([(c, "ascending") for c in rows.column_names]).equals(
+                    rows.sort_by([(c, "ascending") for c in rows.column_names])
+                )
+            ):
                 return WriteSummary(table=kind, version=self.version(kind), rows=rows.num_rows, changed=False)
-        stored = rows.append_column(pa.field(LOAD_COLUMN, pa.string(), nullable=False),
-                                    pa.array([name] * rows.num_rows, pa.string()))
-        version = self.commit(kind, lambda: stored, predicate=f"{LOAD_COLUMN} = '{name}'",
-                              metadata={"load": name})
+        stored = rows.append_column(
+            pa.field(LOAD_COLUMN, pa.string(), nullable=False), pa.array([name] * rows.num_rows, pa.string())
+        )
+        version = self.commit(
+            kind, lambda: stored, predicate=f"{LOAD_COLUMN} = '{name}'", metadata={"load": name}
+        )
         return WriteSummary(table=kind, version=version, rows=rows.num_rows, changed=True)
 
     def loads(self, kind: str) -> list[str]:
@@ -533,7 +614,9 @@ class Lake:
         snap = self.snapshot(kind)
         names: set[str] = set()
         for f in snap.files:
-            names.update(pq.read_table(f.path, filesystem=self.fs, columns=[LOAD_COLUMN]).column(0).to_pylist())
+            names.update(
+                pq.read_table(f.path, filesystem=self.fs, columns=[LOAD_COLUMN]).column(0).to_pylist()
+            )
         return sorted(names)
 
     def _load_rows(self, kind: str, name: str) -> pa.Table | None:
@@ -541,19 +624,27 @@ class Lake:
         if not snap.files:
             return None
         wanted = _KIND_SCHEMAS[kind]
-        parts = [pq.read_table(f.path, filesystem=self.fs, filters=[(LOAD_COLUMN, "=", name)],
-                               columns=wanted.names) for f in snap.files]
+        parts = [
+            pq.read_table(
+                f.path, filesystem=self.fs, filters=[(LOAD_COLUMN, "=", name)], columns=wanted.names
+            )
+            for f in snap.files
+        ]
         return pa.concat_tables(parts).cast(wanted)
 
     # ---- compaction --------------------------------------------------------------------
-    def compact(self, before: dt.date | None = None, *, retention_hours: int = RETENTION_HOURS) -> CompactionSummary:
+    def compact(
+        self, before: dt.date | None = None, *, retention_hours: int = RETENTION_HOURS
+    ) -> CompactionSummary:
         """The format's own compaction of ``results`` (``optimize.compact``, partitions dated
         before ``before`` or all), then ``vacuum`` of files removed more than ``retention_hours``
         ago (at least 7 days: time travel stays possible that far back)."""
         from deltalake.exceptions import CommitFailedError, DeltaError
 
         if retention_hours < RETENTION_HOURS:
-            raise LakeError(f"retention of {retention_hours} h is below {RETENTION_HOURS} h (7 days of time travel)")
+            raise LakeError(
+                f"retention of {retention_hours} h is below {RETENTION_HOURS} h (7 days of time travel)"
+            )
         table = self.delta("results")
         if table is None:
             raise NoLakeError(f"no results table in the lake at {self.uri} (nothing to compact)")
@@ -563,19 +654,26 @@ class Lake:
         for attempt in range(COMMIT_ATTEMPTS):
             try:
                 table = self.delta("results")
-                metrics = table.optimize.compact(partition_filters=filters, max_concurrent_tasks=2,
-                                                 writer_properties=_writer_properties())
+                metrics = table.optimize.compact(
+                    partition_filters=filters, max_concurrent_tasks=2, writer_properties=_writer_properties()
+                )
                 break
             except (CommitFailedError, DeltaError) as exc:  # an ingest rewrote a file meanwhile
                 if not _retryable(exc) or attempt == COMMIT_ATTEMPTS - 1:
                     raise
                 time.sleep(random.uniform(0.1, 0.3) * (attempt + 1))
         table = self.delta("results")
-        vacuumed = table.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=True)
-        return CompactionSummary(files_before=files_before, files_after=len(table.get_add_actions(flatten=False)),
-                                 files_added=int(metrics.get("numFilesAdded", 0)),
-                                 files_removed=int(metrics.get("numFilesRemoved", 0)),
-                                 vacuumed=len(vacuumed), version=int(table.version()))
+        vacuumed = table.vacuum(
+            retention_hours=retention_hours, dry_run=False, enforce_retention_duration=True
+        )
+        return CompactionSummary(
+            files_before=files_before,
+            files_after=len(table.get_add_actions(flatten=False)),
+            files_added=int(metrics.get("numFilesAdded", 0)),
+            files_removed=int(metrics.get("numFilesRemoved", 0)),
+            vacuumed=len(vacuumed),
+            version=int(table.version()),
+        )
 
 
 def _writer_properties() -> Any:
@@ -591,8 +689,16 @@ def _retryable(exc: Exception) -> bool:
     from deltalake.exceptions import CommitFailedError
 
     text = str(exc).lower()
-    return isinstance(exc, CommitFailedError) or any(word in text for word in (
-        "conflict", "concurrent", "version already exists", "already exists", "transaction failed"))
+    return isinstance(exc, CommitFailedError) or any(
+        word in text
+        for word in (
+            "conflict",
+            "concurrent",
+            "version already exists",
+            "already exists",
+            "transaction failed",
+        )
+    )
 
 
 def _arrow_schema(table: Any) -> pa.Schema:
@@ -629,9 +735,11 @@ class CompactionSummary:
         return self.files_added
 
     def describe(self) -> str:
-        return (f"results: {self.files_before} live file(s) -> {self.files_after} "
-                f"({self.files_removed} rewritten into {self.files_added}), {self.vacuumed} file(s) "
-                f"older than the 7-day retention removed, table version {self.version}")
+        return (
+            f"results: {self.files_before} live file(s) -> {self.files_after} "
+            f"({self.files_removed} rewritten into {self.files_added}), {self.vacuumed} file(s) "
+            f"older than the 7-day retention removed, table version {self.version}"
+        )
 
 
 def describe(lake: Lake) -> list[str]:
@@ -645,18 +753,26 @@ def describe(lake: Lake) -> list[str]:
         rows = sum(f.rows or 0 for f in snap.files)
         lines.append(f"  {kind}: version {snap.version}, {len(snap.files)} live file(s), {rows} row(s)")
         if kind == "results" and snap.files:
-            counts = lake.results_table(columns=["mode", "date", "target"]).group_by(
-                ["mode", "date", "target"]).aggregate([([], "count_all")])
+            counts = (
+                lake.results_table(columns=["mode", "date", "target"])
+                .group_by(["mode", "date", "target"])
+                .aggregate([([], "count_all")])
+            )
             for row in counts.sort_by([("date", "ascending"), ("mode", "ascending")]).to_pylist():
-                lines.append(f"    mode={row['mode']} date={row['date']} target={row['target']}: {row['count_all']}")
+                lines.append(
+                    f"    mode={row['mode']} date={row['date']} target={row['target']}: {row['count_all']}"
+                )
     return lines
 
 
 # ---- checks of the small tables -------------------------------------------------------------
 def check_price_rows(rows: pa.Table) -> None:
     """Refuse price rows no report can use: unknown units or currencies, prices <= 0."""
-    for column, allowed in (("unit", schema.PRICE_UNITS), ("currency", schema.CURRENCIES),
-                            ("market", schema.MARKETS)):
+    for column, allowed in (
+        ("unit", schema.PRICE_UNITS),
+        ("currency", schema.CURRENCIES),
+        ("market", schema.MARKETS),
+    ):
         bad = [v for v in rows.column(column).to_pylist() if v not in allowed]
         if bad:
             raise LakeError(f"prices: {column} {bad[0]!r} is not one of {', '.join(allowed)}")
@@ -702,8 +818,12 @@ class RunContext:
         """Self, after checking every value a user may have typed (raises IngestError)."""
         checks = (
             ("provider", self.provider, PROVIDER_PATTERN, "lower-case letters, digits, - and _ (max 40)"),
-            ("instance_type", self.instance_type, INSTANCE_TYPE_PATTERN,
-             "letters, digits, '.', - and _ (max 64)"),
+            (
+                "instance_type",
+                self.instance_type,
+                INSTANCE_TYPE_PATTERN,
+                "letters, digits, '.', - and _ (max 64)",
+            ),
         )
         for name, value, pattern, allowed in checks:
             if not isinstance(value, str) or not pattern.match(value):
@@ -711,18 +831,22 @@ class RunContext:
         if self.region is not None and not REGION_PATTERN.match(self.region):
             raise IngestError(f"region {self.region!r} is not valid (e.g. us-east-1)", field="region")
         if self.market not in schema.MARKETS:
-            raise IngestError(f"market {self.market!r} is not one of {', '.join(schema.MARKETS)}",
-                              field="market")
+            raise IngestError(
+                f"market {self.market!r} is not one of {', '.join(schema.MARKETS)}", field="market"
+            )
         measured_targets = tuple(t for t in schema.TARGETS if t != "published")
         if self.target not in measured_targets:
             raise IngestError(
                 f"target {self.target!r} is not one of {', '.join(measured_targets)} "
-                "(published figures come in through import-published)", field="target")
+                "(published figures come in through import-published)",
+                field="target",
+            )
         for name in ("source", "dag_run_id"):
             value = getattr(self, name)
             if value is not None and (len(value) > _FREE_TEXT_MAX or not value.isprintable()):
-                raise IngestError(f"{name} must be printable text of at most {_FREE_TEXT_MAX} characters",
-                                  field=name)
+                raise IngestError(
+                    f"{name} must be printable text of at most {_FREE_TEXT_MAX} characters", field=name
+                )
         return self
 
 
@@ -780,8 +904,9 @@ class _ResultsFile:
                         continue
                     yield line_no, parse_line(line, line_no, self.name)
         except UnicodeDecodeError as exc:
-            raise IngestError(f"{self.name}: not UTF-8 text ({exc.reason} at byte {exc.start})",
-                              field="record") from None
+            raise IngestError(
+                f"{self.name}: not UTF-8 text ({exc.reason} at byte {exc.start})", field="record"
+            ) from None
         except OSError as exc:
             raise IngestError(f"{self.location}: cannot read results file: {exc}") from None
 
@@ -796,15 +921,17 @@ def parse_line(line: str, line_no: int, name: str = "results") -> dict[str, Any]
     try:
         record = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise IngestError(f"{name} line {line_no}: not valid JSON ({exc.msg})",
-                          line=line_no, field="record") from None
+        raise IngestError(
+            f"{name} line {line_no}: not valid JSON ({exc.msg})", line=line_no, field="record"
+        ) from None
     except RecursionError:
         raise IngestError(f"{name} line {line_no}: nested too deeply", line=line_no, field="record") from None
     try:
         return validate_record(record)
     except RecordError as exc:
-        raise IngestError(f"{name} line {line_no}: field {exc.field}: {exc.message}",
-                          line=line_no, field=exc.field) from None
+        raise IngestError(
+            f"{name} line {line_no}: field {exc.field}: {exc.message}", line=line_no, field=exc.field
+        ) from None
 
 
 def parse_results(text: str, name: str = "results") -> list[dict[str, Any]]:
@@ -849,11 +976,14 @@ def _row(record: dict[str, Any], context: RunContext, ingested_at: dt.datetime) 
     return row
 
 
-def results_rows(records: list[dict[str, Any]], context: RunContext, *,
-                 ingested_at: dt.datetime | None = None) -> pa.Table:
+def results_rows(
+    records: list[dict[str, Any]], context: RunContext, *, ingested_at: dt.datetime | None = None
+) -> pa.Table:
     """Validated records plus the orchestrator's columns, as a results table."""
     ingested_at = ingested_at or dt.datetime.now(dt.UTC)
-    return pa.Table.from_pylist([_row(r, context, ingested_at) for r in records], schema=schema.RESULTS_SCHEMA)
+    return pa.Table.from_pylist(
+        [_row(r, context, ingested_at) for r in records], schema=schema.RESULTS_SCHEMA
+    )
 
 
 def _with_orchestrator_columns(table: pa.Table, *, code_hash: str | None) -> pa.Table:
@@ -864,10 +994,14 @@ def _with_orchestrator_columns(table: pa.Table, *, code_hash: str | None) -> pa.
     # columns this code does not know (a newer writer's) are kept: the table's schema merges them
     extra = [f for f in table.schema if f.name not in schema.RESULTS_SCHEMA.names]
     table = table.select(schema.RESULTS_SCHEMA.names + [f.name for f in extra]).cast(
-        pa.schema(list(schema.RESULTS_SCHEMA) + extra))
+        pa.schema(list(schema.RESULTS_SCHEMA) + extra)
+    )
     if code_hash is not None:
-        table = table.set_column(table.schema.get_field_index("code_hash"), schema.RESULTS_SCHEMA.field("code_hash"),
-                                 pa.array([code_hash] * table.num_rows, pa.string()))
+        table = table.set_column(
+            table.schema.get_field_index("code_hash"),
+            schema.RESULTS_SCHEMA.field("code_hash"),
+            pa.array([code_hash] * table.num_rows, pa.string()),
+        )
     return table
 
 
@@ -881,8 +1015,15 @@ def table_key(table: pa.Table) -> str:
     return digest.hexdigest()[:24]
 
 
-def ingest_results(lake: Lake, results_file: str | Path, context: RunContext, *, run_id: str,
-                   code_hash: str | None = None, batch_rows: int = BATCH_ROWS) -> IngestSummary:
+def ingest_results(
+    lake: Lake,
+    results_file: str | Path,
+    context: RunContext,
+    *,
+    run_id: str,
+    code_hash: str | None = None,
+    batch_rows: int = BATCH_ROWS,
+) -> IngestSummary:
     """Validate a worker results file (local path or s3:// URI) and make it the rows of run
     ``run_id`` (the orchestrator's identity of the run) in ONE commit.
 
@@ -895,8 +1036,9 @@ def ingest_results(lake: Lake, results_file: str | Path, context: RunContext, *,
     context = context.validated()
     check_run_id(run_id)
     if code_hash is not None and not CODE_HASH_PATTERN.match(code_hash):
-        raise IngestError(f"code hash {code_hash!r} is not a lower-case hex digest (8-64 characters)",
-                          field="code_hash")
+        raise IngestError(
+            f"code hash {code_hash!r} is not a lower-case hex digest (8-64 characters)", field="code_hash"
+        )
     source = _ResultsFile(results_file)
     try:
         digest = hashlib.sha256(json.dumps([context.__dict__, code_hash], sort_keys=True).encode())
@@ -905,14 +1047,20 @@ def ingest_results(lake: Lake, results_file: str | Path, context: RunContext, *,
         count = 0
         for line_no, record in source.lines():
             if record["run_id"] != run_id:
-                raise IngestError(f"{source.name} line {line_no}: field run_id: {record['run_id']!r} is not this "
-                                  f"run's id {run_id!r} (the orchestrator names the run, not the host)",
-                                  line=line_no, field="run_id")
+                raise IngestError(
+                    f"{source.name} line {line_no}: field run_id: {record['run_id']!r} is not this "
+                    f"run's id {run_id!r} (the orchestrator names the run, not the host)",
+                    line=line_no,
+                    field="run_id",
+                )
             cell = record["config_id"]
             if cell in seen:
-                raise IngestError(f"{source.name} line {line_no}: field config_id: {cell!r} appears twice "
-                                  "in this file (one record per configuration and run)",
-                                  line=line_no, field="config_id")
+                raise IngestError(
+                    f"{source.name} line {line_no}: field config_id: {cell!r} appears twice "
+                    "in this file (one record per configuration and run)",
+                    line=line_no,
+                    field="config_id",
+                )
             seen.add(cell)
             dates.add(_timestamp(record["started_at"]).date())
             digest.update(json.dumps(record, sort_keys=True).encode())
@@ -927,7 +1075,9 @@ def ingest_results(lake: Lake, results_file: str | Path, context: RunContext, *,
             def generate() -> Iterator[pa.RecordBatch]:
                 pending: list[dict[str, Any]] = []
                 for _, record in source.lines():
-                    pending.append(_row(record, context, ingested_at) | {"code_hash": code_hash, "ingest_key": key})
+                    pending.append(
+                        _row(record, context, ingested_at) | {"code_hash": code_hash, "ingest_key": key}
+                    )
                     if len(pending) >= batch_rows:
                         yield pa.RecordBatch.from_pylist(pending, schema=schema.RESULTS_SCHEMA)
                         pending = []
@@ -936,8 +1086,9 @@ def ingest_results(lake: Lake, results_file: str | Path, context: RunContext, *,
 
             return pa.RecordBatchReader.from_batches(schema.RESULTS_SCHEMA, generate())
 
-        write = lake._replace_run(run_id, key, count, batches,
-                                  {"target": context.target, "code_hash": code_hash or ""})
+        write = lake._replace_run(
+            run_id, key, count, batches, {"target": context.target, "code_hash": code_hash or ""}
+        )
     finally:
         source.close()
     return IngestSummary(run_id=run_id, records=count, write=write, dates=sorted(dates))

@@ -40,8 +40,14 @@ class MigrationError(LakeError):
 def _files(old: Lake, kind: str) -> list[str]:
     base = old.path(kind)
     infos = old.fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
-    return sorted(i.path for i in infos if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
-                  and not i.base_name.startswith((".", "_")) and "/_delta_log/" not in i.path)
+    return sorted(
+        i.path
+        for i in infos
+        if i.type == pafs.FileType.File
+        and i.base_name.endswith(".parquet")
+        and not i.base_name.startswith((".", "_"))
+        and "/_delta_log/" not in i.path
+    )
 
 
 def old_results_files(old: Lake) -> list[tuple[str, str, dt.date]]:
@@ -101,12 +107,20 @@ def migrate(source: str, target: Lake) -> dict[str, tuple[int, int]]:
         return pa.RecordBatchReader.from_batches(schema.RESULTS_SCHEMA, generate())
 
     if files:
-        target.commit("results", batches, predicate=None, partition_by=list(schema.PARTITION_COLUMNS),
-                      metadata={"migrated_from": source})
+        target.commit(
+            "results",
+            batches,
+            predicate=None,
+            partition_by=list(schema.PARTITION_COLUMNS),
+            metadata={"migrated_from": source},
+        )
     new_rows = target.results_table(columns=["run_id"]).num_rows if target.has_table("results") else 0
     counts["results"] = (old_rows, new_rows)
-    for kind, table_schema in (("prices", schema.PRICES_SCHEMA), ("fx", schema.FX_SCHEMA),
-                               ("published_scaling", schema.PUBLISHED_SCALING_SCHEMA)):
+    for kind, table_schema in (
+        ("prices", schema.PRICES_SCHEMA),
+        ("fx", schema.FX_SCHEMA),
+        ("published_scaling", schema.PUBLISHED_SCALING_SCHEMA),
+    ):
         total = 0
         for path in _files(old, kind):
             table = pq.read_table(path, filesystem=old.fs).select(table_schema.names).cast(table_schema)

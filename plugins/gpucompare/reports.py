@@ -108,7 +108,8 @@ class ReportInputs:
         if isinstance(as_of, int) or (isinstance(as_of, str) and as_of.strip().isdigit()):
             side_as_of = results.timestamp  # the side tables as they were when that version was written
         snapshots = {kind: lake.snapshot(kind, side_as_of) for kind in ("prices", "fx", "published_scaling")}
-        curves = lake.published_scaling_table(as_of=side_as_of) if snapshots["published_scaling"].files else None
+        curves = (lake.published_scaling_table(as_of=side_as_of)
+                  if snapshots["published_scaling"].files else None)
         if curves is None or curves.num_rows == 0:  # not imported into this lake: the shipped copy
             from gpucompare import published
 
@@ -281,7 +282,8 @@ class ResultFiles:
     views: dict[str, tuple[set[dt.date] | None, dt.date | None]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, lake: Lake, con: duckdb.DuckDBPyConnection, snapshot: TableSnapshot | None = None) -> ResultFiles:
+    def of(cls, lake: Lake, con: duckdb.DuckDBPyConnection,
+           snapshot: TableSnapshot | None = None) -> ResultFiles:
         if snapshot is None:
             snapshot = lake.snapshot("results") if lake.has_table("results") else None
         if lake.is_local:
@@ -304,7 +306,8 @@ class ResultFiles:
                 if date is None or mode is None:  # not a partitioned results file: not ours
                     continue
                 expected = f"mode={mode}/date={date.isoformat()}/"
-                hive_paths = hive_paths and live.relative.startswith(expected) and live.relative.count("=") == 2
+                hive_paths = (hive_paths and live.relative.startswith(expected)
+                              and live.relative.count("=") == 2)
                 by_date.setdefault(date, []).append((prefix + live.path, mode))
         return cls(con=con, by_date=by_date, missing=missing, hive_paths=hive_paths)
 
@@ -328,7 +331,7 @@ class ResultFiles:
 
             options = f"union_by_name = {'true' if self.union_by_name else 'false'}"
             if self.hive_paths:
-                source = (f"SELECT * FROM read_parquet([{listing([c[0] for c in chosen])}], "
+                source = (f"SELECT * FROM read_parquet([{listing([c[0] for c in chosen])}], "  # noqa: S608
                           "hive_partitioning = true, hive_types = {'mode': 'VARCHAR', 'date': 'DATE'}, "
                           f"{options})")
             else:
@@ -340,7 +343,8 @@ class ResultFiles:
                     f"FROM read_parquet([{listing(paths)}], hive_partitioning = false, {options})"
                     for (mode, date), paths in groups.items() if re.fullmatch(r"[a-z_]+", mode))
             columns = ", ".join(
-                f"CAST(NULL AS {_duck_type(f.type)}) AS \"{f.name}\"" if f.name in self.missing else f'"{f.name}"'
+                f"CAST(NULL AS {_duck_type(f.type)}) AS \"{f.name}\"" if f.name in self.missing
+                else f'"{f.name}"'
                 for f in schema.RESULTS_SCHEMA)
             source = f"SELECT {columns} FROM ({source})"  # noqa: S608 (column names from the schema)
         self.con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {source}")  # noqa: S608
@@ -453,8 +457,8 @@ def run_reports(lake: str, out: str, currency: str = "EUR", *,
     versions = ", ".join(f"{k} {'absent' if v is None else f'v{v}'}" for k, v in inputs.versions.items())
     built_from = (f"\n\nBuilt from the lake {inputs.lake.uri} at table versions: {versions}"
                   f"{f' (as of {inputs.as_of})' if inputs.as_of else ''}.\n")
-    report_set.written.append(write_bytes(out, "summary.md",
-                                          (html.render_summary(report_set).rstrip("\n") + built_from).encode()))
+    summary = html.render_summary(report_set).rstrip("\n") + built_from
+    report_set.written.append(write_bytes(out, "summary.md", summary.encode()))
     report_set.written.append(write_bytes(out, "manifest.json",
                                           (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()))
     report_set.timings["index.html + summary.md"] = time.perf_counter() - started
