@@ -312,16 +312,13 @@ class Lake:
             return table
         table = DeltaTable(self.table_uri(kind), storage_options=options)
         if wanted is not None:
-            try:
-                table.load_as_version(wanted)
-            except Exception as exc:  # before the table's first commit
-                if (
-                    "before" in str(exc).lower()
-                    or "earliest" in str(exc).lower()
-                    or "no commit" in str(exc).lower()
-                ):
-                    return None
-                raise
+            # delta-rs loads version 0 for a time before the table's first commit: check the
+            # commit times here, so a table that did not exist yet reads as absent
+            times = _commit_times(table)
+            older = [version for version, stamp in times.items() if stamp <= wanted]
+            if not older:
+                return None
+            table.load_as_version(max(older))
         return table
 
     def snapshot(self, kind: str, as_of: int | str | dt.datetime | None = None) -> TableSnapshot:
@@ -682,6 +679,15 @@ def _writer_properties() -> Any:
     from deltalake import WriterProperties
 
     return WriterProperties(compression="ZSTD", max_row_group_size=ROW_GROUP_ROWS)
+
+
+def _commit_times(table: Any) -> dict[int, dt.datetime]:
+    """Commit time of every version of a (current) DeltaTable still in its log history."""
+    times = {}
+    for entry in table.history():
+        if entry.get("version") is not None and entry.get("timestamp") is not None:
+            times[int(entry["version"])] = dt.datetime.fromtimestamp(entry["timestamp"] / 1000, dt.UTC)
+    return times
 
 
 def _retryable(exc: Exception) -> bool:
