@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                     "|---|---|---|---|---|---|"
                 )
                 for name, store in stores:
-                    for delay in (0.3, 1.0, 2.0, 3.5):
+                    for delay in (0.3, 1.0, 2.0, 3.5, 8.0, 14.0):
                         states, oks = Counter(), 0
                         for _ in range(args.trials):
                             folder = Path(tempfile.mkdtemp(dir=work))

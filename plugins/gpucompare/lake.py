@@ -479,10 +479,14 @@ class Lake:
             candidates.append(f"{self.path('results')}/{unquote(relative)}")
         counts: dict[str | None, int] = {}
         for path in candidates:
-            part = pq.read_table(
-                path, filesystem=self.fs, columns=["run_id", "ingest_key"], filters=[("run_id", "=", run_id)]
+            present = pq.read_schema(path, filesystem=self.fs).names
+            # a file from before ingest_key existed (e.g. migrated) counts as a different key
+            columns = ["run_id", "ingest_key"] if "ingest_key" in present else ["run_id"]
+            part = pq.read_table(path, filesystem=self.fs, columns=columns, filters=[("run_id", "=", run_id)])
+            keys = (
+                part.column("ingest_key").to_pylist() if "ingest_key" in columns else [None] * part.num_rows
             )
-            for key in part.column("ingest_key").to_pylist():
+            for key in keys:
                 counts[key] = counts.get(key, 0) + 1
         return counts
 
