@@ -161,53 +161,46 @@ def build_lake(lake: Path, rows: int, seed: int = 7, files_per_partition: int = 
     last_night = dt.date(2026, 11, 29)
     target = lake_module.open_lake(str(lake))
     injected = 0
-    per_mode: dict[str, list[tuple[dt.date, pa.Table]]] = {"score": [], "train": []}
+    modes: dict[str, dict[str, object]] = {}
     for mode in ("score", "train"):
         part = [g for g in grid if g[6] == mode]
         n = len(part)
         columns = list(zip(*part, strict=True))
-        base = np.array(columns[12])
         # a few configurations regress on the last night, as the regression report must find
         regressed = rng.random(n) < 0.002
         # the largest batches of the biggest networks do not fit: the same cells every night
         oom = (np.array(columns[9]) >= 256) & np.isin(np.array(columns[7]), ["vgg-16", "resnet-152"])
         injected += int((regressed & ~oom).sum())
-        static = _static_columns(columns, n)
-        machine_of_row = np.array(columns[0])
-        groups = machine_of_row * files_per_partition // len(MACHINES)
-        bounds = np.searchsorted(groups, np.arange(files_per_partition + 1))
+        groups = np.array(columns[0]) * files_per_partition // len(MACHINES)
+        modes[mode] = {"n": n, "base": np.array(columns[12]), "regressed": regressed, "oom": oom,
+                       "static": _static_columns(columns, n),
+                       "bounds": np.searchsorted(groups, np.arange(files_per_partition + 1))}
 
-        def night_tables(mode: str = mode, n: int = n, base: np.ndarray = base,
-                         regressed: np.ndarray = regressed, oom: np.ndarray = oom,
-                         static: dict = static) -> None:
-            for night in range(nights):
-                date = last_night - dt.timedelta(days=nights - 1 - night)
-                noise = rng.normal(1.0, 0.01, n)  # night-to-night spread of a median of 3 repeats
-                ips = base * noise
-                if night == nights - 1:
-                    ips = np.where(regressed, ips * 0.7, ips)
-                per_mode[mode].append((date, _night_table(static, mode, date, ips, oom)))
+    def night_table(mode: str, night: int) -> tuple[dt.date, pa.Table]:
+        m = modes[mode]
+        date = last_night - dt.timedelta(days=nights - 1 - night)
+        ips = m["base"] * rng.normal(1.0, 0.01, m["n"])  # night-to-night spread of a median of 3 repeats
+        if night == nights - 1:
+            ips = np.where(m["regressed"], ips * 0.7, ips)
+        return date, _night_table(m["static"], mode, date, ips, m["oom"])
 
-        if files_per_partition == 1:
-            def batches(night_tables: object = night_tables, mode: str = mode) -> pa.RecordBatchReader:
+    if files_per_partition == 1:
+        for mode in ("score", "train"):  # every night of a mode streamed into one commit
+            def batches(mode: str = mode) -> pa.RecordBatchReader:
                 def generate():  # noqa: ANN202 - a generator of record batches
-                    per_mode[mode].clear()
-                    night_tables()
-                    for _, table in per_mode[mode]:
-                        yield from table.to_batches()
+                    for night in range(nights):
+                        yield from night_table(mode, night)[1].to_batches()
                 return pa.RecordBatchReader.from_batches(schema.RESULTS_SCHEMA, generate())
 
             target.commit("results", batches, predicate=None, partition_by=["mode", "date"])
-            per_mode[mode].clear()
-            continue
-        night_tables()
-        per_mode[mode] = [(date, table, bounds) for date, table in per_mode[mode]]  # type: ignore[misc]
-    if files_per_partition > 1:
-        for night in range(nights):
+    else:
+        for night in range(nights):  # one commit per machine group and night: a run each
+            tables = {mode: night_table(mode, night) for mode in ("score", "train")}
+            date = tables["score"][0]
             for group in range(files_per_partition):
                 parts = []
-                for mode in ("score", "train"):
-                    date, table, bounds = per_mode[mode][night]  # type: ignore[misc]
+                for mode, (_, table) in tables.items():
+                    bounds = modes[mode]["bounds"]
                     start, stop = int(bounds[group]), int(bounds[group + 1])
                     if stop > start:
                         parts.append(table.slice(start, stop - start))
