@@ -11,6 +11,7 @@ imports mxnet.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 from dataclasses import dataclass
@@ -179,7 +180,63 @@ def validate_record(record: Any) -> dict[str, Any]:
             raise RecordError("error", f"a {status} record must say what went wrong")
     if record["mode"] == "score" and record["kvstore"] is not None:
         raise RecordError("kvstore", "scoring uses no kvstore; must be null")
+    _check_hostile(record)
     return record
+
+
+# ---- limits against hostile or broken input (shared by the worker and the orchestrator) ------
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+#: Longest text (UTF-8 bytes) of ``error`` and of every other string field ("names").
+MAX_ERROR_BYTES = 64 * 1024
+MAX_NAME_BYTES = 256
+#: Fields whose text may hold line breaks and tabs (a traceback); every other string is a name.
+_MULTILINE_FIELDS = frozenset({"error"})
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _check_text(name: str, value: str) -> None:
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate ("\ud800" in JSON) is no text
+        raise RecordError(name, "holds a lone surrogate (not valid Unicode text)") from None
+    multiline = name in _MULTILINE_FIELDS
+    limit = MAX_ERROR_BYTES if multiline else MAX_NAME_BYTES
+    if size > limit:
+        raise RecordError(name, f"is {size} bytes long; at most {limit} allowed")
+    if "\x00" in value:
+        raise RecordError(name, "holds a NUL character")
+    if not multiline and _CONTROL.search(value):
+        raise RecordError(name, f"holds a control character (newline, tab, …): {value[:40]!r}")
+
+
+def _parse_time(name: str, text: str) -> dt.datetime:
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:  # 2026-02-30, hour 25: the pattern matched, the calendar did not
+        raise RecordError(name, f"{text!r} is not a real date and time ({exc})") from None
+
+
+def _check_hostile(record: dict[str, Any]) -> None:
+    """What no measurement can produce: integers beyond int64, invalid Unicode, control
+    characters in names, oversized text, impossible dates, a run that ends before it starts."""
+    for f in FIELDS:
+        value = record[f.name]
+        if value is None:
+            continue
+        if f.kind == "int" and not INT64_MIN <= value <= INT64_MAX:
+            raise RecordError(f.name, f"{value} does not fit a 64-bit integer")
+        if f.kind == "float" and isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+            raise RecordError(f.name, f"{value} is out of range")
+        if f.kind == "str":
+            _check_text(f.name, value)
+        elif f.kind == "str_list":
+            for item in value:
+                _check_text(f.name, item)
+    started = _parse_time("started_at", record["started_at"])
+    finished = _parse_time("finished_at", record["finished_at"])
+    if finished < started:
+        raise RecordError("finished_at",
+                          f"{record['finished_at']} is before started_at {record['started_at']}")
 
 
 def empty_record(**values: Any) -> dict[str, Any]:

@@ -33,13 +33,15 @@ import pendulum
 from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, dag, get_current_context, task
 
 from gpucompare import pipeline, settings
+from gpucompare.errors import PermanentError
 
 log = logging.getLogger(__name__)
 
 
 @task(execution_timeout=timedelta(minutes=30), **pipeline.network_retries())
 def compact_lake() -> dict[str, Any]:
-    """Merge each results partition older than GPUCOMPARE_COMPACT_AFTER_DAYS into one file."""
+    """Delta optimize (compact) of the results partitions older than GPUCOMPARE_COMPACT_AFTER_DAYS,
+    then vacuum of files removed more than 7 days ago (time travel keeps working that far)."""
     from gpucompare.cli import compaction_cutoff
     from gpucompare.lake import open_lake
 
@@ -47,12 +49,17 @@ def compact_lake() -> dict[str, Any]:
     days = settings.setting("compact_after_days")
     with pipeline.bad_input_fails():
         if not days.isdigit():
-            raise ValueError(f"GPUCOMPARE_COMPACT_AFTER_DAYS {days!r} must be a whole number of days >= 0")
+            raise PermanentError(
+                f"GPUCOMPARE_COMPACT_AFTER_DAYS {days!r} must be a whole number of days >= 0")
         before = compaction_cutoff(int(days), today=run_day)
-        summary = open_lake(settings.lake_uri()).compact(before=before)
+        lake = open_lake(settings.lake_uri())
+        if not lake.has_table("results"):
+            log.info("No results table in %s yet: nothing to compact", lake.uri)
+            return {"before": before.isoformat(), "version": None}
+        summary = lake.compact(before=before)
     log.info("Compaction of partitions before %s: %s", before, summary.describe())
-    return {"before": before.isoformat(), "partitions": summary.partitions_compacted,
-            "files_before": summary.files_before, "files_after": summary.files_after}
+    return {"before": before.isoformat(), "version": summary.version, "files_before": summary.files_before,
+            "files_after": summary.files_after, "vacuumed": summary.vacuumed}
 
 
 @task(outlets=[pipeline.REPORTS], execution_timeout=timedelta(minutes=30), **pipeline.network_retries())

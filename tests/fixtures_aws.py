@@ -1,8 +1,9 @@
 """An AWS API endpoint on 127.0.0.1 for tests: moto's server, shared by the whole session.
 
-No cloud is reachable from CI, so tests talk to moto's ``ThreadedMotoServer`` (a real HTTP
-server speaking the AWS wire protocols) through the ordinary clients: boto3, the amazon
-provider's hooks and ``pyarrow.fs.S3FileSystem``. It stands in for AWS itself; everything
+No cloud is reachable from CI, so tests talk to moto's server (``python -m moto.server``
+in its own process: a real HTTP server speaking the AWS wire protocols) through the
+ordinary clients: boto3, the amazon provider's hooks, ``pyarrow.fs.S3FileSystem`` and
+delta-rs. It stands in for AWS itself; everything
 on our side of the HTTP connection is the production code path.
 
 Fixtures:
@@ -55,20 +56,55 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _start_server() -> tuple[Any, str]:
-    from moto.server import ThreadedMotoServer
+class _ServerProcess:
+    """moto's server in a process of its own (``python -m moto.server``).
 
+    Not a thread of the test process: delta-rs (the lake) holds the interpreter lock during some
+    of its blocking S3 calls, so a server thread in the same interpreter could never answer them
+    (the call hangs until its 180 s timeout). A process also is how a real endpoint looks."""
+
+    def __init__(self, port: int) -> None:
+        import subprocess
+        import sys
+
+        self.port = port
+        command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+        self.process = subprocess.Popen(command,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def wait_ready(self, timeout_s: float = 30.0) -> bool:
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                return False
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/moto-api/", timeout=2):  # noqa: S310
+                    return True
+            except OSError:
+                time.sleep(0.1)
+        return False
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except Exception:  # noqa: BLE001 - last resort below
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+def _start_server() -> tuple[Any, str]:
     last_error: Exception | None = None
     # another session may grab the port between probe and bind: try a few
     for _ in range(5):
         port = _free_port()
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-        try:
-            server.start()
-        except OSError as exc:
-            last_error = exc
-            continue
-        return server, f"http://127.0.0.1:{port}"
+        server = _ServerProcess(port)
+        if server.wait_ready():
+            return server, f"http://127.0.0.1:{port}"
+        server.stop()
+        last_error = OSError(f"moto's server did not start on port {port}")
     raise RuntimeError(f"could not start moto's server on a free port: {last_error}")
 
 

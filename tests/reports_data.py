@@ -2,7 +2,7 @@
 
 Records are built with ``bench_tasks.record.empty_record``, checked with the contract's own
 ``validate_record`` and written through the lake's real ingest path (``lake.results_rows``
-then ``Lake.write_results``), so the reports read exactly what production writes.
+then ``Lake.write_results``, one Delta commit per run), so the reports read exactly what production writes.
 """
 
 from __future__ import annotations
@@ -85,7 +85,13 @@ def ingest(
     context = RunContext(
         provider=provider, instance_type=instance_type, region=region, market=market, target=target
     ).validated()
-    lake.write_results(results_rows(records, context))
+    # one run per night and machine, named as the orchestrator names a target's run
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for rec in records:
+        run_id = f"{rec['run_id']}.{provider}-{instance_type}-{region or 'any'}-{market}-{target}"
+        by_run.setdefault(run_id, []).append({**rec, "run_id": run_id})
+    for run_id, rows in by_run.items():
+        lake.write_results(results_rows(rows, context), run_id=run_id)
 
 
 def price(

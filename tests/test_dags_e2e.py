@@ -330,6 +330,7 @@ def test_two_nights_keep_both_and_duplicate_nothing(run_dag, write_fleet, gpucom
     figures imported twice, and one run's results ingested again."""
     import importlib.util
 
+    from gpucompare.cli import local_code_hash
     from gpucompare.lake import RunContext, ingest_results
     from gpucompare.published import import_published
     from tests.conftest import REPO_ROOT
@@ -354,11 +355,14 @@ def test_two_nights_keep_both_and_duplicate_nothing(run_dag, write_fleet, gpucom
     second_run = next(r["run_id"] for r in measured if r["dag_run_id"] == second.run_id)
     results_file = next(path for path in gpucompare_dirs.work.rglob("results.jsonl")
                         if json.loads(path.read_text().splitlines()[0])["run_id"] == second_run)
-    ingest_results(lake, results_file, RunContext(provider="local", instance_type="local-cpu",
-                                                  market="on_demand", target="local",
-                                                  dag_run_id=second.run_id))
+    version = lake.version("results")
+    summary = ingest_results(lake, results_file, RunContext(provider="local", instance_type="local-cpu",
+                                                            market="on_demand", target="local",
+                                                            dag_run_id=second.run_id),
+                             run_id=second_run, code_hash=local_code_hash())
     again = lake.results_table().to_pylist()
     assert len(again) == len(rows) and len(again) - published == 2
+    assert lake.version("results") == version and not summary.changed  # the same data: no new version
 
     # and the demo script says so
     spec = importlib.util.spec_from_file_location("demo", REPO_ROOT / "scripts" / "demo.py")
@@ -388,3 +392,26 @@ def test_reports_dag_publishes_to_s3(run_dag, gpucompare_dirs, aws_endpoint, aws
     assert f"reports/report_history/cost_per_million/report_date={dated}/cost_per_million.parquet" in keys
     latest = aws_client("s3").get_object(Bucket=s3_bucket, Key="reports/latest/cost_per_million.csv")
     assert b"ltbv14" in latest["Body"].read()  # the published LeaderGPU rows, costed
+
+
+def test_nightly_in_its_own_process_exits_0_after_delta_writes(
+        airflow_db, write_fleet, gpucompare_dirs) -> None:
+    """The trap of the Delta lake (a process that wrote a Delta table and then started child
+    processes aborted at interpreter exit, code 134): the nightly DAG run by ``dag.test`` in a
+    process of its own, two local targets (the second one's worker starts after the first one's
+    ingest wrote the table); the process must exit 0 and both runs be in the lake."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    write_fleet({"profiles": {"tiny": SCORE_ONLY}, "targets": [local_target("one"), local_target("two")]})
+    script = ("import sys; from airflow.dag_processing.dagbag import DagBag; "
+              f"dag = DagBag({str(REPO_ROOT / 'dags')!r}).dags['gpucompare_nightly']; "
+              "run = dag.test(); sys.exit(0 if str(run.state) == 'success' else 3)")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, env=dict(os.environ),
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = lake_rows(gpucompare_dirs.lake)
+    assert len({r["run_id"] for r in rows}) == 2 and len(rows) == 2
+    assert {r["code_hash"] is not None for r in rows} == {True}

@@ -30,7 +30,8 @@ def test_worker_output_is_ingested_as_is(tmp_path: Path) -> None:
 
     uri = str(tmp_path / "lake")
     command = [sys.executable, "-m", "gpucompare", "ingest", "--results", str(results), "--lake", uri,
-               "--provider", "local", "--instance-type", "cpu", "--target", "local"]
+               "--provider", "local", "--instance-type", "cpu", "--target", "local",
+               "--run-id", records[0]["run_id"]]
     done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 

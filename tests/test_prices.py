@@ -218,8 +218,7 @@ def test_refresh_appends_on_demand_and_spot_prices_and_keeps_history(
     prices.refresh_aws_to_lake(target, region="us-east-1", instance_types=["g5.xlarge"], today=later_day,
                                csv_path=price_csv, pricing_client=pricing, ec2_client=ec2)
     stubber.assert_no_pending_responses()
-    assert target.list_files("prices") == ["prices/aws-us-east-1-2026-11-30.parquet",
-                                           "prices/aws-us-east-1-2026-12-07.parquet"]
+    assert target.loads("prices") == ["aws-us-east-1-2026-11-30", "aws-us-east-1-2026-12-07"]
     table = target.prices_table()
 
     def g5(on: dt.date) -> float:
@@ -247,7 +246,7 @@ def test_load_prices_writes_the_shipped_history_into_the_lake(tmp_path: Path) ->
     uri = str(tmp_path / "lake")
     assert cli.main(["load-prices", "--lake", uri]) == 0
     target = lake.open_lake(uri)
-    assert target.list_files("prices") == ["prices/shipped.parquet"]
+    assert target.loads("prices") == ["shipped"]
     shipped = prices.deduplicate_prices(prices.shipped_prices())
     assert target.prices_table(include_shipped=False).equals(shipped)
     assert target.fx_table(include_shipped=False).num_rows == prices.shipped_fx().num_rows

@@ -11,7 +11,7 @@ import re
 import pyarrow.parquet as pq
 import pytest
 
-from gpucompare import reports, schema
+from gpucompare import reports
 from gpucompare.lake import open_lake
 from tests.reports_data import ingest, inputs, record
 
@@ -28,13 +28,16 @@ def test_shipped_ddl_is_the_generated_one():
         )
 
 
-def test_results_table_has_every_file_column_and_projects_partitions():
+def test_lake_tables_are_declared_as_delta_tables_read_through_their_log():
+    """Athena reads Delta through Glue: only LOCATION and table_type (columns and partitions
+    come from the log)."""
     text = reports.athena_ddl(lake="s3://my-lake/prefix")["results.sql"]
-    create = text[text.index("CREATE EXTERNAL TABLE") :]
-    assert _columns(create) == schema.RESULTS_FILE_SCHEMA.names
-    assert "PARTITIONED BY (`mode` string, `date` date)" in text
-    assert "'projection.enabled' = 'true'" in text
-    assert "'storage.location.template' = 's3://my-lake/prefix/results/mode=${mode}/date=${date}/'" in text
+    for kind in ("results", "prices", "fx", "published_scaling"):
+        start = text.index(f"CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.{kind}\n")
+        statement = text[start : text.index(";", start)]
+        assert statement.splitlines()[1:] == [f"LOCATION 's3://my-lake/prefix/{kind}/'",
+                                              "TBLPROPERTIES ('table_type' = 'DELTA')"]
+    assert "PARTITIONED BY" not in text and "projection" not in text
 
 
 def test_report_tables_match_the_parquet_the_reports_write(tmp_path):

@@ -71,6 +71,21 @@ def _configure_ingest(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", default=None,
                         help="where the figures come from (default: gpucompare <target> run)")
     parser.add_argument("--dag-run-id", default=None, help="the Airflow run ingesting the file, if any")
+    parser.add_argument("--run-id", required=True,
+                        help="the run's identity (the orchestrator's, e.g. fleet.target_run_id): its rows "
+                             "are "
+                             "replaced; every record's run_id must equal it")
+    parser.add_argument("--code-hash", default=None,
+                        help="content hash of the worker code that measured the file "
+                             "(default: the hash of the local bench_tasks bundle)")
+
+
+def local_code_hash() -> str:
+    """The content hash of this machine's worker code, as the targets name the bundle they upload."""
+    from gpucompare.targets import _worker_bundle
+
+    root = _worker_bundle.package_dir()
+    return _worker_bundle._hash_files(root.parent, _worker_bundle.bundle_files(root))
 
 
 def _run_ingest(args: argparse.Namespace) -> int:
@@ -81,12 +96,11 @@ def _run_ingest(args: argparse.Namespace) -> int:
                               dag_run_id=args.dag_run_id)
     target = lake.open_lake(args.lake)
     try:
-        written = lake.ingest_results(target, args.results, context)
-    except lake.IngestError as exc:
+        summary = lake.ingest_results(target, args.results, context, run_id=args.run_id,
+                                      code_hash=args.code_hash or local_code_hash())
+    except (lake.IngestError, lake.LakeError) as exc:
         raise UsageError(str(exc)) from None
-    print(f"ingested {args.results} into {args.lake}: {len(written)} file(s)")
-    for path in written:
-        print(f"  {path}")
+    print(f"ingested {args.results} into {args.lake}: {summary.describe()}")
     return 0
 
 
@@ -125,9 +139,13 @@ def _run_load_prices(args: argparse.Namespace) -> int:
     from gpucompare import lake, prices
 
     target = lake.open_lake(args.lake)
-    written = [target.write_table("prices", "shipped", prices.shipped_prices()),
-               target.write_table("fx", "shipped", prices.shipped_fx())]
-    print(f"loaded the shipped price and exchange-rate history into {args.lake}: {', '.join(written)}")
+    try:
+        written = [target.write_table("prices", "shipped", prices.shipped_prices()),
+                   target.write_table("fx", "shipped", prices.shipped_fx())]
+    except lake.LakeError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"loaded the shipped price and exchange-rate history into {args.lake}: "
+          + "; ".join(w.describe() for w in written))
     return 0
 
 
@@ -174,7 +192,10 @@ def _configure_lake_info(parser: argparse.ArgumentParser) -> None:
 def _run_lake_info(args: argparse.Namespace) -> int:
     from gpucompare import lake
 
-    target = lake.open_lake(args.lake)
+    try:
+        target = lake.open_lake(args.lake).require()
+    except lake.LakeError as exc:
+        raise UsageError(str(exc)) from None
     for line in lake.describe(target):
         print(line)
     return 0
@@ -201,9 +222,33 @@ def _run_compact(args: argparse.Namespace) -> int:
     from gpucompare import lake
 
     before = compaction_cutoff(args.older_than_days)
-    summary = lake.open_lake(args.lake).compact(before=before)
+    try:
+        summary = lake.open_lake(args.lake).require().compact(before=before)
+    except lake.LakeError as exc:
+        raise UsageError(str(exc)) from None
     print(f"{args.lake}: {summary.describe()}")
     return 0
+
+
+# ---- migrate-lake ------------------------------------------------------------------------
+def _configure_migrate(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--from", dest="source", required=True,
+                        help="a lake in the old Hive layout "
+                             "(results/mode=…/date=…/*.parquet, prices/, fx/, …)")
+    parser.add_argument("--to", dest="target", required=True, help="the new (Delta) lake: a local path or s3://")
+
+
+def _run_migrate(args: argparse.Namespace) -> int:
+    from gpucompare import lake, migration
+
+    try:
+        counts = migration.migrate(args.source, lake.open_lake(args.target))
+    except (lake.LakeError, migration.MigrationError) as exc:
+        raise UsageError(str(exc)) from None
+    for kind, (old, new) in counts.items():
+        print(f"{kind}: {old} row(s) in {args.source}, {new} row(s) in {args.target}"
+              f"{'' if old == new else '  MISMATCH'}")
+    return 0 if all(old == new for old, new in counts.values()) else 1
 
 
 register("ingest", "validate a bench_tasks results file and write it into the lake",
@@ -214,8 +259,10 @@ register("load-prices", "write the shipped price and exchange-rate history into 
          _configure_load_prices, _run_load_prices)
 register("refresh-prices", "append today's on-demand and spot prices from the AWS APIs",
          _configure_refresh_prices, _run_refresh_prices)
-register("compact", "merge the results files of each (mode, date) partition into one file",
+register("compact", "Delta optimize (compact small files) + vacuum (7-day retention) of the results",
          _configure_compact, _run_compact)
+register("migrate-lake", "convert a lake in the old Hive layout into the Delta tables",
+         _configure_migrate, _run_migrate)
 register("lake-info", "what the lake holds: files and rows per table, results per mode, date and target",
          _configure_lake_info, _run_lake_info)
 

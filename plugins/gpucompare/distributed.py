@@ -794,10 +794,14 @@ def measure_and_ingest(launcher: ParameterServerLauncher, points: Sequence[Scali
     """Run the points, then ingest their records into the lake (``context``: the lake's
     ``RunContext``: provider, instance type, target kind…). A failed point raises before
     anything is written, so a failed run leaves the lake as it was."""
+    from gpucompare.cli import local_code_hash
     from gpucompare.lake import ingest_results, open_lake
 
     path = run_points(launcher, points, results_path)
-    return ingest_results(open_lake(lake_uri), path, context)
+    # the launcher's run id is the orchestrator's (plan["run_id"]): the records must carry it
+    summary = ingest_results(open_lake(lake_uri), path, context, run_id=launcher.run_id,
+                             code_hash=local_code_hash())
+    return [summary.describe()]
 
 
 # -- command line: python -m gpucompare scaling-run ---------------------------------------------

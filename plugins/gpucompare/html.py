@@ -1365,4 +1365,10 @@ def render_summary(report_set: ReportSet) -> str:
         "Details: index.html and the CSV/Parquet tables beside it.",
         "",
     ]
+    manifest = report_set.manifest
+    if manifest:
+        versions = ", ".join(f"{table} {'absent' if version is None else f'v{version}'}"
+                             for table, version in dict(manifest.get("table_versions") or {}).items())
+        as_of = f" (as of {manifest['as_of']})" if manifest.get("as_of") else ""
+        lines += [f"Built from the lake {manifest.get('lake')} at table versions: {versions}{as_of}.", ""]
     return "\n".join(lines)

@@ -1,70 +1,52 @@
-"""The results lake: Parquet tables on a local folder or on S3, written atomically and idempotently.
+"""The results lake: Delta Lake tables (through ``deltalake``, delta-rs) on a local folder or on S3.
 
-A lake is a URI: a local path (default ``./lake``, or ``file:///…``) or ``s3://bucket/prefix``,
-opened through ``pyarrow.fs``. For S3 the endpoint comes from ``AWS_ENDPOINT_URL`` (or
-``AWS_ENDPOINT_URL_S3``) when set, e.g. moto's server in tests or MinIO; credentials come from
-the usual AWS environment / profile chain, never from the repository.
+A lake is a URI: a local path (default ``./lake``, or ``file:///…``) or ``s3://bucket/prefix``.
+It holds four Delta tables, each a folder with its transaction log (``_delta_log/``) beside
+its Parquet files; no catalog service is needed::
 
-Layout (every file zstd Parquet; on S3 each name also ends with ``-<content key>``, see below)::
+    LAKE/results/             partitioned by mode (string) and date (the UTC day a configuration started)
+    LAKE/prices/              price history rows (+ ``load_name``: the load they came from)
+    LAKE/fx/                  exchange rates (+ ``load_name``)
+    LAKE/published_scaling/   published speedup curves (+ ``load_name``)
 
-    LAKE/results/mode=score|train/date=YYYY-MM-DD/<run>-<identity>.parquet   (Hive partitions)
-    LAKE/prices/<name>.parquet                    price history rows
-    LAKE/fx/<name>.parquet                        exchange rates
-    LAKE/published_scaling/<name>.parquet         published speedup curves
+For S3 the endpoint comes from ``AWS_ENDPOINT_URL`` (or ``AWS_ENDPOINT_URL_S3``) when set, e.g.
+moto's server in tests or MinIO; credentials from the usual AWS environment, never from the
+repository. How concurrent commits are made safe on S3 is the ``lake_s3_commit`` setting
+(see ``storage_options`` and README "The lake").
 
-Reading API (what the reports use; all return Arrow objects with the schemas of
-``gpucompare.schema``)::
+Why writes are safe — every guarantee is the table format's, none is hand-written:
 
-    lake = open_lake("./lake")                 # or "s3://bucket/prefix"
-    lake.results_dataset()  -> pyarrow.dataset.Dataset   (schema.RESULTS_SCHEMA, partitions mode/date)
-    lake.results_table(filter=None) -> pa.Table
-    lake.prices_table()     -> pa.Table   (schema.PRICES_SCHEMA: shipped history ∪ lake prices/)
-    lake.fx_table()         -> pa.Table   (schema.FX_SCHEMA: shipped rates ∪ lake fx/)
-    lake.published_scaling_table() -> pa.Table (schema.PUBLISHED_SCALING_SCHEMA)
-
-Writing API: ``lake.write_results(table)``, ``lake.write_table(kind, name, table)``, and
-``ingest_results(lake, "results.jsonl", RunContext(provider=…, instance_type=…, …))`` for a
-worker's JSON Lines file (every record validated with ``bench_tasks.record.validate_record``;
-a bad record is refused with its line number and field, and nothing of the file is written).
-
-Why writes are safe:
-
-* atomic — a local file is written under a hidden temporary name (``.<name>.tmp-<uuid>``,
-  which neither pyarrow's dataset discovery nor a ``*.parquet`` glob matches) and renamed
-  into place; an S3 object appears only when its PUT (or multipart upload) completes.
-  A batch of files is serialised in memory first, then committed; if putting one fails,
-  what was put so far is undone: a failed ingest leaves the lake as it was.
-* idempotent — ``<identity>`` hashes run id, provider, instance type, region, market,
-  target, mode and date, and each file carries a hash of its data (``ingested_at`` aside)
-  in its metadata. Ingesting the same data again writes nothing; ingesting changed data
-  of the same identity replaces the previous version instead of adding a copy.
-* no torn reads — locally, a new version is renamed over the old name (a reader that
-  opened the old file keeps reading it; a listing always finds the name). S3 has no such
-  swap and a Parquet read there is several ranged GETs, which an overwrite would tear
-  apart; so on S3 files are never overwritten: a version gets its own name
-  (``<run>-<identity>-<content key>.parquet``) and the versions it supersedes are deleted
-  once all new files are in. Meanwhile an S3 reader may see both versions for a moment
-  (the reports keep the newest result of each configuration) or miss a deleted one
-  (``file_vanished(exc)``; ``Lake.results_table`` reads again by itself).
+* one transaction per ingest: a run's rows are replaced with ``write_deltalake(mode="overwrite",
+  predicate="run_id = '…'")``: the delete of the run's old rows (in whatever partitions and
+  files they were, compacted or not) and the new files are one commit of the log. A reader
+  sees the old run or the new one, never a mix, never both.
+* idempotent: each row carries ``ingest_key``, a hash of the run's ingested data; when the
+  run's rows in the table already carry the same key (and count), nothing is committed.
+* concurrent writers: a commit is an atomic create-if-absent of the next log entry (a rename
+  locally; a conditional PUT or a DynamoDB lock on S3). A writer that loses the race is told
+  so by delta-rs, which checks for a logical conflict and commits again; a real conflict
+  (a compaction rewrote a file this ingest deletes from) is retried here from the start.
+* readers take the live files from the log (``live_files``) with their partition values,
+  never a listing: a stray, foreign or half-written Parquet file in the folder is never read.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import io
 import json
 import os
+import random
 import re
-import uuid
-from collections.abc import Iterable
-from dataclasses import dataclass
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -72,45 +54,54 @@ from bench_tasks.record import RecordError, validate_record
 from gpucompare import schema
 from gpucompare.errors import PermanentError
 
-if TYPE_CHECKING:
-    from gpucompare.compaction import CompactionSummary
+if TYPE_CHECKING:  # pyarrow.dataset imports pandas (~45 MB): only the readers that need it load it
+    import pyarrow.dataset as ds
 
 DEFAULT_LAKE = "./lake"
-COMPRESSION = "zstd"
-READ_ATTEMPTS = 3
 TABLE_KINDS: tuple[str, ...] = ("results", "prices", "fx", "published_scaling")
-#: Columns that identify one ingest unit: one file per unit and partition.
-RUN_IDENTITY: tuple[str, ...] = ("run_id", "provider", "instance_type", "region", "market", "target")
+#: The column that tells apart the loads of the small tables (replaced load by load).
+LOAD_COLUMN = "load_name"
+#: How long removed files stay for time travel (vacuum keeps them this long): 7 days.
+RETENTION_HOURS = 7 * 24
+#: Whole-transaction attempts when a commit meets a real conflict (delta-rs retries the rest).
+COMMIT_ATTEMPTS = 12
+#: Rows per Arrow batch while streaming a results file into the table.
+BATCH_ROWS = 2048
+#: Parquet row group and file size of the writes (memory of a streamed ingest stays flat).
+ROW_GROUP_ROWS = 8192
+TARGET_FILE_BYTES = 32 * 1024 * 1024
+#: The orchestrator's run ids (fleet.target_run_id, the worker's --run-id alphabet): safe inside
+#: a SQL string literal of a Delta predicate.
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,199}$")
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
-_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")  # no "=": it would read as a Hive key
+_KIND_SCHEMAS: dict[str, pa.Schema] = {
+    "prices": schema.PRICES_SCHEMA,
+    "fx": schema.FX_SCHEMA,
+    "published_scaling": schema.PUBLISHED_SCALING_SCHEMA,
+}
 
 
 class LakeError(PermanentError):
     """A lake URI or table that cannot be used; the message says which and why."""
 
 
-@dataclass(frozen=True)
-class PendingFile:
-    """A file serialised in memory, waiting to be committed (see ``Lake.commit``).
-
-    ``stem`` is its path below the lake without the ending; ``content_key`` a hash of its
-    data (``ingested_at`` aside), also stored in the file's metadata."""
-
-    stem: str
-    data: bytes
-    content_key: str
-    #: paths (relative to the lake) whose rows this file holds: deleted once it is committed
-    #: (a compacted file's originals, see ``gpucompare.compaction``)
-    supersedes: tuple[str, ...] = ()
+class NoLakeError(LakeError):
+    """The URI holds no lake (no Delta table): reading commands refuse it (exit 2)."""
 
 
+# ---- where the lake is -------------------------------------------------------------------
 def _s3_endpoint() -> str | None:
     return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
 
 
+def _region() -> str:
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+
+
 def _filesystem_for(uri: str) -> tuple[pafs.FileSystem, str]:
     if uri.startswith("s3://"):
-        bucket_and_prefix = uri[len("s3://"):].strip("/")
+        bucket_and_prefix = uri[len("s3://") :].strip("/")
         if not bucket_and_prefix:
             raise LakeError(f"lake URI {uri!r} names no bucket (expected s3://bucket/prefix)")
         endpoint = _s3_endpoint()
@@ -120,29 +111,59 @@ def _filesystem_for(uri: str) -> tuple[pafs.FileSystem, str]:
         scheme, _, host = endpoint.partition("://")
         if scheme not in ("http", "https") or not host:
             raise LakeError(f"AWS_ENDPOINT_URL {endpoint!r} must be http(s)://host[:port]")
-        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-        fs = pafs.S3FileSystem(endpoint_override=host.rstrip("/"), scheme=scheme, region=region)
+        fs = pafs.S3FileSystem(endpoint_override=host.rstrip("/"), scheme=scheme, region=_region())
         return fs, bucket_and_prefix
     if "://" in uri and not uri.startswith("file://"):
         raise LakeError(f"lake URI {uri!r}: scheme not supported (use a local path, file:// or s3://)")
-    local = uri[len("file://"):] if uri.startswith("file://") else uri
+    local = uri[len("file://") :] if uri.startswith("file://") else uri
     path = Path(local).expanduser().resolve()
     return pafs.LocalFileSystem(), path.as_posix()
+
+
+def s3_commit_mode() -> str:
+    """How commits to an S3 lake are made safe (setting ``lake_s3_commit``): ``conditional_put``
+    (the commit file is PUT with ``If-None-Match: *``: S3 refuses the second writer of a version;
+    AWS S3, MinIO, R2 and moto's server honour it) or ``unsafe`` (for a store without conditional
+    writes: a single writer only). delta-rs 1.6 no longer offers the DynamoDB locking provider
+    (it logs "no longer supports S3DynamoDBLogStores"), so there is no third way."""
+    from gpucompare import settings
+
+    mode = settings.setting("lake_s3_commit").strip()
+    if mode not in ("conditional_put", "unsafe"):
+        raise LakeError(f"lake_s3_commit {mode!r} is not one of conditional_put, unsafe")
+    return mode
+
+
+def storage_options(uri: str) -> dict[str, str]:
+    """delta-rs storage options for a lake URI (empty for a local folder)."""
+    if not uri.startswith("s3://"):
+        return {}
+    options = {"AWS_REGION": _region()}
+    endpoint = _s3_endpoint()
+    if endpoint:
+        options["AWS_ENDPOINT_URL"] = endpoint
+        if endpoint.startswith("http://"):
+            options["AWS_ALLOW_HTTP"] = "true"
+    if s3_commit_mode() == "conditional_put":
+        options["conditional_put"] = "etag"
+    else:
+        options["AWS_S3_ALLOW_UNSAFE_RENAME"] = "true"
+    return options
 
 
 def put_file(local_path: str | Path, uri: str) -> None:
     """Copy a local file to ``uri`` (a local path or ``s3://bucket/key``), whole or not at all."""
     fs, path = _filesystem_for(uri)
-    data = Path(local_path).read_bytes()
     if isinstance(fs, pafs.LocalFileSystem):
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(f".{target.name}.partial")
-        partial.write_bytes(data)
+        partial.write_bytes(Path(local_path).read_bytes())
         partial.replace(target)
         return
-    with fs.open_output_stream(path) as out:  # an S3 object appears only when the PUT completes
-        out.write(data)
+    with open(local_path, "rb") as source, fs.open_output_stream(path) as out:  # appears when complete
+        while chunk := source.read(8 << 20):
+            out.write(chunk)
 
 
 def delete_file(uri: str) -> None:
@@ -154,67 +175,77 @@ def delete_file(uri: str) -> None:
         pass
 
 
-def open_lake(uri: str | None = None, *, filesystem: pafs.FileSystem | None = None) -> Lake:
-    """Open the lake at ``uri`` (default ``./lake``); ``filesystem`` overrides the one derived
-    from the URI (``uri`` is then the root path inside that filesystem)."""
+def open_lake(uri: str | None = None) -> Lake:
+    """Open the lake at ``uri`` (default ``./lake``); nothing is created until a write."""
     uri = uri or DEFAULT_LAKE
-    if filesystem is not None:
-        return Lake(uri=uri, fs=filesystem, root=uri.rstrip("/"))
     fs, root = _filesystem_for(uri)
     return Lake(uri=uri, fs=fs, root=root)
 
 
-def file_vanished(exc: BaseException) -> bool:
-    """Whether a read failed because a listed file was deleted meanwhile (local or S3)."""
-    text = str(exc)
-    return isinstance(exc, FileNotFoundError) or any(
-        marker in text for marker in ("NO_SUCH_KEY", "RESOURCE_NOT_FOUND", "does not exist"))
-
-
 def safe_name(text: str) -> str:
-    """``text`` reduced to characters safe in a file name and a Hive path segment."""
+    """``text`` reduced to characters safe in a file name and a run id."""
     cleaned = _SAFE_NAME.sub("_", text).strip("._")
     return cleaned[:80] or "unnamed"
 
 
-def _to_parquet_bytes(table: pa.Table) -> bytes:
-    sink = io.BytesIO()
-    pq.write_table(table, sink, compression=COMPRESSION)
-    return sink.getvalue()
+def check_run_id(run_id: Any) -> str:
+    """The orchestrator's run id, checked (it goes into a Delta predicate)."""
+    if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
+        raise IngestError(
+            f"run id {run_id!r} is not valid (letters, digits and . _ : + -, at most 200)", field="run_id"
+        )
+    return run_id
 
 
-def _content_key(values: Iterable[object]) -> str:
-    digest = hashlib.sha256("\x1f".join("" if v is None else str(v) for v in values).encode())
-    return digest.hexdigest()[:16]
+# ---- what the log says ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class LiveFile:
+    """One data file the table's log lists at a version, with its partition values."""
+
+    path: str  # inside the lake's filesystem (absolute)
+    relative: str  # below the table folder, as in the log
+    partition: dict[str, Any]
+    rows: int | None
 
 
-def _content_key_of(data: bytes) -> str | None:
-    """The content key stored in a committed Parquet file's metadata, if any."""
+@dataclass(frozen=True)
+class TableSnapshot:
+    """One table at one version: its live files and its schema (Arrow)."""
+
+    kind: str
+    version: int | None  # None: the table does not exist (at that time)
+    files: tuple[LiveFile, ...]
+    arrow_schema: pa.Schema | None
+    timestamp: dt.datetime | None = None
+
+
+def _parse_as_of(as_of: int | str | dt.datetime | None) -> int | dt.datetime | None:
+    """``as_of`` as a version (int) or an aware timestamp; raises LakeError otherwise."""
+    if as_of is None or isinstance(as_of, int) and not isinstance(as_of, bool):
+        if isinstance(as_of, int) and as_of < 0:
+            raise LakeError(f"--as-of {as_of}: a table version is >= 0")
+        return as_of
+    if isinstance(as_of, dt.datetime):
+        return as_of if as_of.tzinfo else as_of.replace(tzinfo=dt.UTC)
+    text = str(as_of).strip()
+    if text.isdigit():
+        return int(text)
     try:
-        metadata = pq.read_schema(pa.BufferReader(data)).metadata or {}
-    except pa.ArrowInvalid:
+        stamp = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise LakeError(
+            f"--as-of {as_of!r} is neither a table version (0, 1, …) nor an ISO timestamp "
+            "(2026-11-30T06:00:00+00:00)"
+        ) from None
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)
+
+
+def _partition_value(column: str, text: Any) -> Any:
+    if text is None:
         return None
-    key = metadata.get(CONTENT_KEY_METADATA)
-    return key.decode() if key else None
-
-
-def _table_key(table: pa.Table) -> str:
-    """Hash of a table's data, ignoring ``ingested_at`` (which differs at every ingest)."""
-    if "ingested_at" in table.column_names:
-        table = table.drop_columns(["ingested_at"])
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table.combine_chunks())
-    return hashlib.sha256(sink.getvalue()).hexdigest()[:12]
-
-
-CONTENT_KEY_METADATA = b"gpucompare.content_key"
-
-
-def _pending(stem: str, table: pa.Table) -> PendingFile:
-    key = _table_key(table)
-    metadata = {**(table.schema.metadata or {}), CONTENT_KEY_METADATA: key.encode()}
-    return PendingFile(stem, _to_parquet_bytes(table.replace_schema_metadata(metadata)), key)
+    if column == "date":
+        return text if isinstance(text, dt.date) else dt.date.fromisoformat(str(text))
+    return str(text)
 
 
 @dataclass(frozen=True)
@@ -225,302 +256,544 @@ class Lake:
     fs: pafs.FileSystem
     root: str
 
-    # ---- paths -------------------------------------------------------------------------
+    @property
+    def is_local(self) -> bool:
+        return isinstance(self.fs, pafs.LocalFileSystem)
+
     def path(self, *parts: str) -> str:
         """Absolute path (inside ``fs``) of ``parts`` below the lake root."""
         return "/".join([self.root.rstrip("/"), *parts]) if parts else self.root
 
-    def _exists(self, path: str) -> bool:
-        return self.fs.get_file_info(path).type != pafs.FileType.NotFound
-
-    def list_files(self, kind: str) -> list[str]:
-        """Paths (relative to the lake) of the committed Parquet files of one table, sorted.
-
-        For ``results``, files a compacted file of their partition supersedes are left out
-        (``compaction.effective_files``), so every row is listed once during a compaction."""
+    def table_uri(self, kind: str) -> str:
+        """The URI delta-rs opens for one table."""
         self._check_kind(kind)
-        base = self.path(kind)
-        if not self._exists(base):
-            return []
-        selector = pafs.FileSelector(base, recursive=True)
-        root = self.root.rstrip("/") + "/"
-        found = []
-        for info in self.fs.get_file_info(selector):
-            name = info.base_name
-            committed = name.endswith(".parquet") and not name.startswith((".", "_"))
-            if info.type == pafs.FileType.File and committed:
-                found.append(info.path[len(root):] if info.path.startswith(root) else info.path)
-        if kind == "results":
-            from gpucompare.compaction import effective_files
+        return self.path(kind) if self.is_local else f"s3://{self.path(kind)}"
 
-            return effective_files(self, sorted(found))
-        return sorted(found)
+    @property
+    def storage_options(self) -> dict[str, str]:
+        return storage_options(self.uri)
 
     @staticmethod
     def _check_kind(kind: str) -> None:
         if kind not in TABLE_KINDS:
             raise LakeError(f"table {kind!r} is not one of {', '.join(TABLE_KINDS)}")
 
-    # ---- reading -----------------------------------------------------------------------
-    def results_dataset(self) -> ds.Dataset:
-        """The results as a Hive-partitioned Arrow dataset (empty if nothing was ingested)."""
-        base = self.path("results")
-        # the listing, not discovery: it leaves out temporary and hidden files, and files a
-        # compacted file supersedes (see gpucompare.compaction)
-        files = [self.path(rel) for rel in self.list_files("results")]
-        if not files:
-            return ds.dataset(schema.empty_results())
-        return ds.dataset(
-            files,
-            filesystem=self.fs,
-            format="parquet",
-            schema=schema.RESULTS_SCHEMA,
-            partitioning=ds.partitioning(schema.PARTITION_SCHEMA, flavor="hive"),
-            partition_base_dir=base,
+    def has_table(self, kind: str) -> bool:
+        """Whether the table exists (has a transaction log)."""
+        from deltalake import DeltaTable
+
+        return DeltaTable.is_deltatable(self.table_uri(kind), storage_options=self.storage_options or None)
+
+    def exists(self) -> bool:
+        """Whether any of the lake's tables exists."""
+        return any(self.has_table(kind) for kind in TABLE_KINDS)
+
+    def require(self) -> Lake:
+        """Self, if a lake is there; NoLakeError naming the URI otherwise."""
+        if not self.exists():
+            raise NoLakeError(
+                f"no lake at {self.uri}: none of the tables {', '.join(TABLE_KINDS)} has a "
+                "Delta log there (ingest or import-published first, or check --lake)"
+            )
+        return self
+
+    def delta(self, kind: str, as_of: int | str | dt.datetime | None = None) -> Any:
+        """The ``deltalake.DeltaTable`` of one table (at ``as_of``), or None if it does not exist."""
+        from deltalake import DeltaTable
+
+        if not self.has_table(kind):
+            return None
+        wanted = _parse_as_of(as_of)
+        options = self.storage_options or None
+        if isinstance(wanted, int):
+            table = DeltaTable(self.table_uri(kind), storage_options=options)
+            if wanted > table.version():
+                raise LakeError(f"--as-of {wanted}: table {kind} has versions 0 to {table.version()}")
+            table.load_as_version(wanted)
+            return table
+        table = DeltaTable(self.table_uri(kind), storage_options=options)
+        if wanted is not None:
+            # delta-rs loads version 0 for a time before the table's first commit: check the
+            # commit times here, so a table that did not exist yet reads as absent
+            times = _commit_times(table)
+            older = [version for version, stamp in times.items() if stamp <= wanted]
+            if not older:
+                return None
+            table.load_as_version(max(older))
+        return table
+
+    def snapshot(self, kind: str, as_of: int | str | dt.datetime | None = None) -> TableSnapshot:
+        """The live files of one table from its log (with partition values), at ``as_of``."""
+        table = self.delta(kind, as_of)
+        if table is None:
+            return TableSnapshot(kind=kind, version=None, files=(), arrow_schema=None)
+        actions = pa.table(table.get_add_actions(flatten=True))
+        partition_columns = list(table.metadata().partition_columns)
+        base = self.path(kind)
+        files = []
+        paths = actions.column("path").to_pylist()
+        rows = (
+            actions.column("num_records").to_pylist()
+            if "num_records" in actions.column_names
+            else [None] * len(paths)
+        )
+        parts = {c: actions.column(f"partition.{c}").to_pylist() for c in partition_columns}
+        for index, relative in enumerate(paths):
+            from urllib.parse import unquote
+
+            relative = unquote(relative)
+            partition = {c: _partition_value(c, parts[c][index]) for c in partition_columns}
+            files.append(
+                LiveFile(path=f"{base}/{relative}", relative=relative, partition=partition, rows=rows[index])
+            )
+        files.sort(key=lambda f: f.relative)
+        stamp = None
+        version = table.version()
+        # history() of a table loaded at an older version mislabels the entries (delta-rs 1.6.6):
+        # ask the current table, newest first, down to the version read
+        current = (
+            type(table)(self.table_uri(kind), storage_options=self.storage_options or None)
+            if as_of is not None
+            else table
+        )
+        for entry in current.history(current.version() - version + 1):
+            if entry.get("version") == version and entry.get("timestamp") is not None:
+                stamp = dt.datetime.fromtimestamp(entry["timestamp"] / 1000, dt.UTC)
+        return TableSnapshot(
+            kind=kind,
+            version=table.version(),
+            files=tuple(files),
+            arrow_schema=_arrow_schema(table),
+            timestamp=stamp,
         )
 
-    def results_table(self, filter: pc.Expression | None = None,  # noqa: A002
-                      columns: list[str] | None = None) -> pa.Table:
-        """The results (optionally filtered, optionally only some columns) as one table.
+    def list_files(self, kind: str) -> list[str]:
+        """Paths (relative to the lake) of the live files of one table, sorted (from the log)."""
+        return [f"{kind}/{f.relative}" for f in self.snapshot(kind).files]
 
-        Discovers the files again if one vanished between listing and reading (a concurrent
-        re-ingest deleting the version it superseded)."""
-        for _ in range(READ_ATTEMPTS - 1):
-            try:
-                return self.results_dataset().to_table(filter=filter, columns=columns)
-            except OSError as exc:
-                if not file_vanished(exc):
-                    raise
-        return self.results_dataset().to_table(filter=filter, columns=columns)
+    def version(self, kind: str) -> int | None:
+        """The table's current version (None if it does not exist)."""
+        table = self.delta(kind)
+        return None if table is None else table.version()
 
-    def _read_kind(self, kind: str, table_schema: pa.Schema) -> pa.Table:
-        for attempt in range(READ_ATTEMPTS):
-            try:
-                tables = [pq.read_table(self.path(rel), filesystem=self.fs).cast(table_schema)
-                          for rel in self.list_files(kind)]
-                break
-            except OSError as exc:  # a version superseded meanwhile (S3): list again
-                if attempt == READ_ATTEMPTS - 1 or not file_vanished(exc):
-                    raise
-        return pa.concat_tables(tables) if tables else table_schema.empty_table()
+    # ---- reading -----------------------------------------------------------------------
+    def results_dataset(self, as_of: int | str | dt.datetime | None = None) -> ds.Dataset:
+        """The results as an Arrow dataset over exactly the live files of the log, with the
+        partition values of the log (``schema.RESULTS_SCHEMA``; empty if nothing was ingested)."""
+        return self._dataset(self.snapshot("results", as_of), schema.RESULTS_SCHEMA)
 
-    def prices_table(self, include_shipped: bool = True) -> pa.Table:
-        """Price history: the shipped CSVs (``gpucompare/data/prices``) and the lake's ``prices/``."""
+    def _dataset(self, snap: TableSnapshot, wanted: pa.Schema) -> ds.Dataset:
+        import pyarrow.dataset as ds
+
+        if not snap.files:
+            return ds.dataset(wanted.empty_table())
+        file_schema = pa.schema([f for f in wanted if f.name not in snap.files[0].partition])
+        expressions = []
+        for live in snap.files:
+            condition = pc.scalar(True)
+            for column, value in live.partition.items():
+                condition = condition & (pc.field(column) == pa.scalar(value, wanted.field(column).type))
+            expressions.append(condition)
+        return ds.FileSystemDataset.from_paths(
+            [f.path for f in snap.files],
+            schema=pa.schema(list(file_schema) + [wanted.field(c) for c in snap.files[0].partition]),
+            format=ds.ParquetFileFormat(),
+            filesystem=self.fs,
+            partitions=expressions,
+        )
+
+    def results_table(
+        self,
+        filter: pc.Expression | None = None,  # noqa: A002
+        columns: list[str] | None = None,
+        as_of: int | str | dt.datetime | None = None,
+    ) -> pa.Table:
+        """The results (optionally filtered, optionally only some columns) as one table."""
+        table = self.results_dataset(as_of).to_table(filter=filter, columns=columns)
+        wanted = (
+            schema.RESULTS_SCHEMA
+            if columns is None
+            else pa.schema([schema.RESULTS_SCHEMA.field(c) for c in columns])
+        )
+        return table.select(wanted.names).cast(wanted)
+
+    def _read_kind(self, kind: str, as_of: int | str | dt.datetime | None = None) -> pa.Table:
+        wanted = _KIND_SCHEMAS[kind]
+        snap = self.snapshot(kind, as_of)
+        if not snap.files:
+            return wanted.empty_table()
+        tables = [pq.read_table(f.path, filesystem=self.fs, columns=wanted.names) for f in snap.files]
+        return pa.concat_tables(tables).select(wanted.names).cast(wanted)
+
+    def prices_table(
+        self, include_shipped: bool = True, as_of: int | str | dt.datetime | None = None
+    ) -> pa.Table:
+        """Price history: the shipped CSVs (``gpucompare/data/prices``) and the lake's ``prices``."""
         from gpucompare import prices
 
-        parts = [self._read_kind("prices", schema.PRICES_SCHEMA)]
+        parts = [self._read_kind("prices", as_of)]
         if include_shipped:
             parts.append(prices.shipped_prices())
         return prices.deduplicate_prices(pa.concat_tables(parts))
 
-    def fx_table(self, include_shipped: bool = True) -> pa.Table:
-        """Exchange rates: the shipped CSV (``gpucompare/data/fx``) and the lake's ``fx/``."""
+    def fx_table(
+        self, include_shipped: bool = True, as_of: int | str | dt.datetime | None = None
+    ) -> pa.Table:
+        """Exchange rates: the shipped CSV (``gpucompare/data/fx``) and the lake's ``fx``."""
         from gpucompare import prices
 
-        parts = [self._read_kind("fx", schema.FX_SCHEMA)]
+        parts = [self._read_kind("fx", as_of)]
         if include_shipped:
             parts.append(prices.shipped_fx())
         return prices.deduplicate_fx(pa.concat_tables(parts))
 
-    def published_scaling_table(self) -> pa.Table:
+    def published_scaling_table(self, as_of: int | str | dt.datetime | None = None) -> pa.Table:
         """Published speedup curves imported with ``import-published --scaling``."""
-        return self._read_kind("published_scaling", schema.PUBLISHED_SCALING_SCHEMA)
+        return self._read_kind("published_scaling", as_of)
+
+    def run_keys(self, run_id: str) -> dict[str | None, int]:
+        """``ingest_key -> rows`` of one run's rows in the results table (empty if none).
+
+        Only files whose ``run_id`` statistics can hold the run are opened."""
+        table = self.delta("results")
+        if table is None:
+            return {}
+        actions = pa.table(table.get_add_actions(flatten=True))
+        names = actions.column_names
+        candidates = []
+        for index, relative in enumerate(actions.column("path").to_pylist()):
+            low = actions.column("min.run_id")[index].as_py() if "min.run_id" in names else None
+            high = actions.column("max.run_id")[index].as_py() if "max.run_id" in names else None
+            # string statistics may be cut short: a prefix bound still orders below the value,
+            # so only a full-length min/max above/below the run excludes a file
+            if low is not None and high is not None and not (low[: len(run_id)] <= run_id):
+                continue
+            if (
+                high is not None
+                and len(high) >= len(run_id)
+                and high < run_id
+                and not run_id.startswith(high)
+            ):
+                continue
+            from urllib.parse import unquote
+
+            candidates.append(f"{self.path('results')}/{unquote(relative)}")
+        counts: dict[str | None, int] = {}
+        for path in candidates:
+            present = pq.read_schema(path, filesystem=self.fs).names
+            # a file from before ingest_key existed (e.g. migrated) counts as a different key
+            columns = ["run_id", "ingest_key"] if "ingest_key" in present else ["run_id"]
+            part = pq.read_table(path, filesystem=self.fs, columns=columns, filters=[("run_id", "=", run_id)])
+            keys = (
+                part.column("ingest_key").to_pylist() if "ingest_key" in columns else [None] * part.num_rows
+            )
+            for key in keys:
+                counts[key] = counts.get(key, 0) + 1
+        return counts
 
     # ---- writing -----------------------------------------------------------------------
-    def write_results(self, table: pa.Table) -> list[str]:
-        """Write result rows (``schema.RESULTS_SCHEMA`` columns incl. ``mode`` and ``date``).
+    def commit(
+        self,
+        kind: str,
+        data: Callable[[], pa.RecordBatchReader | pa.Table],
+        *,
+        predicate: str | None,
+        partition_by: list[str] | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> int:
+        """Replace the rows matching ``predicate`` by ``data()`` in ONE commit (append when no
+        predicate); returns the new table version. A lost race is retried by delta-rs; a real
+        conflict (a concurrent compaction or delete touched the same files) from the start here,
+        with a fresh ``data()``."""
+        from deltalake import CommitProperties, write_deltalake
+        from deltalake.exceptions import CommitFailedError, DeltaError
 
-        One file per run identity (``RUN_IDENTITY``) and partition; a previous version of
-        the same identity is replaced (see ``commit``). All or nothing. Returns the paths.
-        """
-        return self.commit(self.plan_results(table))
+        uri = self.table_uri(kind)
+        if self.is_local:
+            Path(uri).mkdir(parents=True, exist_ok=True)
+        properties = CommitProperties(
+            custom_metadata={"writer": "gpucompare", **(metadata or {})}, max_commit_retries=50
+        )
+        for attempt in range(COMMIT_ATTEMPTS):
+            try:
+                write_deltalake(
+                    uri,
+                    data(),
+                    mode="overwrite" if predicate else "append",
+                    predicate=predicate,
+                    partition_by=partition_by,
+                    schema_mode="merge",
+                    storage_options=self.storage_options or None,
+                    commit_properties=properties,
+                    writer_properties=_writer_properties(),
+                    target_file_size=TARGET_FILE_BYTES,
+                )
+                table = self.delta(kind)
+                return int(table.version())
+            except (CommitFailedError, DeltaError) as exc:
+                if not _retryable(exc) or attempt == COMMIT_ATTEMPTS - 1:
+                    raise
+                time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))  # apart from the other writers
+        raise AssertionError("unreachable")  # pragma: no cover
 
-    def plan_results(self, table: pa.Table) -> list[PendingFile]:
-        """Serialise result rows into the files ``write_results`` would commit (no I/O)."""
-        missing = [name for name in schema.RESULTS_SCHEMA.names if name not in table.column_names]
-        if missing:
-            raise LakeError(f"results table lacks columns: {', '.join(missing)}")
-        table = table.select(schema.RESULTS_SCHEMA.names).cast(schema.RESULTS_SCHEMA)
-        if table.num_rows == 0:
-            return []
-        group_columns = [*RUN_IDENTITY, *schema.PARTITION_COLUMNS]
-        if table["mode"].null_count or table["date"].null_count:
-            raise LakeError("every result row needs a mode and a date (the partition columns)")
-        # one pass: the row numbers of each group, then one take() per file
-        row_numbers = pa.array(range(table.num_rows), pa.int64())
-        numbered = table.select(group_columns).append_column("_row", row_numbers)
-        groups = numbered.group_by(group_columns, use_threads=False).aggregate([("_row", "list")])
-        pending = []
-        for key in groups.to_pylist():
-            part = table.take(pa.array(key["_row_list"], pa.int64()))
-            identity = _content_key(key[c] for c in group_columns)
-            partition = f"results/mode={safe_name(key['mode'])}/date={key['date'].isoformat()}"
-            stem = f"{partition}/{safe_name(key['run_id'] or 'run')}-{identity}"
-            pending.append(_pending(stem, part.select(schema.RESULTS_FILE_SCHEMA.names)))
-        return pending
+    def write_results(
+        self,
+        table: pa.Table,
+        *,
+        run_id: str,
+        code_hash: str | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> WriteSummary:
+        """Replace every row of ``run_id`` by ``table`` (``schema.RESULTS_SCHEMA`` columns; its
+        ``run_id`` column must be ``run_id`` throughout) in one commit; unchanged data writes
+        nothing. ``ingest_key`` is filled here when the table has none."""
+        check_run_id(run_id)
+        runs = set(table.column("run_id").to_pylist())
+        if runs - {run_id}:
+            raise IngestError(
+                f"rows of run {sorted(r for r in runs if r != run_id)[0]!r} given for run {run_id!r}",
+                field="run_id",
+            )
+        table = _with_orchestrator_columns(table, code_hash=code_hash)
+        key = table_key(table)
+        table = table.set_column(
+            table.schema.get_field_index("ingest_key"),
+            "ingest_key",
+            pa.array([key] * table.num_rows, pa.string()),
+        )
+        return self._replace_run(run_id, key, table.num_rows, lambda: table, metadata)
 
-    def write_table(self, kind: str, name: str, table: pa.Table) -> str:
-        """Write (or replace) the table file ``LAKE/<kind>/<name>`` atomically; returns its path."""
-        return self.commit(self.plan_table(kind, name, table))[0]
+    def _replace_run(
+        self,
+        run_id: str,
+        key: str,
+        rows: int,
+        data: Callable[[], pa.RecordBatchReader | pa.Table],
+        metadata: dict[str, str] | None,
+    ) -> WriteSummary:
+        if self.run_keys(run_id) == {key: rows}:
+            return WriteSummary(table="results", version=self.version("results"), rows=rows, changed=False)
+        version = self.commit(
+            "results",
+            data,
+            predicate=f"run_id = '{run_id}'",
+            partition_by=list(schema.PARTITION_COLUMNS),
+            metadata={"run_id": run_id, "ingest_key": key, **(metadata or {})},
+        )
+        return WriteSummary(table="results", version=version, rows=rows, changed=True)
 
-    def plan_table(self, kind: str, name: str, table: pa.Table) -> list[PendingFile]:
-        """Serialise one unpartitioned table file (``prices``, ``fx``, ``published_scaling``)."""
-        self._check_kind(kind)
-        if kind == "results":
-            raise LakeError("results are written with write_results (partitioned)")
-        expected = {"prices": schema.PRICES_SCHEMA, "fx": schema.FX_SCHEMA,
-                    "published_scaling": schema.PUBLISHED_SCALING_SCHEMA}[kind]
-        try:
-            table = table.select(expected.names).cast(expected)
-        except (KeyError, pa.ArrowInvalid) as exc:
-            raise LakeError(f"{kind} table does not match its schema: {exc}") from None
-        return [_pending(f"{kind}/{safe_name(name)}", table)]
+    def write_table(self, kind: str, name: str, table: pa.Table) -> WriteSummary:
+        """Replace the rows of load ``name`` in ``prices``, ``fx`` or ``published_scaling`` by
+        ``table`` (that table's schema) in one commit; identical rows write nothing."""
+        if kind not in _KIND_SCHEMAS:
+            raise LakeError(f"table {kind!r} is not one of {', '.join(_KIND_SCHEMAS)}")
+        name = safe_name(name)
+        rows = table.select(_KIND_SCHEMAS[kind].names).cast(_KIND_SCHEMAS[kind])
+        if kind == "prices":
+            check_price_rows(rows)
+        if kind == "fx":
+            _check_positive(rows, "rate", "fx")
+        if self.has_table(kind):
+            current = self._load_rows(kind, name)
+            if (
+                current is not None
+                and current.num_rows == rows.num_rows
+                and current.sort_by([(c, "ascending") for c in rows.column_names]).equals(
+                    rows.sort_by([(c, "ascending") for c in rows.column_names])
+                )
+            ):
+                return WriteSummary(table=kind, version=self.version(kind), rows=rows.num_rows, changed=False)
+        stored = rows.append_column(
+            pa.field(LOAD_COLUMN, pa.string(), nullable=False), pa.array([name] * rows.num_rows, pa.string())
+        )
+        version = self.commit(
+            kind, lambda: stored, predicate=f"{LOAD_COLUMN} = '{name}'", metadata={"load": name}
+        )
+        return WriteSummary(table=kind, version=version, rows=rows.num_rows, changed=True)
+
+    def loads(self, kind: str) -> list[str]:
+        """The names of the loads in ``prices``, ``fx`` or ``published_scaling``, sorted."""
+        snap = self.snapshot(kind)
+        names: set[str] = set()
+        for f in snap.files:
+            names.update(
+                pq.read_table(f.path, filesystem=self.fs, columns=[LOAD_COLUMN]).column(0).to_pylist()
+            )
+        return sorted(names)
+
+    def _load_rows(self, kind: str, name: str) -> pa.Table | None:
+        snap = self.snapshot(kind)
+        if not snap.files:
+            return None
+        wanted = _KIND_SCHEMAS[kind]
+        parts = [
+            pq.read_table(
+                f.path, filesystem=self.fs, filters=[(LOAD_COLUMN, "=", name)], columns=wanted.names
+            )
+            for f in snap.files
+        ]
+        return pa.concat_tables(parts).cast(wanted)
+
+    # ---- compaction --------------------------------------------------------------------
+    def compact(
+        self, before: dt.date | None = None, *, retention_hours: int = RETENTION_HOURS
+    ) -> CompactionSummary:
+        """The format's own compaction of ``results`` (``optimize.compact``, partitions dated
+        before ``before`` or all), then ``vacuum`` of files removed more than ``retention_hours``
+        ago (at least 7 days: time travel stays possible that far back)."""
+        from deltalake.exceptions import CommitFailedError, DeltaError
+
+        if retention_hours < RETENTION_HOURS:
+            raise LakeError(
+                f"retention of {retention_hours} h is below {RETENTION_HOURS} h (7 days of time travel)"
+            )
+        table = self.delta("results")
+        if table is None:
+            raise NoLakeError(f"no results table in the lake at {self.uri} (nothing to compact)")
+        files_before = len(table.get_add_actions(flatten=False))
+        filters = [("date", "<", before.isoformat())] if before is not None else None
+        metrics: dict[str, Any] = {}
+        for attempt in range(COMMIT_ATTEMPTS):
+            try:
+                table = self.delta("results")
+                metrics = table.optimize.compact(
+                    partition_filters=filters, max_concurrent_tasks=2, writer_properties=_writer_properties()
+                )
+                break
+            except (CommitFailedError, DeltaError) as exc:  # an ingest rewrote a file meanwhile
+                if not _retryable(exc) or attempt == COMMIT_ATTEMPTS - 1:
+                    raise
+                time.sleep(random.uniform(0.1, 0.3) * (attempt + 1))
+        table = self.delta("results")
+        vacuumed = table.vacuum(
+            retention_hours=retention_hours, dry_run=False, enforce_retention_duration=True
+        )
+        return CompactionSummary(
+            files_before=files_before,
+            files_after=len(table.get_add_actions(flatten=False)),
+            files_added=int(metrics.get("numFilesAdded", 0)),
+            files_removed=int(metrics.get("numFilesRemoved", 0)),
+            vacuumed=len(vacuumed),
+            version=int(table.version()),
+        )
+
+
+def _writer_properties() -> Any:
+    """zstd Parquet in row groups small enough that a streamed write never holds a big file's
+    rows in memory (delta-rs buffers a row group before writing it out)."""
+    from deltalake import WriterProperties
+
+    return WriterProperties(compression="ZSTD", max_row_group_size=ROW_GROUP_ROWS)
+
+
+def _commit_times(table: Any) -> dict[int, dt.datetime]:
+    """Commit time of every version of a (current) DeltaTable still in its log history."""
+    times = {}
+    for entry in table.history():
+        if entry.get("version") is not None and entry.get("timestamp") is not None:
+            times[int(entry["version"])] = dt.datetime.fromtimestamp(entry["timestamp"] / 1000, dt.UTC)
+    return times
+
+
+def _retryable(exc: Exception) -> bool:
+    """Whether a delta-rs error is a commit conflict (another writer got there first)."""
+    from deltalake.exceptions import CommitFailedError
+
+    text = str(exc).lower()
+    return isinstance(exc, CommitFailedError) or any(
+        word in text
+        for word in (
+            "conflict",
+            "concurrent",
+            "version already exists",
+            "already exists",
+            "transaction failed",
+        )
+    )
+
+
+def _arrow_schema(table: Any) -> pa.Schema:
+    return pa.schema(table.schema().to_arrow())
+
+
+@dataclass(frozen=True)
+class WriteSummary:
+    """What one write did: the table, its version after it, the rows, whether anything changed."""
+
+    table: str
+    version: int | None
+    rows: int
+    changed: bool
+
+    def describe(self) -> str:
+        what = "committed" if self.changed else "unchanged (already in the lake)"
+        return f"{self.table}: {self.rows} row(s) {what}, table version {self.version}"
+
+
+@dataclass(frozen=True)
+class CompactionSummary:
+    """What ``Lake.compact`` did."""
+
+    files_before: int
+    files_after: int
+    files_added: int
+    files_removed: int
+    vacuumed: int
+    version: int
 
     @property
-    def is_local(self) -> bool:
-        return isinstance(self.fs, pafs.LocalFileSystem)
+    def partitions_compacted(self) -> int:  # kept for the DAG's XCom summary
+        return self.files_added
 
-    def file_path(self, pending: PendingFile) -> str:
-        """Where ``pending`` is committed, relative to the lake (see ``commit``)."""
-        if self.is_local:
-            return f"{pending.stem}.parquet"
-        return f"{pending.stem}-{pending.content_key}.parquet"
-
-    def commit(self, files: list[PendingFile]) -> list[str]:
-        """Put every pending file in place, or none; returns their paths (relative).
-
-        A file whose data is already committed is left alone, so committing the same data
-        twice changes nothing. If putting one file fails, what was put so far is undone and
-        the lake is as it was.
-
-        How a newer version replaces an older one differs, because the two stores differ:
-        locally, ``rename(2)`` over the same name swaps it whole (a reader that opened the
-        old file keeps reading it, a directory listing always finds the name). S3 has no
-        such swap, and a Parquet read there is several ranged GETs that an overwrite would
-        tear apart, so there a version gets its own name (``<stem>-<content key>``) and the
-        versions it supersedes are deleted once every new file is in; meanwhile a reader may
-        see both for a moment, or miss a deleted one (``file_vanished``: read again).
-        """
-        from gpucompare.compaction import route_into_compacted
-
-        # a partition already compacted takes new runs and new versions into its compacted file
-        files, unchanged = route_into_compacted(self, files)
-        if self.is_local:
-            self._commit_replacing(files)
-        else:
-            self._commit_immutable(files)
-        for pending in files:  # only once every file is in: a superseded file is never the sole copy
-            for rel in pending.supersedes:
-                self._delete_if_present(self.path(rel))
-        return [self.file_path(pending) for pending in files] + unchanged
-
-    def _delete_if_present(self, path: str) -> None:
-        try:
-            self.fs.delete_file(path)
-        except OSError as exc:
-            if not file_vanished(exc):
-                raise
-
-    def compact(self, before: dt.date | None = None) -> CompactionSummary:
-        """Merge each results partition (mode, date) dated before ``before`` (default: all)
-        into one compacted zstd file; see ``gpucompare.compaction`` for the guarantees."""
-        from gpucompare.compaction import compact
-
-        return compact(self, before)
-
-    def _commit_replacing(self, files: list[PendingFile]) -> None:
-        previous: list[tuple[str, bytes | None]] = []
-        try:
-            for pending in files:
-                target = self.path(self.file_path(pending))
-                old = self._read_bytes(target)
-                if old is not None and _content_key_of(old) == pending.content_key:
-                    continue
-                previous.append((target, old))
-                self._put_atomic(target, pending.data)
-        except BaseException:
-            for target, old in reversed(previous):
-                try:
-                    if old is None:
-                        self.fs.delete_file(target)
-                    else:
-                        self._put_atomic(target, old)
-                except OSError:  # pragma: no cover - best effort; the original error is re-raised
-                    continue
-            raise
-
-    def _commit_immutable(self, files: list[PendingFile]) -> None:
-        created: list[str] = []
-        try:
-            for pending in files:
-                target = self.path(self.file_path(pending))
-                if self._exists(target):
-                    continue
-                self._put_atomic(target, pending.data)
-                created.append(target)
-        except BaseException:
-            for target in reversed(created):
-                try:
-                    self.fs.delete_file(target)
-                except OSError:  # pragma: no cover - best effort; the original error is re-raised
-                    continue
-            raise
-        for pending in files:
-            self._delete_superseded(pending)
-
-    def _delete_superseded(self, pending: PendingFile) -> None:
-        directory, keep = self.path(self.file_path(pending)).rsplit("/", 1)
-        prefix = pending.stem.rsplit("/", 1)[-1] + "-"
-        for info in self.fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True)):
-            name = info.base_name
-            if (info.type == pafs.FileType.File and name.startswith(prefix) and name != keep
-                    and name.endswith(".parquet") and len(name) == len(keep)):
-                self.fs.delete_file(info.path)
-
-    def _read_bytes(self, path: str) -> bytes | None:
-        if not self._exists(path):
-            return None
-        with self.fs.open_input_stream(path) as stream:
-            return stream.read()
-
-    def _put_atomic(self, path: str, data: bytes) -> None:
-        parent = path.rsplit("/", 1)[0]
-        if self.is_local:
-            self.fs.create_dir(parent, recursive=True)
-            base = path.rsplit("/", 1)[1]
-            temp = f"{parent}/.{base}.tmp-{uuid.uuid4().hex}"
-            try:
-                with open(temp, "wb") as handle:
-                    handle.write(data)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(temp, path)  # rename(2): the file appears whole or not at all
-            finally:
-                if os.path.exists(temp):
-                    os.remove(temp)
-        else:
-            # An S3 object becomes visible only once its PUT / multipart upload completes.
-            with self.fs.open_output_stream(path) as stream:
-                stream.write(data)
+    def describe(self) -> str:
+        return (
+            f"results: {self.files_before} live file(s) -> {self.files_after} "
+            f"({self.files_removed} rewritten into {self.files_added}), {self.vacuumed} file(s) "
+            f"older than the 7-day retention removed, table version {self.version}"
+        )
 
 
 def describe(lake: Lake) -> list[str]:
-    """Human-readable lines: files and rows of every table, results by mode, date and target."""
+    """Human-readable lines: version, files and rows of every table, results by mode, date, target."""
     lines = [f"lake {lake.uri}"]
-    results = lake.results_table(columns=["mode", "date", "target"]) if lake.list_files("results") else None
-    lines.append(f"  results: {len(lake.list_files('results'))} file(s), "
-                 f"{0 if results is None else results.num_rows} row(s)")
-    if results is not None and results.num_rows:
-        counts = results.group_by(["mode", "date", "target"]).aggregate([([], "count_all")])
-        for row in counts.sort_by([("date", "ascending"), ("mode", "ascending")]).to_pylist():
-            partition = f"mode={row['mode']} date={row['date']} target={row['target']}"
-            lines.append(f"    {partition}: {row['count_all']}")
-    own = {"prices": lambda: lake.prices_table(include_shipped=False),
-           "fx": lambda: lake.fx_table(include_shipped=False),
-           "published_scaling": lake.published_scaling_table}
-    for kind, read in own.items():
-        lines.append(f"  {kind}: {len(lake.list_files(kind))} file(s), {read().num_rows} row(s)")
+    for kind in TABLE_KINDS:
+        snap = lake.snapshot(kind)
+        if snap.version is None:
+            lines.append(f"  {kind}: no table")
+            continue
+        rows = sum(f.rows or 0 for f in snap.files)
+        lines.append(f"  {kind}: version {snap.version}, {len(snap.files)} live file(s), {rows} row(s)")
+        if kind == "results" and snap.files:
+            counts = (
+                lake.results_table(columns=["mode", "date", "target"])
+                .group_by(["mode", "date", "target"])
+                .aggregate([([], "count_all")])
+            )
+            for row in counts.sort_by([("date", "ascending"), ("mode", "ascending")]).to_pylist():
+                lines.append(
+                    f"    mode={row['mode']} date={row['date']} target={row['target']}: {row['count_all']}"
+                )
     return lines
+
+
+# ---- checks of the small tables -------------------------------------------------------------
+def check_price_rows(rows: pa.Table) -> None:
+    """Refuse price rows no report can use: unknown units or currencies, prices <= 0."""
+    for column, allowed in (
+        ("unit", schema.PRICE_UNITS),
+        ("currency", schema.CURRENCIES),
+        ("market", schema.MARKETS),
+    ):
+        bad = [v for v in rows.column(column).to_pylist() if v not in allowed]
+        if bad:
+            raise LakeError(f"prices: {column} {bad[0]!r} is not one of {', '.join(allowed)}")
+    _check_positive(rows, "price", "prices")
+
+
+def _check_positive(rows: pa.Table, column: str, kind: str) -> None:
+    for value in rows.column(column).to_pylist():
+        if value is None or not value > 0 or value == float("inf"):
+            raise LakeError(f"{kind}: {column} must be a finite number > 0, got {value!r}")
 
 
 # ---- ingest of worker result files --------------------------------------------------------
@@ -536,6 +809,7 @@ class IngestError(PermanentError):
 PROVIDER_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 INSTANCE_TYPE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 REGION_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+CODE_HASH_PATTERN = re.compile(r"^[0-9a-f]{8,64}$")
 _FREE_TEXT_MAX = 250
 
 
@@ -555,8 +829,12 @@ class RunContext:
         """Self, after checking every value a user may have typed (raises IngestError)."""
         checks = (
             ("provider", self.provider, PROVIDER_PATTERN, "lower-case letters, digits, - and _ (max 40)"),
-            ("instance_type", self.instance_type, INSTANCE_TYPE_PATTERN,
-             "letters, digits, '.', - and _ (max 64)"),
+            (
+                "instance_type",
+                self.instance_type,
+                INSTANCE_TYPE_PATTERN,
+                "letters, digits, '.', - and _ (max 64)",
+            ),
         )
         for name, value, pattern, allowed in checks:
             if not isinstance(value, str) or not pattern.match(value):
@@ -564,98 +842,264 @@ class RunContext:
         if self.region is not None and not REGION_PATTERN.match(self.region):
             raise IngestError(f"region {self.region!r} is not valid (e.g. us-east-1)", field="region")
         if self.market not in schema.MARKETS:
-            raise IngestError(f"market {self.market!r} is not one of {', '.join(schema.MARKETS)}",
-                              field="market")
+            raise IngestError(
+                f"market {self.market!r} is not one of {', '.join(schema.MARKETS)}", field="market"
+            )
         measured_targets = tuple(t for t in schema.TARGETS if t != "published")
         if self.target not in measured_targets:
             raise IngestError(
                 f"target {self.target!r} is not one of {', '.join(measured_targets)} "
-                "(published figures come in through import-published)", field="target")
+                "(published figures come in through import-published)",
+                field="target",
+            )
         for name in ("source", "dag_run_id"):
             value = getattr(self, name)
             if value is not None and (len(value) > _FREE_TEXT_MAX or not value.isprintable()):
-                raise IngestError(f"{name} must be printable text of at most {_FREE_TEXT_MAX} characters",
-                                  field=name)
+                raise IngestError(
+                    f"{name} must be printable text of at most {_FREE_TEXT_MAX} characters", field=name
+                )
         return self
 
 
+@dataclass
+class IngestSummary:
+    """What one ingest did (see ``ingest_results``)."""
+
+    run_id: str
+    records: int
+    write: WriteSummary
+    dates: list[dt.date] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.write.changed
+
+    def describe(self) -> str:
+        days = ", ".join(d.isoformat() for d in self.dates)
+        return f"run {self.run_id}: {self.records} record(s) ({days}); {self.write.describe()}"
+
+
 def _timestamp(text: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(text).astimezone(dt.UTC)
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(dt.UTC)
 
 
-def _read_results_text(location: str | Path) -> tuple[str, str]:
-    """(file name, text) of a results file: a local path or an s3:// URI."""
-    text_location = str(location)
+class _ResultsFile:
+    """A results file (local path, or s3:// copied to a local temporary file) read line by line."""
+
+    def __init__(self, location: str | Path) -> None:
+        self.location = str(location)
+        self.name = self.location.rsplit("/", 1)[-1]
+        self._temp: str | None = None
+        if self.location.startswith("s3://"):
+            fs, path = _filesystem_for(self.location)
+            handle, self._temp = tempfile.mkstemp(prefix="gpucompare-ingest-", suffix=".jsonl")
+            try:
+                with os.fdopen(handle, "wb") as out, fs.open_input_stream(path) as stream:
+                    while chunk := stream.read(8 << 20):
+                        out.write(chunk)
+            except OSError as exc:
+                self.close()
+                raise IngestError(f"{self.location}: cannot read results file: {exc}") from None
+            self.local = self._temp
+        else:
+            self.local = self.location
+            if not Path(self.local).is_file():
+                raise IngestError(f"{self.location}: cannot read results file: no such file")
+
+    def lines(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(line number, validated record) of every non-blank line; IngestError on the first bad one."""
+        try:
+            with open(self.local, encoding="utf-8", newline="\n") as handle:
+                for line_no, line in enumerate(handle, start=1):
+                    if not line.strip():
+                        continue
+                    yield line_no, parse_line(line, line_no, self.name)
+        except UnicodeDecodeError as exc:
+            raise IngestError(
+                f"{self.name}: not UTF-8 text ({exc.reason} at byte {exc.start})", field="record"
+            ) from None
+        except OSError as exc:
+            raise IngestError(f"{self.location}: cannot read results file: {exc}") from None
+
+    def close(self) -> None:
+        if self._temp is not None:
+            Path(self._temp).unlink(missing_ok=True)
+            self._temp = None
+
+
+def parse_line(line: str, line_no: int, name: str = "results") -> dict[str, Any]:
+    """One JSON Lines record, validated (IngestError naming the line and field otherwise)."""
     try:
-        if text_location.startswith("s3://"):
-            fs, path = _filesystem_for(text_location)
-            with fs.open_input_stream(path) as stream:
-                return path.rsplit("/", 1)[-1], stream.read().decode("utf-8")
-        return Path(location).name, Path(location).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise IngestError(f"{text_location}: cannot read results file: {exc}") from None
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise IngestError(
+            f"{name} line {line_no}: not valid JSON ({exc.msg})", line=line_no, field="record"
+        ) from None
+    except RecursionError:
+        raise IngestError(f"{name} line {line_no}: nested too deeply", line=line_no, field="record") from None
+    try:
+        return validate_record(record)
+    except RecordError as exc:
+        raise IngestError(
+            f"{name} line {line_no}: field {exc.field}: {exc.message}", line=line_no, field=exc.field
+        ) from None
 
 
 def parse_results(text: str, name: str = "results") -> list[dict[str, Any]]:
-    """Every record of JSON Lines text, validated; raises IngestError naming the line and
-    field of the first bad record (blank lines are skipped)."""
-    records = []
-    for line_no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise IngestError(f"{name} line {line_no}: not valid JSON ({exc.msg})",
-                              line=line_no, field="record") from None
-        try:
-            records.append(validate_record(record))
-        except RecordError as exc:
-            raise IngestError(f"{name} line {line_no}: field {exc.field}: {exc.message}",
-                              line=line_no, field=exc.field) from None
+    """Every record of JSON Lines text, validated (see ``parse_line``); an empty text is refused."""
+    records = [parse_line(line, n, name) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
     if not records:
         raise IngestError(f"{name}: no records (an empty results file is refused)")
     return records
 
 
 def read_results_file(location: str | Path) -> list[dict[str, Any]]:
-    """The validated records of a results file (local path or s3:// URI), see parse_results."""
-    name, text = _read_results_text(location)
-    return parse_results(text, name)
+    """The validated records of a results file (local path or s3:// URI)."""
+    source = _ResultsFile(location)
+    try:
+        records = [record for _, record in source.lines()]
+    finally:
+        source.close()
+    if not records:
+        raise IngestError(f"{source.name}: no records (an empty results file is refused)")
+    return records
 
 
-def results_rows(records: list[dict[str, Any]], context: RunContext, *,
-                 ingested_at: dt.datetime | None = None) -> pa.Table:
+def _row(record: dict[str, Any], context: RunContext, ingested_at: dt.datetime) -> dict[str, Any]:
+    started = _timestamp(record["started_at"])
+    row = dict(record)
+    row.update(
+        started_at=started,
+        finished_at=_timestamp(record["finished_at"]),
+        provider=context.provider,
+        instance_type=context.instance_type,
+        region=context.region,
+        market=context.market,
+        target=context.target,
+        source=context.source or f"gpucompare {context.target} run",
+        dag_run_id=context.dag_run_id,
+        ingested_at=ingested_at,
+        published_value=None,
+        note=None,
+        flags=[],
+        date=started.date(),
+    )
+    return row
+
+
+def results_rows(
+    records: list[dict[str, Any]], context: RunContext, *, ingested_at: dt.datetime | None = None
+) -> pa.Table:
     """Validated records plus the orchestrator's columns, as a results table."""
     ingested_at = ingested_at or dt.datetime.now(dt.UTC)
-    default_source = f"gpucompare {context.target} run"
-    rows = []
-    for record in records:
-        started = _timestamp(record["started_at"])
-        row = dict(record)
-        row.update(
-            started_at=started,
-            finished_at=_timestamp(record["finished_at"]),
-            provider=context.provider,
-            instance_type=context.instance_type,
-            region=context.region,
-            market=context.market,
-            target=context.target,
-            source=context.source or default_source,
-            dag_run_id=context.dag_run_id,
-            ingested_at=ingested_at,
-            published_value=None,
-            note=None,
-            flags=[],
-            date=started.date(),
+    return pa.Table.from_pylist(
+        [_row(r, context, ingested_at) for r in records], schema=schema.RESULTS_SCHEMA
+    )
+
+
+def _with_orchestrator_columns(table: pa.Table, *, code_hash: str | None) -> pa.Table:
+    """``table`` with every column of RESULTS_SCHEMA (code_hash filled when given)."""
+    for f in schema.RESULTS_SCHEMA:
+        if f.name not in table.column_names:
+            table = table.append_column(f, pa.nulls(table.num_rows, f.type))
+    # columns this code does not know (a newer writer's) are kept: the table's schema merges them
+    extra = [f for f in table.schema if f.name not in schema.RESULTS_SCHEMA.names]
+    table = table.select(schema.RESULTS_SCHEMA.names + [f.name for f in extra]).cast(
+        pa.schema(list(schema.RESULTS_SCHEMA) + extra)
+    )
+    if code_hash is not None:
+        table = table.set_column(
+            table.schema.get_field_index("code_hash"),
+            schema.RESULTS_SCHEMA.field("code_hash"),
+            pa.array([code_hash] * table.num_rows, pa.string()),
         )
-        rows.append(row)
-    return pa.Table.from_pylist(rows, schema=schema.RESULTS_SCHEMA)
+    return table
 
 
-def ingest_results(lake: Lake, results_file: str | Path, context: RunContext) -> list[str]:
-    """Validate a worker results file (local path or s3:// URI) and write it into the lake,
-    all or nothing; returns the committed paths. Re-ingesting the same run replaces its files."""
+def table_key(table: pa.Table) -> str:
+    """Hash of a results table's data, ``ingested_at`` and ``ingest_key`` aside."""
+    digest = hashlib.sha256()
+    kept = table.drop_columns([c for c in ("ingested_at", "ingest_key") if c in table.column_names])
+    for row in kept.to_pylist():
+        digest.update(json.dumps(row, sort_keys=True, default=str).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()[:24]
+
+
+def ingest_results(
+    lake: Lake,
+    results_file: str | Path,
+    context: RunContext,
+    *,
+    run_id: str,
+    code_hash: str | None = None,
+    batch_rows: int = BATCH_ROWS,
+) -> IngestSummary:
+    """Validate a worker results file (local path or s3:// URI) and make it the rows of run
+    ``run_id`` (the orchestrator's identity of the run) in ONE commit.
+
+    Two streaming passes, so memory stays flat whatever the file's size: the first validates
+    every record (line and field named on the first error; nothing written then), checks that
+    every record's ``run_id`` is the orchestrator's and that no configuration appears twice,
+    and hashes the data; the second turns the records into Arrow batches that delta-rs writes
+    in the same transaction that deletes the run's previous rows. If the run's rows already
+    carry the same hash, nothing is written (no new table version)."""
     context = context.validated()
-    table = results_rows(read_results_file(results_file), context)
-    return lake.write_results(table)
+    check_run_id(run_id)
+    if code_hash is not None and not CODE_HASH_PATTERN.match(code_hash):
+        raise IngestError(
+            f"code hash {code_hash!r} is not a lower-case hex digest (8-64 characters)", field="code_hash"
+        )
+    source = _ResultsFile(results_file)
+    try:
+        digest = hashlib.sha256(json.dumps([context.__dict__, code_hash], sort_keys=True).encode())
+        seen: set[str] = set()  # configuration ids so far (a set: no line numbers kept for 200,000 rows)
+        dates: set[dt.date] = set()
+        count = 0
+        for line_no, record in source.lines():
+            if record["run_id"] != run_id:
+                raise IngestError(
+                    f"{source.name} line {line_no}: field run_id: {record['run_id']!r} is not this "
+                    f"run's id {run_id!r} (the orchestrator names the run, not the host)",
+                    line=line_no,
+                    field="run_id",
+                )
+            cell = record["config_id"]
+            if cell in seen:
+                raise IngestError(
+                    f"{source.name} line {line_no}: field config_id: {cell!r} appears twice "
+                    "in this file (one record per configuration and run)",
+                    line=line_no,
+                    field="config_id",
+                )
+            seen.add(cell)
+            dates.add(_timestamp(record["started_at"]).date())
+            digest.update(json.dumps(record, sort_keys=True).encode())
+            count += 1
+        if not count:
+            raise IngestError(f"{source.name}: no records (an empty results file is refused)")
+        del seen
+        key = digest.hexdigest()[:24]
+        ingested_at = dt.datetime.now(dt.UTC)
+
+        def batches() -> pa.RecordBatchReader:
+            def generate() -> Iterator[pa.RecordBatch]:
+                pending: list[dict[str, Any]] = []
+                for _, record in source.lines():
+                    pending.append(
+                        _row(record, context, ingested_at) | {"code_hash": code_hash, "ingest_key": key}
+                    )
+                    if len(pending) >= batch_rows:
+                        yield pa.RecordBatch.from_pylist(pending, schema=schema.RESULTS_SCHEMA)
+                        pending = []
+                if pending:
+                    yield pa.RecordBatch.from_pylist(pending, schema=schema.RESULTS_SCHEMA)
+
+            return pa.RecordBatchReader.from_batches(schema.RESULTS_SCHEMA, generate())
+
+        write = lake._replace_run(
+            run_id, key, count, batches, {"target": context.target, "code_hash": code_hash or ""}
+        )
+    finally:
+        source.close()
+    return IngestSummary(run_id=run_id, records=count, write=write, dates=sorted(dates))

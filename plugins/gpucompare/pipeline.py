@@ -281,6 +281,7 @@ def collect(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
 def ingest(plan: dict[str, Any], collected: dict[str, Any]) -> dict[str, Any]:
     """Validate the records and write them into the lake: all or nothing, idempotent per run."""
     _name_map_index(plan)
+    from gpucompare.cli import local_code_hash
     from gpucompare.lake import RunContext, delete_file, ingest_results, open_lake
 
     spec = plan["spec"]
@@ -288,11 +289,14 @@ def ingest(plan: dict[str, Any], collected: dict[str, Any]) -> dict[str, Any]:
                          region=spec["region"], market=collected["market"], target=spec["kind"],
                          dag_run_id=get_current_context()["dag_run"].run_id)
     with bad_input_fails():
-        written = ingest_results(open_lake(settings.lake_uri()), collected["path"], context)
+        # the run's identity is the orchestrator's (plan["run_id"]), never the records' own
+        summary = ingest_results(open_lake(settings.lake_uri()), collected["path"], context,
+                                 run_id=plan["run_id"], code_hash=local_code_hash())
     delete_file(collected["path"])
     _forget_remote(plan)
-    log.info("Ingested %d records of %s: %s", collected["records"], spec["name"], ", ".join(written))
-    return {"target": spec["name"], "records": collected["records"], "files": written}
+    log.info("Ingested %d records of %s: %s", collected["records"], spec["name"], summary.describe())
+    return {"target": spec["name"], "records": collected["records"], "version": summary.write.version,
+            "changed": summary.changed}
 
 
 def _forget_remote(plan: dict[str, Any]) -> None:

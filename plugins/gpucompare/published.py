@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from bench_tasks.constants import MODES, NETWORKS, STATUSES
 from bench_tasks.record import SCHEMA_VERSION
@@ -264,12 +265,18 @@ def import_published(lake: Lake, *, results_csv: str | Path = SHIPPED_RESULTS,
     summary = ImportSummary(results=results.num_rows)
     for flags in results["flags"].to_pylist():
         summary.flags.update(flags)
-    pending = lake.plan_results(results)
     if price_table is not None:
-        pending += lake.plan_table("prices", "published", price_table)
+        from gpucompare.lake import check_price_rows
+
+        check_price_rows(price_table)  # before anything is written
+    # one Delta transaction per published source (its run id) and per side table
+    for run_id in sorted(set(results.column("run_id").to_pylist())):
+        rows = results.filter(pc.equal(results["run_id"], run_id))
+        summary.files.append(lake.write_results(rows, run_id=run_id).describe())
+    if price_table is not None:
+        summary.files.append(lake.write_table("prices", "published", price_table).describe())
         summary.prices = price_table.num_rows
     if scaling is not None:
-        pending += lake.plan_table("published_scaling", "published", scaling)
+        summary.files.append(lake.write_table("published_scaling", "published", scaling).describe())
         summary.scaling = scaling.num_rows
-    summary.files = lake.commit(pending)
     return summary

@@ -114,6 +114,9 @@ class ReportSet:
     options: ReportOptions = field(default_factory=ReportOptions)
     timings: dict[str, float] = field(default_factory=dict)
     written: list[str] = field(default_factory=list)
+    #: what the set was built from: the lake, ``as_of`` and the table versions read
+    #: (``ReportInputs.manifest``; written as manifest.json and named in summary.md)
+    manifest: dict[str, object] = field(default_factory=dict)
 
     @property
     def missing_prices(self) -> pa.Table:

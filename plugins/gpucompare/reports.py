@@ -40,6 +40,7 @@ import argparse
 import dataclasses
 import datetime as dt
 import io
+import json
 import os
 import re
 import time
@@ -56,9 +57,9 @@ import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from bench_tasks.constants import IMAGENET_TRAIN_IMAGES, MODES
+from bench_tasks.constants import IMAGENET_TRAIN_IMAGES
 from gpucompare import html, resources, schema
-from gpucompare.lake import Lake, open_lake
+from gpucompare.lake import Lake, TableSnapshot, open_lake
 from gpucompare.report_set import (
     DERIVED,
     MATRIX_BATCHES,
@@ -92,23 +93,48 @@ T = TypeVar("T")
 
 @dataclass
 class ReportInputs:
-    """What the reports read: the lake's results files and the small side tables (Arrow)."""
+    """What the reports read: the live results files of the lake's log and the small side tables
+    (Arrow), all as of one moment (``as_of``), with the table versions they came from."""
 
     lake: Lake
     prices: pa.Table
     fx: pa.Table
     published_scaling: pa.Table
+    #: the results table's live files at the chosen version (None: read the lake's current version)
+    results: TableSnapshot | None = None
+    #: table -> Delta version read (None: the table did not exist then)
+    versions: dict[str, int | None] = field(default_factory=dict)
+    as_of: str | None = None
 
     @classmethod
-    def from_lake(cls, uri: str) -> ReportInputs:
-        """Open the lake at ``uri`` (local path or s3://bucket/prefix)."""
-        lake = open_lake(uri)
-        curves = lake.published_scaling_table()
-        if curves.num_rows == 0:  # not imported into this lake: the shipped copy, so charts can show them
+    def from_lake(cls, uri: str, *, as_of: int | str | dt.datetime | None = None) -> ReportInputs:
+        """Open the lake at ``uri`` (local path or s3://bucket/prefix), as it was at ``as_of``: a
+        version of the results table (int; the side tables then as they were at that commit's
+        time) or a timestamp (every table as it was then). A URI with no lake raises NoLakeError."""
+        lake = open_lake(uri).require()
+        results = lake.snapshot("results", as_of)
+        side_as_of: int | str | dt.datetime | None = as_of
+        if isinstance(as_of, int) or (isinstance(as_of, str) and as_of.strip().isdigit()):
+            side_as_of = results.timestamp  # the side tables as they were when that version was written
+        snapshots = {kind: lake.snapshot(kind, side_as_of) for kind in ("prices", "fx", "published_scaling")}
+        curves = (lake.published_scaling_table(as_of=side_as_of)
+                  if snapshots["published_scaling"].files else None)
+        if curves is None or curves.num_rows == 0:  # not imported into this lake: the shipped copy
             from gpucompare import published
 
             curves = published.read_published_scaling(published.SHIPPED_SCALING)
-        return cls(lake=lake, prices=lake.prices_table(), fx=lake.fx_table(), published_scaling=curves)
+        versions = {"results": results.version, **{k: v.version for k, v in snapshots.items()}}
+        return cls(lake=lake, prices=lake.prices_table(as_of=side_as_of), fx=lake.fx_table(as_of=side_as_of),
+                   published_scaling=curves, results=results, versions=versions,
+                   as_of=None if as_of is None else str(as_of))
+
+    def manifest(self) -> dict[str, object]:
+        """What the report set was built from (manifest.json, summary.md)."""
+        snap = self.results
+        return {"lake": self.lake.uri, "as_of": self.as_of, "table_versions": self.versions,
+                "results_files": None if snap is None else len(snap.files),
+                "results_version_time": None if snap is None or snap.timestamp is None
+                else snap.timestamp.isoformat()}
 
 
 def load_sql(name: str) -> str:
@@ -160,7 +186,7 @@ def build_reports(
         con.register("prices", inputs.prices)
         con.register("fx", inputs.fx)
         con.register("published_scaling", inputs.published_scaling)
-        files = ResultFiles.of(inputs.lake, con)
+        files = ResultFiles.of(inputs.lake, con, inputs.results)
 
         def stage_latest() -> tuple[int, list[dt.date]]:
             files.register("results")
@@ -227,23 +253,30 @@ def build_reports(
     return report_set
 
 
-_DATE_PARTITION = re.compile(r"(?:^|/)date=(\d{4}-\d{2}-\d{2})/")
-
-
 @dataclass
 class ResultFiles:
-    """The results Parquet files of a lake, by date partition, readable by DuckDB's own reader.
+    """The results table's live files (from its Delta log), by date partition, for DuckDB's reader.
 
+    The file list and each file's partition values come from the table's log, never from a
+    listing of the folder: a stray, foreign or half-written Parquet file there is never read.
     DuckDB's Parquet reader is several times faster than an Arrow dataset scan handed to
     DuckDB (it keeps dictionary-encoded strings as they are), so the files are given to
-    ``read_parquet`` directly. Partition pruning happens here, on the file list, before
-    anything is opened. A local lake is read from disk; any other pyarrow filesystem (S3)
-    is registered with DuckDB through fsspec's wrapper of it, so the bytes still come
-    through pyarrow.fs and no DuckDB extension (httpfs) is needed.
+    ``read_parquet`` directly. delta-rs writes a partitioned table's files under Hive
+    directories (``mode=…/date=…/``); where every file's directory agrees with the log's
+    partition values, DuckDB takes ``mode`` and ``date`` from the path (one ``read_parquet``);
+    otherwise each partition's files are read with its values from the log as constants.
+    Partition pruning happens here, on the file list, before anything is opened. A local lake
+    is read from disk; any other pyarrow filesystem (S3) is registered with DuckDB through
+    fsspec's wrapper of it, so the bytes come through pyarrow.fs and no extension is needed.
     """
 
     con: duckdb.DuckDBPyConnection
-    by_date: dict[dt.date, list[str]]
+    #: date -> [(path for DuckDB, mode)]
+    by_date: dict[dt.date, list[tuple[str, str]]]
+    #: columns of RESULTS_SCHEMA the table does not have (yet): read as typed NULLs
+    missing: tuple[str, ...] = ()
+    #: whether every file's Hive directory matches its partition values in the log
+    hive_paths: bool = True
     #: Files are read against the oldest file's columns (every file of one code version has
     #: the same schema); True after a file turned out to differ in a column that is read,
     #: to match columns by name in every file.
@@ -251,8 +284,11 @@ class ResultFiles:
     views: dict[str, tuple[set[dt.date] | None, dt.date | None]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, lake: Lake, con: duckdb.DuckDBPyConnection) -> ResultFiles:
-        if isinstance(lake.fs, pafs.LocalFileSystem):
+    def of(cls, lake: Lake, con: duckdb.DuckDBPyConnection,
+           snapshot: TableSnapshot | None = None) -> ResultFiles:
+        if snapshot is None:
+            snapshot = lake.snapshot("results") if lake.has_table("results") else None
+        if lake.is_local:
             prefix = ""
         else:
             from fsspec.implementations.arrow import ArrowFSWrapper
@@ -261,36 +297,59 @@ class ResultFiles:
             con.register_filesystem(wrapper)
             protocol = wrapper.protocol if isinstance(wrapper.protocol, str) else wrapper.protocol[0]
             prefix = f"{protocol}://"
-        by_date: dict[dt.date, list[str]] = {}
-        for rel in lake.list_files("results"):
-            match = _DATE_PARTITION.search(rel)
-            if match is None:  # not a Hive partition file: not part of the table
-                continue
-            by_date.setdefault(dt.date.fromisoformat(match.group(1)), []).append(prefix + lake.path(rel))
-        return cls(con=con, by_date=by_date)
+        by_date: dict[dt.date, list[tuple[str, str]]] = {}
+        hive_paths = True
+        missing: tuple[str, ...] = ()
+        if snapshot is not None and snapshot.version is not None:
+            present = set(snapshot.arrow_schema.names) if snapshot.arrow_schema is not None else set()
+            missing = tuple(n for n in schema.RESULTS_SCHEMA.names if n not in present)
+            for live in snapshot.files:
+                date, mode = live.partition.get("date"), live.partition.get("mode")
+                if date is None or mode is None:  # not a partitioned results file: not ours
+                    continue
+                expected = f"mode={mode}/date={date.isoformat()}/"
+                hive_paths = (hive_paths and live.relative.startswith(expected)
+                              and live.relative.count("=") == 2)
+                by_date.setdefault(date, []).append((prefix + live.path, mode))
+        return cls(con=con, by_date=by_date, missing=missing, hive_paths=hive_paths)
 
     def register(self, view: str, *, dates: set[dt.date] | None = None, since: dt.date | None = None) -> int:
         """(Re)define ``view`` over the files of ``dates`` (or of every date >= ``since``, or all),
         oldest first."""
         self.views[view] = (dates, since)
         chosen = [
-            path
+            (path, mode, date)
             for date, paths in sorted(self.by_date.items())
             if (dates is None or date in dates) and (since is None or date >= since)
-            for path in paths
+            for path, mode in paths
         ]
         if not chosen:
             self.con.register("empty_results", schema.empty_results())
-            source = "empty_results"
+            source = "SELECT * FROM empty_results"
         else:
-            # file paths come from the lake listing; quotes are doubled, so the literal is closed
-            listing = ", ".join("'" + path.replace("'", "''") + "'" for path in chosen)
-            source = (
-                f"read_parquet([{listing}], hive_partitioning = true, "
-                "hive_types = {'mode': 'VARCHAR', 'date': 'DATE'}, "
-                f"union_by_name = {'true' if self.union_by_name else 'false'})"
-            )
-        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM {source}")  # noqa: S608
+            # paths come from the table's log; quotes are doubled, so each literal is closed
+            def listing(paths: list[str]) -> str:
+                return ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
+
+            options = f"union_by_name = {'true' if self.union_by_name else 'false'}"
+            if self.hive_paths:
+                source = (f"SELECT * FROM read_parquet([{listing([c[0] for c in chosen])}], "  # noqa: S608
+                          "hive_partitioning = true, hive_types = {'mode': 'VARCHAR', 'date': 'DATE'}, "
+                          f"{options})")
+            else:
+                groups: dict[tuple[str, dt.date], list[str]] = {}
+                for path, mode, date in chosen:
+                    groups.setdefault((mode, date), []).append(path)
+                source = " UNION ALL BY NAME ".join(
+                    f"SELECT *, '{mode}' AS mode, DATE '{date.isoformat()}' AS date "  # noqa: S608 (validated values)
+                    f"FROM read_parquet([{listing(paths)}], hive_partitioning = false, {options})"
+                    for (mode, date), paths in groups.items() if re.fullmatch(r"[a-z_]+", mode))
+            columns = ", ".join(
+                f"CAST(NULL AS {_duck_type(f.type)}) AS \"{f.name}\"" if f.name in self.missing
+                else f'"{f.name}"'
+                for f in schema.RESULTS_SCHEMA)
+            source = f"SELECT {columns} FROM ({source})"  # noqa: S608 (column names from the schema)
+        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {source}")  # noqa: S608
         return len(chosen)
 
     def run(self, action: Callable[[], T]) -> T:
@@ -306,6 +365,14 @@ class ResultFiles:
         for view, (dates, since) in list(self.views.items()):
             self.register(view, dates=dates, since=since)
         return action()
+
+
+def _duck_type(arrow_type: pa.DataType) -> str:
+    """The DuckDB type of a results column (for a column the table does not have yet)."""
+    if pa.types.is_list(arrow_type):
+        return f"{_duck_type(arrow_type.value_type)}[]"
+    return {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.date32(): "DATE",
+            schema.TIMESTAMP: "TIMESTAMPTZ"}.get(arrow_type, "VARCHAR")
 
 
 def _throughput_matrix(con: duckdb.DuckDBPyConnection) -> pa.Table:
@@ -407,11 +474,16 @@ def write_history(tables: dict[str, pa.Table], history: str, report_date: dt.dat
 
 
 def write_site(report_set: ReportSet, out: str) -> list[str]:
-    """Write index.html and summary.md below ``out`` (local path or s3://); returns their paths."""
-    return [
+    """Write index.html, summary.md and (when the set knows what it was built from)
+    manifest.json below ``out`` (local path or s3://); returns their paths."""
+    written = [
         write_bytes(out, "index.html", html.render_page(report_set).encode("utf-8")),
         write_bytes(out, "summary.md", html.render_summary(report_set).encode("utf-8")),
     ]
+    if report_set.manifest:
+        manifest = json.dumps(report_set.manifest, indent=2, sort_keys=True) + "\n"
+        written.append(write_bytes(out, "manifest.json", manifest.encode("utf-8")))
+    return written
 
 
 def run_reports(
@@ -422,15 +494,20 @@ def run_reports(
     options: ReportOptions | None = None,
     history: str | None = None,
     report_date: dt.date | None = None,
+    as_of: int | str | dt.datetime | None = None,
 ) -> ReportSet:
-    """The ``report`` command: every report and the HTML page for the lake at ``lake``; with
-    ``history`` (the reports root), the day's copy under ``report_history/`` too, dated
-    ``report_date`` (default today, UTC; ages of published figures count from it). ``options``
-    default to the settings (``GPUCOMPARE_PUBLISHED_MAX_AGE_YEARS`` …)."""
+    """The ``report`` command: every report and the HTML page for the lake at ``lake`` (as it
+    was at ``as_of``: a results table version or a timestamp), and ``manifest.json`` naming the
+    table versions read (also at the end of ``summary.md``); with ``history`` (the reports
+    root), the day's copy under ``report_history/`` too, dated ``report_date`` (default today,
+    UTC; ages of published figures count from it). ``options`` default to the settings
+    (``GPUCOMPARE_PUBLISHED_MAX_AGE_YEARS`` …)."""
     options = options or options_from_settings()
     if report_date is not None:
         options = dataclasses.replace(options, report_date=report_date)
-    report_set = build_reports(ReportInputs.from_lake(lake), out, currency=currency, options=options)
+    inputs = ReportInputs.from_lake(lake, as_of=as_of)
+    report_set = build_reports(inputs, out, currency=currency, options=options)
+    report_set.manifest = inputs.manifest()
     started = time.perf_counter()
     report_set.written += write_site(report_set, out)
     report_set.timings["index.html + summary.md"] = time.perf_counter() - started
@@ -487,7 +564,6 @@ ATHENA_HISTORY = "s3://your-bucket/reports"
 #: Every report has a table; throughput_matrix is declared with its fixed batch columns
 #: (MATRIX_BATCHES); a batch size outside them is an extra Parquet column Athena ignores.
 ATHENA_REPORTS_TABLES: tuple[str, ...] = HISTORY_TABLES
-_ATHENA_PROJECTION_START = "2017-01-01"  # the oldest published figures
 
 
 def _athena_type(arrow_type: pa.DataType) -> str:
@@ -546,9 +622,9 @@ def athena_ddl(
     reports_uri: str = ATHENA_REPORTS,
     history: str = ATHENA_HISTORY,
 ) -> dict[str, str]:
-    """CREATE EXTERNAL TABLE statements: results (partition projection on mode and date),
-    each report's Parquet folder, and each report's history (projection on report_date).
-    Keys are file names under sql/athena/."""
+    """CREATE EXTERNAL TABLE statements: the lake's Delta tables (``table_type = DELTA``), each
+    report's Parquet folder, and each report's history (projection on report_date). Keys are
+    file names under sql/athena/."""
     for name, value in (("database", database),):
         if not re.fullmatch(r"[a-z_][a-z0-9_]{0,63}", value):
             raise ReportError(f"--{name} {value!r}: use lower-case letters, digits and _")
@@ -556,30 +632,19 @@ def athena_ddl(
         if not re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,62}(/[A-Za-z0-9._=-]+)*/?", value):
             raise ReportError(f"--{name} {value!r} is not an s3://bucket/prefix URI")
     lake, reports_uri, history = lake.rstrip("/"), reports_uri.rstrip("/"), history.rstrip("/")
-    results = f"""-- Athena / Glue: the results lake, read where it lives (generated by
--- `python -m gpucompare athena-ddl`; do not edit by hand). Partitions are not crawled:
--- partition projection derives them from the Hive layout mode=…/date=YYYY-MM-DD/.
+    lake_tables = "\n".join(
+        f"CREATE EXTERNAL TABLE IF NOT EXISTS {database}.{kind}\n"
+        f"LOCATION '{lake}/{kind}/'\n"
+        "TBLPROPERTIES ('table_type' = 'DELTA');\n"
+        for kind in ("results", "prices", "fx", "published_scaling"))
+    results = f"""-- Athena / Glue: the lake's Delta tables, read where they live (generated by
+-- `python -m gpucompare athena-ddl`; do not edit by hand). Athena reads Delta Lake tables
+-- through Glue: no column list, no partitions to crawl; columns, partitions (results: mode,
+-- date) and the live files come from each table's transaction log (_delta_log/), so a file
+-- the log does not list is never read. Athena allows only LOCATION and table_type here.
 CREATE DATABASE IF NOT EXISTS {database};
 
-CREATE EXTERNAL TABLE IF NOT EXISTS {database}.results (
-{_athena_columns(schema.RESULTS_FILE_SCHEMA)}
-)
-PARTITIONED BY (`mode` string, `date` date)
-STORED AS PARQUET
-LOCATION '{lake}/results/'
-TBLPROPERTIES (
-  'parquet.compression' = 'ZSTD',
-  'projection.enabled' = 'true',
-  'projection.mode.type' = 'enum',
-  'projection.mode.values' = '{",".join(MODES)}',
-  'projection.date.type' = 'date',
-  'projection.date.format' = 'yyyy-MM-dd',
-  'projection.date.range' = '{_ATHENA_PROJECTION_START},NOW',
-  'projection.date.interval' = '1',
-  'projection.date.interval.unit' = 'DAYS',
-  'storage.location.template' = '{lake}/results/mode=${{mode}}/date=${{date}}/'
-);
-"""
+{lake_tables}"""
     statements = [
         f"""-- Athena / Glue: the report tables (generated by `python -m gpucompare athena-ddl`;
 -- do not edit by hand). Each report's Parquet file lives in a folder of its own, so the
@@ -668,12 +733,16 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="also keep the day's copy of each report under HISTORY/report_history/ (the reports root)",
     )
+    parser.add_argument(
+        "--as-of", default=None, metavar="VERSION|TIMESTAMP",
+        help="rebuild the reports as they were: a results table version (0, 1, …) or an ISO timestamp",
+    )
     parser.set_defaults(func=_run_report_command)
 
     ddl = subparsers.add_parser(
         "athena-ddl",
         help="write the Athena/Glue DDL of the results lake and the reports for your S3 paths",
-        description="CREATE EXTERNAL TABLE statements for the results (partition projection) and reports.",
+        description="CREATE EXTERNAL TABLE statements for the lake's Delta tables and the reports.",
     )
     ddl.add_argument("--database", default="gpucompare", help="Glue database (default gpucompare)")
     ddl.add_argument("--lake", default=ATHENA_LAKE, help=f"s3:// URI of the lake (default {ATHENA_LAKE})")
@@ -736,7 +805,8 @@ def _run_report_command(args: argparse.Namespace) -> int:
             rank_flagged=args.rank_flagged or defaults.rank_flagged,
         )
         report_set = run_reports(
-            args.lake, args.out, currency=args.currency, options=options, history=args.history
+            args.lake, args.out, currency=args.currency, options=options, history=args.history,
+            as_of=args.as_of,
         )
     except (ReportError, LakeError) as exc:
         raise UsageError(str(exc)) from None

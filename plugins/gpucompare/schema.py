@@ -9,12 +9,13 @@ Results columns, in order:
 * every record field (types: str → string, int → int64, float → float64, str_list →
   list<string>, float_list → list<double>), except that ``started_at`` / ``finished_at``
   become ``timestamp[us, UTC]`` and ``mode`` is a partition column;
-* ``provider, instance_type, region, market, target, source, dag_run_id`` (the orchestrator's);
+* ``provider, instance_type, region, market, target, source, dag_run_id, code_hash,
+  ingest_key`` (the orchestrator's: ``run_id`` too is the orchestrator's, records must agree);
 * ``ingested_at`` (timestamp of the ingest), ``published_value`` (the cell exactly as
   published, for ``target = published``), ``note`` (the publication's remark),
   ``flags`` (list<string>: why a value looks suspicious, never a rewrite of it);
-* partitions (Hive, in the path, not in the files): ``mode`` (string) and ``date``
-  (date32, the UTC day the configuration started; for published figures, the publication).
+* partition columns of the Delta table: ``mode`` (string) and ``date`` (date32, the UTC day
+  the configuration started; for published figures, the publication).
 
 All result columns are nullable in Arrow: the record contract (validated at ingest by
 ``bench_tasks.record.validate_record``) says which fields a *measured* record must fill,
@@ -68,6 +69,10 @@ ORCHESTRATOR_FIELDS: tuple[pa.Field, ...] = (
     pa.field("target", pa.string(), metadata={"doc": "local | ssh | ec2 | published"}),
     pa.field("source", pa.string(), metadata={"doc": "where the figure comes from"}),
     pa.field("dag_run_id", pa.string(), metadata={"doc": "Airflow run that ingested it, if any"}),
+    pa.field("code_hash", pa.string(),
+             metadata={"doc": "content hash of the worker code (bench_tasks bundle) that measured it"}),
+    pa.field("ingest_key", pa.string(),
+             metadata={"doc": "hash of the run's ingested data: an unchanged re-ingest writes nothing"}),
     pa.field("ingested_at", TIMESTAMP),
     pa.field("published_value", pa.string(), metadata={"doc": "the published cell, verbatim"}),
     pa.field("note", pa.string()),
@@ -76,14 +81,14 @@ ORCHESTRATOR_FIELDS: tuple[pa.Field, ...] = (
 
 PARTITION_SCHEMA = pa.schema([pa.field("mode", pa.string()), pa.field("date", pa.date32())])
 
-#: The results table as readers see it (files + Hive partition columns).
+#: The results table as readers see it (files + partition columns from the Delta log).
 RESULTS_SCHEMA = pa.schema(
     [_record_field(f) for f in FIELDS if f.name != "mode"]
     + list(ORCHESTRATOR_FIELDS)
     + list(PARTITION_SCHEMA)
 )
 
-#: What a results Parquet file holds (the partition columns live in its path).
+#: What a results Parquet file holds (the partition values live in the Delta log).
 RESULTS_FILE_SCHEMA = pa.schema([f for f in RESULTS_SCHEMA if f.name not in PARTITION_COLUMNS])
 
 PRICES_SCHEMA = pa.schema(

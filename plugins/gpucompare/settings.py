@@ -41,6 +41,7 @@ DEFAULTS: dict[str, str] = {
     "rank_old_published": "false",
     "rank_flagged": "false",
     "bench_python": "",
+    "lake_s3_commit": "conditional_put",
 }
 
 #: One line per setting (shown by ``airflow config list`` and in the provider's metadata).
@@ -65,6 +66,8 @@ DESCRIPTIONS: dict[str, str] = {
                                "but not ranked.",
     "rank_old_published": "best_value: true ranks those old published figures anyway.",
     "rank_flagged": "best_value: true ranks figures that the published import flagged too.",
+    "lake_s3_commit": "How commits to an s3:// lake are made safe: conditional_put (S3 conditional "
+                      "writes, If-None-Match; needs a store that honours them) or unsafe (one writer only).",
     "bench_python": "The worker interpreter of the local target (a venv with MXNet). Empty: "
                     ".venv-bench/bin/python in the current directory (what make envs creates).",
 }
