@@ -11,14 +11,21 @@ Training follows ``train_imagenet.py --benchmark 1`` (``common/fit.py`` and its
 every step, ``Xavier(rnd_type='gaussian', factor_type='in', magnitude=2)``, SGD with
 learning rate 0.1, momentum 0.9, weight decay 1e-4 (multi-precision for float16), and a
 kvstore object passed to the module, as ``fit`` does, so updates go through it even on one
-device. A step is forward + backward + update; each step waits for its outputs (``fit``
-reads them for its metric); the last step of a repeat also waits for all pending work
-(the update) before the clock is read. ``batch_size`` is the global batch; the module splits
-it over the contexts (data parallel).
+device. A step is what ``Module.fit``'s loop does per batch (``train_loop="official"``, the
+default): ``forward_backward``, ``update``, then ``update_metric`` with the accuracy metric
+``fit`` creates (``eval_metric=['accuracy']``), which copies the outputs to the host every
+batch and so synchronises with the device; and ``prepare`` of the next batch (the same batch
+here). ``train_loop="unsynchronised"`` drops the metric and only waits for the step's outputs:
+the update may still run while the next step is queued (a few percent faster on the CPU; not
+what the published tables measured). ``fit``'s Speedometer callback (a log line every 20
+batches) is left out. The last step of a repeat also waits for all pending work (the update)
+before the clock is read. ``batch_size`` is the global batch; the module splits it over the
+contexts (data parallel).
 
-Beyond the originals: ``repeats`` timed runs of ``batches`` batches after one warm-up, all
-on the same bound module (binding is the expensive part, and the measurement does not
-change the module); the caller takes the median and coefficient of variation.
+Beyond the originals: timed repeats after one warm-up, all on the same bound module (binding
+is the expensive part, and the measurement does not change the module), ended by the
+configuration's stopping rule (``bench_tasks.methodology``: fixed batch counts, a minimum
+time per repeat, a target coefficient of variation); the caller takes the median and CV.
 
 Multi-node training (``dist_sync``/``dist_device_sync``): the kvstore is created from the
 ``DMLC_*`` environment by ``mx.kv.create``; each worker measures its own throughput (its
@@ -36,6 +43,7 @@ import mxnet as mx
 import numpy as np
 
 from bench_tasks.constants import NUM_CLASSES
+from bench_tasks.methodology import StopPolicy
 
 SCORE_INITIALIZER = {"magnitude": 2.0}
 TRAIN_INITIALIZER = {"rnd_type": "gaussian", "factor_type": "in", "magnitude": 2.0}
@@ -44,12 +52,14 @@ SGD_PARAMS = {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.0001}
 
 @dataclass
 class Measurement:
-    """Throughput of each repeat, and where the process's time went (for efficiency reports)."""
+    """Throughput of each repeat, what was timed, and where the time went (phase seconds)."""
 
     images_per_sec: list[float]
     setup_s: float
     warmup_s: float
     timed_s: float
+    timed_batches: int = 0  # over all repeats
+    stop_rule: str = "fixed_batches"
     num_workers: int = 1
     worker_batch: int = 0
 
@@ -88,24 +98,39 @@ class ParamCache:
             module.init_params(arg_params=cached[0], aux_params=cached[1], allow_missing=False)
 
 
+@dataclass
+class _Timing:
+    samples: list[float]
+    warmup_s: float
+    timed_s: float
+    timed_batches: int
+    stop_rule: str
+
+
 def _timed_runs(step: Callable[[], None], finish: Callable[[], None], warmup: int,
-                batches: int, repeats: int, batch_images: int) -> tuple[list[float], float, float]:
+                policy: StopPolicy, batch_images: int) -> _Timing:
     warmup_start = time.perf_counter()
     for _ in range(warmup):
         step()
     finish()
     warmup_s = time.perf_counter() - warmup_start
-    samples = []
+    samples: list[float] = []
     timed_s = 0.0
-    for _ in range(repeats):
+    timed_batches = 0
+    while policy.more_repeats(samples):
+        done = 0
         tic = time.perf_counter()
-        for _ in range(batches):
+        # with a minimum time the clock is read after each step (which has waited for its
+        # outputs); the repeat's own elapsed is still read once, after finish()
+        while not policy.repeat_done(done, time.perf_counter() - tic):
             step()
+            done += 1
         finish()
         elapsed = time.perf_counter() - tic
         timed_s += elapsed
-        samples.append(batches * batch_images / elapsed)
-    return samples, warmup_s, timed_s
+        timed_batches += done
+        samples.append(done * batch_images / elapsed)
+    return _Timing(samples, warmup_s, timed_s, timed_batches, policy.stop_rule(samples))
 
 
 def _wait_outputs(module: mx.mod.Module) -> None:
@@ -114,7 +139,7 @@ def _wait_outputs(module: mx.mod.Module) -> None:
 
 
 def score(symbol: mx.sym.Symbol, image_shape: tuple[int, int, int], batch_size: int,
-          devices: tuple[str, ...], *, warmup: int, batches: int, repeats: int,
+          devices: tuple[str, ...], *, warmup: int, policy: StopPolicy,
           cache: ParamCache | None = None, cache_key: tuple[str, ...] = ()) -> Measurement:
     """Inference throughput (benchmark_score.py's loop) of ``symbol`` at ``batch_size``."""
     setup_start = time.perf_counter()
@@ -133,8 +158,9 @@ def score(symbol: mx.sym.Symbol, image_shape: tuple[int, int, int], batch_size: 
         module.forward(batch, is_train=False)
         _wait_outputs(module)
 
-    samples, warmup_s, timed_s = _timed_runs(step, lambda: None, warmup, batches, repeats, batch_size)
-    return Measurement(samples, setup_s, warmup_s, timed_s, worker_batch=batch_size)
+    timing = _timed_runs(step, lambda: None, warmup, policy, batch_size)
+    return Measurement(timing.samples, setup_s, timing.warmup_s, timing.timed_s, timing.timed_batches,
+                       timing.stop_rule, worker_batch=batch_size)
 
 
 def create_kvstore(kvstore: str) -> mx.kvstore.KVStore:
@@ -144,7 +170,7 @@ def create_kvstore(kvstore: str) -> mx.kvstore.KVStore:
 
 def train(symbol: mx.sym.Symbol, image_shape: tuple[int, int, int], batch_size: int,
           devices: tuple[str, ...], *, kvstore: mx.kvstore.KVStore, dtype: str, warmup: int,
-          batches: int, repeats: int, cache: ParamCache | None = None,
+          policy: StopPolicy, train_loop: str = "official", cache: ParamCache | None = None,
           cache_key: tuple[str, ...] = ()) -> Measurement:
     """Training throughput (train_imagenet.py --benchmark 1) of ``symbol``.
 
@@ -169,11 +195,22 @@ def train(symbol: mx.sym.Symbol, image_shape: tuple[int, int, int], batch_size: 
     mx.nd.waitall()
     setup_s = time.perf_counter() - setup_start
 
-    def step() -> None:
-        module.forward_backward(batch)
-        module.update()
-        _wait_outputs(module)
+    if train_loop == "official":
+        metric = mx.metric.create(["accuracy"])  # as Module.fit turns fit.py's ['accuracy'] into one
 
-    samples, warmup_s, timed_s = _timed_runs(step, mx.nd.waitall, warmup, batches, repeats, batch_size)
-    return Measurement(samples, setup_s, warmup_s, timed_s, num_workers=kvstore.num_workers,
-                       worker_batch=batch_size)
+        def step() -> None:
+            module.forward_backward(batch)
+            module.update()
+            module.update_metric(metric, batch.label)
+            module.prepare(batch)
+    elif train_loop == "unsynchronised":
+        def step() -> None:
+            module.forward_backward(batch)
+            module.update()
+            _wait_outputs(module)
+    else:
+        raise ValueError(f"train_loop: {train_loop!r} is not one of official, unsynchronised")
+
+    timing = _timed_runs(step, mx.nd.waitall, warmup, policy, batch_size)
+    return Measurement(timing.samples, setup_s, timing.warmup_s, timing.timed_s, timing.timed_batches,
+                       timing.stop_rule, num_workers=kvstore.num_workers, worker_batch=batch_size)

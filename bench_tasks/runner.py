@@ -6,7 +6,8 @@ else that would reach standard output (MXNet, numpy) is redirected to standard e
 cannot corrupt the protocol. It exits at end of input. The sweep (``bench_tasks.sweep``)
 decides how many configurations one runner process gets and kills it at a time limit.
 
-A result is ``{"status": "ok", "samples": [...], ...timings}`` or
+A result is ``{"status": "ok", "samples": [...], "timed_batches": N, "stop_rule": ...,
+...phase seconds}`` or
 ``{"status": <oom|unsupported|batch_smaller_than_devices|error>, "error": "..."}``.
 """
 
@@ -93,14 +94,17 @@ def run_one(config: Config, session: _Session) -> dict[str, Any]:
             return {"status": "unsupported", "error": reason}
         symbol = session.symbol(config.network, config.dtype)
         shape = tuple(networks.image_shape(config.network))
-        common = {"warmup": config.warmup, "batches": config.batches, "repeats": config.repeats,
+        common = {"warmup": config.warmup, "policy": config.stop_policy,
                   "cache": session.cache, "cache_key": (config.network, config.dtype)}
         if config.mode == "score":
+            prepared_s = time.perf_counter() - started
             result = measure.score(symbol, shape, config.worker_batch, config.devices, **common)
         else:
             kvstore = session.kvstore(config.kvstore or "device")
+            prepared_s = time.perf_counter() - started
             result = measure.train(symbol, shape, config.worker_batch, config.devices,
-                                   kvstore=kvstore, dtype=config.dtype, **common)
+                                   kvstore=kvstore, dtype=config.dtype,
+                                   train_loop=config.train_loop or "official", **common)
     except Exception as exc:  # every failure must become a record
         text = f"{type(exc).__name__}: {exc}"
         status = classify_failure(text)
@@ -112,9 +116,12 @@ def run_one(config: Config, session: _Session) -> dict[str, Any]:
         "samples": result.images_per_sec,
         "num_workers": result.num_workers,
         "worker_batch": result.worker_batch,
-        "setup_s": result.setup_s,
+        # the symbol (built once per process) and the kvstore count as setup too
+        "setup_s": prepared_s + result.setup_s,
         "warmup_s": result.warmup_s,
         "timed_s": result.timed_s,
+        "timed_batches": result.timed_batches,
+        "stop_rule": result.stop_rule,
         "total_s": time.perf_counter() - started,
         "parameters": session.parameter_count(config.network),
     }

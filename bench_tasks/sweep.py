@@ -62,6 +62,7 @@ from typing import IO, Any
 
 from bench_tasks.configs import Config, ConfigError
 from bench_tasks.errors import classify_failure, summarize_error
+from bench_tasks.methodology import coefficient_of_variation
 from bench_tasks.record import RecordError, empty_record, validate_record
 from bench_tasks.sysinfo import SystemInfo
 
@@ -125,6 +126,7 @@ class Outcome:
     started_at: str = ""
     finished_at: str = ""
     wall_s: float = 0.0
+    process_start_s: float = 0.0  # starting the measuring process, when this configuration did
 
 
 def _dmlc_num_workers() -> int:
@@ -134,15 +136,20 @@ def _dmlc_num_workers() -> int:
         return 1
 
 
+def _seconds(value: Any, extra: float = 0.0) -> float | None:
+    return None if value is None else round(float(value) + extra, 6)
+
+
 def build_record(config: Config, outcome: Outcome, info: SystemInfo, run_id: str,
                  image_shape: str) -> dict[str, Any]:
     """The validated record of one configuration."""
     result = outcome.result or {}
     workers = int(result.get("num_workers") or (_dmlc_num_workers() if config.distributed else 1))
     worker_batch = config.worker_batch
-    samples = [float(s) for s in result.get("samples", [])] if outcome.status == "ok" else []
+    ok = outcome.status == "ok"
+    samples = [float(s) for s in result.get("samples", [])] if ok else []
     median = statistics.median(samples) if samples else None
-    cv = (statistics.stdev(samples) / statistics.mean(samples)) if len(samples) >= 2 else None
+    cv = coefficient_of_variation(samples)
     per_device = worker_batch // len(config.devices) if worker_batch % len(config.devices) == 0 else None
     record = empty_record(
         run_id=run_id,
@@ -161,8 +168,18 @@ def build_record(config: Config, outcome: Outcome, info: SystemInfo, run_id: str
         scaling=config.scaling,
         parameters=result.get("parameters"),
         warmup_batches=config.warmup,
-        timed_batches=config.batches,
-        repeats=config.repeats,
+        # what was actually timed; a configuration that did not run timed nothing
+        timed_batches=int(result["timed_batches"]) if ok else 0,
+        repeats=len(samples) if ok else config.repeats,
+        methodology=config.methodology,
+        min_time_s=config.min_time_s,
+        target_cv=config.target_cv,
+        max_repeats=config.max_repeats,
+        stop_rule=result.get("stop_rule") if ok else None,
+        train_loop=config.train_loop,
+        setup_seconds=_seconds(result.get("setup_s"), outcome.process_start_s) if ok else None,
+        warmup_seconds=_seconds(result.get("warmup_s")) if ok else None,
+        timed_seconds=_seconds(result.get("timed_s")) if ok else None,
         images_per_sec=median,
         images_per_sec_samples=samples,
         per_worker_images_per_sec=[median] if (config.distributed and median is not None) else [],
@@ -237,6 +254,8 @@ class RunnerProcess:
         os.set_blocking(self.process.stdout.fileno(), False)
         self._selector.register(self.process.stdout, selectors.EVENT_READ)
         self.hello: dict[str, Any] | None = None
+        self.spawned_at = time.monotonic()
+        self.start_s: float | None = None  # spawn → ready: interpreter, mxnet import, build details
 
     def _read_line(self, deadline: float) -> dict[str, Any]:
         assert self.process.stdout is not None
@@ -275,6 +294,7 @@ class RunnerProcess:
             if event.get("event") != "ready":
                 raise RunnerGone(f"unexpected first line from the measuring process: {event!r}")
             self.hello = event
+            self.start_s = time.monotonic() - self.spawned_at
         return self.hello
 
     def run(self, config: Config, deadline: float) -> dict[str, Any]:
@@ -375,8 +395,12 @@ class Sweep:
         start = time.monotonic()
         deadline = start + config.timeout_s
         decided = None
+        process_start_s = 0.0
         try:
             runner = self._runner_for(config)
+            if runner.hello is None:  # this configuration waits for the process to start
+                runner.wait_ready(deadline)
+                process_start_s = runner.start_s or 0.0
             hello = runner.wait_ready(deadline)
             if not self.info.mxnet_details_known:
                 self.info.add_mxnet_details(hello["mxnet"])
@@ -403,6 +427,7 @@ class Sweep:
                 self._drop_runner(graceful=True)
         outcome.started_at, outcome.finished_at = started_at, now_iso()
         outcome.wall_s = time.monotonic() - start
+        outcome.process_start_s = process_start_s
         return outcome
 
     def run(self) -> list[dict[str, Any]]:
