@@ -121,6 +121,11 @@ class Config:
         # different cell (one sweep may measure the same cell under two methodologies)
         if self.methodology != "official":
             parts.append(self.methodology)
+        if self.methodology == "custom":  # its values tell custom cells apart
+            if self.min_time_s is not None:
+                parts.append(f"t{self.min_time_s:g}s")
+            if self.target_cv is not None:
+                parts.append(f"cv{self.target_cv * 100:g}pct{self.max_repeats}")
         if self.train_loop not in (None, "official"):
             parts.append(self.train_loop)
         return "-".join(parts)

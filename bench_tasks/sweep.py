@@ -169,7 +169,7 @@ def build_record(config: Config, outcome: Outcome, info: SystemInfo, run_id: str
         parameters=result.get("parameters"),
         warmup_batches=config.warmup,
         # what was actually timed; a configuration that did not run timed nothing
-        timed_batches=int(result["timed_batches"]) if ok else 0,
+        timed_batches=int(result.get("timed_batches", 0)) if ok else 0,
         repeats=len(samples) if ok else config.repeats,
         methodology=config.methodology,
         min_time_s=config.min_time_s,
