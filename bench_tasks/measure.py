@@ -8,7 +8,7 @@ batch / elapsed. The clock is read once around the timed batches, as there.
 
 Training follows ``train_imagenet.py --benchmark 1`` (``common/fit.py`` and its
 ``SyntheticDataIter``): one synthetic batch (uniform(-1, 1) data, random labels) reused for
-every step, ``Xavier(rnd_type='gaussian', factor_type='in', magnitude=2)``, SGD with
+every step, fit.py's default initializer (:func:`train_initializer`), SGD with
 learning rate 0.1, momentum 0.9, weight decay 1e-4 (multi-precision for float16), and a
 kvstore object passed to the module, as ``fit`` does, so updates go through it even on one
 device. A step is what ``Module.fit``'s loop does per batch (``train_loop="official"``, the
@@ -47,6 +47,20 @@ from bench_tasks.methodology import StopPolicy
 
 SCORE_INITIALIZER = {"magnitude": 2.0}
 TRAIN_INITIALIZER = {"rnd_type": "gaussian", "factor_type": "in", "magnitude": 2.0}
+
+
+def train_initializer(network: str) -> mx.init.Initializer:
+    """fit.py's default initializer (``--initializer default``) for ``network``.
+
+    ``Normal()`` for AlexNet ("will not converge using Xavier"), ``Xavier()`` for VGG, the
+    gaussian Xavier otherwise: the values do not change the arithmetic, but the parity
+    comparison (scripts/compare_training.py) should not have to argue that they do not.
+    """
+    if network == "alexnet":
+        return mx.init.Normal()
+    if "vgg" in network:
+        return mx.init.Xavier()
+    return mx.init.Xavier(**TRAIN_INITIALIZER)
 SGD_PARAMS = {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.0001}
 
 
@@ -171,7 +185,7 @@ def create_kvstore(kvstore: str) -> mx.kvstore.KVStore:
 def train(symbol: mx.sym.Symbol, image_shape: tuple[int, int, int], batch_size: int,
           devices: tuple[str, ...], *, kvstore: mx.kvstore.KVStore, dtype: str, warmup: int,
           policy: StopPolicy, train_loop: str = "official", cache: ParamCache | None = None,
-          cache_key: tuple[str, ...] = ()) -> Measurement:
+          cache_key: tuple[str, ...] = (), initializer: mx.init.Initializer | None = None) -> Measurement:
     """Training throughput (train_imagenet.py --benchmark 1) of ``symbol``.
 
     ``batch_size`` is this process's batch over all of ``devices``; with a dist kvstore each
@@ -183,7 +197,8 @@ def train(symbol: mx.sym.Symbol, image_shape: tuple[int, int, int], batch_size: 
     data_shape = (batch_size, *image_shape)
     module.bind(data_shapes=[mx.io.DataDesc("data", data_shape, np.float32)],
                 label_shapes=[mx.io.DataDesc("softmax_label", (batch_size,), np.float32)])
-    (cache or ParamCache()).init(module, ("train", *cache_key), mx.init.Xavier(**TRAIN_INITIALIZER))
+    (cache or ParamCache()).init(module, ("train", *cache_key),
+                                 initializer or mx.init.Xavier(**TRAIN_INITIALIZER))
     optimizer_params = dict(SGD_PARAMS)
     if dtype == "float16":
         optimizer_params["multi_precision"] = True

@@ -104,7 +104,8 @@ def run_one(config: Config, session: _Session) -> dict[str, Any]:
             prepared_s = time.perf_counter() - started
             result = measure.train(symbol, shape, config.worker_batch, config.devices,
                                    kvstore=kvstore, dtype=config.dtype,
-                                   train_loop=config.train_loop or "official", **common)
+                                   train_loop=config.train_loop or "official",
+                                   initializer=measure.train_initializer(config.network), **common)
     except Exception as exc:  # every failure must become a record
         text = f"{type(exc).__name__}: {exc}"
         status = classify_failure(text)
