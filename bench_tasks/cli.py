@@ -121,9 +121,9 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", default="-", help="JSON Lines file to append to; - = stdout")
     parser.add_argument("--run-id", type=_run_id, help="id shared by every record (default: generated)")
     parser.add_argument("--timeout", type=_seconds, help="time limit per configuration, seconds")
-    parser.add_argument("--isolation", choices=("network", "config"), default="network",
-                        help="one measuring process per network series (restarted after any "
-                             "failure) or per configuration")
+    parser.add_argument("--isolation", choices=("mode", "network", "config"), default="mode",
+                        help="one measuring process per mode and dtype across networks (default), per "
+                             "network series, or per configuration; restarted after any failure")
 
 
 def _add_matrix_flags(parser: argparse.ArgumentParser, *, mode: str | None, required: bool) -> None:

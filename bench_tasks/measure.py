@@ -102,6 +102,9 @@ class ParamCache:
     def __init__(self) -> None:
         self._params: dict[tuple[str, ...], tuple[dict, dict]] = {}
 
+    def clear(self) -> None:
+        self._params.clear()
+
     def init(self, module: mx.mod.Module, key: tuple[str, ...], initializer: mx.init.Initializer) -> None:
         cached = self._params.get(key)
         if cached is None:

@@ -6,6 +6,11 @@ else that would reach standard output (MXNet, numpy) is redirected to standard e
 cannot corrupt the protocol. It exits at end of input. The sweep (``bench_tasks.sweep``)
 decides how many configurations one runner process gets and kills it at a time limit.
 
+Fault injection (tests only): with ``BENCH_TASKS_FAULT_OOM_AFTER=N`` in its environment, a
+runner that has already run N configurations answers the next one with MXNet's CPU
+out-of-memory text, standing in for memory left behind by earlier configurations (which
+the sweep must not believe; see ``bench_tasks.sweep``).
+
 A result is ``{"status": "ok", "samples": [...], "timed_batches": N, "stop_rule": ...,
 ...phase seconds}`` or
 ``{"status": <oom|unsupported|batch_smaller_than_devices|error>, "error": "..."}``.
@@ -38,6 +43,28 @@ class _Session:
         self.symbols: dict[tuple[str, str], Any] = {}
         self.kvstores: dict[str, Any] = {}
         self.parameter_counts: dict[str, int | None] = {}
+        self.network: tuple[str, str] | None = None
+        self.configurations = 0
+
+    def switch_to(self, network: str, dtype: str, devices: tuple[str, ...]) -> None:
+        """Before a configuration: when the network changes (``--isolation mode``), drop the
+        previous network's symbol and initial parameters and give GPU memory back, so the
+        next network binds in a process as clean as a fresh one (short of the import)."""
+        key = (network, dtype)
+        if self.network is not None and self.network != key:
+            import gc
+
+            import mxnet as mx
+
+            self.symbols.clear()
+            self.cache.clear()
+            gc.collect()
+            mx.nd.waitall()
+            for device in devices:
+                if device.startswith("gpu:"):
+                    # MXNet's pool keeps freed blocks; empty_cache returns them to the driver
+                    mx.gpu(int(device.split(":")[1])).empty_cache()
+        self.network = key
 
     def symbol(self, network: str, dtype: str) -> Any:
         from bench_tasks import networks
@@ -88,10 +115,15 @@ def run_one(config: Config, session: _Session) -> dict[str, Any]:
     from bench_tasks import measure, networks
 
     started = time.perf_counter()
+    session.configurations += 1
     try:
+        fault_after = os.environ.get("BENCH_TASKS_FAULT_OOM_AFTER")
+        if fault_after and session.configurations > int(fault_after):
+            raise RuntimeError("MXNetError: Failed to allocate CPU Memory (injected fault)")
         reason = unsupported_here(config)
         if reason:
             return {"status": "unsupported", "error": reason}
+        session.switch_to(config.network, config.dtype, config.devices)
         symbol = session.symbol(config.network, config.dtype)
         shape = tuple(networks.image_shape(config.network))
         common = {"warmup": config.warmup, "policy": config.stop_policy,

@@ -290,3 +290,47 @@ def test_a_fleet_profile_chooses_the_methodology_of_its_sweeps() -> None:
         with pytest.raises(ValidationError) as caught:
             fleet.parse_profile("bad", {**PROFILE, "methodology": bad})
         assert "methodology" in str(caught.value) and "official, robust" in str(caught.value)
+
+
+# -- isolation: one process per mode, and no false out-of-memory records ------------------------------
+def new_processes(stderr: str) -> int:
+    """Progress lines of configurations that started a measuring process."""
+    return sum(1 for line in stderr.splitlines() if line.startswith("[") and ", new process " in line)
+
+
+def test_mode_isolation_shares_one_process_across_networks(tmp_path: Path) -> None:
+    output = tmp_path / "out.jsonl"
+    args = ["-m", "bench_tasks", "sweep", "--modes", "score", "--networks", "alexnet,googlenet",
+            "--batch-sizes", "1,2", "--warmup", "0", "--batches", "1", "--repeats", "1"]
+    shared = run_bench_python([*args, "--output", str(output)], timeout=300)  # the default: mode
+    assert shared.returncode == 0, shared.stderr
+    records = read_records(output)
+    assert [(r["network"], r["batch_size"], r["status"]) for r in records] == [
+        ("alexnet", 1, "ok"), ("alexnet", 2, "ok"), ("googlenet", 1, "ok"), ("googlenet", 2, "ok")]
+    assert new_processes(shared.stderr) == 1
+    # the first configuration of each network drew its parameters (the cache was dropped)
+    assert records[0]["parameters"] != records[2]["parameters"]
+    per_network = run_bench_python([*args, "--isolation", "network", "--output", str(tmp_path / "n.jsonl")],
+                                   timeout=300)
+    assert per_network.returncode == 0 and new_processes(per_network.stderr) == 2
+
+
+def test_an_out_of_memory_error_in_a_reused_process_is_checked_in_a_fresh_one(tmp_path: Path) -> None:
+    """The injected fault stands in for memory an earlier configuration left behind: every
+    runner fails its second configuration and later ones, never its first."""
+    output = tmp_path / "out.jsonl"
+    result = run_bench_python(["-m", "bench_tasks", "score", "--networks", "alexnet",
+                               "--batch-sizes", "1,2,4", "--warmup", "0", "--batches", "1", "--repeats", "1",
+                               "--output", str(output)],
+                              env={"BENCH_TASKS_FAULT_OOM_AFTER": "1"}, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert [r["status"] for r in read_records(output)] == ["ok", "ok", "ok"]
+    assert new_processes(result.stderr) == 3  # the retries ran in fresh processes
+    # a process that fails its very first configuration is believed: no retry, an oom record
+    first = run_bench_python(["-m", "bench_tasks", "score", "--networks", "alexnet", "--batch-sizes", "1",
+                              "--warmup", "0", "--batches", "1", "--repeats", "1", "--output", "-"],
+                             env={"BENCH_TASKS_FAULT_OOM_AFTER": "0"}, timeout=300)
+    (line,) = first.stdout.splitlines()
+    record = validate_record(json.loads(line))
+    assert record["status"] == "oom" and "injected fault" in record["error"]
+    assert new_processes(first.stderr) == 1  # one process, no second attempt
