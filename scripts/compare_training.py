@@ -18,14 +18,18 @@ times (``warmup`` batches, wait, ``batches`` timed batches, wait).
 
 Our side: ``python -m bench_tasks train --warmup W --batches K --repeats 1`` in a fresh
 process (``--train-loop official``, the default, and optionally ``unsynchronised`` as a third
-side). Pairs are interleaved, alternating which side goes first, so load that drifts on this
-shared host falls on both; the figure that matters is the median of the per-pair ratios.
+side). ``--mode inprocess`` alternates ``Module.fit`` and ``bench_tasks.measure.train`` (each
+on a fresh module) inside one process instead, which removes process start-up and
+scheduling noise on a busy host. Pairs are interleaved, alternating which side goes first,
+so load that drifts on this shared host falls on both; the figure that matters is the
+median of the per-pair ratios.
 
 From the repository root (CPU):
 
     .venv-bench/bin/python scripts/compare_training.py                       # alexnet b8, resnet-50 b2
     .venv-bench/bin/python scripts/compare_training.py --pairs alexnet:16 --rounds 10
     .venv-bench/bin/python scripts/compare_training.py --loops official,unsynchronised
+    .venv-bench/bin/python scripts/compare_training.py --mode inprocess --rounds 12
 """
 
 from __future__ import annotations
@@ -127,10 +131,30 @@ def run_ours(network: str, batch: int, warmup: int, batches: int, loop: str) -> 
     return record["images_per_sec"]
 
 
+def ours_inprocess(network: str, batch: int, warmup: int, batches: int, loop: str) -> float:
+    """Our training loop in this process, on a fresh module, as the runner calls it."""
+    sys.path.insert(0, str(REPO))
+    from bench_tasks import measure, networks
+    from bench_tasks.methodology import StopPolicy
+
+    result = measure.train(networks.get_symbol(network), networks.image_shape(network), batch, ("cpu:0",),
+                           kvstore=measure.create_kvstore("device"), dtype="float32", warmup=warmup,
+                           policy=StopPolicy(batches=batches, repeats=1), train_loop=loop,
+                           initializer=measure.train_initializer(network))
+    return result.images_per_sec[0]
+
+
 def compare(network: str, batch: int, args: argparse.Namespace) -> dict:
-    sides = {"fit": lambda: run_fit(network, batch, args.warmup, args.batches)}
-    for loop in args.loops.split(","):
-        sides[f"ours_{loop}"] = (lambda loop=loop: run_ours(network, batch, args.warmup, args.batches, loop))
+    if args.mode == "inprocess":
+        sides = {"fit": lambda: fit_side(network, batch, args.warmup, args.batches)}
+        for loop in args.loops.split(","):
+            sides[f"ours_{loop}"] = (lambda loop=loop: ours_inprocess(network, batch, args.warmup,
+                                                                      args.batches, loop))
+    else:
+        sides = {"fit": lambda: run_fit(network, batch, args.warmup, args.batches)}
+        for loop in args.loops.split(","):
+            sides[f"ours_{loop}"] = (lambda loop=loop: run_ours(network, batch, args.warmup, args.batches,
+                                                                loop))
     names = list(sides)
     figures: dict[str, list[float]] = {name: [] for name in names}
     for round_index in range(args.rounds):
@@ -167,13 +191,17 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=10, help="timed batches per side and pair")
     parser.add_argument("--loops", default="official", help="our training loops to compare: "
                         "official and/or unsynchronised")
+    parser.add_argument("--mode", choices=("process", "inprocess"), default="process",
+                        help="process: each side in a fresh process (as users run them); inprocess: "
+                             "both loops alternating in this process, without process start-up noise")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     print(f"load before: {os.getloadavg()}", file=sys.stderr)
     results = [compare(network, int(batch), args)
                for network, batch in (pair.rsplit(":", 1) for pair in args.pairs.split(","))]
     print(f"load after: {os.getloadavg()}", file=sys.stderr)
-    print(f"{args.rounds} interleaved pairs, {args.warmup} warm-up + {args.batches} timed batches per side; "
+    print(f"mode {args.mode}, {args.rounds} interleaved pairs, {args.warmup} warm-up + {args.batches} "
+          "timed batches per side; "
           "ours vs fit: median of per-pair differences [middle half; min..max]")
     for r in results:
         line = f"{r['network']:<10} b{r['batch_size']:<3} fit {r['fit_median']:8.3f} img/s"
