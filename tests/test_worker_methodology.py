@@ -334,3 +334,19 @@ def test_an_out_of_memory_error_in_a_reused_process_is_checked_in_a_fresh_one(tm
     record = validate_record(json.loads(line))
     assert record["status"] == "oom" and "injected fault" in record["error"]
     assert new_processes(first.stderr) == 1  # one process, no second attempt
+
+
+def test_mode_isolation_orders_configurations_so_each_process_is_started_once() -> None:
+    """Mixed dtypes: a (mode, dtype) process is not interrupted by the other dtype."""
+    from bench_tasks.configs import expand_matrix
+    from bench_tasks.sweep import RecordWriter, Sweep
+    from bench_tasks.sysinfo import SystemInfo
+
+    configs = expand_matrix({"modes": ["score"], "networks": ["alexnet", "googlenet"], "batch_sizes": [1],
+                             "dtypes": ["float32", "float16"], "devices": ["gpu:0"]})
+    order = {isolation: [(c.network, c.dtype) for c in Sweep(
+        configs, info=SystemInfo("h", None, None), run_id="r", writer=RecordWriter("/dev/null"),
+        isolation=isolation, image_shape_of=str).configs] for isolation in ("mode", "network")}
+    assert order["mode"] == [("alexnet", "float32"), ("googlenet", "float32"),
+                             ("alexnet", "float16"), ("googlenet", "float16")]
+    assert order["network"] == [(c.network, c.dtype) for c in configs]  # as given
