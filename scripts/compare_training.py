@@ -30,6 +30,7 @@ From the repository root (CPU):
     .venv-bench/bin/python scripts/compare_training.py --pairs alexnet:16 --rounds 10
     .venv-bench/bin/python scripts/compare_training.py --loops official,unsynchronised
     .venv-bench/bin/python scripts/compare_training.py --mode inprocess --rounds 12
+    .venv-bench/bin/python scripts/compare_training.py --statistic median-batch --batches 20
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def fit_side(network: str, batch: int, warmup: int, batches: int) -> float:
-    """Images/s of MXNet's Module.fit over the timed window (runs in this process)."""
+def fit_side(network: str, batch: int, warmup: int, batches: int, per_batch: bool = False) -> float:
+    """Images/s of MXNet's Module.fit over the timed window (runs in this process); with
+    ``per_batch`` the median over the timed batches, each ended by waiting for all work."""
     sys.path.insert(0, str(REPO))
     import mxnet as mx
     import numpy as np
@@ -89,7 +91,7 @@ def fit_side(network: str, batch: int, warmup: int, batches: int) -> float:
     clock: dict[int, float] = {}
 
     def window(params: mx.model.BatchEndParam) -> None:
-        if params.nbatch in (warmup - 1, warmup + batches - 1):
+        if params.nbatch in (warmup - 1, warmup + batches - 1) or (per_batch and params.nbatch >= warmup):
             mx.nd.waitall()
             clock[params.nbatch] = time.perf_counter()
 
@@ -108,21 +110,27 @@ def fit_side(network: str, batch: int, warmup: int, batches: int) -> float:
     start = clock.get(warmup - 1)
     if warmup == 0 or start is None:
         raise SystemExit("--warmup must be >= 1 (the window starts at the end of the last warm-up batch)")
+    if per_batch:
+        ends = [clock[n] for n in range(warmup - 1, warmup + batches)]
+        return statistics.median(batch / (b - a) for a, b in zip(ends[:-1], ends[1:], strict=True))
     return batches * batch / (clock[warmup + batches - 1] - start)
 
 
-def run_fit(network: str, batch: int, warmup: int, batches: int) -> float:
-    out = subprocess.run([sys.executable, __file__, "_fit", network, str(batch), str(warmup), str(batches)],
-                         cwd=REPO, capture_output=True, text=True, check=True)
+def run_fit(network: str, batch: int, warmup: int, batches: int, per_batch: bool) -> float:
+    out = subprocess.run([sys.executable, __file__, "_fit", network, str(batch), str(warmup), str(batches),
+                          str(int(per_batch))], cwd=REPO, capture_output=True, text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def run_ours(network: str, batch: int, warmup: int, batches: int, loop: str) -> float:
+def run_ours(network: str, batch: int, warmup: int, batches: int, loop: str, per_batch: bool) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         output = Path(tmp) / "r.jsonl"
         subprocess.run([sys.executable, "-m", "bench_tasks", "train", "--networks", network,
                         "--batch-sizes", str(batch), "--devices", "cpu", "--kvstore", "device",
-                        "--warmup", str(warmup), "--batches", str(batches), "--repeats", "1",
+                        "--warmup", str(warmup),
+                        # per batch: one-batch repeats, whose median is the record's images/s
+                        *(["--batches", "1", "--repeats", str(batches)] if per_batch
+                          else ["--batches", str(batches), "--repeats", "1"]),
                         "--train-loop", loop, "--output", str(output)],
                        cwd=REPO, capture_output=True, text=True, check=True)
         record = json.loads(output.read_text().splitlines()[0])
@@ -131,7 +139,7 @@ def run_ours(network: str, batch: int, warmup: int, batches: int, loop: str) -> 
     return record["images_per_sec"]
 
 
-def ours_inprocess(network: str, batch: int, warmup: int, batches: int, loop: str) -> float:
+def ours_inprocess(network: str, batch: int, warmup: int, batches: int, loop: str, per_batch: bool) -> float:
     """Our training loop in this process, on a fresh module, as the runner calls it."""
     sys.path.insert(0, str(REPO))
     from bench_tasks import measure, networks
@@ -139,22 +147,24 @@ def ours_inprocess(network: str, batch: int, warmup: int, batches: int, loop: st
 
     result = measure.train(networks.get_symbol(network), networks.image_shape(network), batch, ("cpu:0",),
                            kvstore=measure.create_kvstore("device"), dtype="float32", warmup=warmup,
-                           policy=StopPolicy(batches=batches, repeats=1), train_loop=loop,
+                           policy=StopPolicy(batches=1, repeats=batches) if per_batch
+                           else StopPolicy(batches=batches, repeats=1), train_loop=loop,
                            initializer=measure.train_initializer(network))
-    return result.images_per_sec[0]
+    return statistics.median(result.images_per_sec)
 
 
 def compare(network: str, batch: int, args: argparse.Namespace) -> dict:
+    per_batch = args.statistic == "median-batch"
     if args.mode == "inprocess":
-        sides = {"fit": lambda: fit_side(network, batch, args.warmup, args.batches)}
+        sides = {"fit": lambda: fit_side(network, batch, args.warmup, args.batches, per_batch)}
         for loop in args.loops.split(","):
             sides[f"ours_{loop}"] = (lambda loop=loop: ours_inprocess(network, batch, args.warmup,
-                                                                      args.batches, loop))
+                                                                      args.batches, loop, per_batch))
     else:
-        sides = {"fit": lambda: run_fit(network, batch, args.warmup, args.batches)}
+        sides = {"fit": lambda: run_fit(network, batch, args.warmup, args.batches, per_batch)}
         for loop in args.loops.split(","):
             sides[f"ours_{loop}"] = (lambda loop=loop: run_ours(network, batch, args.warmup, args.batches,
-                                                                loop))
+                                                                loop, per_batch))
     names = list(sides)
     figures: dict[str, list[float]] = {name: [] for name in names}
     for round_index in range(args.rounds):
@@ -179,9 +189,9 @@ def compare(network: str, batch: int, args: argparse.Namespace) -> dict:
 
 
 def main() -> None:
-    if len(sys.argv) == 6 and sys.argv[1] == "_fit":
-        network, batch, warmup, batches = sys.argv[2], *map(int, sys.argv[3:])
-        print(fit_side(network, batch, warmup, batches), flush=True)
+    if len(sys.argv) == 7 and sys.argv[1] == "_fit":
+        network, batch, warmup, batches, per_batch = sys.argv[2], *map(int, sys.argv[3:])
+        print(fit_side(network, batch, warmup, batches, bool(per_batch)), flush=True)
         return
     parser = argparse.ArgumentParser(description="our train vs MXNet's Module.fit (train_imagenet.py "
                                                  "--benchmark 1) on the CPU, interleaved pairs")
@@ -194,14 +204,18 @@ def main() -> None:
     parser.add_argument("--mode", choices=("process", "inprocess"), default="process",
                         help="process: each side in a fresh process (as users run them); inprocess: "
                              "both loops alternating in this process, without process start-up noise")
+    parser.add_argument("--statistic", choices=("window", "median-batch"), default="window",
+                        help="window: images/s over the timed batches (what the worker records); "
+                             "median-batch: each timed batch ended by waiting for all work, the median "
+                             "of their images/s (robust to load spikes of a busy host)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     print(f"load before: {os.getloadavg()}", file=sys.stderr)
     results = [compare(network, int(batch), args)
                for network, batch in (pair.rsplit(":", 1) for pair in args.pairs.split(","))]
     print(f"load after: {os.getloadavg()}", file=sys.stderr)
-    print(f"mode {args.mode}, {args.rounds} interleaved pairs, {args.warmup} warm-up + {args.batches} "
-          "timed batches per side; "
+    print(f"mode {args.mode}, statistic {args.statistic}, {args.rounds} interleaved pairs, "
+          f"{args.warmup} warm-up + {args.batches} timed batches per side; "
           "ours vs fit: median of per-pair differences [middle half; min..max]")
     for r in results:
         line = f"{r['network']:<10} b{r['batch_size']:<3} fit {r['fit_median']:8.3f} img/s"
