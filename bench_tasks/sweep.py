@@ -147,7 +147,8 @@ def _dmlc_num_workers() -> int:
 
 
 def _seconds(value: Any, extra: float = 0.0) -> float | None:
-    return None if value is None else round(float(value) + extra, 6)
+    # not rounded: timed_seconds is checked against repeats × min_time_s
+    return None if value is None else float(value) + extra
 
 
 def build_record(config: Config, outcome: Outcome, info: SystemInfo, run_id: str,
