@@ -25,7 +25,7 @@ from typing import Any
 from bench_tasks.record import RecordError, validate_record
 
 _SHARED = ("run_id", "config_id", "mode", "network", "dtype", "batch_size", "gpu_count", "num_nodes",
-           "kvstore", "repeats", "timed_batches")
+           "kvstore", "repeats", "timed_batches", "methodology", "train_loop")
 
 
 def merge_worker_records(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -48,6 +48,7 @@ def merge_worker_records(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             status=worst["status"] if failed else "error",
             error=worst["error"] if failed else f"{len(records)} worker records for {expected} workers",
             images_per_sec=None, images_per_sec_samples=[], per_worker_images_per_sec=[], cv=None,
+            stop_rule=None, warmup_seconds=None, timed_seconds=None,
         )
         return validate_record(merged)
     per_worker = [float(r["images_per_sec"]) for r in records]

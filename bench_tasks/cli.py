@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -29,7 +30,23 @@ from bench_tasks.configs import (
     unique,
     validate_run_id,
 )
-from bench_tasks.constants import DTYPES, KVSTORES, MODES, NETWORKS, SCALING_KINDS
+from bench_tasks.constants import (
+    DTYPES,
+    KVSTORES,
+    MAX_BATCH_SIZE,
+    MAX_CONFIG_TIMEOUT_S,
+    MAX_MIN_TIME_S,
+    MAX_REPEATS,
+    MAX_TARGET_CV_PCT,
+    MAX_TIMED_BATCHES,
+    MAX_WARMUP_BATCHES,
+    METHODOLOGIES,
+    MIN_TARGET_CV_PCT,
+    MODES,
+    NETWORKS,
+    SCALING_KINDS,
+    TRAIN_LOOPS,
+)
 
 EXIT_USAGE = 2
 DMLC_WORKER_VARIABLES = ("DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT", "DMLC_NUM_SERVER",
@@ -52,9 +69,9 @@ def _batch_sizes(text: str) -> list[int]:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
         values = []
-    if not values or any(v <= 0 for v in values):
+    if not values or any(not 1 <= v <= MAX_BATCH_SIZE for v in values):
         raise argparse.ArgumentTypeError(
-            f"{text!r}: expected positive integers separated by commas, e.g. 1,2,4")
+            f"{text!r}: expected positive integers up to {MAX_BATCH_SIZE} separated by commas, e.g. 1,2,4")
     return values
 
 
@@ -66,26 +83,31 @@ def _device_list(text: str) -> str:
     return text
 
 
-def _non_negative(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 0")
-    return int(text)
+def _int_in(minimum: int, maximum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        # isascii: str.isdigit accepts digits int() reads differently ("²"), and no sign or space
+        if not (text.isascii() and text.isdigit()) or not minimum <= int(text) <= maximum:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected an integer in [{minimum}, {maximum}]")
+        return int(text)
+    return parse
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 1")
-    return int(text)
+def _number_in(minimum: float, maximum: float, unit: str, *,
+               open_below: bool = True) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        low_ok = value > minimum if open_below else value >= minimum
+        if not (low_ok and value <= maximum):  # also refuses nan and inf
+            low = "(" if open_below else "["
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {unit} in {low}{minimum:g}, {maximum:g}]")
+        return value
+    return parse
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of seconds > 0")
-    return value
+_seconds = _number_in(0, MAX_CONFIG_TIMEOUT_S, "a number of seconds")
 
 
 def _run_id(text: str) -> str:
@@ -99,9 +121,9 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", default="-", help="JSON Lines file to append to; - = stdout")
     parser.add_argument("--run-id", type=_run_id, help="id shared by every record (default: generated)")
     parser.add_argument("--timeout", type=_seconds, help="time limit per configuration, seconds")
-    parser.add_argument("--isolation", choices=("network", "config"), default="network",
-                        help="one measuring process per network series (restarted after any "
-                             "failure) or per configuration")
+    parser.add_argument("--isolation", choices=("mode", "network", "config"), default="mode",
+                        help="one measuring process per mode and dtype across networks (default), per "
+                             "network series, or per configuration; restarted after any failure")
 
 
 def _add_matrix_flags(parser: argparse.ArgumentParser, *, mode: str | None, required: bool) -> None:
@@ -116,14 +138,31 @@ def _add_matrix_flags(parser: argparse.ArgumentParser, *, mode: str | None, requ
                              "several lists); default cpu")
     parser.add_argument("--dtypes", "--dtype", dest="dtypes", type=_list_of(DTYPES),
                         help=f"comma list of {', '.join(DTYPES)}; default float32")
-    parser.add_argument("--warmup", type=_non_negative, help="untimed warm-up batches (default 5)")
-    parser.add_argument("--batches", type=_positive, help="timed batches per repeat (default 10)")
-    parser.add_argument("--repeats", type=_positive, help="timed repeats; median and CV (default 3)")
+    parser.add_argument("--warmup", type=_int_in(0, MAX_WARMUP_BATCHES),
+                        help="untimed warm-up batches (default 5)")
+    parser.add_argument("--batches", type=_int_in(1, MAX_TIMED_BATCHES),
+                        help="timed batches per repeat (default 10; with --min-time the minimum)")
+    parser.add_argument("--repeats", type=_int_in(1, MAX_REPEATS),
+                        help="timed repeats; median and CV (default 3; with --target-cv the minimum)")
+    parser.add_argument("--methodology", choices=METHODOLOGIES,
+                        help="official (default: fixed batch counts, MXNet's harness), robust (min "
+                             "time 2 s, target CV 3 %%, max 10 repeats) or custom (the values below)")
+    parser.add_argument("--min-time", dest="min_time_s", type=_number_in(0, MAX_MIN_TIME_S, "seconds"),
+                        help="custom: keep timing each repeat until at least this many seconds")
+    parser.add_argument("--target-cv", dest="target_cv_pct",
+                        type=_number_in(MIN_TARGET_CV_PCT, MAX_TARGET_CV_PCT, "a percentage",
+                                        open_below=False),
+                        help="custom: add repeats until the coefficient of variation is under PCT %%")
+    parser.add_argument("--max-repeats", type=_int_in(2, MAX_REPEATS),
+                        help="custom, with --target-cv: at most this many repeats (default 10)")
     parser.add_argument("--scaling", choices=SCALING_KINDS,
                         help="weak: batch sizes are per device; strong: global batch held")
     if mode != "score":
         parser.add_argument("--kvstore", choices=KVSTORES,
                             help="kvstore for training (default device); dist_* need DMLC_* variables")
+        parser.add_argument("--train-loop", choices=TRAIN_LOOPS,
+                            help="official (default: accuracy metric updated every batch, as "
+                                 "train_imagenet.py) or unsynchronised (no metric)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -151,7 +190,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 _MATRIX_FLAG_KEYS = {"networks": "networks", "batch_sizes": "batch_sizes", "dtypes": "dtypes",
                      "devices": "devices", "kvstore": "kvstore", "scaling": "scaling",
-                     "warmup": "warmup", "batches": "batches", "repeats": "repeats"}
+                     "warmup": "warmup", "batches": "batches", "repeats": "repeats",
+                     "methodology": "methodology", "min_time_s": "min_time_s",
+                     "target_cv_pct": "target_cv_pct", "max_repeats": "max_repeats",
+                     "train_loop": "train_loop"}
+#: The flag of each matrix key, so an error found in the matrix names what the user typed.
+_FLAG_OF_KEY = {"min_time_s": "--min-time", "target_cv_pct": "--target-cv", "timeout_s": "--timeout",
+                **{key: f"--{key.replace('_', '-')}" for key in _MATRIX_FLAG_KEYS.values()
+                   if key not in ("min_time_s", "target_cv_pct")}}
+
+
+def _expand_flags(args: argparse.Namespace, modes: list[str]) -> list[Config]:
+    try:
+        return unique(expand_matrix(_matrix_from_flags(args, modes), "flags"))
+    except ConfigError as exc:
+        key = exc.where.removeprefix("flags.")
+        raise ConfigError(_FLAG_OF_KEY.get(key, exc.where), exc.message) from None
 
 
 def _matrix_from_flags(args: argparse.Namespace, modes: list[str]) -> dict[str, Any]:
@@ -168,8 +222,8 @@ def _matrix_from_flags(args: argparse.Namespace, modes: list[str]) -> dict[str, 
 def configurations(args: argparse.Namespace) -> tuple[list[Config], str | None]:
     """The configurations a score/train/sweep command asks for, and the file's run id."""
     if args.command in MODES:
-        return unique(expand_matrix(_matrix_from_flags(args, [args.command]), "flags")), None
-    flags_given = [f"--{k.replace('_', '-')}" for k in ("modes", *_MATRIX_FLAG_KEYS)
+        return _expand_flags(args, [args.command]), None
+    flags_given = [_FLAG_OF_KEY.get(k, f"--{k}") for k in ("modes", *_MATRIX_FLAG_KEYS)
                    if getattr(args, k, None) is not None]
     if args.config:
         if flags_given:
@@ -181,7 +235,7 @@ def configurations(args: argparse.Namespace) -> tuple[list[Config], str | None]:
         return configs, spec.run_id
     if args.modes is None or args.networks is None or args.batch_sizes is None:
         raise ConfigError("--config", "give a sweep file, or --modes, --networks and --batch-sizes")
-    return unique(expand_matrix(_matrix_from_flags(args, args.modes), "flags")), None
+    return _expand_flags(args, args.modes), None
 
 
 def check_distributed(configs: list[Config]) -> None:

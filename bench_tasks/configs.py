@@ -33,10 +33,18 @@ from bench_tasks.constants import (
     DEFAULT_WARMUP_BATCHES,
     DTYPES,
     KVSTORES,
+    MAX_BATCH_SIZE,
+    MAX_CONFIG_TIMEOUT_S,
+    MAX_REPEATS,
+    MAX_TIMED_BATCHES,
+    MAX_WARMUP_BATCHES,
+    METHODOLOGIES,
     MODES,
     NETWORKS,
     SCALING_KINDS,
+    TRAIN_LOOPS,
 )
+from bench_tasks.methodology import MethodologyError, StopPolicy, resolve
 
 DIST_KVSTORES: tuple[str, ...] = tuple(k for k in KVSTORES if k.startswith("dist"))
 DEFAULT_TRAIN_KVSTORE = "device"
@@ -47,6 +55,7 @@ DEVICE_FORMS = "cpu, gpu, cpu:N or gpu:N, comma-separated (e.g. gpu:0,gpu:1)"
 MATRIX_KEYS: tuple[str, ...] = (
     "modes", "networks", "batch_sizes", "dtypes", "devices", "kvstore", "scaling",
     "warmup", "batches", "repeats", "timeout_s",
+    "methodology", "min_time_s", "target_cv_pct", "max_repeats", "train_loop",
 )
 TOP_LEVEL_KEYS: tuple[str, ...] = ("run_id", "matrix", *MATRIX_KEYS)
 
@@ -75,6 +84,17 @@ class Config:
     batches: int = DEFAULT_TIMED_BATCHES
     repeats: int = DEFAULT_REPEATS
     timeout_s: float = DEFAULT_CONFIG_TIMEOUT_S
+    methodology: str = "official"
+    min_time_s: float | None = None
+    target_cv: float | None = None  # a fraction (0.03 = 3 %), as the record's cv
+    max_repeats: int | None = None
+    train_loop: str | None = None  # training only: official (default) | unsynchronised
+
+    @property
+    def stop_policy(self) -> StopPolicy:
+        """The stopping values the measuring loop follows (bench_tasks.methodology)."""
+        return StopPolicy(self.methodology, self.batches, self.repeats, self.min_time_s,
+                          self.target_cv, self.max_repeats)
 
     @property
     def device_kind(self) -> str:
@@ -95,10 +115,20 @@ class Config:
     def config_id(self) -> str:
         """Stable, readable id of the cell; the same on every worker of a multi-node run."""
         devices = "+".join(d.replace(":", "") for d in self.devices)
-        return "-".join((
-            self.mode, self.network, self.dtype, f"b{self.batch_size}", devices,
-            self.kvstore or "nokv", self.scaling or "single",
-        ))
+        parts = [self.mode, self.network, self.dtype, f"b{self.batch_size}", devices,
+                 self.kvstore or "nokv", self.scaling or "single"]
+        # official / the official training loop keep the ids of schema 1; anything else is a
+        # different cell (one sweep may measure the same cell under two methodologies)
+        if self.methodology != "official":
+            parts.append(self.methodology)
+        if self.methodology == "custom":  # its values tell custom cells apart
+            if self.min_time_s is not None:
+                parts.append(f"t{self.min_time_s:g}s")
+            if self.target_cv is not None:
+                parts.append(f"cv{self.target_cv * 100:g}pct{self.max_repeats}")
+        if self.train_loop not in (None, "official"):
+            parts.append(self.train_loop)
+        return "-".join(parts)
 
     @property
     def group_key(self) -> tuple[str, str, str]:
@@ -141,15 +171,15 @@ def _choice(value: Any, allowed: Sequence[str], where: str) -> str:
     return value
 
 
-def _positive_int(value: Any, where: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(where, f"{value!r} must be an integer >= {minimum}")
+def _bounded_int(value: Any, where: str, minimum: int, maximum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise ConfigError(where, f"{value!r} must be an integer in [{minimum}, {maximum}]")
     return value
 
 
-def _positive_number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ConfigError(where, f"{value!r} must be a number > 0 (seconds)")
+def _seconds(value: Any, where: str, maximum: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= maximum:
+        raise ConfigError(where, f"{value!r} must be a number of seconds in (0, {maximum:g}]")
     return float(value)
 
 
@@ -182,29 +212,51 @@ def expand_matrix(matrix: Mapping[str, Any], where: str = "matrix") -> list[Conf
     if not isinstance(batches_listed, list) or not batches_listed:
         raise ConfigError(f"{where}.batch_sizes", f"expected a non-empty list of integers >= 1, "
                           f"got {batches_listed!r}")
-    batch_sizes = [_positive_int(b, f"{where}.batch_sizes") for b in batches_listed]
+    batch_sizes = [_bounded_int(b, f"{where}.batch_sizes", 1, MAX_BATCH_SIZE) for b in batches_listed]
     kvstore = matrix.get("kvstore")
     if kvstore is not None:
         _choice(kvstore, KVSTORES, f"{where}.kvstore")
     scaling = matrix.get("scaling")
     if scaling is not None:
         _choice(scaling, SCALING_KINDS, f"{where}.scaling")
+    train_loop = matrix.get("train_loop")
+    if train_loop is not None:
+        _choice(train_loop, TRAIN_LOOPS, f"{where}.train_loop")
     common = {
-        "warmup": _positive_int(matrix.get("warmup", DEFAULT_WARMUP_BATCHES), f"{where}.warmup", 0),
-        "batches": _positive_int(matrix.get("batches", DEFAULT_TIMED_BATCHES), f"{where}.batches"),
-        "repeats": _positive_int(matrix.get("repeats", DEFAULT_REPEATS), f"{where}.repeats"),
-        "timeout_s": _positive_number(matrix.get("timeout_s", DEFAULT_CONFIG_TIMEOUT_S),
-                                      f"{where}.timeout_s"),
+        "warmup": _bounded_int(matrix.get("warmup", DEFAULT_WARMUP_BATCHES), f"{where}.warmup",
+                               0, MAX_WARMUP_BATCHES),
+        "batches": _bounded_int(matrix.get("batches", DEFAULT_TIMED_BATCHES), f"{where}.batches",
+                                1, MAX_TIMED_BATCHES),
+        "repeats": _bounded_int(matrix.get("repeats", DEFAULT_REPEATS), f"{where}.repeats", 1, MAX_REPEATS),
+        "timeout_s": _seconds(matrix.get("timeout_s", DEFAULT_CONFIG_TIMEOUT_S), f"{where}.timeout_s",
+                              MAX_CONFIG_TIMEOUT_S),
     }
+    methodology = matrix.get("methodology")
+    if methodology is not None:
+        _choice(methodology, METHODOLOGIES, f"{where}.methodology")
+    try:
+        policy = resolve(methodology, batches=common["batches"], repeats=common["repeats"],
+                         min_time_s=matrix.get("min_time_s"), target_cv_pct=matrix.get("target_cv_pct"),
+                         max_repeats=matrix.get("max_repeats"))
+    except MethodologyError as exc:
+        raise ConfigError(f"{where}.{exc.key}", exc.message) from None
+    if kvstore in DIST_KVSTORES and policy.methodology != "official":
+        # dist_sync steps are synchronous: workers stopping by their own clocks would hang
+        raise ConfigError(f"{where}.methodology", f"{policy.methodology} with kvstore {kvstore}: every "
+                          "worker must time the same batches; allowed: official")
+    stopping = {"methodology": policy.methodology, "min_time_s": policy.min_time_s,
+                "target_cv": policy.target_cv, "max_repeats": policy.max_repeats}
     configs = []
     for mode in modes:
         mode_kvstore = (kvstore or DEFAULT_TRAIN_KVSTORE) if mode == "train" else None
+        mode_loop = (train_loop or "official") if mode == "train" else None
         for network in networks:
             for dtype in dtypes:
                 for devices in device_lists:
                     for batch in batch_sizes:
                         configs.append(Config(mode, network, dtype, batch, devices,
-                                              mode_kvstore, scaling, **common))
+                                              mode_kvstore, scaling, **common, **stopping,
+                                              train_loop=mode_loop))
     return configs
 
 

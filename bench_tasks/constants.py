@@ -22,6 +22,18 @@ DEVICE_KINDS: tuple[str, ...] = ("gpu", "cpu")
 KVSTORES: tuple[str, ...] = ("device", "local", "nccl", "dist_sync", "dist_device_sync")
 SCALING_KINDS: tuple[str, ...] = ("weak", "strong")
 
+#: How a configuration decides when to stop timing (``bench_tasks.methodology``):
+#: official = MXNet's harness (fixed warm-up and timed batch counts), robust = a minimum timed
+#: duration per repeat and repeats until the spread is small, custom = other stopping values.
+METHODOLOGIES: tuple[str, ...] = ("official", "robust", "custom")
+#: What ended a measured configuration: fixed_batches (a fixed number of batches and repeats),
+#: min_time (fixed repeats, each run until its minimum duration), target_cv_met (the
+#: coefficient of variation fell under the target), max_repeats (the repeat limit came first).
+STOP_RULES: tuple[str, ...] = ("fixed_batches", "min_time", "target_cv_met", "max_repeats")
+#: The training step: official = Module.fit's (accuracy metric updated every batch, as
+#: train_imagenet.py does), unsynchronised = no metric (only the step's outputs waited for).
+TRAIN_LOOPS: tuple[str, ...] = ("official", "unsynchronised")
+
 #: What happened to a configuration. Every configuration gets exactly one record.
 STATUSES: tuple[str, ...] = (
     "ok",
@@ -41,3 +53,15 @@ DEFAULT_WARMUP_BATCHES = 5
 DEFAULT_TIMED_BATCHES = 10
 DEFAULT_REPEATS = 3
 DEFAULT_CONFIG_TIMEOUT_S = 900
+
+#: Bounds of what a configuration may ask for, checked before anything runs. Beyond them a
+#: value is a typo or an attack (a batch of 2**70 does not fit the lake's int64), not a plan.
+#: The same limits as the fleet file's (gpucompare.validation), so what a fleet allows runs.
+MAX_BATCH_SIZE = 4096  # per listed batch (per device with weak scaling)
+MAX_WARMUP_BATCHES = 1000
+MAX_TIMED_BATCHES = 100_000
+MAX_REPEATS = 100
+MAX_MIN_TIME_S = 3_600.0
+MIN_TARGET_CV_PCT = 0.1
+MAX_TARGET_CV_PCT = 100.0
+MAX_CONFIG_TIMEOUT_S = 24 * 3600.0

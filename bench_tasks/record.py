@@ -21,13 +21,21 @@ from bench_tasks.constants import (
     DEVICE_KINDS,
     DTYPES,
     KVSTORES,
+    MAX_MIN_TIME_S,
+    MAX_REPEATS,
+    METHODOLOGIES,
     MODES,
     NETWORKS,
     SCALING_KINDS,
     STATUSES,
+    STOP_RULES,
+    TRAIN_LOOPS,
 )
+from bench_tasks.methodology import ROBUST_MAX_REPEATS, ROBUST_MIN_TIME_S, ROBUST_TARGET_CV
 
-SCHEMA_VERSION = 1
+#: 2: timed_batches counts every timed batch of all repeats (1: per repeat); methodology,
+#: stopping values and rule, training loop and phase times added.
+SCHEMA_VERSION = 2
 
 _TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
 _DEVICE = re.compile(r"^(cpu|gpu):\d+$")
@@ -63,9 +71,28 @@ FIELDS: tuple[Field, ...] = (
     Field("scaling", "str", nullable=True, allowed=SCALING_KINDS,
           doc="weak = per-device batch held, strong = global batch held, null = not a series"),
     Field("parameters", "int", nullable=True, doc="trainable parameter count of the network"),
-    Field("warmup_batches", "int"),
-    Field("timed_batches", "int"),
-    Field("repeats", "int"),
+    Field("warmup_batches", "int", doc="untimed batches before the first repeat"),
+    Field("timed_batches", "int", doc="batches actually timed, summed over the repeats"),
+    Field("repeats", "int", doc="repeats actually timed (one images/s sample each)"),
+    Field("methodology", "str", nullable=True, allowed=METHODOLOGIES,
+          doc="official = fixed batch counts (MXNet's harness), robust = min time 2 s, CV under 3 %, "
+              "at most 10 repeats, custom = the stopping values recorded"),
+    Field("min_time_s", "float", nullable=True, doc="minimum seconds per repeat; null = fixed batches"),
+    Field("target_cv", "float", nullable=True,
+          doc="repeats were added until cv < this (a fraction, 0.03 = 3 %); null = fixed repeats"),
+    Field("max_repeats", "int", nullable=True, doc="repeat limit with a target cv; null otherwise"),
+    Field("stop_rule", "str", nullable=True, allowed=STOP_RULES,
+          doc="what ended the timing: fixed_batches, min_time, target_cv_met or max_repeats; "
+              "null unless ok"),
+    Field("train_loop", "str", nullable=True, allowed=TRAIN_LOOPS,
+          doc="training step: official = accuracy metric every batch (Module.fit), unsynchronised "
+              "= no metric; null for scoring"),
+    Field("setup_seconds", "float", nullable=True,
+          doc="before the warm-up: the measuring process's start (for the first configuration it "
+              "ran), symbol, bind, parameters, input; null unless ok"),
+    Field("warmup_seconds", "float", nullable=True, doc="the warm-up batches; null unless ok"),
+    Field("timed_seconds", "float", nullable=True,
+          doc="inside timed batches, summed over the repeats; null unless ok"),
     Field("images_per_sec", "float", nullable=True, doc="median of the repeats; null unless ok"),
     Field("images_per_sec_samples", "float_list", doc="one figure per repeat"),
     Field("per_worker_images_per_sec", "float_list",
@@ -181,6 +208,7 @@ def validate_record(record: Any) -> dict[str, Any]:
     if record["mode"] == "score" and record["kvstore"] is not None:
         raise RecordError("kvstore", "scoring uses no kvstore; must be null")
     _check_hostile(record)
+    _check_methodology(record)
     return record
 
 
@@ -237,6 +265,68 @@ def _check_hostile(record: dict[str, Any]) -> None:
     if finished < started:
         raise RecordError("finished_at",
                           f"{record['finished_at']} is before started_at {record['started_at']}")
+
+
+#: The robust methodology's values as the record stores them.
+_ROBUST = {"min_time_s": ROBUST_MIN_TIME_S, "target_cv": ROBUST_TARGET_CV, "max_repeats": ROBUST_MAX_REPEATS}
+
+
+def _check_methodology(record: dict[str, Any]) -> None:
+    """The rules between the stopping values, the stop rule, the samples and the phase times.
+
+    Records built outside the worker (hand-made, published) may leave these fields null; what
+    is given must agree.
+    """
+    methodology, stop_rule = record["methodology"], record["stop_rule"]
+    min_time, target_cv, max_repeats = record["min_time_s"], record["target_cv"], record["max_repeats"]
+    if min_time is not None and not 0 < min_time <= MAX_MIN_TIME_S:
+        raise RecordError("min_time_s", f"{min_time} is not in (0, {MAX_MIN_TIME_S:g}]")
+    if target_cv is not None and not 0 < target_cv <= 1:
+        raise RecordError("target_cv", f"{target_cv} is not a fraction in (0, 1]")
+    if (target_cv is None) != (max_repeats is None):
+        raise RecordError("max_repeats", "a target cv and a repeat limit go together")
+    if max_repeats is not None and not record["repeats"] <= max_repeats <= MAX_REPEATS:
+        raise RecordError("max_repeats", f"{max_repeats} must be in [repeats ({record['repeats']}), "
+                          f"{MAX_REPEATS}]")
+    if methodology == "official" and (min_time, target_cv) != (None, None):
+        raise RecordError("methodology", "official times fixed batch counts: min_time_s and target_cv "
+                          "must be null")
+    if methodology == "robust":
+        for name, value in _ROBUST.items():
+            if record[name] != value:
+                raise RecordError(name, f"robust means {name} = {value}, got {record[name]}")
+    if record["mode"] == "score" and record["train_loop"] is not None:
+        raise RecordError("train_loop", "scoring has no training loop; must be null")
+    for name in ("setup_seconds", "warmup_seconds", "timed_seconds"):
+        if record[name] is not None and record[name] < 0:
+            raise RecordError(name, f"must be >= 0, got {record[name]}")
+    if record["status"] != "ok":
+        for name in ("stop_rule", "warmup_seconds", "timed_seconds"):
+            if record[name] is not None:
+                raise RecordError(name, f"a {record['status']} record was not timed; must be null")
+        return
+    if stop_rule is None:
+        return
+    samples = record["images_per_sec_samples"]
+    if len(samples) != record["repeats"]:
+        raise RecordError("repeats", f"{record['repeats']} repeats but {len(samples)} samples")
+    if record["timed_batches"] < record["repeats"]:
+        raise RecordError("timed_batches", f"{record['timed_batches']} batches cannot make "
+                          f"{record['repeats']} repeats")
+    if record["timed_seconds"] is None or record["timed_seconds"] <= 0:
+        raise RecordError("timed_seconds", "a timed record needs its timed seconds > 0")
+    expected = {"fixed_batches": (False, False), "min_time": (True, False),
+                "target_cv_met": (None, True), "max_repeats": (None, True)}[stop_rule]
+    for name, wanted in zip(("min_time_s", "target_cv"), expected, strict=True):
+        if wanted is not None and (record[name] is not None) != wanted:
+            raise RecordError(name, f"stop_rule {stop_rule} {'needs' if wanted else 'excludes'} {name}")
+    if min_time is not None and record["timed_seconds"] < min_time * record["repeats"]:
+        raise RecordError("timed_seconds", f"{record['timed_seconds']} s is less than {record['repeats']} "
+                          f"repeats of at least {min_time} s")
+    if stop_rule == "target_cv_met" and (record["cv"] is None or record["cv"] >= target_cv):
+        raise RecordError("stop_rule", f"target_cv_met but cv {record['cv']} is not under {target_cv}")
+    if stop_rule == "max_repeats" and record["repeats"] != max_repeats:
+        raise RecordError("stop_rule", f"max_repeats but {record['repeats']} repeats of {max_repeats}")
 
 
 def empty_record(**values: Any) -> dict[str, Any]:

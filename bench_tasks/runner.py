@@ -6,7 +6,13 @@ else that would reach standard output (MXNet, numpy) is redirected to standard e
 cannot corrupt the protocol. It exits at end of input. The sweep (``bench_tasks.sweep``)
 decides how many configurations one runner process gets and kills it at a time limit.
 
-A result is ``{"status": "ok", "samples": [...], ...timings}`` or
+Fault injection (tests only): with ``BENCH_TASKS_FAULT_OOM_AFTER=N`` in its environment, a
+runner that has already run N configurations answers the next one with MXNet's CPU
+out-of-memory text, standing in for memory left behind by earlier configurations (which
+the sweep must not believe; see ``bench_tasks.sweep``).
+
+A result is ``{"status": "ok", "samples": [...], "timed_batches": N, "stop_rule": ...,
+...phase seconds}`` or
 ``{"status": <oom|unsupported|batch_smaller_than_devices|error>, "error": "..."}``.
 """
 
@@ -37,6 +43,28 @@ class _Session:
         self.symbols: dict[tuple[str, str], Any] = {}
         self.kvstores: dict[str, Any] = {}
         self.parameter_counts: dict[str, int | None] = {}
+        self.network: tuple[str, str] | None = None
+        self.configurations = 0
+
+    def switch_to(self, network: str, dtype: str, devices: tuple[str, ...]) -> None:
+        """Before a configuration: when the network changes (``--isolation mode``), drop the
+        previous network's symbol and initial parameters and give GPU memory back, so the
+        next network binds in a process as clean as a fresh one (short of the import)."""
+        key = (network, dtype)
+        if self.network is not None and self.network != key:
+            import gc
+
+            import mxnet as mx
+
+            self.symbols.clear()
+            self.cache.clear()
+            gc.collect()
+            mx.nd.waitall()
+            for device in devices:
+                if device.startswith("gpu:"):
+                    # MXNet's pool keeps freed blocks; empty_cache returns them to the driver
+                    mx.gpu(int(device.split(":")[1])).empty_cache()
+        self.network = key
 
     def symbol(self, network: str, dtype: str) -> Any:
         from bench_tasks import networks
@@ -87,20 +115,29 @@ def run_one(config: Config, session: _Session) -> dict[str, Any]:
     from bench_tasks import measure, networks
 
     started = time.perf_counter()
+    session.configurations += 1
     try:
+        fault_after = os.environ.get("BENCH_TASKS_FAULT_OOM_AFTER")
+        if fault_after and session.configurations > int(fault_after):
+            raise RuntimeError("MXNetError: Failed to allocate CPU Memory (injected fault)")
         reason = unsupported_here(config)
         if reason:
             return {"status": "unsupported", "error": reason}
+        session.switch_to(config.network, config.dtype, config.devices)
         symbol = session.symbol(config.network, config.dtype)
         shape = tuple(networks.image_shape(config.network))
-        common = {"warmup": config.warmup, "batches": config.batches, "repeats": config.repeats,
+        common = {"warmup": config.warmup, "policy": config.stop_policy,
                   "cache": session.cache, "cache_key": (config.network, config.dtype)}
         if config.mode == "score":
+            prepared_s = time.perf_counter() - started
             result = measure.score(symbol, shape, config.worker_batch, config.devices, **common)
         else:
             kvstore = session.kvstore(config.kvstore or "device")
+            prepared_s = time.perf_counter() - started
             result = measure.train(symbol, shape, config.worker_batch, config.devices,
-                                   kvstore=kvstore, dtype=config.dtype, **common)
+                                   kvstore=kvstore, dtype=config.dtype,
+                                   train_loop=config.train_loop or "official",
+                                   initializer=measure.train_initializer(config.network), **common)
     except Exception as exc:  # every failure must become a record
         text = f"{type(exc).__name__}: {exc}"
         status = classify_failure(text)
@@ -112,9 +149,12 @@ def run_one(config: Config, session: _Session) -> dict[str, Any]:
         "samples": result.images_per_sec,
         "num_workers": result.num_workers,
         "worker_batch": result.worker_batch,
-        "setup_s": result.setup_s,
+        # the symbol (built once per process) and the kvstore count as setup too
+        "setup_s": prepared_s + result.setup_s,
         "warmup_s": result.warmup_s,
         "timed_s": result.timed_s,
+        "timed_batches": result.timed_batches,
+        "stop_rule": result.stop_rule,
         "total_s": time.perf_counter() - started,
         "parameters": session.parameter_count(config.network),
     }

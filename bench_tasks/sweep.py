@@ -3,9 +3,14 @@
 Isolation. Measuring happens in separate runner processes (``bench_tasks.runner``), never
 in this one, so a crash, a hang or an out-of-memory error cannot spoil what follows: MXNet
 keeps GPU memory in its pool after an out-of-memory error (apache/mxnet#17126), and a
-process that hit one is not trusted again. Two policies (``--isolation``):
+process that hit one is not trusted again. Three policies (``--isolation``):
 
-* ``network`` (default): one runner per (mode, network, dtype) series, reused across its
+* ``mode`` (default): one runner per (mode, dtype), reused across networks too (the import
+  is paid once per mode); when the network changes the runner drops the previous network's
+  symbol and parameters and empties MXNet's GPU memory pool (``Context.empty_cache``).
+  Replaced after any failure. Measured here it raises the timed share of a 3 × 3 scoring
+  sweep from about 70 % (``network``) to 75 % or more.
+* ``network``: one runner per (mode, network, dtype) series, reused across its
   batch sizes and device lists, and replaced after *any* configuration that did not end
   ``ok``. The series shares the MXNet import (~1-2 s), the symbol and the initial parameter
   values (Xavier initialisation of VGG-16 alone takes seconds on a CPU); each configuration
@@ -13,7 +18,12 @@ process that hit one is not trusted again. Two policies (``--isolation``):
 * ``config``: a fresh runner per configuration (strictest, slower: the import and the
   parameter initialisation are paid every time).
 
-The sweep-efficiency benchmark (``scripts/bench_sweep_efficiency.py``) measures both.
+An out-of-memory error in a runner that had already measured something is not believed: the
+configuration runs again, once, in a fresh runner (with its full time limit), and that
+attempt decides the record, so memory left over by earlier configurations cannot turn a cell
+into a false ``oom``.
+
+The sweep-efficiency benchmark (``scripts/bench_sweep_efficiency.py``) measures the policies.
 
 Time limits. Each configuration has ``timeout_s`` from the moment it is handed to a runner
 (for a new runner: from its start, so a hung import counts too). At the limit the runner's
@@ -62,10 +72,11 @@ from typing import IO, Any
 
 from bench_tasks.configs import Config, ConfigError
 from bench_tasks.errors import classify_failure, summarize_error
+from bench_tasks.methodology import coefficient_of_variation
 from bench_tasks.record import RecordError, empty_record, validate_record
 from bench_tasks.sysinfo import SystemInfo
 
-ISOLATION_POLICIES: tuple[str, ...] = ("network", "config")
+ISOLATION_POLICIES: tuple[str, ...] = ("mode", "network", "config")
 STDERR_TAIL_BYTES = 16_384
 _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 
@@ -125,6 +136,7 @@ class Outcome:
     started_at: str = ""
     finished_at: str = ""
     wall_s: float = 0.0
+    process_start_s: float = 0.0  # starting the measuring process, when this configuration did
 
 
 def _dmlc_num_workers() -> int:
@@ -134,15 +146,21 @@ def _dmlc_num_workers() -> int:
         return 1
 
 
+def _seconds(value: Any, extra: float = 0.0) -> float | None:
+    # not rounded: timed_seconds is checked against repeats × min_time_s
+    return None if value is None else float(value) + extra
+
+
 def build_record(config: Config, outcome: Outcome, info: SystemInfo, run_id: str,
                  image_shape: str) -> dict[str, Any]:
     """The validated record of one configuration."""
     result = outcome.result or {}
     workers = int(result.get("num_workers") or (_dmlc_num_workers() if config.distributed else 1))
     worker_batch = config.worker_batch
-    samples = [float(s) for s in result.get("samples", [])] if outcome.status == "ok" else []
+    ok = outcome.status == "ok"
+    samples = [float(s) for s in result.get("samples", [])] if ok else []
     median = statistics.median(samples) if samples else None
-    cv = (statistics.stdev(samples) / statistics.mean(samples)) if len(samples) >= 2 else None
+    cv = coefficient_of_variation(samples)
     per_device = worker_batch // len(config.devices) if worker_batch % len(config.devices) == 0 else None
     record = empty_record(
         run_id=run_id,
@@ -161,8 +179,18 @@ def build_record(config: Config, outcome: Outcome, info: SystemInfo, run_id: str
         scaling=config.scaling,
         parameters=result.get("parameters"),
         warmup_batches=config.warmup,
-        timed_batches=config.batches,
-        repeats=config.repeats,
+        # what was actually timed; a configuration that did not run timed nothing
+        timed_batches=int(result.get("timed_batches", 0)) if ok else 0,
+        repeats=len(samples) if ok else config.repeats,
+        methodology=config.methodology,
+        min_time_s=config.min_time_s,
+        target_cv=config.target_cv,
+        max_repeats=config.max_repeats,
+        stop_rule=result.get("stop_rule") if ok else None,
+        train_loop=config.train_loop,
+        setup_seconds=_seconds(result.get("setup_s"), outcome.process_start_s) if ok else None,
+        warmup_seconds=_seconds(result.get("warmup_s")) if ok else None,
+        timed_seconds=_seconds(result.get("timed_s")) if ok else None,
         images_per_sec=median,
         images_per_sec_samples=samples,
         per_worker_images_per_sec=[median] if (config.distributed and median is not None) else [],
@@ -232,11 +260,14 @@ class RunnerProcess:
             env=env, start_new_session=True,
         )
         self._buffer = b""
+        self.measured = 0  # configurations this process has run
         self._selector = selectors.DefaultSelector()
         assert self.process.stdout is not None
         os.set_blocking(self.process.stdout.fileno(), False)
         self._selector.register(self.process.stdout, selectors.EVENT_READ)
         self.hello: dict[str, Any] | None = None
+        self.spawned_at = time.monotonic()
+        self.start_s: float | None = None  # spawn → ready: interpreter, mxnet import, build details
 
     def _read_line(self, deadline: float) -> dict[str, Any]:
         assert self.process.stdout is not None
@@ -275,6 +306,7 @@ class RunnerProcess:
             if event.get("event") != "ready":
                 raise RunnerGone(f"unexpected first line from the measuring process: {event!r}")
             self.hello = event
+            self.start_s = time.monotonic() - self.spawned_at
         return self.hello
 
     def run(self, config: Config, deadline: float) -> dict[str, Any]:
@@ -286,6 +318,7 @@ class RunnerProcess:
         except BrokenPipeError:
             self.process.wait()
             raise RunnerGone(self._death_text()) from None
+        self.measured += 1
         return self._read_line(deadline)
 
     def kill(self) -> None:
@@ -336,28 +369,37 @@ class Sweep:
     """Runs configurations one after another and writes a record for each."""
 
     def __init__(self, configs: Sequence[Config], *, info: SystemInfo, run_id: str,
-                 writer: RecordWriter, isolation: str = "network",
+                 writer: RecordWriter, isolation: str = "mode",
                  image_shape_of: Callable[[str], str],
                  progress: Callable[[str], None] | None = None) -> None:
         if isolation not in ISOLATION_POLICIES:
             raise ConfigError("--isolation", f"{isolation!r} is not one of {', '.join(ISOLATION_POLICIES)}")
-        self.configs = list(configs)
+        self.isolation = isolation
+        # configurations that can share a runner run one after another (stable otherwise)
+        first: dict[tuple[str, ...], int] = {}
+        for config in configs:
+            first.setdefault(self._process_key(config), len(first))
+        self.configs = sorted(configs, key=lambda c: first[self._process_key(c)])
         self.info = info
         self.run_id = run_id
         self.writer = writer
-        self.isolation = isolation
         self.image_shape_of = image_shape_of
         self.progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
         self._runner: RunnerProcess | None = None
-        self._runner_key: tuple[str, str, str] | None = None
+        self._runner_key: tuple[str, ...] | None = None
 
-    def _runner_for(self, config: Config) -> RunnerProcess:
-        reusable = (self.isolation == "network" and self._runner is not None
-                    and self._runner_key == config.group_key and self._runner.process.poll() is None)
+    def _process_key(self, config: Config) -> tuple[str, ...]:
+        """Configurations with equal keys may share a runner under this isolation policy."""
+        return (config.mode, config.dtype) if self.isolation == "mode" else config.group_key
+
+    def _runner_for(self, config: Config, fresh: bool = False) -> RunnerProcess:
+        key = self._process_key(config)
+        reusable = (not fresh and self.isolation != "config" and self._runner is not None
+                    and self._runner_key == key and self._runner.process.poll() is None)
         if not reusable:
             self._drop_runner(graceful=True)
             self._runner = RunnerProcess()
-            self._runner_key = config.group_key
+            self._runner_key = key
         assert self._runner is not None
         return self._runner
 
@@ -373,10 +415,26 @@ class Sweep:
     def _execute(self, config: Config) -> Outcome:
         started_at = now_iso()
         start = time.monotonic()
-        deadline = start + config.timeout_s
+        outcome, reused = self._attempt(config, fresh=False)
+        if outcome.status == "oom" and reused:
+            # maybe memory left by earlier configurations: a fresh process decides
+            outcome, _ = self._attempt(config, fresh=True)
+        outcome.started_at, outcome.finished_at = started_at, now_iso()
+        outcome.wall_s = time.monotonic() - start
+        return outcome
+
+    def _attempt(self, config: Config, fresh: bool) -> tuple[Outcome, bool]:
+        """One try at ``config``; also whether the runner had measured something before."""
+        deadline = time.monotonic() + config.timeout_s
         decided = None
+        process_start_s = 0.0
+        reused = False
         try:
-            runner = self._runner_for(config)
+            runner = self._runner_for(config, fresh)
+            reused = runner.measured > 0
+            if runner.hello is None:  # this configuration waits for the process to start
+                runner.wait_ready(deadline)
+                process_start_s = runner.start_s or 0.0
             hello = runner.wait_ready(deadline)
             if not self.info.mxnet_details_known:
                 self.info.add_mxnet_details(hello["mxnet"])
@@ -401,9 +459,8 @@ class Sweep:
                 self._drop_runner(graceful=False)
             elif self.isolation == "config":
                 self._drop_runner(graceful=True)
-        outcome.started_at, outcome.finished_at = started_at, now_iso()
-        outcome.wall_s = time.monotonic() - start
-        return outcome
+        outcome.process_start_s = process_start_s
+        return outcome, reused
 
     def run(self) -> list[dict[str, Any]]:
         """Run every configuration; return the records written (in order)."""
@@ -451,12 +508,16 @@ class Sweep:
                               (("setup", "setup_s"), ("warm-up", "warmup_s"), ("timed", "timed_s"))
                               if key in result)
             what = f"ok {record['images_per_sec']:.2f} img/s{cv} [{split}]"
+            if record["stop_rule"] != "fixed_batches":
+                what += (f" {record['repeats']} repeats, {record['timed_batches']} batches: "
+                         f"{record['stop_rule']}")
         else:
             first_line = (record["error"] or "").splitlines()[0][:120]
             what = f"{record['status']}: {first_line}"
         left = max(0, to_run - ran)
         eta = _format_duration(ran_s / ran * left) if ran else "?"
-        return (f"[{index + 1}/{total}] {_describe(config)}: {what} ({outcome.wall_s:.1f} s) | "
+        started = f", new process {outcome.process_start_s:.1f} s" if outcome.process_start_s else ""
+        return (f"[{index + 1}/{total}] {_describe(config)}: {what} ({outcome.wall_s:.1f} s{started}) | "
                 f"elapsed {_format_duration(time.monotonic() - sweep_start)}, ETA {eta}")
 
 

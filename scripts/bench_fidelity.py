@@ -72,6 +72,7 @@ def inprocess_runners() -> tuple:
     from benchmark_score_loop import score as reference_score
 
     from bench_tasks import measure, networks
+    from bench_tasks.methodology import StopPolicy
 
     def reference(network: str, batch: int, batches: int) -> float:
         return reference_score(network, mx.cpu(), batch, batches)
@@ -79,7 +80,7 @@ def inprocess_runners() -> tuple:
     def ours(network: str, batch: int, batches: int) -> float:
         symbol = networks.get_symbol(network)
         result = measure.score(symbol, networks.image_shape(network), batch, ("cpu:0",),
-                               warmup=5, batches=batches, repeats=1)
+                               warmup=5, policy=StopPolicy(batches=batches, repeats=1))
         return result.images_per_sec[0]
 
     return reference, ours

@@ -8,11 +8,12 @@ network, ``config``: one per configuration), and reports
 * wall: from starting ``python -m bench_tasks sweep`` to its exit (everything: interpreter
   and MXNet start-up, sysinfo, runner processes, symbol construction, binding, parameter
   initialisation, warm-up, timed batches, writing records);
-* timed: the seconds inside timed batches, recovered from each record exactly
-  (images/s = timed batches × batch / elapsed, so elapsed = timed batches × batch / images/s,
-  summed over the repeats);
-* warm-up (estimate): warm-up batches × batch / median images/s;
-* overhead: the rest.
+* timed: the seconds inside timed batches (the records' ``timed_seconds``);
+* warm-up: the records' ``warmup_seconds``;
+* setup: the records' ``setup_seconds`` (starting the measuring process, for the first
+  configuration of each, then symbol, bind, parameters and input);
+* between: the rest (sweep start, the sweep's environment capture, ending runner
+  processes, writing records: wall minus the configurations' own seconds).
 
 From the repository root:
 
@@ -29,17 +30,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def timed_seconds(record: dict) -> float:
-    return sum(record["timed_batches"] * record["batch_size"] / s for s in record["images_per_sec_samples"])
-
-
-def warmup_seconds(record: dict) -> float:
-    return record["warmup_batches"] * record["batch_size"] / record["images_per_sec"]
 
 
 def run_sweep(args: argparse.Namespace, isolation: str) -> dict:
@@ -48,7 +42,8 @@ def run_sweep(args: argparse.Namespace, isolation: str) -> dict:
         command = [sys.executable, "-m", "bench_tasks", "sweep", "--modes", "score",
                    "--networks", args.networks, "--batch-sizes", args.batch_sizes, "--devices", "cpu",
                    "--warmup", str(args.warmup), "--batches", str(args.batches),
-                   "--repeats", str(args.repeats), "--isolation", isolation, "--output", str(output)]
+                   "--repeats", str(args.repeats), "--isolation", isolation, "--output", str(output),
+                   "--methodology", args.methodology]
         start = time.perf_counter()
         subprocess.run(command, cwd=REPO, check=True, stderr=sys.stderr)
         wall = time.perf_counter() - start
@@ -56,12 +51,18 @@ def run_sweep(args: argparse.Namespace, isolation: str) -> dict:
     bad = [r for r in records if r["status"] != "ok"]
     if bad:
         raise RuntimeError(f"{len(bad)} configurations failed: {bad[0]['config_id']}: {bad[0]['error']}")
-    timed = sum(timed_seconds(r) for r in records)
-    warm = sum(warmup_seconds(r) for r in records)
-    return {"isolation": isolation, "configurations": len(records), "wall_s": wall, "timed_s": timed,
-            "warmup_s_estimate": warm, "overhead_s": wall - timed - warm, "timed_share": timed / wall,
+    timed = sum(r["timed_seconds"] for r in records)
+    warm = sum(r["warmup_seconds"] for r in records)
+    setup = sum(r["setup_seconds"] for r in records)
+    inside = sum((datetime.fromisoformat(r["finished_at"]) - datetime.fromisoformat(r["started_at"]))
+                 .total_seconds() for r in records)
+    return {"isolation": isolation, "methodology": args.methodology, "configurations": len(records),
+            "wall_s": wall, "timed_s": timed, "warmup_s": warm, "setup_s": setup,
+            "other_in_configs_s": inside - timed - warm - setup, "between_s": wall - inside,
+            "timed_share": timed / wall,
             "per_config": [{"config_id": r["config_id"], "images_per_sec": r["images_per_sec"],
-                            "cv": r["cv"], "timed_s": timed_seconds(r)} for r in records]}
+                            "cv": r["cv"], "setup_s": r["setup_seconds"], "warmup_s": r["warmup_seconds"],
+                            "timed_s": r["timed_seconds"]} for r in records]}
 
 
 def main() -> None:
@@ -72,16 +73,18 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--isolation", default="network,config", help="policies to measure")
+    parser.add_argument("--methodology", default="official", choices=("official", "robust"))
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     print(f"load before: {os.getloadavg()}", file=sys.stderr)
     results = [run_sweep(args, policy) for policy in args.isolation.split(",")]
     print(f"load after: {os.getloadavg()}", file=sys.stderr)
-    print(f"{'isolation':<10}{'configs':>8}{'wall s':>9}{'timed s':>9}{'warm-up s':>11}{'overhead s':>12}"
-          f"{'timed share':>13}")
+    print(f"{'isolation':<10}{'configs':>8}{'wall s':>9}{'timed s':>9}{'warm-up s':>11}{'setup s':>9}"
+          f"{'other s':>9}{'between s':>11}{'timed share':>13}")
     for r in results:
         print(f"{r['isolation']:<10}{r['configurations']:>8}{r['wall_s']:>9.1f}{r['timed_s']:>9.1f}"
-              f"{r['warmup_s_estimate']:>11.1f}{r['overhead_s']:>12.1f}{r['timed_share'] * 100:>12.1f}%")
+              f"{r['warmup_s']:>11.1f}{r['setup_s']:>9.1f}{r['other_in_configs_s']:>9.1f}"
+              f"{r['between_s']:>11.1f}{r['timed_share'] * 100:>12.1f}%")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

@@ -61,8 +61,15 @@ def test_build_decisions(cfg: Config, info: SystemInfo, expected: str | None, ne
     assert needle in (decided[1] if decided else "")
 
 
+def timings(timed_batches: int) -> dict:
+    """What a runner reports besides its samples (bench_tasks.runner.run_one)."""
+    return {"timed_batches": timed_batches, "stop_rule": "fixed_batches", "setup_s": 2.0,
+            "warmup_s": 0.5, "timed_s": 1.0}
+
+
 def test_gpu_record_carries_the_gpus_used_and_the_build() -> None:
-    outcome = Outcome("ok", result={"samples": [400.0, 410.0, 390.0], "parameters": 25_549_486},
+    outcome = Outcome("ok", result={"samples": [400.0, 410.0, 390.0], "parameters": 25_549_486,
+                                    **timings(timed_batches=30)},
                       started_at="2026-11-30T01:00:00+00:00", finished_at="2026-11-30T01:00:30+00:00")
     record = build_record(config(), outcome, CUDA_BUILD, "run-1", "3,224,224")
     assert (record["images_per_sec"], record["gpu_count"], record["per_device_batch"]) == (400.0, 2, 4)
@@ -70,10 +77,12 @@ def test_gpu_record_carries_the_gpus_used_and_the_build() -> None:
     assert (record["cuda_version"], record["cudnn_version"], record["driver_version"]) == (
         "11.2", "8.1.1", "418.87.00")
     assert record["cv"] == pytest.approx(0.025)
+    assert (record["timed_batches"], record["repeats"], record["stop_rule"]) == (30, 3, "fixed_batches")
+    assert (record["setup_seconds"], record["warmup_seconds"], record["timed_seconds"]) == (2.0, 0.5, 1.0)
 
 
 def test_multi_node_worker_record_describes_the_whole_run() -> None:
-    outcome = Outcome("ok", result={"samples": [100.0], "num_workers": 4},
+    outcome = Outcome("ok", result={"samples": [100.0], "num_workers": 4, **timings(timed_batches=10)},
                       started_at="2026-11-30T01:00:00+00:00", finished_at="2026-11-30T01:00:30+00:00")
     weak = config(kvstore="dist_device_sync", batch_size=32, scaling="weak",
                   devices=("gpu:0", "gpu:1", "gpu:2", "gpu:3"))

@@ -37,7 +37,10 @@ def test_score_records_for_networks_and_batch_sizes(tmp_path: Path) -> None:
         assert record["run_id"] == "score-test" and record["mode"] == "score"
         assert record["kvstore"] is None and record["devices"] == ["cpu:0"]
         assert record["per_device_batch"] == record["batch_size"] and record["gpu_count"] == 1
-        assert (record["warmup_batches"], record["timed_batches"], record["repeats"]) == (1, 1, 2)
+        # timed_batches counts every timed batch: 2 repeats of 1
+        assert (record["warmup_batches"], record["timed_batches"], record["repeats"]) == (1, 2, 2)
+        assert (record["methodology"], record["stop_rule"]) == ("official", "fixed_batches")
+        assert abs(record["timed_seconds"] - timed_seconds(record)) < 1e-5
         samples = record["images_per_sec_samples"]
         assert len(samples) == 2 and record["images_per_sec"] == statistics.median(samples)
         assert record["cv"] == statistics.stdev(samples) / statistics.mean(samples)
@@ -75,13 +78,14 @@ def test_score_and_train_loops_directly_on_a_tiny_network() -> None:
     code = """
 import json, mxnet as mx
 from bench_tasks import measure
+from bench_tasks.methodology import StopPolicy
 data = mx.sym.Variable('data')
 net = mx.sym.FullyConnected(mx.sym.flatten(mx.sym.Convolution(data, num_filter=4, kernel=(3, 3))),
                             num_hidden=10)
 sym = mx.sym.SoftmaxOutput(net, name='softmax')
-s = measure.score(sym, (3, 8, 8), 4, ('cpu:0',), warmup=2, batches=3, repeats=4)
+s = measure.score(sym, (3, 8, 8), 4, ('cpu:0',), warmup=2, policy=StopPolicy(batches=3, repeats=4))
 t = measure.train(sym, (3, 8, 8), 4, ('cpu:0', 'cpu:1'), kvstore=measure.create_kvstore('local'),
-                  dtype='float32', warmup=1, batches=2, repeats=2)
+                  dtype='float32', warmup=1, policy=StopPolicy(batches=2, repeats=2))
 print(json.dumps({'score': s.images_per_sec, 'score_timed': s.timed_s, 'train': t.images_per_sec,
                   'train_timed': t.timed_s, 'workers': t.num_workers}))
 """

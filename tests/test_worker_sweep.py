@@ -39,7 +39,7 @@ matrix:
   - modes: [score]
     networks: [alexnet]
     batch_sizes: [1]
-    batches: 1000000
+    batches: 100000
     timeout_s: 8
   - modes: [score]
     networks: [alexnet]
@@ -106,7 +106,7 @@ def test_a_crashed_measuring_process_gives_an_error_record_and_a_fresh_one_runs_
     sweep_file = tmp_path / "sweep.yaml"
     sweep_file.write_text(
         "warmup: 0\nrepeats: 1\nmatrix:\n"
-        "  - {modes: [score], networks: [alexnet], batch_sizes: [1], batches: 1000000}\n"
+        "  - {modes: [score], networks: [alexnet], batch_sizes: [1], batches: 100000}\n"
         "  - {modes: [score], networks: [alexnet], batch_sizes: [2], batches: 1}\n")
     worker = start_worker(["sweep", "--config", str(sweep_file), "--output", str(output)])
     try:
@@ -128,7 +128,7 @@ def test_a_killed_sweep_keeps_the_records_it_wrote_and_leaves_no_runner(tmp_path
     sweep_file.write_text(
         "warmup: 0\nrepeats: 1\nmatrix:\n"
         "  - {modes: [score], networks: [alexnet], batch_sizes: [1], batches: 1}\n"
-        "  - {modes: [score], networks: [alexnet], batch_sizes: [2], batches: 1000000}\n")
+        "  - {modes: [score], networks: [alexnet], batch_sizes: [2], batches: 100000}\n")
     worker = start_worker(["sweep", "--config", str(sweep_file), "--output", str(output)])
     try:
         wait_for(lambda: output.exists() and output.read_text().count("\n") == 1, timeout=120)

@@ -48,9 +48,11 @@ def wait_for(predicate, timeout: float, interval: float = 0.2) -> Any:
 
 
 def timed_seconds(record: dict[str, Any]) -> float:
-    """Seconds inside timed batches, from the record alone: batches × batch / images/s."""
+    """Seconds inside timed batches recovered from the samples: batches × batch / images/s per
+    repeat (fixed batch counts: ``timed_batches`` is the total over the repeats)."""
     per_worker_batch = record["batch_size"] // record["num_nodes"]
-    return sum(record["timed_batches"] * per_worker_batch / s for s in record["images_per_sec_samples"])
+    per_repeat = record["timed_batches"] / record["repeats"]
+    return sum(per_repeat * per_worker_batch / s for s in record["images_per_sec_samples"])
 
 
 __all__ = ["REPO_ROOT", "children_of", "is_alive", "read_records", "start_worker", "timed_seconds",

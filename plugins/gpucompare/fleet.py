@@ -47,7 +47,10 @@ TOP_LEVEL_KEYS = ("schedule", "max_instances", "defaults", "profiles", "targets"
 TARGET_KEYS = ("name", "kind", "provider", "instance_type", "region", "market", "gpu_count",
                "options", "profile", "enabled")
 PROFILE_KEYS = ("description", "networks", "batch_sizes", "modes", "dtypes", "devices", "warmup",
-                "batches", "repeats", "timeout_s", "score", "train")
+                "batches", "repeats", "timeout_s", "score", "train", "methodology")
+#: A profile's methodology (bench_tasks.methodology): the named rules only, so each night's
+#: figures say which one they follow.
+PROFILE_METHODOLOGIES = ("official", "robust")
 #: What a profile may set for one mode only (e.g. fewer networks for training).
 MODE_OVERRIDE_KEYS = ("networks", "batch_sizes", "dtypes", "devices", "kvstore", "scaling")
 
@@ -90,6 +93,7 @@ class SweepProfile:
     timeout_s: int = 900
     per_mode: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     description: str = ""
+    methodology: str = "official"
 
 
 @dataclass(frozen=True)
@@ -338,6 +342,8 @@ def parse_profile(name: Any, body: Any) -> SweepProfile:
                                        maximum=validation.MAX_TIMEOUT_S),
         per_mode=per_mode,
         description=str(body.get("description", "")),
+        methodology=validation.check_choice("methodology", body.get("methodology", "official"),
+                                            PROFILE_METHODOLOGIES),
     )
     # the worker's own parser has the last word on the sweeps this profile produces
     for mode in profile.modes:
@@ -433,6 +439,7 @@ def sweep_config(profile: SweepProfile, mode: str, gpu_count: int) -> dict[str, 
         "warmup": profile.warmup,
         "batches": profile.batches,
         "repeats": profile.repeats,
+        "methodology": profile.methodology,
         "matrix": [matrix],
     }
 
