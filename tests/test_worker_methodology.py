@@ -203,8 +203,16 @@ def test_each_stopping_rule_in_one_real_sweep(tmp_path: Path) -> None:
     # a 100 % target is met as soon as there are two samples; 0.1 % is not met before the limit
     assert (cv_met["stop_rule"], cv_met["repeats"], cv_met["target_cv"]) == ("target_cv_met", 2, 1.0)
     assert cv_met["cv"] < 1.0
-    assert (cv_limit["stop_rule"], cv_limit["repeats"], cv_limit["max_repeats"]) == ("max_repeats", 3, 3)
-    assert len(cv_limit["images_per_sec_samples"]) == 3 and cv_limit["cv"] >= 0.001
+    # 0.1 % is usually not met before the limit; two samples can still agree that closely on a
+    # quiet moment (seen once in CI), and then the record must say so consistently. The limit's
+    # path itself is checked without timing noise in test_repeats_continue_until_the_cv_...
+    assert cv_limit["max_repeats"] == 3
+    assert len(cv_limit["images_per_sec_samples"]) == cv_limit["repeats"]
+    if cv_limit["stop_rule"] == "max_repeats":
+        assert cv_limit["repeats"] == 3 and cv_limit["cv"] >= 0.001
+    else:
+        assert cv_limit["stop_rule"] == "target_cv_met"
+        assert 2 <= cv_limit["repeats"] <= 3 and cv_limit["cv"] < 0.001
     assert len({r["config_id"] for r in (fixed, min_time, cv_met, cv_limit)}) == 4  # custom values in the id
     for record in (fixed, min_time, cv_met, cv_limit):
         phases = record["setup_seconds"] + record["warmup_seconds"] + record["timed_seconds"]
