@@ -41,7 +41,8 @@ ENV_DEFAULTS = {
 TABLE = (("provider", "provider", 9), ("machine", "instance_type", 10), ("GPU", "gpu_model", 11),
          ("mode", "mode", 5), ("network", "network", 12), ("batch", "batch_size", 5),
          ("images/s", "images_per_sec", 9), ("per 1M images", "seconds_per_million", 13),
-         ("cost / 1M", "cost_per_million", 10), ("source", "result_source", 28))
+         ("cost / 1M", "cost_per_million", 10), ("result date", "result_date", 11),
+         ("price date", "price_effective_from", 10), ("source", "result_source", 28))
 
 
 class DemoError(RuntimeError):
@@ -91,7 +92,9 @@ def cell(row: dict[str, str], column: str, currency: str) -> str:
     if column == "cost_per_million":
         return f"{float(value):.3f} {currency}" if value else "no price"
     if column == "gpu_model":
-        return value or "(cpu)"
+        return value or ("(cpu)" if row.get("device_kind") == "cpu" else "")
+    if column == "price_effective_from":
+        return value or "-"
     return value
 
 
@@ -100,21 +103,26 @@ def cost_table(csv_path: Path) -> str:
     with open(csv_path, newline="") as handle:
         rows = list(csv.DictReader(handle))
     measured = [r for r in rows if r["target"] != "published"]
+    measured.sort(key=lambda r: r["result_date"], reverse=True)
     published = [r for r in rows if r["target"] == "published" and r["mode"] == "score"
                  and r["batch_size"] == "32" and r["cost_per_million"]]
     published.sort(key=lambda r: (r["network"], float(r["cost_per_million"])))
     currency = rows[0]["currency"] if rows else ""
     header = "  ".join(title.ljust(width) for title, _, width in TABLE)
     lines = [header, "-" * len(header)]
-    for group in (measured, published):
+    years = sorted({r["result_date"][:4] for r in published if r["result_date"]})
+    sections = (("Measured here (newest night first):", measured),
+                (f"Published figures ({', '.join(years) or 'undated'}), for comparison: old hardware at "
+                 "old prices (best_value.csv says which rows are ranked, and why not):", published))
+    for title, group in sections:
+        lines.append(title)
         for row in group:
             cells = (cell(row, column, currency)[:width].ljust(width) for _, column, width in TABLE)
             lines.append("  ".join(cells))
-        if group and group is measured:
-            lines.append("")
-    if not measured:
-        lines.insert(2, "(no measured row: see the nightly log)")
-    return "\n".join(lines)
+        if not group and group is measured:
+            lines.append("(no measured row: see the nightly log)")
+        lines.append("")
+    return "\n".join(lines).rstrip("\n")
 
 
 def lake_summary(lake: str) -> str:
