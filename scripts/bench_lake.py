@@ -39,7 +39,7 @@ for path in (REPO, REPO / "plugins"):
 
 import pyarrow as pa  # noqa: E402
 
-from gpucompare import lake  # noqa: E402
+from gpucompare.lake import tables as lake  # noqa: E402
 from tests.lake_support import compact_command, ingest_command, run_records, start, write_records  # noqa: E402
 
 CONTEXT = lake.RunContext(provider="local", instance_type="cpu")

@@ -24,8 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "plugins")]
 
-from gpucompare import distributed, fleet  # noqa: E402
-from gpucompare.lake import RunContext  # noqa: E402
+from gpucompare.config import fleet  # noqa: E402
+from gpucompare.lake.tables import RunContext  # noqa: E402
+from gpucompare.scaling import launcher as distributed  # noqa: E402
 from gpucompare.targets import make_target  # noqa: E402
 from gpucompare.targets.base import TargetSpec  # noqa: E402
 from tests.fixtures_sshd import start_sshd  # noqa: E402
@@ -70,7 +71,7 @@ def main() -> int:
             target.teardown(state)
         for server in servers:
             server.stop()
-    from gpucompare.reports import ReportInputs, build_reports
+    from gpucompare.reports.build import ReportInputs, build_reports
 
     rows = build_reports(ReportInputs.from_lake(str(work / "lake"))).tables["scaling"].to_pylist()
     print(f"{'network':10} {'scaling':7} {'batch':>5} {'devices':>7} {'nodes':>5} {'img/s':>8} "

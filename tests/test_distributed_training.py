@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from gpucompare import distributed
-from gpucompare.distributed import (
+from gpucompare.lake.tables import RunContext, open_lake
+from gpucompare.scaling import launcher as distributed
+from gpucompare.scaling.launcher import (
     DistributedRunError,
     ParameterServerLauncher,
     ScalingPoint,
@@ -31,7 +32,6 @@ from gpucompare.distributed import (
     marker_for,
     measure_and_ingest,
 )
-from gpucompare.lake import RunContext, open_lake
 from gpucompare.targets import make_target
 from gpucompare.targets.base import TargetSpec
 from tests.conftest import BENCH_PYTHON
@@ -140,7 +140,7 @@ def test_scaling_run_over_three_hosts_reaches_the_scaling_report(group, tmp_path
         assert marked_processes(marker_for(run_id, point)) == []
 
     # the real lake → report path: rows for 1, 2 and 4 devices with speedup and efficiency
-    from gpucompare.reports import ReportInputs, build_reports
+    from gpucompare.reports.build import ReportInputs, build_reports
 
     report = build_reports(ReportInputs.from_lake(lake_uri)).tables["scaling"].to_pylist()
     ours = {r["gpu_count"]: r for r in report
@@ -154,7 +154,7 @@ def test_scaling_run_over_three_hosts_reaches_the_scaling_report(group, tmp_path
         assert row["speedup"] == pytest.approx(record["images_per_sec"] / baseline)
         assert row["efficiency"] == pytest.approx(row["speedup"] / record["gpu_count"])
     # and the report page draws them: speedup and efficiency against devices, with the ideal line
-    from gpucompare import html
+    from gpucompare.reports import page as html
 
     charts = [figure.svg for figure in html.scaling_figures(report, html.Colours(), "efficiency")]
     [efficiency_chart] = [c for c in charts if "googlenet: efficiency" in c]
@@ -181,7 +181,7 @@ def _kill_worker_when_training(marker: str, host: str, killed: list[int], stop: 
 def test_a_worker_killed_mid_run_fails_clearly_and_leaves_nothing(group, tmp_path):
     channels = group
     run_id = new_run_id()
-    from gpucompare.published import import_published
+    from gpucompare.prices.published import import_published
 
     lake_uri = str(tmp_path / "lake")
     import_published(open_lake(lake_uri))  # the lake holds something before the run

@@ -10,8 +10,9 @@ import re
 
 import pytest
 
-from gpucompare import html, reports
-from gpucompare.lake import open_lake
+from gpucompare.lake.tables import open_lake
+from gpucompare.reports import build as reports
+from gpucompare.reports import page as html
 from tests.reports_data import fx, ingest, inputs, price, record
 
 NIGHT = dt.date(2026, 3, 10)

@@ -24,7 +24,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from bench_tasks.record import empty_record, validate_record
-from gpucompare import cli, lake, reports, schema
+from gpucompare import cli
+from gpucompare.lake import schema
+from gpucompare.lake import tables as lake
+from gpucompare.reports import build as reports
 from tests.conftest import REPO_ROOT
 
 
@@ -500,7 +503,7 @@ def _old_layout_lake(root: Path) -> int:
         pq.write_table(rows, folder / ".run-b.parquet.tmp-123")
         counted += rows.num_rows
     (root / "prices").mkdir()
-    from gpucompare import prices
+    from gpucompare.prices import tables as prices
 
     pq.write_table(prices.shipped_prices(), root / "prices" / "shipped.parquet")
     return counted

@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from gpucompare import lake
+from gpucompare.lake import tables as lake
 from tests.lake_support import compact_command, ingest_command, run_records, start, write_records
 
 ROWS = 40  # per run

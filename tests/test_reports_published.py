@@ -13,8 +13,10 @@ import csv
 
 import pytest
 
-from gpucompare import html, published, reports
-from gpucompare.lake import open_lake
+from gpucompare.lake.tables import open_lake
+from gpucompare.prices import published
+from gpucompare.reports import build as reports
+from gpucompare.reports import page as html
 from tests.reports_data import rows
 
 

@@ -1,4 +1,4 @@
-"""Checks of user input (gpucompare.validation): every bad value is refused with its field named.
+"""Checks of user input (gpucompare.config.validation): every bad value is refused with its field named.
 
 The trigger form's JSON schemas (``param_schemas``) are tested through Airflow's own
 ``Param`` validation, the same code that checks the manual DAG's form.
@@ -11,8 +11,8 @@ import math
 import pytest
 
 from bench_tasks.constants import NETWORKS
-from gpucompare import validation
-from gpucompare.validation import ValidationError
+from gpucompare.config import validation
+from gpucompare.config.validation import ValidationError
 
 INJECTIONS = [
     "p3.2xlarge; rm -rf /",

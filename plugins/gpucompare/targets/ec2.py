@@ -1004,7 +1004,7 @@ class UploadableBundle:
 
 def build_worker_bundle() -> UploadableBundle:
     """The worker code (``bench_tasks/``) from the targets' shared bundle helper."""
-    from gpucompare.targets import _worker_bundle
+    from gpucompare.targets import bundle as _worker_bundle
 
     bundle = _worker_bundle.build_bundle()
     data = bundle.tarball.read_bytes()

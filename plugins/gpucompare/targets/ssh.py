@@ -58,9 +58,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import paramiko
 
 from gpucompare.errors import PermanentError
-from gpucompare.targets import _runs
-from gpucompare.targets._worker_bundle import REQUIREMENTS, WorkerBundle, build_bundle
+from gpucompare.targets import runs as _runs
 from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState
+from gpucompare.targets.bundle import REQUIREMENTS, WorkerBundle, build_bundle
 
 if TYPE_CHECKING:
     from airflow.providers.ssh.hooks.ssh import SSHHook

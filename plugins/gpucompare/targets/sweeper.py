@@ -162,7 +162,7 @@ def recorded_regions(aws_conn_id: str, bucket: str, prefix: str, deployment: str
 
     from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-    from gpucompare.validation import AWS_REGION_PATTERN
+    from gpucompare.config.validation import AWS_REGION_PATTERN
 
     marker_prefix = f"{prefix}/{deployment}/regions/"
     keys = S3Hook(aws_conn_id=aws_conn_id).list_keys(bucket_name=bucket, prefix=marker_prefix) or []

@@ -1,7 +1,7 @@
 """The human side of the reports: one self-contained ``index.html`` and a short ``summary.md``.
 
 Rendering only: functions here take the built report tables (a
-:class:`gpucompare.report_set.ReportSet`) and return strings; :mod:`gpucompare.reports`
+:class:`gpucompare.reports.report_set.ReportSet`) and return strings; :mod:`gpucompare.reports.build`
 writes them. This module never imports the builder (the import direction is reports → html).
 
 The page needs no network to be viewed: its style sheet is inline and every chart is an
@@ -39,7 +39,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpucompare.report_set import DERIVED, REPORTS, ReportSet
+from gpucompare.reports.report_set import DERIVED, REPORTS, ReportSet
 
 #: Bars per network in the cost chart, lines per panel in the throughput and scaling charts.
 MAX_BARS = 8

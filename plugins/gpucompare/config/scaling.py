@@ -1,8 +1,8 @@
 """What a scaling run measures: the fleet file's scaling profiles and groups, their points, the plan.
 
-Parsed from the fleet file (``gpucompare.fleet`` reads ``scaling_profiles`` and
+Parsed from the fleet file (``gpucompare.config.fleet`` reads ``scaling_profiles`` and
 ``scaling_groups`` through this module) and planned into the JSON a scaling task receives;
-``gpucompare.distributed`` launches the planned points. Imports point one way: distributed →
+``gpucompare.scaling.launcher`` launches the planned points. Imports point one way: distributed →
 this module, fleet → this module; nothing here imports either of them.
 """
 
@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from bench_tasks.constants import DTYPES, NETWORKS, SCALING_KINDS
-from gpucompare import validation
-from gpucompare.validation import ValidationError
+from gpucompare.config import validation
+from gpucompare.config.validation import ValidationError
 
 DIST_KVSTORES: tuple[str, ...] = ("dist_sync", "dist_device_sync")
 SINGLE_NODE_KVSTORE = "device"

@@ -73,7 +73,7 @@ from bench_tasks.record import RecordError, validate_record
 
 # What to measure lives in scaling_plan (the fleet parses it without importing this module);
 # the names are re-exported here for the launcher's callers.
-from gpucompare.scaling_plan import (  # noqa: F401
+from gpucompare.config.scaling import (  # noqa: F401
     DIST_KVSTORES,
     GROUP_SLACK_S,
     INTERFACE_PATTERN,
@@ -91,7 +91,7 @@ from gpucompare.scaling_plan import (  # noqa: F401
     points_as_sweep,
     scaling_points,
 )
-from gpucompare.validation import ValidationError
+from gpucompare.config.validation import ValidationError
 
 log = logging.getLogger(__name__)
 
@@ -721,7 +721,7 @@ def run_scaling_plan(plan: Mapping[str, Any], *, lake_uri: str, results_path: st
                      poll_interval_s: float = 2.0) -> list[str]:
     """One group's whole scaling run: prepare and deploy every host, run the points, ingest;
     and, whatever happened, tear every host down (a paid instance is always given back)."""
-    from gpucompare.lake import RunContext
+    from gpucompare.lake.tables import RunContext
     from gpucompare.targets import make_target
 
     sink = line_sink or log.info
@@ -794,8 +794,8 @@ def measure_and_ingest(launcher: ParameterServerLauncher, points: Sequence[Scali
     """Run the points, then ingest their records into the lake (``context``: the lake's
     ``RunContext``: provider, instance type, target kind…). A failed point raises before
     anything is written, so a failed run leaves the lake as it was."""
-    from gpucompare.cli import local_code_hash
-    from gpucompare.lake import ingest_results, open_lake
+    from gpucompare.lake.tables import ingest_results, open_lake
+    from gpucompare.targets.bundle import local_code_hash
 
     path = run_points(launcher, points, results_path)
     # the launcher's run id is the orchestrator's (plan["run_id"]): the records must carry it
@@ -825,10 +825,11 @@ def _run_cli(args: Any) -> int:
     import datetime as dt
     import sys
 
-    from gpucompare import fleet
+    from gpucompare.config import fleet
+    from gpucompare.prices.tables import shipped_fx_rate
 
     try:
-        parsed = fleet.load_fleet(args.fleet)
+        parsed = fleet.load_fleet(args.fleet, fx_rate=shipped_fx_rate)
         groups = {g.name: g for g in parsed.scaling_groups}
         if args.group not in groups:
             raise ValidationError("--group", f"{args.group!r} is not a scaling group of {parsed.source}",

@@ -51,8 +51,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from bench_tasks.record import RecordError, validate_record
-from gpucompare import schema
 from gpucompare.errors import PermanentError
+from gpucompare.lake import schema
 
 if TYPE_CHECKING:  # pyarrow.dataset imports pandas (~45 MB): only the readers that need it load it
     import pyarrow.dataset as ds
@@ -425,27 +425,10 @@ class Lake:
         tables = [pq.read_table(f.path, filesystem=self.fs, columns=wanted.names) for f in snap.files]
         return pa.concat_tables(tables).select(wanted.names).cast(wanted)
 
-    def prices_table(
-        self, include_shipped: bool = True, as_of: int | str | dt.datetime | None = None
-    ) -> pa.Table:
-        """Price history: the shipped CSVs (``gpucompare/data/prices``) and the lake's ``prices``."""
-        from gpucompare import prices
-
-        parts = [self._read_kind("prices", as_of)]
-        if include_shipped:
-            parts.append(prices.shipped_prices())
-        return prices.deduplicate_prices(pa.concat_tables(parts))
-
-    def fx_table(
-        self, include_shipped: bool = True, as_of: int | str | dt.datetime | None = None
-    ) -> pa.Table:
-        """Exchange rates: the shipped CSV (``gpucompare/data/fx``) and the lake's ``fx``."""
-        from gpucompare import prices
-
-        parts = [self._read_kind("fx", as_of)]
-        if include_shipped:
-            parts.append(prices.shipped_fx())
-        return prices.deduplicate_fx(pa.concat_tables(parts))
+    def read_kind(self, kind: str, as_of: int | str | dt.datetime | None = None) -> pa.Table:
+        """The rows of one table (``prices``, ``fx``…) as stored, at ``as_of`` (default: now).
+        The price history with the shipped tables merged in is ``gpucompare.prices.tables``'."""
+        return self._read_kind(kind, as_of)
 
     def published_scaling_table(self, as_of: int | str | dt.datetime | None = None) -> pa.Table:
         """Published speedup curves imported with ``import-published --scaling``."""
