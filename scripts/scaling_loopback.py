@@ -29,6 +29,7 @@ from gpucompare.lake.tables import RunContext  # noqa: E402
 from gpucompare.scaling import launcher as distributed  # noqa: E402
 from gpucompare.targets import make_target  # noqa: E402
 from gpucompare.targets.base import TargetSpec  # noqa: E402
+from gpucompare.targets.ssh_channel import SSHChannel  # noqa: E402
 from tests.fixtures_sshd import start_sshd  # noqa: E402
 
 HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
@@ -59,7 +60,7 @@ def main() -> int:
         points = distributed.scaling_points(profile, host_count=len(HOSTS),
                                             devices_per_host=max(profile.devices_per_node), device_kind="cpu")
         launcher = distributed.ParameterServerLauncher(
-            [distributed.SSHChannel(t, s) for t, s in zip(targets, states, strict=True)], run_id=run_id,
+            [SSHChannel(t, s) for t, s in zip(targets, states, strict=True)], run_id=run_id,
             poll_interval_s=0.5, line_sink=lambda line: print(line, file=sys.stderr, flush=True))
         started = time.monotonic()
         distributed.measure_and_ingest(

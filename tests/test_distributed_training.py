@@ -28,12 +28,13 @@ from gpucompare.scaling.launcher import (
     DistributedRunError,
     ParameterServerLauncher,
     ScalingPoint,
-    SSHChannel,
     marker_for,
     measure_and_ingest,
 )
 from gpucompare.targets import make_target
 from gpucompare.targets.base import TargetSpec
+from gpucompare.targets.ec2_channel import SSMChannel
+from gpucompare.targets.ssh_channel import SSHChannel
 from tests.conftest import BENCH_PYTHON
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -266,9 +267,9 @@ def _ssm_hosts(aws_client, tmp_path, addresses=None):
     channels = []
     for index, instance in enumerate(instances):
         address = addresses[index] if addresses else instance["PrivateIpAddress"]
-        channels.append(distributed.SSMChannel(
+        channels.append(SSMChannel(
             ssm_client=aws_client("ssm"), instance_id=instance["InstanceId"], address=address,
-            python=str(BENCH_PYTHON), code_dir=str(Path(distributed.__file__).resolve().parents[2]),
+            python=str(BENCH_PYTHON), code_dir=str(Path(distributed.__file__).resolve().parents[3]),
             run_dir=str(tmp_path / f"instance{index}"), poll_interval_s=0.05))
     return channels
 

@@ -27,7 +27,6 @@ from gpucompare.scaling.launcher import (
     SCHEDULER_PORT_LOW,
     SCHEDULER_PORT_SPAN,
     ScalingPoint,
-    SSMChannel,
     build_roles,
     kill_marked_script,
     marker_for,
@@ -35,6 +34,7 @@ from gpucompare.scaling.launcher import (
     port_probe_command,
     scheduler_port_start,
 )
+from gpucompare.targets.ec2_channel import SSMChannel
 
 REPO = Path(__file__).resolve().parent.parent
 FLEET_FILE = REPO / "dags" / "config" / "fleet.yaml"

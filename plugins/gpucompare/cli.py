@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpucompare.config import patterns
 from gpucompare.errors import UsageError
 from gpucompare.lake import schema
 from gpucompare.targets.bundle import local_code_hash
@@ -162,12 +163,12 @@ def _run_refresh_prices(args: argparse.Namespace) -> int:
     from gpucompare.prices import tables as prices
 
     region = args.region
-    if not lake.REGION_PATTERN.match(region):
+    if not patterns.REGION.fullmatch(region):
         raise UsageError(f"--region {region!r} is not a valid region name (e.g. us-east-1)")
     instance_types = None
     if args.instance_types:
         instance_types = [t.strip() for t in args.instance_types.split(",") if t.strip()]
-        bad = [t for t in instance_types if not lake.INSTANCE_TYPE_PATTERN.match(t)]
+        bad = [t for t in instance_types if not patterns.INSTANCE_TYPE.fullmatch(t)]
         if bad:
             raise UsageError(f"--instance-types: {bad[0]!r} is not a valid instance type")
     target = lake.open_lake(args.lake)

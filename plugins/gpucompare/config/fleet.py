@@ -39,7 +39,7 @@ from typing import Any
 from bench_tasks.configs import ConfigError, parse_sweep
 from bench_tasks.constants import MODES
 from gpucompare import settings
-from gpucompare.config import validation
+from gpucompare.config import patterns, validation
 from gpucompare.config.validation import ValidationError
 
 DEFAULT_SCHEDULE = "0 2 * * *"
@@ -335,7 +335,7 @@ def _parse_defaults(document: Any) -> dict[str, dict[str, Any]]:
 
 
 def parse_profile(name: Any, body: Any) -> SweepProfile:
-    name = validation.check_pattern("name", name, validation.NAME_PATTERN, "a lower-case profile name")
+    name = validation.check_pattern("name", name, patterns.NAME, "a lower-case profile name")
     validation.check_keys(body, PROFILE_KEYS, required=("networks", "batch_sizes", "modes"))
     per_mode: dict[str, dict[str, Any]] = {}
     for mode in MODES:

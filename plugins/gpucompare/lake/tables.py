@@ -51,6 +51,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from bench_tasks.record import RecordError, validate_record
+from gpucompare.config import patterns
 from gpucompare.errors import PermanentError
 from gpucompare.lake import schema
 
@@ -72,7 +73,6 @@ ROW_GROUP_ROWS = 8192
 TARGET_FILE_BYTES = 32 * 1024 * 1024
 #: The orchestrator's run ids (fleet.target_run_id, the worker's --run-id alphabet): safe inside
 #: a SQL string literal of a Delta predicate.
-RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,199}$")
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
 _KIND_SCHEMAS: dict[str, pa.Schema] = {
@@ -190,7 +190,7 @@ def safe_name(text: str) -> str:
 
 def check_run_id(run_id: Any) -> str:
     """The orchestrator's run id, checked (it goes into a Delta predicate)."""
-    if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
+    if not isinstance(run_id, str) or not patterns.RUN_ID.fullmatch(run_id):
         raise IngestError(
             f"run id {run_id!r} is not valid (letters, digits and . _ : + -, at most 200)", field="run_id"
         )
@@ -789,10 +789,6 @@ class IngestError(PermanentError):
         self.field = field
 
 
-PROVIDER_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
-INSTANCE_TYPE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-REGION_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
-CODE_HASH_PATTERN = re.compile(r"^[0-9a-f]{8,64}$")
 _FREE_TEXT_MAX = 250
 
 
@@ -811,18 +807,18 @@ class RunContext:
     def validated(self) -> RunContext:
         """Self, after checking every value a user may have typed (raises IngestError)."""
         checks = (
-            ("provider", self.provider, PROVIDER_PATTERN, "lower-case letters, digits, - and _ (max 40)"),
+            ("provider", self.provider, patterns.PROVIDER, "lower-case letters, digits, - and _ (max 40)"),
             (
                 "instance_type",
                 self.instance_type,
-                INSTANCE_TYPE_PATTERN,
+                patterns.INSTANCE_TYPE,
                 "letters, digits, '.', - and _ (max 64)",
             ),
         )
         for name, value, pattern, allowed in checks:
-            if not isinstance(value, str) or not pattern.match(value):
+            if not isinstance(value, str) or not pattern.fullmatch(value):
                 raise IngestError(f"{name} {value!r} is not valid (allowed: {allowed})", field=name)
-        if self.region is not None and not REGION_PATTERN.match(self.region):
+        if self.region is not None and not patterns.REGION.fullmatch(self.region):
             raise IngestError(f"region {self.region!r} is not valid (e.g. us-east-1)", field="region")
         if self.market not in schema.MARKETS:
             raise IngestError(
@@ -1029,7 +1025,7 @@ def ingest_results(
     carry the same hash, nothing is written (no new table version)."""
     context = context.validated()
     check_run_id(run_id)
-    if code_hash is not None and not CODE_HASH_PATTERN.match(code_hash):
+    if code_hash is not None and not patterns.CODE_HASH.fullmatch(code_hash):
         raise IngestError(
             f"code hash {code_hash!r} is not a lower-case hex digest (8-64 characters)", field="code_hash"
         )

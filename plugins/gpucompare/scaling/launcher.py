@@ -56,17 +56,14 @@ says which role on which host failed, with the end of its log. Nothing reaches t
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import logging
 import posixpath
-import re
-import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from bench_tasks.aggregate import merge_worker_records
 from bench_tasks.record import RecordError, validate_record
@@ -92,30 +89,28 @@ from gpucompare.config.scaling import (  # noqa: F401
     scaling_points,
 )
 from gpucompare.config.validation import ValidationError
+from gpucompare.targets.channel import (  # noqa: F401  (the launcher's callers use these names too)
+    COMMAND_TIMEOUT_S,
+    MARKER_VARIABLE,
+    PORT_PROBE_COUNT,
+    DistributedRunError,
+    HostChannel,
+    Role,
+    RoleStatus,
+    kill_marked_script,
+    port_probe_command,
+    q,
+)
 
 log = logging.getLogger(__name__)
 
-MARKER_VARIABLE = "GPUCOMPARE_DIST"
+
 #: Scheduler ports are probed from a run-derived start in [LOW, LOW + SPAN + PROBE) —
 #: below the Linux ephemeral range (32768+), so client sockets do not take them.
 SCHEDULER_PORT_LOW = 20000
 SCHEDULER_PORT_SPAN = 12000
-PORT_PROBE_COUNT = 200
 #: A launched role that has neither a live process nor an exit status after this long is lost.
 LOST_AFTER_S = 20.0
-COMMAND_TIMEOUT_S = 120.0
-LOG_TAIL_LINES = 30
-
-_ADDRESS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$")
-
-
-class DistributedRunError(RuntimeError):
-    """A point of a scaling run failed; the message names the role, the host and why."""
-
-
-def q(value: str | int | float) -> str:
-    return shlex.quote(str(value))
-
 
 def marker_for(run_id: str, point: ScalingPoint) -> str:
     """The tag every process of one point carries: stable for a run and point (a retry of
@@ -130,22 +125,6 @@ def scheduler_port_start(run_id: str, point: ScalingPoint) -> int:
 
 
 # -- roles -----------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Role:
-    """One process of a point on one host: its name (``worker-0``), environment and command."""
-
-    name: str
-    kind: str  # scheduler | server | worker
-    host_index: int
-    env: dict[str, str]
-    argv: tuple[str, ...]
-    timeout_s: int
-
-    @property
-    def is_worker(self) -> bool:
-        return self.kind == "worker"
-
 
 def placement(point: ScalingPoint, host_count: int) -> dict[str, int]:
     """Which host (index in the group) runs each role (see the module docstring)."""
@@ -212,341 +191,6 @@ def build_roles(point: ScalingPoint, hosts: Sequence[HostChannel], *, run_id: st
             argv = ps_role_argv(host.python, marker)
         roles.append(Role(name, kind, host_index, env, argv, timeout))
     return roles
-
-
-# -- shell scripts (every value quoted; pure functions, tested) -------------------------------
-
-def kill_marked_script(tag: str, *, grace_s: float, exact: bool = False) -> str:
-    """TERM every process of this user whose environment has ``GPUCOMPARE_DIST=<tag>`` (exactly,
-    or starting with ``tag`` unless ``exact``), KILL what is left after ``grace_s``; prints
-    ``stopped N``. Tags hold only letters, digits, ``-`` and ``/`` (no regex specials)."""
-    if not re.fullmatch(r"[a-z0-9/-]+", tag):
-        raise DistributedRunError(f"marker: {tag!r} holds characters a marker never has")
-    wanted = f"{MARKER_VARIABLE}={tag}"
-    match = f"grep -qx {q(wanted)}" if exact else f"grep -q {q('^' + wanted)}"
-    return "\n".join([
-        "marked() {",
-        "  for e in /proc/[0-9]*/environ; do",
-        '    p=${e#/proc/}; p=${p%/environ}',
-        '    [ "$p" = "$$" ] && continue',
-        f"    tr '\\000' '\\n' < \"$e\" 2>/dev/null | {match} && echo \"$p\"",
-        "  done",
-        "}",
-        'pids=$(marked); n=0',
-        'for p in $pids; do kill -TERM "$p" 2>/dev/null && n=$((n+1)); done',
-        f"i=0; while [ $i -lt {max(1, int(grace_s * 5))} ] && [ -n \"$(marked)\" ]; do",
-        "  sleep 0.2; i=$((i+1))",
-        "done",
-        'for p in $(marked); do kill -KILL "$p" 2>/dev/null; done',
-        'echo "stopped $n"',
-    ])
-
-
-def role_script(role: Role, *, point_dir: str, code_dir: str, kill_grace_s: float) -> str:
-    """The shell script that runs one role on its host and records how it ended.
-
-    It runs the role under ``timeout`` (the host's own limit), writes the exit status last
-    (atomically), and stops anything of this role that outlived it.
-    """
-    base = posixpath.join(point_dir, role.name)
-    assignments = " ".join(f"{k}={q(v)}" for k, v in sorted(role.env.items()))
-    argv = " ".join(q(a) for a in role.argv)
-    return "\n".join([
-        "#!/bin/sh",
-        f"# Written by gpucompare (plugins/gpucompare/distributed.py): {role.name}, marker in its env.",
-        f"cd {q(code_dir)} || exit 97",
-        f"echo $$ > {q(base + '.pid')}",
-        f"env {assignments} timeout --kill-after={int(kill_grace_s)} {role.timeout_s} {argv} "
-        f"> {q(base + '.out')} 2> {q(base + '.log')} < /dev/null",
-        "rc=$?",
-        "(",
-        kill_marked_script(role.env[MARKER_VARIABLE], grace_s=kill_grace_s, exact=True),
-        ") > /dev/null 2>&1",
-        f"echo $rc > {q(base + '.exit.tmp')} && mv {q(base + '.exit.tmp')} {q(base + '.exit')}",
-        "",
-    ])
-
-
-def status_script(point_dir: str, names: Sequence[str]) -> str:
-    """One line per role: ``<name> exit N``, ``<name> running`` or ``<name> missing``."""
-    return "\n".join([
-        f"d={q(point_dir)}",
-        f"for n in {' '.join(q(n) for n in names)}; do",
-        '  if [ -f "$d/$n.exit" ]; then echo "$n exit $(cat "$d/$n.exit")";',
-        '  elif [ -f "$d/$n.pid" ] && kill -0 "$(cat "$d/$n.pid")" 2>/dev/null; then echo "$n running";',
-        '  else echo "$n missing"; fi',
-        "done",
-    ])
-
-
-PORT_PROBE = (
-    "import socket, sys\n"
-    "host, start, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])\n"
-    "for port in range(start, start + count):\n"
-    "    with socket.socket() as s:\n"
-    "        try:\n"
-    "            s.bind((host, port))\n"
-    "        except OSError:\n"
-    "            continue\n"
-    "    print(port)\n"
-    "    break\n"
-)
-
-
-def port_probe_command(python: str, bind_host: str, start: int, count: int = PORT_PROBE_COUNT) -> str:
-    return f"{q(python)} -c {q(PORT_PROBE)} {q(bind_host)} {int(start)} {int(count)}"
-
-
-# -- channels: how the orchestrator reaches a host ----------------------------------------------
-
-@dataclass(frozen=True)
-class RoleStatus:
-    state: str  # running | exit | missing
-    exit_code: int | None = None
-
-
-class HostChannel(Protocol):
-    """One host of the group as the launcher sees it (SSH or SSM underneath)."""
-
-    label: str
-    address: str  # how the other hosts of the group reach this one
-    python: str
-    code_dir: str
-
-    def point_dir(self, marker: str) -> str: ...
-    def free_port(self, start: int) -> int: ...
-    def launch(self, role: Role, marker: str, kill_grace_s: float) -> None: ...
-    def statuses(self, marker: str, roles: Sequence[Role]) -> dict[str, RoleStatus]: ...
-    def worker_output(self, marker: str, role: Role) -> str: ...
-    def log_tail(self, marker: str, role: Role) -> str: ...
-    def stop(self, marker: str, grace_s: float) -> int: ...
-
-
-def check_address(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not _ADDRESS.fullmatch(value):
-        raise DistributedRunError(f"{what}: {value!r} is not a host name or IP address")
-    return value
-
-
-class SSHChannel:
-    """A host of an ``ssh`` target, through that target's own connection (host key verified,
-    reconnects with backoff). Roles run detached (``setsid nohup``) and leave their exit
-    status, output and log in ``<run dir>/dist-<marker>/``, which the launcher polls."""
-
-    def __init__(self, target: Any, state: Any, *, address: str | None = None) -> None:
-        if not state.workdir or not state.extra.get("code_dir") or not state.extra.get("python"):
-            raise DistributedRunError(f"ssh target {target.spec.name}: prepare and deploy must run before "
-                                      "a distributed run (the state has no run directory or worker)")
-        self.target = target
-        self.run_dir = state.workdir
-        self.code_dir = state.extra["code_dir"]
-        self.python = state.extra["python"]
-        ssh_host = state.resource_id.rsplit("@", 1)[-1].rsplit(":", 1)[0]  # user@host:port (prepare)
-        self.address = check_address(address or ssh_host, f"{target.spec.name}: cluster address")
-        self.label = f"{target.spec.name} ({self.address})"
-
-    def _run(self, command: str, timeout: float = COMMAND_TIMEOUT_S) -> Any:
-        return self.target.run_command(command, step="distributed", timeout=timeout, check=False)
-
-    def point_dir(self, marker: str) -> str:
-        return posixpath.join(self.run_dir, f"dist-{marker}")
-
-    def free_port(self, start: int) -> int:
-        result = self._run(port_probe_command(self.python, self.address, start))
-        text = result.stdout.strip()
-        if result.exit_code != 0 or not text.isdigit():
-            raise DistributedRunError(f"{self.label}: no free port from {start} to "
-                                      f"{start + PORT_PROBE_COUNT - 1} ({result.stderr.strip()[-300:]})")
-        return int(text)
-
-    def launch(self, role: Role, marker: str, kill_grace_s: float) -> None:
-        directory = self.point_dir(marker)
-        script = role_script(role, point_dir=directory, code_dir=self.code_dir, kill_grace_s=kill_grace_s)
-        path = posixpath.join(directory, f"{role.name}.sh")
-        encoded = base64.b64encode(script.encode()).decode("ascii")
-        result = self._run(
-            f"mkdir -p {q(directory)} && rm -f {q(path[:-3])}.* && "
-            f"echo {q(encoded)} | base64 -d > {q(path)} && "
-            f"{{ setsid nohup sh {q(path)} > /dev/null 2>&1 < /dev/null & }}")
-        if result.exit_code != 0:
-            raise DistributedRunError(f"{self.label}: could not start {role.name} in {directory} (exit "
-                                      f"{result.exit_code}): {result.stderr.strip()[-300:]}")
-
-    def statuses(self, marker: str, roles: Sequence[Role]) -> dict[str, RoleStatus]:
-        result = self._run(status_script(self.point_dir(marker), [r.name for r in roles]))
-        if result.exit_code != 0:
-            raise DistributedRunError(f"{self.label}: could not read the roles' status (exit "
-                                      f"{result.exit_code}): {result.stderr.strip()[-300:]}")
-        found = {}
-        for line in result.stdout.splitlines():
-            parts = line.split()
-            if len(parts) == 3 and parts[1] == "exit":
-                code = int(parts[2]) if parts[2].lstrip("-").isdigit() else 255
-                found[parts[0]] = RoleStatus("exit", code)
-            elif len(parts) == 2:
-                found[parts[0]] = RoleStatus(parts[1])
-        return found
-
-    def worker_output(self, marker: str, role: Role) -> str:
-        return self._run(f"cat {q(posixpath.join(self.point_dir(marker), role.name + '.jsonl'))} "
-                         "2>/dev/null").stdout
-
-    def log_tail(self, marker: str, role: Role) -> str:
-        log_file = posixpath.join(self.point_dir(marker), role.name + ".log")
-        return self._run(f"tail -n {LOG_TAIL_LINES} {q(log_file)} 2>/dev/null").stdout
-
-    def stop(self, marker: str, grace_s: float) -> int:
-        result = self._run(kill_marked_script(f"{marker}/", grace_s=grace_s),
-                           timeout=grace_s + COMMAND_TIMEOUT_S)
-        match = re.search(r"stopped (\d+)", result.stdout)
-        return int(match.group(1)) if match else 0
-
-
-SSM_DOCUMENT = "AWS-RunShellScript"
-SSM_RUNNING = frozenset({"Pending", "InProgress", "Delayed"})
-
-
-def ssm_role_commands(role: Role, *, point_dir: str, code_dir: str, kill_grace_s: float) -> list[str]:
-    """The AWS-RunShellScript commands of one role: write its script (base64, so nothing in
-    it reaches the shell unquoted), run it in the foreground, send a worker's record to
-    standard output and the end of the role's log to standard error, exit with its status."""
-    script = role_script(role, point_dir=point_dir, code_dir=code_dir, kill_grace_s=kill_grace_s)
-    path = posixpath.join(point_dir, f"{role.name}.sh")
-    base = posixpath.join(point_dir, role.name)
-    encoded = base64.b64encode(script.encode()).decode("ascii")
-    commands = [
-        f"mkdir -p {q(point_dir)}",
-        f"rm -f {q(base)}.*",
-        f"echo {q(encoded)} | base64 -d > {q(path)}",
-        f"sh {q(path)}",
-        f"rc=$(cat {q(base + '.exit')} 2>/dev/null || echo 255)",
-    ]
-    if role.is_worker:
-        commands.append(f"cat {q(base + '.jsonl')} 2>/dev/null")
-    commands += [f"tail -n {LOG_TAIL_LINES} {q(base + '.log')} >&2 2>/dev/null", 'exit "$rc"']
-    return commands
-
-
-class SSMChannel:
-    """A host of an ``ec2`` target through SSM Run Command (the target's own SSM client).
-
-    Each role is one command invocation that runs for as long as the role does; its status
-    is the invocation's, a worker's record comes back as its standard output. Stopping
-    cancels the invocations and sends the stop script (marker-matched kill) as a command.
-    """
-
-    def __init__(self, *, ssm_client: Any, instance_id: str, address: str, python: str, code_dir: str,
-                 run_dir: str, poll_interval_s: float = 2.0) -> None:
-        self.ssm = ssm_client
-        self.instance_id = instance_id
-        self.address = check_address(address, f"{instance_id}: private address")
-        self.python = python
-        self.code_dir = code_dir
-        self.run_dir = run_dir
-        self.poll_interval_s = poll_interval_s
-        self.label = f"{instance_id} ({self.address})"
-        self._commands: dict[tuple[str, str], str] = {}
-
-    @classmethod
-    def for_target(cls, target: Any, state: Any, *, address: str | None = None) -> SSMChannel:
-        from gpucompare.targets.ec2 import run_key
-
-        instance_id = state.resource_id
-        if not instance_id or not state.workdir or not state.extra.get("bench_python"):
-            raise DistributedRunError(f"ec2 target {target.spec.name}: prepare and deploy must run before "
-                                      "a distributed run (the state has no instance or worker)")
-        if address is None:
-            reservations = target.ec2_hook.conn.describe_instances(InstanceIds=[instance_id])["Reservations"]
-            address = reservations[0]["Instances"][0].get("PrivateIpAddress")
-        return cls(ssm_client=target.ssm_hook.conn, instance_id=instance_id, address=address,
-                   python=state.extra["bench_python"], code_dir=state.workdir,
-                   run_dir=f"{target.options.remote_root}/runs/{run_key(state.run_id)}",
-                   poll_interval_s=target.options.poll_interval_s)
-
-    def _send(self, commands: list[str], timeout_s: float, comment: str) -> str:
-        response = self.ssm.send_command(
-            InstanceIds=[self.instance_id], DocumentName=SSM_DOCUMENT,
-            Comment=f"{comment} on {self.instance_id}"[:100],
-            Parameters={"commands": commands, "executionTimeout": [str(int(timeout_s))]})
-        return response["Command"]["CommandId"]
-
-    def _invocation(self, command_id: str) -> dict[str, Any]:
-        try:
-            return self.ssm.get_command_invocation(CommandId=command_id, InstanceId=self.instance_id)
-        except Exception as exc:  # botocore's ClientError: right after SendCommand it may not exist
-            if "InvocationDoesNotExist" in str(exc):
-                return {"Status": "Pending"}
-            raise
-
-    def _run(self, commands: list[str], timeout_s: float, comment: str) -> dict[str, Any]:
-        command_id = self._send(commands, timeout_s, comment)
-        deadline = time.monotonic() + timeout_s + 60
-        while True:
-            invocation = self._invocation(command_id)
-            if invocation.get("Status") not in SSM_RUNNING:
-                return invocation
-            if time.monotonic() > deadline:
-                raise DistributedRunError(f"{self.label}: SSM command {command_id} ({comment}) did not "
-                                          f"finish in {timeout_s:.0f}s")
-            time.sleep(self.poll_interval_s)
-
-    def point_dir(self, marker: str) -> str:
-        return posixpath.join(self.run_dir, f"dist-{marker}")
-
-    def free_port(self, start: int) -> int:
-        invocation = self._run([port_probe_command(self.python, self.address, start)], COMMAND_TIMEOUT_S,
-                               "gpucompare dist port probe")
-        text = (invocation.get("StandardOutputContent") or "").strip()
-        if invocation.get("Status") != "Success" or not text.isdigit():
-            raise DistributedRunError(f"{self.label}: no free port from {start} to "
-                                      f"{start + PORT_PROBE_COUNT - 1} (SSM {invocation.get('Status')}: "
-                                      f"{(invocation.get('StandardErrorContent') or '').strip()[-300:]})")
-        return int(text)
-
-    def launch(self, role: Role, marker: str, kill_grace_s: float) -> None:
-        commands = ssm_role_commands(role, point_dir=self.point_dir(marker), code_dir=self.code_dir,
-                                     kill_grace_s=kill_grace_s)
-        self._commands[(marker, role.name)] = self._send(
-            commands, role.timeout_s + kill_grace_s + 60, f"gpucompare dist {marker} {role.name}")
-
-    def statuses(self, marker: str, roles: Sequence[Role]) -> dict[str, RoleStatus]:
-        found = {}
-        for role in roles:
-            command_id = self._commands.get((marker, role.name))
-            if command_id is None:
-                continue
-            invocation = self._invocation(command_id)
-            status = invocation.get("Status")
-            if status in SSM_RUNNING:
-                found[role.name] = RoleStatus("running")
-            else:
-                code = invocation.get("ResponseCode")
-                if not isinstance(code, int) or (status != "Success" and code == 0):
-                    code = 255  # cancelled or timed out by SSM: no status of its own
-                found[role.name] = RoleStatus("exit", code)
-        return found
-
-    def _output(self, marker: str, role: Role, key: str) -> str:
-        command_id = self._commands.get((marker, role.name))
-        return (self._invocation(command_id).get(key) or "") if command_id else ""
-
-    def worker_output(self, marker: str, role: Role) -> str:
-        return self._output(marker, role, "StandardOutputContent")
-
-    def log_tail(self, marker: str, role: Role) -> str:
-        return self._output(marker, role, "StandardErrorContent")
-
-    def stop(self, marker: str, grace_s: float) -> int:
-        for (command_marker, _name), command_id in list(self._commands.items()):
-            if command_marker == marker:
-                try:
-                    self.ssm.cancel_command(CommandId=command_id, InstanceIds=[self.instance_id])
-                except Exception as exc:  # already finished: nothing to cancel
-                    log.debug("cancel %s: %s", command_id, exc)
-        invocation = self._run([kill_marked_script(f"{marker}/", grace_s=grace_s)],
-                               grace_s + COMMAND_TIMEOUT_S, f"gpucompare dist stop {marker}")
-        match = re.search(r"stopped (\d+)", invocation.get("StandardOutputContent") or "")
-        return int(match.group(1)) if match else 0
 
 
 # -- the launcher ------------------------------------------------------------------------------
@@ -766,12 +410,8 @@ def _teardown_all(targets: Sequence[Any], states: Sequence[Any], run_id: str,
 
 
 def channel_for(target: Any, state: Any, *, address: str | None = None) -> HostChannel:
-    """The channel of a prepared and deployed target: SSH for ``ssh``, SSM for ``ec2``."""
-    if target.kind == "ssh":
-        return SSHChannel(target, state, address=address)
-    if target.kind == "ec2":
-        return SSMChannel.for_target(target, state, address=address)
-    raise DistributedRunError(f"kind: a scaling group runs on ssh or ec2 targets, not {target.kind!r}")
+    """The channel of a prepared and deployed target: its own (``Target.channel``)."""
+    return target.channel(state, address=address)
 
 
 def run_points(launcher: ParameterServerLauncher, points: Sequence[ScalingPoint],

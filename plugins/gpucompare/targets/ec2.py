@@ -59,7 +59,6 @@ import logging
 import math
 import os
 import re
-import shlex
 import tempfile
 import time
 from collections.abc import Callable
@@ -71,8 +70,18 @@ from urllib.parse import urlparse
 
 from bench_tasks.configs import ConfigError, parse_sweep
 from gpucompare import settings
+from gpucompare.config import patterns
 from gpucompare.targets import cost
-from gpucompare.targets.base import LineSink, Target, TargetConfigError, TargetError, TargetSpec, TargetState
+from gpucompare.targets.base import (
+    LineSink,
+    Target,
+    TargetConfigError,
+    TargetError,
+    TargetSpec,
+    TargetState,
+    q,
+)
+from gpucompare.targets.ec2_channel import SSM_DOCUMENT
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +107,6 @@ SSM_FINAL_STATUSES = frozenset({"Success", "Failed", "Cancelled", "TimedOut", "C
 
 #: The document SSM runs our commands with: the agent writes them, one a line, to a
 #: ``_script.sh`` and runs ``sh -c <that file>``; a shebang as the first line makes it bash.
-SSM_DOCUMENT = "AWS-RunShellScript"
 SCRIPT_PREAMBLE = ("#!/bin/bash", "set -euo pipefail")
 
 DEFAULT_TTL_MINUTES = 240
@@ -108,20 +116,20 @@ STDERR_TAIL_LINES = 40
 PROGRESS_UPLOAD_S = 20
 
 # Used with fullmatch only: "$" would accept a trailing newline.
-_AMI_ID = re.compile(r"ami-[0-9a-f]{8,17}")
+_AMI_ID = patterns.AMI_ID
 _SSM_PARAMETER = re.compile(r"(resolve:ssm:)?(/[A-Za-z0-9_.\-]+)+")
 _SUBNET_ID = re.compile(r"subnet-[0-9a-f]{8,17}")
 _SECURITY_GROUP_ID = re.compile(r"sg-[0-9a-f]{8,17}")
-_INSTANCE_TYPE = re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9]+")
+_INSTANCE_TYPE = patterns.EC2_INSTANCE_TYPE
 _INSTANCE_ID = re.compile(r"i-[0-9a-f]{8,17}")
-_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d")
+_REGION = patterns.AWS_REGION
 _PROFILE_NAME = re.compile(r"[A-Za-z0-9+=,.@_-]{1,128}")
-_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
-_PREFIX = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
+_BUCKET = patterns.BUCKET
+_PREFIX = patterns.PREFIX
 _ABS_PATH = re.compile(r"(/[A-Za-z0-9_.-]+)+")
-_RUN_ID = re.compile(r"[A-Za-z0-9_.:+-]{1,200}")
+_RUN_ID = patterns.RUN_ID
 _TAG_KEY = re.compile(r"[A-Za-z0-9 _.:/=+@-]{1,128}")
-_CURRENCY = re.compile(r"[A-Za-z]{3}")
+_CURRENCY = patterns.CURRENCY
 _DEPLOYMENT = re.compile(settings.DEPLOYMENT_PATTERN)
 #: ``aws:userid`` of an instance role session: ``<role id>:<instance id>``.
 _WRITER = re.compile(r"[A-Z0-9]{8,128}:i-[0-9a-f]{8,17}")
@@ -806,6 +814,24 @@ class Ec2Target(Target):
             raise TargetError(f"no instance in the state of run {state.run_id}: prepare did not succeed")
         return state.resource_id
 
+    def channel(self, state: TargetState, *, address: str | None = None) -> Any:
+        """Roles of a scaling run through this target's SSM client (``SSMChannel``); the
+        group's other hosts reach the instance at its private address unless told otherwise."""
+        from gpucompare.targets.channel import DistributedRunError
+        from gpucompare.targets.ec2_channel import SSMChannel
+
+        instance_id = state.resource_id
+        if not instance_id or not state.workdir or not state.extra.get("bench_python"):
+            raise DistributedRunError(f"ec2 target {self.spec.name}: prepare and deploy must run before "
+                                      "a distributed run (the state has no instance or worker)")
+        if address is None:
+            reservations = self.ec2_hook.conn.describe_instances(InstanceIds=[instance_id])["Reservations"]
+            address = reservations[0]["Instances"][0].get("PrivateIpAddress")
+        return SSMChannel(ssm_client=self.ssm_hook.conn, instance_id=instance_id, address=address,
+                          python=state.extra["bench_python"], code_dir=state.workdir,
+                          run_dir=f"{self.options.remote_root}/runs/{run_key(state.run_id)}",
+                          poll_interval_s=self.options.poll_interval_s)
+
     def teardown(self, state: TargetState | None) -> None:
         """Terminate the run's instance(s) and wait until they are gone. Safe twice.
 
@@ -896,7 +922,6 @@ def deploy_commands(bundle_uri: str, bundle_sha256: str, workdir: str, python: s
                     create_venv: bool) -> list[str]:
     """Fetch (``aws s3 cp`` with the instance's own profile) and check the worker bundle,
     create the worker environment if missing."""
-    q = shlex.quote
     commands = [
         *SCRIPT_PREAMBLE,
         f"mkdir -p {q(workdir)}",
@@ -936,7 +961,6 @@ def sweep_commands(*, config_json: str, workdir: str, rundir: str, python: str,
     ``progress_destination`` every ``PROGRESS_UPLOAD_S`` (the orchestrator follows it); its
     tail is repeated on standard error so SSM's output has it when the worker fails.
     """
-    q = shlex.quote
     name = sweep_name(config_json)
     encoded = base64.b64encode(config_json.encode()).decode("ascii")
     config_path, output_path = f"{rundir}/{name}.json", f"{rundir}/{name}.jsonl"

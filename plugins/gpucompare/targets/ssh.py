@@ -46,7 +46,6 @@ import os
 import posixpath
 import random
 import re
-import shlex
 import tempfile
 import time
 import uuid
@@ -57,9 +56,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import paramiko
 
+from gpucompare.config import patterns
 from gpucompare.errors import PermanentError
 from gpucompare.targets import runs as _runs
-from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState
+from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState, q
 from gpucompare.targets.bundle import REQUIREMENTS, WorkerBundle, build_bundle
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ LIVENESS_EVERY_POLLS = 10
 LOST_AFTER_S = 60
 _TAIL_BYTES = 16384
 
-_CONN_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,249}$")
+_CONN_ID = patterns.CONN_ID
 _PATH_SEGMENT = r"[A-Za-z0-9._+@%=,-]+"
 _ABSOLUTE_PATH = re.compile(rf"^(?:/{_PATH_SEGMENT})+/?$")
 _BASE_PYTHON = re.compile(r"^python3(?:\.[0-9]{1,2})?$")
@@ -199,8 +199,6 @@ def _number(options: dict[str, Any], name: str, default: float, *, low: float, h
 
 # -- remote shell snippets (every value quoted; each builder is unit-tested) ---------------------
 
-def q(value: str | int | float) -> str:
-    return shlex.quote(str(value))
 
 
 @dataclass(frozen=True)
@@ -524,6 +522,12 @@ class SSHTarget(Target):
         self.line_sink(f"[ssh] collected {len(remote_files)} results file(s) into {destination}")
         return str(destination)
 
+    def channel(self, state: TargetState, *, address: str | None = None) -> Any:
+        """Roles of a scaling run over this target's own connection (``SSHChannel``)."""
+        from gpucompare.targets.ssh_channel import SSHChannel
+
+        return SSHChannel(self, state, address=address)
+
     def teardown(self, state: TargetState | None) -> None:
         """Stop any sweep of this run still running on the host; remove its directory if asked."""
         try:
@@ -558,7 +562,7 @@ class SSHTarget(Target):
         """Run a shell command on the host through the target's verified, retrying connection.
 
         For code that drives the host beyond the interface (the distributed launcher). The
-        caller quotes every value it puts in ``command`` (``shlex.quote``). With ``check`` a
+        caller quotes every value it puts in ``command`` (``base.q``). With ``check`` a
         non-zero exit status raises TargetError with the command's stderr tail.
         """
         return self._run(step, command, timeout=timeout, check=check)
