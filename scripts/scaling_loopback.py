@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "plugins")]
 
 from gpucompare.config import fleet  # noqa: E402
-from gpucompare.lake.tables import RunContext  # noqa: E402
+from gpucompare.lake.ingest import RunContext  # noqa: E402
 from gpucompare.scaling import launcher as distributed  # noqa: E402
 from gpucompare.targets import make_target  # noqa: E402
 from gpucompare.targets.base import TargetSpec  # noqa: E402

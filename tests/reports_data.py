@@ -14,7 +14,8 @@ import pyarrow as pa
 
 from bench_tasks.record import empty_record, validate_record
 from gpucompare.lake import schema
-from gpucompare.lake.tables import Lake, RunContext, results_rows
+from gpucompare.lake.ingest import RunContext, results_rows
+from gpucompare.lake.tables import Lake
 from gpucompare.reports.build import ReportInputs
 
 IMAGE_SHAPES = {"inception-v3": "3,299,299"}

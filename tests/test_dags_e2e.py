@@ -330,7 +330,7 @@ def test_two_nights_keep_both_and_duplicate_nothing(run_dag, write_fleet, gpucom
     figures imported twice, and one run's results ingested again."""
     import importlib.util
 
-    from gpucompare.lake.tables import RunContext, ingest_results
+    from gpucompare.lake.ingest import RunContext, ingest_results
     from gpucompare.prices.published import import_published
     from gpucompare.targets.bundle import local_code_hash
     from tests.conftest import REPO_ROOT

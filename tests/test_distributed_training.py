@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from gpucompare.lake.tables import RunContext, open_lake
+from gpucompare.lake.ingest import RunContext
+from gpucompare.lake.tables import open_lake
 from gpucompare.scaling import launcher as distributed
 from gpucompare.scaling.launcher import (
     DistributedRunError,

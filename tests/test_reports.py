@@ -179,7 +179,7 @@ def test_files_of_different_schemas_are_read_by_column_name(lake):
     match every file by name."""
     import pyarrow as pa
 
-    from gpucompare.lake.tables import RunContext, results_rows
+    from gpucompare.lake.ingest import RunContext, results_rows
 
     old = results_rows([record(batch_size=64, images_per_sec=300.0, night=dt.date(2026, 2, 1))],
                        RunContext(provider="aws", instance_type="g5.xlarge", region="us-east-1",

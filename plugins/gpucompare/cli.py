@@ -80,15 +80,16 @@ def _configure_ingest(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_ingest(args: argparse.Namespace) -> int:
+    from gpucompare.lake import ingest as lake_ingest
     from gpucompare.lake import tables as lake
 
-    context = lake.RunContext(provider=args.provider, instance_type=args.instance_type, region=args.region,
-                              market=args.market, target=args.target, source=args.source,
-                              dag_run_id=args.dag_run_id)
+    context = lake_ingest.RunContext(provider=args.provider, instance_type=args.instance_type,
+                                     region=args.region, market=args.market, target=args.target,
+                                     source=args.source, dag_run_id=args.dag_run_id)
     target = lake.open_lake(args.lake)
     try:
-        summary = lake.ingest_results(target, args.results, context, run_id=args.run_id,
-                                      code_hash=args.code_hash or local_code_hash())
+        summary = lake_ingest.ingest_results(target, args.results, context, run_id=args.run_id,
+                                             code_hash=args.code_hash or local_code_hash())
     except (lake.IngestError, lake.LakeError) as exc:
         raise UsageError(str(exc)) from None
     print(f"ingested {args.results} into {args.lake}: {summary.describe()}")

@@ -281,7 +281,8 @@ def collect(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
 def ingest(plan: dict[str, Any], collected: dict[str, Any]) -> dict[str, Any]:
     """Validate the records and write them into the lake: all or nothing, idempotent per run."""
     _name_map_index(plan)
-    from gpucompare.lake.tables import RunContext, delete_file, ingest_results, open_lake
+    from gpucompare.lake.ingest import RunContext, ingest_results
+    from gpucompare.lake.tables import delete_file, open_lake
     from gpucompare.targets.bundle import local_code_hash
 
     spec = plan["spec"]

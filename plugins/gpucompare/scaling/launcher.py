@@ -365,7 +365,7 @@ def run_scaling_plan(plan: Mapping[str, Any], *, lake_uri: str, results_path: st
                      poll_interval_s: float = 2.0) -> list[str]:
     """One group's whole scaling run: prepare and deploy every host, run the points, ingest;
     and, whatever happened, tear every host down (a paid instance is always given back)."""
-    from gpucompare.lake.tables import RunContext
+    from gpucompare.lake.ingest import RunContext
     from gpucompare.targets import make_target
 
     sink = line_sink or log.info
@@ -434,7 +434,8 @@ def measure_and_ingest(launcher: ParameterServerLauncher, points: Sequence[Scali
     """Run the points, then ingest their records into the lake (``context``: the lake's
     ``RunContext``: provider, instance type, target kind…). A failed point raises before
     anything is written, so a failed run leaves the lake as it was."""
-    from gpucompare.lake.tables import ingest_results, open_lake
+    from gpucompare.lake.ingest import ingest_results
+    from gpucompare.lake.tables import open_lake
     from gpucompare.targets.bundle import local_code_hash
 
     path = run_points(launcher, points, results_path)
