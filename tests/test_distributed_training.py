@@ -156,9 +156,10 @@ def test_scaling_run_over_three_hosts_reaches_the_scaling_report(group, tmp_path
         assert row["speedup"] == pytest.approx(record["images_per_sec"] / baseline)
         assert row["efficiency"] == pytest.approx(row["speedup"] / record["gpu_count"])
     # and the report page draws them: speedup and efficiency against devices, with the ideal line
+    from gpucompare.reports import formatting
     from gpucompare.reports import page as html
 
-    charts = [figure.svg for figure in html.scaling_figures(report, html.Colours(), "efficiency")]
+    charts = [figure.svg for figure in html.scaling_figures(report, formatting.Colours(), "efficiency")]
     [efficiency_chart] = [c for c in charts if "googlenet: efficiency" in c]
     assert "ideal (linear)" in efficiency_chart
     assert f"4 → {ours[4]['efficiency']:,.2f}</title>" in efficiency_chart
