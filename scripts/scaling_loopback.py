@@ -27,6 +27,7 @@ sys.path[:0] = [str(REPO), str(REPO / "plugins")]
 from gpucompare.config import fleet  # noqa: E402
 from gpucompare.lake.ingest import RunContext  # noqa: E402
 from gpucompare.scaling import launcher as distributed  # noqa: E402
+from gpucompare.scaling import run as scaling_run  # noqa: E402
 from gpucompare.targets import make_target  # noqa: E402
 from gpucompare.targets.base import TargetSpec  # noqa: E402
 from gpucompare.targets.ssh_channel import SSHChannel  # noqa: E402
@@ -63,7 +64,7 @@ def main() -> int:
             [SSHChannel(t, s) for t, s in zip(targets, states, strict=True)], run_id=run_id,
             poll_interval_s=0.5, line_sink=lambda line: print(line, file=sys.stderr, flush=True))
         started = time.monotonic()
-        distributed.measure_and_ingest(
+        scaling_run.measure_and_ingest(
             launcher, points, results_path=str(work / "scaling.jsonl"), lake_uri=str(work / "lake"),
             context=RunContext(provider="loopback", instance_type="cpu-shared", target="ssh"))
         print(f"{len(points)} points in {time.monotonic() - started:.0f} s; lake: {work / 'lake'}")

@@ -25,13 +25,14 @@ import pytest
 from gpucompare.lake.ingest import RunContext
 from gpucompare.lake.tables import open_lake
 from gpucompare.scaling import launcher as distributed
+from gpucompare.scaling import run as scaling_run
 from gpucompare.scaling.launcher import (
     DistributedRunError,
     ParameterServerLauncher,
     ScalingPoint,
     marker_for,
-    measure_and_ingest,
 )
+from gpucompare.scaling.run import measure_and_ingest
 from gpucompare.targets import make_target
 from gpucompare.targets.base import TargetSpec
 from gpucompare.targets.ec2_channel import SSMChannel
@@ -373,7 +374,7 @@ def test_an_ec2_scaling_group_gets_an_instance_per_host_and_all_are_terminated_a
         distributed.group_points(group, specs, scaling_profile))] for s in plan["specs"])
     lake_uri = str(tmp_path / "lake")
     with pytest.raises(DistributedRunError, match="no free port"):
-        distributed.run_scaling_plan(plan, lake_uri=lake_uri, results_path=str(tmp_path / "r.jsonl"),
+        scaling_run.run_scaling_plan(plan, lake_uri=lake_uri, results_path=str(tmp_path / "r.jsonl"),
                                      poll_interval_s=0.05)
     reservations = aws_client("ec2").describe_instances(
         Filters=[{"Name": f"tag:{RUN_ID_TAG}", "Values": [f"{run_id}.aws-node{i}" for i in range(3)]}]

@@ -4,7 +4,7 @@ Each subcommand is registered once with :func:`register` (a name, a help line, a
 that adds its arguments and the function that runs it and returns an exit code). Three
 modules build parsers of their own (several subcommands, nested actions): ``build_parser``
 calls their ``add_cli(subparsers)`` by name (``report``/``athena-ddl`` from reports.build,
-``scaling-run`` from scaling.launcher, ``dags`` from airflow.dag_files); each parser they add
+``scaling-run`` from scaling.run, ``dags`` from airflow.dag_files); each parser they add
 sets ``func(args) -> int``. This file is the one place that lists every subcommand.
 
 Bad input ends with exit code 2 and a one-line message naming the flag or field at fault;
@@ -275,9 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
     # imported here, not at the top: `import gpucompare.cli` stays light (no DuckDB)
     from gpucompare.airflow import dag_files
     from gpucompare.reports import build as reports
-    from gpucompare.scaling import launcher
+    from gpucompare.scaling import run as scaling_run
 
-    for add_cli in (reports.add_cli, launcher.add_cli, dag_files.add_cli):
+    for add_cli in (reports.add_cli, scaling_run.add_cli, dag_files.add_cli):
         add_cli(subparsers)
     return parser
 

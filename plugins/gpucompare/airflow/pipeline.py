@@ -400,14 +400,14 @@ def scaling_group(plan: dict[str, Any]) -> dict[str, Any]:
     share them. Teardown runs in the task's ``finally``; an ec2 host that outlives a killed
     task powers itself off at its TTL, and the sweeper DAG terminates it.
     """
-    from gpucompare.scaling import launcher as distributed
+    from gpucompare.scaling import run as scaling_run
 
     dag_run_id = get_current_context()["dag_run"].run_id
     log.info("Scaling group %s: %d point(s) on %s", plan["group"], len(plan["points"]),
              ", ".join(s["name"] for s in plan["specs"]))
     # the points and their ingest happen in this task, so the records stay on its own disk
     with bad_input_fails(), tempfile.TemporaryDirectory(prefix="gpucompare-scaling-") as scratch:
-        written = distributed.run_scaling_plan(
+        written = scaling_run.run_scaling_plan(
             plan, lake_uri=settings.lake_uri(), dag_run_id=dag_run_id,
             results_path=str(Path(scratch) / "results.jsonl"), line_sink=lambda line: log.info("%s", line))
     get_current_context()["outlet_events"][RESULTS].extra = {"scaling_group": plan["group"],
