@@ -31,8 +31,6 @@ class DistributedRunError(RuntimeError):
     """A point of a scaling run failed; the message names the role, the host and why."""
 
 
-
-
 # -- shell scripts (every value quoted; pure functions, tested) -------------------------------
 
 def kill_marked_script(tag: str, *, grace_s: float, exact: bool = False) -> str:
