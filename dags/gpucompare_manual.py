@@ -19,7 +19,7 @@ instance type, a rented server reachable over SSH, or this host.
 
 Everything is validated twice before anything starts: by the trigger form (types, enums,
 patterns) and by the first task, `validate_request`, which checks the rules between fields
-with the same module (`gpucompare.validation`) and fails the run with a message naming the
+with the same module (`gpucompare.config.validation`) and fails the run with a message naming the
 field, e.g. `instance_type: 'p3.2xlarge; rm -rf /' is not valid`. Then the same per-target
 task group as `gpucompare_nightly` runs (terminate as a teardown, results into the lake,
 the **gpucompare_results** Asset).
@@ -33,7 +33,8 @@ from typing import Any
 import pendulum
 from airflow.sdk import Param, dag, get_current_context, task
 
-from gpucompare import fleet, pipeline, validation
+from gpucompare.airflow import pipeline
+from gpucompare.config import fleet, validation
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +73,13 @@ PARAMS = {
 @task(retries=0)
 def validate_request() -> list[dict[str, Any]]:
     """Check every param and the rules between them before anything is provisioned."""
+    from gpucompare.prices.tables import shipped_fx_rate  # here: pyarrow stays out of the parse
+
     context = get_current_context()
     with pipeline.bad_input_fails():
         request = validation.check_manual_request(dict(context["params"]))
-        plan = fleet.plan_manual(request, fleet.load_fleet(), context["dag_run"].run_id)
+        plan = fleet.plan_manual(request, fleet.load_fleet(fx_rate=shipped_fx_rate),
+                                 context["dag_run"].run_id)
         pipeline.check_plan(plan)
     log.info("Request accepted: %s %s in %s (%s)", plan["spec"]["provider"], plan["spec"]["instance_type"],
              plan["spec"]["region"] or "-", plan["spec"]["market"])

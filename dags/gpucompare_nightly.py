@@ -29,7 +29,8 @@ from typing import Any
 import pendulum
 from airflow.sdk import dag, get_current_context, task
 
-from gpucompare import fleet, pipeline
+from gpucompare.airflow import pipeline
+from gpucompare.config import fleet
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +39,10 @@ log = logging.getLogger(__name__)
 def load_fleet() -> list[dict[str, Any]]:
     """Read and validate the fleet file; one plan per enabled target (checked by its target class)."""
     dag_run_id = get_current_context()["dag_run"].run_id
+    from gpucompare.prices.tables import shipped_fx_rate  # here: pyarrow stays out of the parse
+
     with pipeline.bad_input_fails():
-        plans = fleet.plan_fleet(fleet.load_fleet(), dag_run_id)
+        plans = fleet.plan_fleet(fleet.load_fleet(fx_rate=shipped_fx_rate), dag_run_id)
         for plan in plans:
             pipeline.check_plan(plan)
     log.info("%d target(s) tonight: %s", len(plans), ", ".join(p["spec"]["name"] for p in plans) or "none")
@@ -50,8 +53,10 @@ def load_fleet() -> list[dict[str, Any]]:
 def load_scaling() -> list[dict[str, Any]]:
     """The enabled scaling groups of the fleet file: one plan each (hosts and points)."""
     dag_run_id = get_current_context()["dag_run"].run_id
+    from gpucompare.prices.tables import shipped_fx_rate  # here: pyarrow stays out of the parse
+
     with pipeline.bad_input_fails():
-        plans = fleet.plan_scaling(fleet.load_fleet(), dag_run_id)
+        plans = fleet.plan_scaling(fleet.load_fleet(fx_rate=shipped_fx_rate), dag_run_id)
     log.info("%d scaling group(s) tonight: %s", len(plans), ", ".join(p["group"] for p in plans) or "none")
     return plans
 

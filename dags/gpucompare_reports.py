@@ -5,7 +5,7 @@ Runs when **gpucompare_results** is updated (a nightly or manual run ingested re
 daily at 06:30 UTC as a fallback (`AssetOrTimeSchedule`), so price changes reach the
 reports even on a night without runs.
 
-`build_reports` runs the report set of `gpucompare.reports` (DuckDB over the lake: cost per
+`build_reports` runs the report set of `gpucompare.reports.build` (DuckDB over the lake: cost per
 million images, scaling, throughput, best value, regressions; Parquet + CSV, `index.html`,
 `summary.md`) into `<reports>/<date>/` (`GPUCOMPARE_REPORTS`, default `./reports`, or
 `s3://bucket/prefix`) and keeps the day's copy of each report under
@@ -32,7 +32,8 @@ from typing import Any
 import pendulum
 from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, dag, get_current_context, task
 
-from gpucompare import pipeline, settings
+from gpucompare import settings
+from gpucompare.airflow import pipeline
 from gpucompare.errors import PermanentError
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ def compact_lake() -> dict[str, Any]:
     """Delta optimize (compact) of the results partitions older than GPUCOMPARE_COMPACT_AFTER_DAYS,
     then vacuum of files removed more than 7 days ago (time travel keeps working that far)."""
     from gpucompare.cli import compaction_cutoff
-    from gpucompare.lake import open_lake
+    from gpucompare.lake.tables import open_lake
 
     run_day = get_current_context()["dag_run"].run_after.date()
     days = settings.setting("compact_after_days")
@@ -65,7 +66,7 @@ def compact_lake() -> dict[str, Any]:
 @task(outlets=[pipeline.REPORTS], execution_timeout=timedelta(minutes=30), **pipeline.network_retries())
 def build_reports() -> dict[str, Any]:
     """Every report for the lake, written to <reports>/<date>/ and published as latest."""
-    from gpucompare.reports import run_reports
+    from gpucompare.reports.build import run_reports
 
     context = get_current_context()
     for asset, events in (context.get("triggering_asset_events") or {}).items():

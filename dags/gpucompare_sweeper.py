@@ -22,7 +22,9 @@ import pendulum
 from airflow.sdk import dag, task
 from airflow.sdk.exceptions import AirflowSkipException
 
-from gpucompare import fleet, pipeline, settings, validation
+from gpucompare import settings
+from gpucompare.airflow import pipeline
+from gpucompare.config import fleet, validation
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@
         [--s3]   # also the concurrency and kill trials against moto's S3 server (started here)
 
 * ingest: one night's run of one machine (54 configurations) into a lake that already holds
-  30 nights, in-process (``lake.ingest_results``) and as the command (``python -m gpucompare
+  30 nights, in-process (``lake_ingest.ingest_results``) and as the command (``python -m gpucompare
   ingest``, interpreter start included), five times each;
 * memory: 200,000 records (~176 MB of JSON Lines) ingested by the command; peak RSS of that
   process (``ru_maxrss`` of the child);
@@ -39,10 +39,11 @@ for path in (REPO, REPO / "plugins"):
 
 import pyarrow as pa  # noqa: E402
 
-from gpucompare import lake  # noqa: E402
+from gpucompare.lake import ingest as lake_ingest  # noqa: E402
+from gpucompare.lake import tables as lake  # noqa: E402
 from tests.lake_support import compact_command, ingest_command, run_records, start, write_records  # noqa: E402
 
-CONTEXT = lake.RunContext(provider="local", instance_type="cpu")
+CONTEXT = lake_ingest.RunContext(provider="local", instance_type="cpu")
 
 
 def per_run(uri: str) -> tuple[Counter, Counter, int]:
@@ -69,7 +70,7 @@ def bench_ingest(work: Path) -> None:
     target = lake.open_lake(uri)
     for night in range(30):
         run = f"night-{night}"
-        lake.ingest_results(
+        lake_ingest.ingest_results(
             target, write_records(work / "n.jsonl", run_records(run, 54)), CONTEXT, run_id=run
         )
     inproc, command = [], []
@@ -77,7 +78,7 @@ def bench_ingest(work: Path) -> None:
         run = f"tonight-{attempt}"
         path = write_records(work / f"t{attempt}.jsonl", run_records(run, 54))
         started = time.perf_counter()
-        summary = lake.ingest_results(target, path, CONTEXT, run_id=run, code_hash="0123456789abcdef")
+        summary = lake_ingest.ingest_results(target, path, CONTEXT, run_id=run, code_hash="0123456789abcdef")
         inproc.append(time.perf_counter() - started)
         assert summary.changed
         run = f"cmd-{attempt}"
@@ -90,7 +91,7 @@ def bench_ingest(work: Path) -> None:
     print("\n### Ingest of one night's run (54 configurations, lake with 30 earlier runs)\n")
     print("| how | runs | median s | max s |\n|---|---|---|---|")
     for name, values in (
-        ("in-process `lake.ingest_results`", inproc),
+        ("in-process `lake_ingest.ingest_results`", inproc),
         ("`python -m gpucompare ingest` (process incl. start-up)", command),
     ):
         print(f"| {name} | {len(values)} | {statistics.median(values):.2f} | {max(values):.2f} |")
@@ -121,7 +122,7 @@ def concurrency_trial(uri: str, work: Path, rows: int = 40) -> tuple[bool, str]:
     target = lake.open_lake(uri)
     for n in range(2):
         run = f"earlier-{n}"
-        lake.ingest_results(
+        lake_ingest.ingest_results(
             target, write_records(work / f"e{n}.jsonl", run_records(run, rows)), CONTEXT, run_id=run
         )
     target.compact()
@@ -148,7 +149,7 @@ def concurrency_trial(uri: str, work: Path, rows: int = 40) -> tuple[bool, str]:
 
 def kill_ingest_trial(uri: str, work: Path, delay_s: float) -> tuple[str, bool]:
     target = lake.open_lake(uri)
-    lake.ingest_results(
+    lake_ingest.ingest_results(
         target, write_records(work / "a.jsonl", run_records("earlier", 40)), CONTEXT, run_id="earlier"
     )
     path = write_records(work / "big.jsonl", run_records("victim", 12_000))
@@ -175,7 +176,7 @@ def kill_compaction_trial(uri: str, work: Path, delay_s: float) -> bool:
     target = lake.open_lake(uri)
     runs = {f"run-{n}": 2000 for n in range(6)}
     for run, count in runs.items():
-        lake.ingest_results(
+        lake_ingest.ingest_results(
             target, write_records(work / f"{run}.jsonl", run_records(run, count)), CONTEXT, run_id=run
         )
     proc = start(compact_command(uri))

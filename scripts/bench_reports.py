@@ -45,8 +45,9 @@ for path in (REPO, REPO / "plugins"):
         sys.path.insert(0, str(path))
 
 from bench_tasks.constants import NETWORKS  # noqa: E402
-from gpucompare import lake as lake_module  # noqa: E402
-from gpucompare import reports, schema  # noqa: E402
+from gpucompare.lake import schema  # noqa: E402
+from gpucompare.lake import tables as lake_module  # noqa: E402
+from gpucompare.reports import build as reports  # noqa: E402
 
 #: (provider, instance_type, region, market, gpu_model, gpus, relative speed, per-hour USD)
 MACHINES: list[tuple[str, str, str | None, str, str, int, float, float]] = []

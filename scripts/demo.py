@@ -129,7 +129,7 @@ def lake_summary(lake: str) -> str:
     """How many measured results the lake holds, from how many runs, and that none is doubled."""
     import pyarrow.compute as pc
 
-    from gpucompare.lake import open_lake
+    from gpucompare.lake.tables import open_lake
 
     table = open_lake(lake).results_table()
     measured = table.filter(pc.not_equal(table["target"], "published"))
@@ -153,7 +153,8 @@ def main() -> int:
     python = sys.executable
 
     sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / "plugins")]
-    from gpucompare import fleet, settings
+    from gpucompare import settings
+    from gpucompare.config import fleet
 
     fleet_config = fleet.load_fleet()
     pool = settings.setting("pool")

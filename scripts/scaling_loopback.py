@@ -24,10 +24,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "plugins")]
 
-from gpucompare import distributed, fleet  # noqa: E402
-from gpucompare.lake import RunContext  # noqa: E402
+from gpucompare.config import fleet  # noqa: E402
+from gpucompare.lake.ingest import RunContext  # noqa: E402
+from gpucompare.scaling import launcher as distributed  # noqa: E402
+from gpucompare.scaling import run as scaling_run  # noqa: E402
 from gpucompare.targets import make_target  # noqa: E402
 from gpucompare.targets.base import TargetSpec  # noqa: E402
+from gpucompare.targets.ssh_channel import SSHChannel  # noqa: E402
 from tests.fixtures_sshd import start_sshd  # noqa: E402
 
 HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
@@ -58,10 +61,10 @@ def main() -> int:
         points = distributed.scaling_points(profile, host_count=len(HOSTS),
                                             devices_per_host=max(profile.devices_per_node), device_kind="cpu")
         launcher = distributed.ParameterServerLauncher(
-            [distributed.SSHChannel(t, s) for t, s in zip(targets, states, strict=True)], run_id=run_id,
+            [SSHChannel(t, s) for t, s in zip(targets, states, strict=True)], run_id=run_id,
             poll_interval_s=0.5, line_sink=lambda line: print(line, file=sys.stderr, flush=True))
         started = time.monotonic()
-        distributed.measure_and_ingest(
+        scaling_run.measure_and_ingest(
             launcher, points, results_path=str(work / "scaling.jsonl"), lake_uri=str(work / "lake"),
             context=RunContext(provider="loopback", instance_type="cpu-shared", target="ssh"))
         print(f"{len(points)} points in {time.monotonic() - started:.0f} s; lake: {work / 'lake'}")
@@ -70,7 +73,7 @@ def main() -> int:
             target.teardown(state)
         for server in servers:
             server.stop()
-    from gpucompare.reports import ReportInputs, build_reports
+    from gpucompare.reports.build import ReportInputs, build_reports
 
     rows = build_reports(ReportInputs.from_lake(str(work / "lake"))).tables["scaling"].to_pylist()
     print(f"{'network':10} {'scaling':7} {'batch':>5} {'devices':>7} {'nodes':>5} {'img/s':>8} "

@@ -13,9 +13,10 @@ from typing import Any
 import pyarrow as pa
 
 from bench_tasks.record import empty_record, validate_record
-from gpucompare import schema
-from gpucompare.lake import Lake, RunContext, results_rows
-from gpucompare.reports import ReportInputs
+from gpucompare.lake import schema
+from gpucompare.lake.ingest import RunContext, results_rows
+from gpucompare.lake.tables import Lake
+from gpucompare.reports.build import ReportInputs
 
 IMAGE_SHAPES = {"inception-v3": "3,299,299"}
 

@@ -6,7 +6,7 @@ read the compose file the way Docker does: Docker Compose v2 itself (the ``compo
 package's ``docker-compose``) validates it against the compose schema and renders it with
 ``config`` (merge keys, interpolation, defaults), which needs no Docker engine. On that
 rendering: every component is there, built from the project's Airflow image, every Airflow
-service gets exactly the ``AIRFLOW__*`` settings of ``gpucompare.deployment``, health probes
+service gets exactly the ``AIRFLOW__*`` settings of ``gpucompare.airflow.deployment``, health probes
 hit the endpoints the test waits for, state the tasks share is on shared volumes, and compose
 refuses to start without each secret.
 """
@@ -24,8 +24,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from gpucompare import deployment
-from gpucompare.deployment import (
+from gpucompare.airflow import deployment
+from gpucompare.airflow.deployment import (
     API_SERVER_HEALTH_PATH,
     COMPONENT_COMMANDS,
     COMPOSE_ENDPOINTS,
@@ -168,7 +168,7 @@ def test_init_runs_the_same_init_as_the_test(rendered: dict) -> None:
     init = rendered["services"]["airflow-init"]
     assert init["entrypoint"] == ["/bin/bash", "-c"]
     script_lines = [line.strip() for line in init["command"][0].splitlines()]
-    assert f"python -m gpucompare.deployment init {COMPOSE_LAYOUT.passwords_file}" in script_lines
+    assert f"python -m gpucompare.airflow.deployment init {COMPOSE_LAYOUT.passwords_file}" in script_lines
     assert init["environment"]["AIRFLOW_ADMIN_PASSWORD"] == USER_VARIABLES["AIRFLOW_ADMIN_PASSWORD"]
     # Only init needs the admin's password.
     assert not any(

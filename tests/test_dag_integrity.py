@@ -77,10 +77,10 @@ def test_permanent_errors_fail_at_once_and_others_are_retried() -> None:
     from airflow.sdk.exceptions import AirflowFailException
 
     from bench_tasks.configs import ConfigError
-    from gpucompare import pipeline
+    from gpucompare.airflow import pipeline
+    from gpucompare.config.validation import ValidationError
     from gpucompare.errors import PermanentError, TransientError
     from gpucompare.targets.base import BudgetExceeded, TargetConfigError, TargetError
-    from gpucompare.validation import ValidationError
 
     for permanent in (PermanentError("x"), ValidationError("f", "bad"), BudgetExceeded("over"),
                       TargetConfigError("refused sweep"), ConfigError("networks", "unknown")):
@@ -120,7 +120,7 @@ def test_target_group_brackets_the_machine_with_setup_and_teardown(dags: dict[st
 def test_results_and_reports_assets_link_the_dags(dags: dict[str, Any]) -> None:
     from airflow.sdk import AssetOrTimeSchedule
 
-    from gpucompare import pipeline
+    from gpucompare.airflow import pipeline
 
     for dag_id in ("gpucompare_nightly", "gpucompare_manual"):
         assert pipeline.RESULTS in dags[dag_id].task_dict["results_ready"].outlets

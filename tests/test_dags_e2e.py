@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gpucompare.lake import open_lake
+from gpucompare.lake.tables import open_lake
 from tests.conftest import BENCH_PYTHON
 
 pytestmark = [pytest.mark.dag, pytest.mark.integration]
@@ -330,9 +330,9 @@ def test_two_nights_keep_both_and_duplicate_nothing(run_dag, write_fleet, gpucom
     figures imported twice, and one run's results ingested again."""
     import importlib.util
 
-    from gpucompare.cli import local_code_hash
-    from gpucompare.lake import RunContext, ingest_results
-    from gpucompare.published import import_published
+    from gpucompare.lake.ingest import RunContext, ingest_results
+    from gpucompare.prices.published import import_published
+    from gpucompare.targets.bundle import local_code_hash
     from tests.conftest import REPO_ROOT
 
     write_fleet({"profiles": {"tiny": SCORE_ONLY}, "targets": [local_target("local")]})
@@ -375,7 +375,7 @@ def test_two_nights_keep_both_and_duplicate_nothing(run_dag, write_fleet, gpucom
 def test_reports_dag_publishes_to_s3(run_dag, gpucompare_dirs, aws_endpoint, aws_client, s3_bucket,
                                      monkeypatch) -> None:
     """Reports on object storage (moto's S3 on 127.0.0.1): the dated set, then latest/ as a copy."""
-    from gpucompare.published import import_published
+    from gpucompare.prices.published import import_published
 
     import_published(open_lake(str(gpucompare_dirs.lake)))
     monkeypatch.setenv("GPUCOMPARE_REPORTS", f"s3://{s3_bucket}/reports")

@@ -4,7 +4,7 @@
 the API server, the DAG processor and Celery workers. Docker cannot run here, so this test
 starts the same parts as plain processes: PostgreSQL and Redis from Debian's packages, then
 `airflow scheduler`, `airflow dag-processor`, `airflow api-server` and `airflow celery worker`
-with the very configuration the compose file spells out (`gpucompare.deployment`, checked
+with the very configuration the compose file spells out (`gpucompare.airflow.deployment`, checked
 against compose.yaml by tests/test_compose.py). It triggers the nightly DAG on the `local`
 target through the public REST API with a JWT from `/auth/token`, like a user's script
 would, waits for the run to succeed, and reads the results back from the lake.
@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucompare.deployment import (
+from gpucompare.airflow.deployment import (
     ADMIN_PASSWORD_ENV,
     ADMIN_USER,
     API_SERVER_HEALTH_PATH,
@@ -507,7 +507,7 @@ def _start_deployment(registry: ProcessRegistry, base: Path, pg_root: Path) -> D
 
     # Compose's airflow-init service, the same command: migrate, create the pool, write the passwords file.
     init = subprocess.run(
-        [sys.executable, "-m", "gpucompare.deployment", "init", str(passwords_file)],
+        [sys.executable, "-m", "gpucompare.airflow.deployment", "init", str(passwords_file)],
         env={**env, ADMIN_PASSWORD_ENV: admin_password},
         capture_output=True,
         text=True,
@@ -608,7 +608,8 @@ def test_api_refuses_a_trigger_without_a_token(deployment: Deployment) -> None:
 
 
 def test_init_created_the_pool_of_the_fleet(deployment: Deployment) -> None:
-    from gpucompare import fleet, settings
+    from gpucompare import settings
+    from gpucompare.config import fleet
 
     status, pool = deployment.api("GET", f"/pools/{settings.DEFAULTS['pool']}", deployment.token())
     assert status == 200, pool
@@ -629,7 +630,7 @@ def test_nightly_dag_runs_on_celery_workers(deployment: Deployment) -> None:
     )
 
     # The results are in the lake the workers share, tagged with this run.
-    from gpucompare.lake import open_lake
+    from gpucompare.lake.tables import open_lake
 
     rows = [
         row

@@ -22,18 +22,21 @@ from pathlib import Path
 
 import pytest
 
-from gpucompare import distributed
-from gpucompare.distributed import (
+from gpucompare.lake.ingest import RunContext
+from gpucompare.lake.tables import open_lake
+from gpucompare.scaling import launcher as distributed
+from gpucompare.scaling import run as scaling_run
+from gpucompare.scaling.launcher import (
     DistributedRunError,
     ParameterServerLauncher,
     ScalingPoint,
-    SSHChannel,
     marker_for,
-    measure_and_ingest,
 )
-from gpucompare.lake import RunContext, open_lake
+from gpucompare.scaling.run import measure_and_ingest
 from gpucompare.targets import make_target
 from gpucompare.targets.base import TargetSpec
+from gpucompare.targets.ec2_channel import SSMChannel
+from gpucompare.targets.ssh_channel import SSHChannel
 from tests.conftest import BENCH_PYTHON
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -140,7 +143,7 @@ def test_scaling_run_over_three_hosts_reaches_the_scaling_report(group, tmp_path
         assert marked_processes(marker_for(run_id, point)) == []
 
     # the real lake → report path: rows for 1, 2 and 4 devices with speedup and efficiency
-    from gpucompare.reports import ReportInputs, build_reports
+    from gpucompare.reports.build import ReportInputs, build_reports
 
     report = build_reports(ReportInputs.from_lake(lake_uri)).tables["scaling"].to_pylist()
     ours = {r["gpu_count"]: r for r in report
@@ -154,9 +157,10 @@ def test_scaling_run_over_three_hosts_reaches_the_scaling_report(group, tmp_path
         assert row["speedup"] == pytest.approx(record["images_per_sec"] / baseline)
         assert row["efficiency"] == pytest.approx(row["speedup"] / record["gpu_count"])
     # and the report page draws them: speedup and efficiency against devices, with the ideal line
-    from gpucompare import html
+    from gpucompare.reports import formatting
+    from gpucompare.reports import page as html
 
-    charts = [figure.svg for figure in html.scaling_figures(report, html.Colours(), "efficiency")]
+    charts = [figure.svg for figure in html.scaling_figures(report, formatting.Colours(), "efficiency")]
     [efficiency_chart] = [c for c in charts if "googlenet: efficiency" in c]
     assert "ideal (linear)" in efficiency_chart
     assert f"4 → {ours[4]['efficiency']:,.2f}</title>" in efficiency_chart
@@ -181,7 +185,7 @@ def _kill_worker_when_training(marker: str, host: str, killed: list[int], stop: 
 def test_a_worker_killed_mid_run_fails_clearly_and_leaves_nothing(group, tmp_path):
     channels = group
     run_id = new_run_id()
-    from gpucompare.published import import_published
+    from gpucompare.prices.published import import_published
 
     lake_uri = str(tmp_path / "lake")
     import_published(open_lake(lake_uri))  # the lake holds something before the run
@@ -266,9 +270,9 @@ def _ssm_hosts(aws_client, tmp_path, addresses=None):
     channels = []
     for index, instance in enumerate(instances):
         address = addresses[index] if addresses else instance["PrivateIpAddress"]
-        channels.append(distributed.SSMChannel(
+        channels.append(SSMChannel(
             ssm_client=aws_client("ssm"), instance_id=instance["InstanceId"], address=address,
-            python=str(BENCH_PYTHON), code_dir=str(Path(distributed.__file__).resolve().parents[2]),
+            python=str(BENCH_PYTHON), code_dir=str(Path(distributed.__file__).resolve().parents[3]),
             run_dir=str(tmp_path / f"instance{index}"), poll_interval_s=0.05))
     return channels
 
@@ -370,7 +374,7 @@ def test_an_ec2_scaling_group_gets_an_instance_per_host_and_all_are_terminated_a
         distributed.group_points(group, specs, scaling_profile))] for s in plan["specs"])
     lake_uri = str(tmp_path / "lake")
     with pytest.raises(DistributedRunError, match="no free port"):
-        distributed.run_scaling_plan(plan, lake_uri=lake_uri, results_path=str(tmp_path / "r.jsonl"),
+        scaling_run.run_scaling_plan(plan, lake_uri=lake_uri, results_path=str(tmp_path / "r.jsonl"),
                                      poll_interval_s=0.05)
     reservations = aws_client("ec2").describe_instances(
         Filters=[{"Name": f"tag:{RUN_ID_TAG}", "Values": [f"{run_id}.aws-node{i}" for i in range(3)]}]

@@ -1,7 +1,7 @@
 """Paid machines under faults: the ec2 target driven as the DAG drives it, through a proxy that
 injects throttling, 500s, lost responses and timeouts between the client and moto's server.
 
-The real step sequence of ``gpucompare.pipeline`` (``run_like_the_dag``): a new target built
+The real step sequence of ``gpucompare.airflow.pipeline`` (``run_like_the_dag``): a new target built
 from the plan's JSON for every step and every try, the state carried as JSON, each step
 retried as its task is (``pipeline.is_permanent`` decides: a permanent error fails at once),
 and then the ``all_done`` teardown with the newest state, retried as ``terminate`` is. The
@@ -62,7 +62,8 @@ from typing import Any
 
 import pytest
 
-from gpucompare import fleet, pipeline
+from gpucompare.airflow import pipeline
+from gpucompare.config import fleet
 from gpucompare.targets import ec2, make_target, sweeper
 from gpucompare.targets.base import TargetState
 from tests.ec2_support import CONN_ID, create_instance_profile, ec2_spec, publish_ami_parameter

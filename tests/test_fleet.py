@@ -11,9 +11,11 @@ import pytest
 
 from bench_tasks.configs import parse_sweep, validate_run_id
 from bench_tasks.constants import NETWORKS
-from gpucompare import fleet, settings
-from gpucompare.fleet import FleetError
-from gpucompare.validation import ValidationError
+from gpucompare import settings
+from gpucompare.config import fleet
+from gpucompare.config.fleet import FleetError
+from gpucompare.config.validation import ValidationError
+from gpucompare.prices.tables import shipped_fx_rate
 
 SHIPPED = Path(__file__).resolve().parent.parent / "dags" / "config" / "fleet.yaml"
 RUN_ID = "scheduled__2026-11-30T02:00:00+00:00"
@@ -21,7 +23,7 @@ RUN_ID = "scheduled__2026-11-30T02:00:00+00:00"
 
 @pytest.fixture(scope="module")
 def shipped() -> fleet.Fleet:
-    return fleet.load_fleet(SHIPPED)
+    return fleet.load_fleet(SHIPPED, fx_rate=shipped_fx_rate)
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +173,7 @@ def test_nightly_schedule_comes_from_env_then_file(tmp_path: Path, monkeypatch: 
 
 
 def test_manual_plan_uses_the_request_on_the_profile_knobs(shipped: fleet.Fleet) -> None:
-    from gpucompare.validation import check_manual_request
+    from gpucompare.config.validation import check_manual_request
 
     request = check_manual_request({
         "kind": "ec2", "provider": "aws", "instance_type": "g6.xlarge", "region": "us-west-2",
@@ -220,7 +222,7 @@ def test_the_ttl_covers_the_plans_own_limits_and_a_short_fleet_ttl_is_refused(do
 
 def test_the_budget_ceiling_caps_every_target_and_the_manual_form(document: dict,
                                                                    shipped: fleet.Fleet) -> None:
-    from gpucompare.validation import check_manual_request
+    from gpucompare.config.validation import check_manual_request
 
     assert shipped.budget_ceiling == (50.0, "USD")
     over = copy.deepcopy(document)

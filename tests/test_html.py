@@ -10,8 +10,10 @@ import re
 
 import pytest
 
-from gpucompare import html, reports
-from gpucompare.lake import open_lake
+from gpucompare.lake.tables import open_lake
+from gpucompare.reports import build as reports
+from gpucompare.reports import formatting, svg
+from gpucompare.reports import page as html
 from tests.reports_data import fx, ingest, inputs, price, record
 
 NIGHT = dt.date(2026, 3, 10)
@@ -90,19 +92,19 @@ def report_set(tmp_path_factory) -> reports.ReportSet:
 
 
 def test_durations_and_ticks_read_like_the_published_tables():
-    assert html.duration(1e6 / 3295.19) == "5 min 3 s"
-    assert html.duration(41.4) == "41 s"
-    assert html.duration(3725) == "1 h 02 min"
-    assert html.duration(None) == "–"
-    assert html.nice_ticks(0, 0.37) == [0, 0.1, 0.2, 0.3, 0.4]
-    assert html.nice_ticks(0, 1234) == [0, 250, 500, 750, 1000, 1250]
-    assert html.money(0.30347, "EUR") == "€0.303"
-    assert html.nice_ticks(0, 0) == [0, 0.2]  # a flat series still gets an axis
+    assert formatting.duration(1e6 / 3295.19) == "5 min 3 s"
+    assert formatting.duration(41.4) == "41 s"
+    assert formatting.duration(3725) == "1 h 02 min"
+    assert formatting.duration(None) == "–"
+    assert svg.nice_ticks(0, 0.37) == [0, 0.1, 0.2, 0.3, 0.4]
+    assert svg.nice_ticks(0, 1234) == [0, 250, 500, 750, 1000, 1250]
+    assert formatting.money(0.30347, "EUR") == "€0.303"
+    assert svg.nice_ticks(0, 0) == [0, 0.2]  # a flat series still gets an axis
 
 
 def test_charts_of_degenerate_series_still_draw():
-    one_point = html.line_chart("t", [html.Series("a", [(4, 0.0)], "#000")], "x", "y", log2_x=True)
-    zero_bar = html.bar_chart("t", [html.Bar("a", 0.0, "#000", "0")], "x")
+    one_point = svg.line_chart("t", [svg.Series("a", [(4, 0.0)], "#000")], "x", "y", log2_x=True)
+    zero_bar = svg.bar_chart("t", [svg.Bar("a", 0.0, "#000", "0")], "x")
     assert one_point.startswith("<svg") and "<circle" in one_point
     assert zero_bar.startswith("<svg") and "<rect" in zero_bar
 
@@ -154,7 +156,7 @@ def test_summary_names_the_cheapest_machine_per_network(report_set):
     # g4dn at 0.5 USD/h and 1500 images/s beats g5 at 1 USD/h and at most 1000 images/s
     assert alexnet["instance_type"] == "g4dn.xlarge"
     line = next(line for line in summary.splitlines() if line.startswith("| score | alexnet |"))
-    assert "g4dn.xlarge" in line and html.money(alexnet["cost_per_million"], "EUR") in line
+    assert "g4dn.xlarge" in line and formatting.money(alexnet["cost_per_million"], "EUR") in line
     assert "## Regressions: 1" in summary
     assert "## Results without a price: 1" in summary
 
@@ -163,7 +165,7 @@ def test_training_rows_show_the_time_and_cost_of_90_imagenet_epochs(report_set):
     page = html.render_page(report_set)
     # g5.12xlarge, 2 GPUs at 190 images/s, 5 USD/h = 5 / 1.1 EUR/h
     seconds = 90 * 1_281_167 / 190.0
-    expected = f"{html.duration(seconds)}, {html.money(5 / 1.1 * seconds / 3600, 'EUR', 0)}"
+    expected = f"{formatting.duration(seconds)}, {formatting.money(5 / 1.1 * seconds / 3600, 'EUR', 0)}"
     assert expected == "7.0 days, €766"  # 168.6 h at 4.55 €/h
     assert f">{expected}</td>" in page
 
@@ -200,7 +202,7 @@ def test_a_machine_has_one_colour_on_the_whole_page():
             row("vgg-16", "p5.48xlarge", "eu-west-1", 80.0 * batch, batch),
             row("vgg-16", "p5.48xlarge", "us-east-1", 70.0 * batch, batch),
         ]
-    colours = html.Colours()
+    colours = formatting.Colours()
     alexnet, vgg = (f.svg for f in html.throughput_figures(rows, "score", colours))
 
     def colour_of(svg, label):

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from gpucompare import html, published, reports
-from gpucompare.lake import open_lake
+from gpucompare.lake.tables import open_lake
+from gpucompare.prices import published
+from gpucompare.reports import build as reports
+from gpucompare.reports import page as html
 from tests.test_html import small_report
 
 CHROMIUM = Path("/usr/bin/chromium")

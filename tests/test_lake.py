@@ -24,7 +24,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from bench_tasks.record import empty_record, validate_record
-from gpucompare import cli, lake, reports, schema
+from gpucompare import cli
+from gpucompare.lake import ingest as lake_ingest
+from gpucompare.lake import schema
+from gpucompare.lake import tables as lake
+from gpucompare.reports import build as reports
 from tests.conftest import REPO_ROOT
 
 
@@ -106,7 +110,7 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
     return path
 
 
-CONTEXT = lake.RunContext(
+CONTEXT = lake_ingest.RunContext(
     provider="aws",
     instance_type="g5.xlarge",
     region="us-east-1",
@@ -132,10 +136,10 @@ def ingest(
     target: lake.Lake,
     path: Path,
     run_id: str = RUN,
-    context: lake.RunContext = CONTEXT,
+    context: lake_ingest.RunContext = CONTEXT,
     code_hash: str | None = "0123456789abcdef",
-) -> lake.IngestSummary:
-    return lake.ingest_results(target, path, context, run_id=run_id, code_hash=code_hash)
+) -> lake_ingest.IngestSummary:
+    return lake_ingest.ingest_results(target, path, context, run_id=run_id, code_hash=code_hash)
 
 
 def plain_rows(target: lake.Lake) -> list[dict]:
@@ -313,7 +317,7 @@ def test_broken_json_and_unknown_fields_are_named(tmp_path: Path) -> None:
     ],
 )
 def test_orchestrator_values_are_validated(change: dict, field: str, tmp_path: Path) -> None:
-    context = lake.RunContext(**{**CONTEXT.__dict__, **change})
+    context = lake_ingest.RunContext(**{**CONTEXT.__dict__, **change})
     with pytest.raises(lake.IngestError) as info:
         ingest(
             lake.open_lake(str(tmp_path / "lake")),
@@ -410,7 +414,7 @@ def test_new_record_fields_arrive_through_schema_evolution(tmp_path: Path) -> No
     uri = str(tmp_path / "lake")
     target = lake.open_lake(uri)
     ingest(target, write_jsonl(tmp_path / "r.jsonl", sample_records()))
-    newer = lake.results_rows([dict(r, run_id="newer") for r in sample_records()[:1]], CONTEXT)
+    newer = lake_ingest.results_rows([dict(r, run_id="newer") for r in sample_records()[:1]], CONTEXT)
     newer = newer.append_column("future_field", pa.array(["v2"]))
     target.write_results(newer, run_id="newer")
     names = target.snapshot("results").arrow_schema.names
@@ -484,7 +488,7 @@ def test_compact_command_only_touches_old_partitions(tmp_path: Path, capsys: pyt
 def _old_layout_lake(root: Path) -> int:
     """A lake in the old hand-written Hive layout, with a compacted partition, a superseded
     original beside it and a hidden temporary file; returns the rows the old readers counted."""
-    table = lake.results_rows(sample_records(), CONTEXT).drop_columns(["code_hash", "ingest_key"])
+    table = lake_ingest.results_rows(sample_records(), CONTEXT).drop_columns(["code_hash", "ingest_key"])
     counted = 0
     for mode, date in (("score", "2026-11-30"), ("train", "2026-12-01")):
         rows = table.filter(pc.field("mode") == mode).drop_columns(["mode", "date"])
@@ -500,7 +504,7 @@ def _old_layout_lake(root: Path) -> int:
         pq.write_table(rows, folder / ".run-b.parquet.tmp-123")
         counted += rows.num_rows
     (root / "prices").mkdir()
-    from gpucompare import prices
+    from gpucompare.prices import tables as prices
 
     pq.write_table(prices.shipped_prices(), root / "prices" / "shipped.parquet")
     return counted

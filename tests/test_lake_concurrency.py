@@ -18,11 +18,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from gpucompare import lake
+from gpucompare.lake import ingest as lake_ingest
+from gpucompare.lake import tables as lake
 from tests.lake_support import compact_command, ingest_command, run_records, start, write_records
 
 ROWS = 40  # per run
-CONTEXT = lake.RunContext(provider="local", instance_type="cpu")
+CONTEXT = lake_ingest.RunContext(provider="local", instance_type="cpu")
 
 
 @pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.integration)])
@@ -67,7 +68,7 @@ def test_four_ingests_and_a_compaction_at_once_lose_nothing(lake_uri: str, tmp_p
     }
     target = lake.open_lake(lake_uri)
     for run_id, path in earlier.items():  # the earlier nights: written in this process, quicker
-        lake.ingest_results(target, path, CONTEXT, run_id=run_id)
+        lake_ingest.ingest_results(target, path, CONTEXT, run_id=run_id)
     target.compact()
     changed = write_records(tmp_path / "changed.jsonl", run_records("earlier-0", ROWS // 2, speed=99.0))
     new = {
@@ -116,7 +117,7 @@ def test_a_killed_compaction_loses_nothing_and_the_next_one_finishes(delay_s: fl
     runs = {f"run-{n}": ROWS * 50 for n in range(6)}
     target = lake.open_lake(uri)
     for run_id, count in runs.items():  # the earlier nights: written in this process, quicker
-        lake.ingest_results(
+        lake_ingest.ingest_results(
             target,
             write_records(tmp_path / f"{run_id}.jsonl", run_records(run_id, count)),
             CONTEXT,

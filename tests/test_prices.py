@@ -16,7 +16,10 @@ import pyarrow as pa
 import pytest
 from botocore.stub import Stubber
 
-from gpucompare import cli, lake, prices, schema
+from gpucompare import cli
+from gpucompare.lake import schema
+from gpucompare.lake import tables as lake
+from gpucompare.prices import tables as prices
 
 RECORDED = Path(__file__).resolve().parent / "data" / "aws_pricing"
 BASE_FILTERS = [
@@ -219,7 +222,7 @@ def test_refresh_appends_on_demand_and_spot_prices_and_keeps_history(
                                csv_path=price_csv, pricing_client=pricing, ec2_client=ec2)
     stubber.assert_no_pending_responses()
     assert target.loads("prices") == ["aws-us-east-1-2026-11-30", "aws-us-east-1-2026-12-07"]
-    table = target.prices_table()
+    table = prices.price_history(target)
 
     def g5(on: dt.date) -> float:
         return prices.price_at(table, provider="aws", instance_type="g5.xlarge", market="on_demand",
@@ -248,8 +251,8 @@ def test_load_prices_writes_the_shipped_history_into_the_lake(tmp_path: Path) ->
     target = lake.open_lake(uri)
     assert target.loads("prices") == ["shipped"]
     shipped = prices.deduplicate_prices(prices.shipped_prices())
-    assert target.prices_table(include_shipped=False).equals(shipped)
-    assert target.fx_table(include_shipped=False).num_rows == prices.shipped_fx().num_rows
+    assert prices.price_history(target, include_shipped=False).equals(shipped)
+    assert prices.fx_history(target, include_shipped=False).num_rows == prices.shipped_fx().num_rows
 
 
 @pytest.mark.integration

@@ -10,7 +10,11 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from gpucompare import cli, lake, published, schema
+from gpucompare import cli
+from gpucompare.lake import schema
+from gpucompare.lake import tables as lake
+from gpucompare.prices import published
+from gpucompare.prices import tables as price_tables
 from tests.conftest import REPO_ROOT
 
 SHARED_REFERENCE = REPO_ROOT.parent / "shared" / "reference"
@@ -83,7 +87,7 @@ def test_known_defects_are_flagged_and_values_untouched(imported: lake.Lake) -> 
 
 
 def test_prices_and_scaling_come_in_too(imported: lake.Lake) -> None:
-    prices = imported.prices_table(include_shipped=False)
+    prices = price_tables.price_history(imported, include_shipped=False)
     assert sorted(prices["instance_type"].to_pylist()) == ["ltbv14", "ltbv19", "ltbv20", "p2.xlarge"]
     assert set(prices["unit"].to_pylist()) == {"minute"} and prices["region"].null_count == 4
     scaling = imported.published_scaling_table()

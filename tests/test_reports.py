@@ -14,8 +14,8 @@ import pyarrow as pa
 import pytest
 
 from bench_tasks.constants import IMAGENET_TRAIN_IMAGES
-from gpucompare import reports
-from gpucompare.lake import open_lake
+from gpucompare.lake.tables import open_lake
+from gpucompare.reports import build as reports
 from tests.reports_data import fx, ingest, inputs, price, record, rows
 
 NIGHT = dt.date(2026, 3, 10)
@@ -179,7 +179,7 @@ def test_files_of_different_schemas_are_read_by_column_name(lake):
     match every file by name."""
     import pyarrow as pa
 
-    from gpucompare.lake import RunContext, results_rows
+    from gpucompare.lake.ingest import RunContext, results_rows
 
     old = results_rows([record(batch_size=64, images_per_sec=300.0, night=dt.date(2026, 2, 1))],
                        RunContext(provider="aws", instance_type="g5.xlarge", region="us-east-1",
@@ -510,7 +510,7 @@ def test_bad_settings_are_refused_with_the_setting_named(lake):
 
 
 def test_an_empty_lake_gives_empty_reports(lake, tmp_path):
-    from gpucompare import html
+    from gpucompare.reports import page as html
 
     report = reports.build_reports(inputs(lake, [], []), str(tmp_path / "out"))
     assert report.rows_scanned == 0

@@ -11,8 +11,8 @@ import re
 import pyarrow.parquet as pq
 import pytest
 
-from gpucompare import reports
-from gpucompare.lake import open_lake
+from gpucompare.lake.tables import open_lake
+from gpucompare.reports import build as reports
 from tests.reports_data import ingest, inputs, record
 
 

@@ -17,8 +17,9 @@ import pytest
 
 import gpucompare
 from bench_tasks.record import validate_record
-from gpucompare import published, reports
-from gpucompare.lake import open_lake
+from gpucompare.lake.tables import open_lake
+from gpucompare.prices import published
+from gpucompare.reports import build as reports
 from tests.reports_data import ingest, record
 
 NIGHT = dt.date(2026, 3, 10)
@@ -164,7 +165,7 @@ def test_csv_keeps_stable_column_types(site):
 
 
 def published_flags() -> set[str]:
-    from gpucompare import schema
+    from gpucompare.lake import schema
 
     return set(schema.FLAGS)
 

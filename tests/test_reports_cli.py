@@ -15,8 +15,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from gpucompare import reports
-from gpucompare.lake import open_lake
+from gpucompare.lake.tables import open_lake
+from gpucompare.reports import build as reports
 from tests.conftest import REPO_ROOT
 from tests.reports_data import ingest, record
 

@@ -22,14 +22,14 @@ import pyarrow.parquet as pq
 import pytest
 
 import gpucompare
-from gpucompare import reports
+from gpucompare.reports import build as reports
 from tests.conftest import REPO_ROOT
 
 DAY = dt.date(2026, 11, 30)
 WRITER = """
 import datetime as dt, sys
 import pyarrow.parquet as pq
-from gpucompare import reports
+from gpucompare.reports import build as reports
 table = pq.read_table(sys.argv[1])
 tables = {name: table for name in reports.HISTORY_TABLES}
 print("ready", flush=True)

@@ -18,9 +18,12 @@ import pyarrow as pa
 import pytest
 
 from bench_tasks.record import validate_record
-from gpucompare import html, published, reports
-from gpucompare.lake import open_lake
-from gpucompare.report_set import COLUMN_DOCS, column_doc
+from gpucompare.lake.tables import open_lake
+from gpucompare.prices import published
+from gpucompare.reports import build as reports
+from gpucompare.reports import formatting
+from gpucompare.reports import page as html
+from gpucompare.reports.report_set import COLUMN_DOCS, column_doc
 from tests.conftest import REPO_ROOT
 from tests.reports_data import fx, ingest, inputs, price, record, rows
 
@@ -185,8 +188,8 @@ def test_every_figure_carries_its_dates_origin_and_device_kind(lake_inputs):
 def test_cpu_runs_say_cpu_never_gpus(lake_inputs):
     report = reports.build_reports(lake_inputs, options=reports.ReportOptions(report_date=TODAY))
     [laptop] = rows(report.tables["throughput"], instance_type="laptop")
-    assert html.devices(laptop) == "CPU"
-    assert html.machine_label(laptop) == "local laptop (CPU)"
+    assert formatting.devices(laptop) == "CPU"
+    assert formatting.machine_label(laptop) == "local laptop (CPU)"
     page = html.render_page(report)
     missing = page[page.index("id=missing") :]
     assert "local laptop (CPU)" in missing and ">CPU</td>" in missing
@@ -247,7 +250,7 @@ def test_every_report_column_is_documented_with_its_unit_everywhere(lake_inputs,
 
 
 def test_the_page_renderer_does_not_import_the_report_builder():
-    source = (REPO_ROOT / "plugins" / "gpucompare" / "html.py").read_text(encoding="utf-8")
+    source = (REPO_ROOT / "plugins" / "gpucompare" / "reports" / "page.py").read_text(encoding="utf-8")
     imported = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom):
@@ -255,8 +258,8 @@ def test_the_page_renderer_does_not_import_the_report_builder():
             imported.update(f"{node.module}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Import):
             imported.update(alias.name for alias in node.names)
-    assert "gpucompare.reports" not in imported
-    assert "gpucompare.report_set" in imported
+    assert "gpucompare.reports.build" not in imported
+    assert "gpucompare.reports.report_set" in imported
 
 
 @pytest.mark.parametrize(

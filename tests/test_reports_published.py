@@ -13,8 +13,11 @@ import csv
 
 import pytest
 
-from gpucompare import html, published, reports
-from gpucompare.lake import open_lake
+from gpucompare.lake.tables import open_lake
+from gpucompare.prices import published
+from gpucompare.reports import build as reports
+from gpucompare.reports import formatting
+from gpucompare.reports import page as html
 from tests.reports_data import rows
 
 
@@ -47,7 +50,7 @@ def test_gtx_1080_alexnet_batch_32_as_in_the_article(published_reports):
     )
     assert row["images_per_sec"] == 3295.19
     assert round(row["seconds_per_million"], 2) == 303.47
-    assert html.duration(row["seconds_per_million"]) == "5 min 3 s"
+    assert formatting.duration(row["seconds_per_million"]) == "5 min 3 s"
     assert row["price_per_hour"] == pytest.approx(0.06 * 60)
     assert round(row["cost_per_million"], 3) == 0.303
     assert row["currency"] == "EUR"

@@ -20,12 +20,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpucompare import distributed, fleet
-from gpucompare.distributed import (
+from gpucompare.config import fleet
+from gpucompare.config.validation import ValidationError
+from gpucompare.scaling import launcher as distributed
+from gpucompare.scaling.launcher import (
     SCHEDULER_PORT_LOW,
     SCHEDULER_PORT_SPAN,
     ScalingPoint,
-    SSMChannel,
     build_roles,
     kill_marked_script,
     marker_for,
@@ -33,7 +34,7 @@ from gpucompare.distributed import (
     port_probe_command,
     scheduler_port_start,
 )
-from gpucompare.validation import ValidationError
+from gpucompare.targets.ec2_channel import SSMChannel
 
 REPO = Path(__file__).resolve().parent.parent
 FLEET_FILE = REPO / "dags" / "config" / "fleet.yaml"

@@ -131,7 +131,7 @@ def test_sweep_locations_cover_every_ec2_target_its_connection_and_recorded_regi
         aws_endpoint, aws_client, monkeypatch, s3_bucket):
     """Disabled targets, a target with its own connection, the setting's regions and a region
     only a manual run used (recorded in the bucket when it launched) are all swept."""
-    from gpucompare import fleet
+    from gpucompare.config import fleet
 
     point_airflow_connection(monkeypatch, aws_endpoint)
     monkeypatch.setenv("AIRFLOW_CONN_AWS_OTHER", __import__("os").environ["AIRFLOW_CONN_AWS_TEST"])

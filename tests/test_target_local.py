@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from gpucompare.targets import KINDS, make_target, target_class
-from gpucompare.targets._runs import run_dir_name, sweep_dir_name
-from gpucompare.targets._worker_bundle import build_bundle
 from gpucompare.targets.base import TargetError, TargetSpec
+from gpucompare.targets.bundle import build_bundle
 from gpucompare.targets.local import LocalTarget
+from gpucompare.targets.runs import run_dir_name, sweep_dir_name
 from tests.conftest import BENCH_PYTHON, REPO_ROOT
 from tests.proc_helpers import is_alive
 from tests.target_helpers import (

@@ -22,9 +22,9 @@ import paramiko
 import pytest
 
 from gpucompare.targets import make_target
-from gpucompare.targets._runs import sweep_dir_name
-from gpucompare.targets._worker_bundle import build_bundle
 from gpucompare.targets.base import TargetError, TargetSpec, TargetState
+from gpucompare.targets.bundle import build_bundle
+from gpucompare.targets.runs import sweep_dir_name
 from gpucompare.targets.ssh import (
     HostKeyError,
     SSHOptions,

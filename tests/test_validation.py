@@ -1,4 +1,4 @@
-"""Checks of user input (gpucompare.validation): every bad value is refused with its field named.
+"""Checks of user input (gpucompare.config.validation): every bad value is refused with its field named.
 
 The trigger form's JSON schemas (``param_schemas``) are tested through Airflow's own
 ``Param`` validation, the same code that checks the manual DAG's form.
@@ -11,8 +11,8 @@ import math
 import pytest
 
 from bench_tasks.constants import NETWORKS
-from gpucompare import validation
-from gpucompare.validation import ValidationError
+from gpucompare.config import validation
+from gpucompare.config.validation import ValidationError
 
 INJECTIONS = [
     "p3.2xlarge; rm -rf /",
@@ -173,3 +173,26 @@ def test_trigger_form_schemas_refuse_what_the_checks_refuse() -> None:
     assert form_refuses("region", "us-east-1 && id")
     for name, value in GOOD_EC2_REQUEST.items():
         assert not form_refuses(name, value), name
+
+
+@pytest.mark.parametrize(("value", "accepted"), [
+    ("aws", True), ("leadergpu", True), ("local", True), ("nvidia", True), ("unknown", True),
+    ("1cloud", True), ("my_cloud", True), ("aws\n", False), ("AWS", False), ("aws;id", False),
+    ("a" * 41, False), ("", False)])
+def test_one_provider_rule_at_the_form_the_fleet_and_ingest(value: str, accepted: bool) -> None:
+    """config.patterns.PROVIDER is the only provider rule: the trigger form / fleet check and the
+    lake's ingest agree on every value (a trailing newline included: fullmatch, never match)."""
+    from gpucompare.lake.ingest import RunContext
+    from gpucompare.lake.tables import IngestError
+
+    try:
+        validation.check_provider(value)
+        by_form = True
+    except ValidationError:
+        by_form = False
+    try:
+        RunContext(provider=value, instance_type="g5.xlarge").validated()
+        by_ingest = True
+    except IngestError:
+        by_ingest = False
+    assert by_form == by_ingest == accepted

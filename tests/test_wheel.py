@@ -111,7 +111,7 @@ def test_the_wheel_installs_and_works_outside_the_checkout(tmp_path: Path) -> No
     where = json.loads(_run([python, "-c", (
         "import json, gpucompare, gpucompare.sql, bench_tasks\n"
         "from gpucompare import settings\n"
-        "from gpucompare.targets._worker_bundle import build_bundle, unpacked_bundle\n"
+        "from gpucompare.targets.bundle import build_bundle, unpacked_bundle\n"
         "bundle = build_bundle()\n"
         "print(json.dumps({'package': gpucompare.__file__, 'lake': settings.lake_uri(),\n"
         "    'reports': settings.reports_uri(), 'fleet': str(settings.fleet_path()),\n"

@@ -14,8 +14,8 @@ import pytest
 from bench_tasks.configs import ConfigError, parse_sweep
 from bench_tasks.methodology import MethodologyError, StopPolicy, coefficient_of_variation, resolve
 from bench_tasks.record import RecordError, empty_record, validate_record
-from gpucompare import fleet
-from gpucompare.validation import ValidationError
+from gpucompare.config import fleet
+from gpucompare.config.validation import ValidationError
 from tests.bench_helpers import run_bench_python
 from tests.worker_support import read_records
 

@@ -1,10 +1,11 @@
 """The ``python -m gpucompare`` command line: a registry of subcommands.
 
 Each subcommand is registered once with :func:`register` (a name, a help line, a function
-that adds its arguments and the function that runs it and returns an exit code). Modules
-listed in ``EXTENSIONS`` may add subcommands of their own: if importable, their
-``add_cli(subparsers)`` is called, and each parser they add must ``set_defaults(func=…)``
-with a ``func(args) -> int``. That is how ``gpucompare.reports`` adds ``report``.
+that adds its arguments and the function that runs it and returns an exit code). Three
+modules build parsers of their own (several subcommands, nested actions): ``build_parser``
+calls their ``add_cli(subparsers)`` by name (``report``/``athena-ddl`` from reports.build,
+``scaling-run`` from scaling.run, ``dags`` from airflow.dag_files); each parser they add
+sets ``func(args) -> int``. This file is the one place that lists every subcommand.
 
 Bad input ends with exit code 2 and a one-line message naming the flag or field at fault;
 nothing is written then.
@@ -14,17 +15,15 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpucompare import schema
+from gpucompare.config import patterns
 from gpucompare.errors import UsageError
-
-#: Modules that may contribute subcommands through ``add_cli(subparsers)``.
-EXTENSIONS: tuple[str, ...] = ("gpucompare.reports", "gpucompare.distributed", "gpucompare.dag_files")
+from gpucompare.lake import schema
+from gpucompare.targets.bundle import local_code_hash
 
 
 @dataclass(frozen=True)
@@ -80,24 +79,17 @@ def _configure_ingest(parser: argparse.ArgumentParser) -> None:
                              "(default: the hash of the local bench_tasks bundle)")
 
 
-def local_code_hash() -> str:
-    """The content hash of this machine's worker code, as the targets name the bundle they upload."""
-    from gpucompare.targets import _worker_bundle
-
-    root = _worker_bundle.package_dir()
-    return _worker_bundle._hash_files(root.parent, _worker_bundle.bundle_files(root))
-
-
 def _run_ingest(args: argparse.Namespace) -> int:
-    from gpucompare import lake
+    from gpucompare.lake import ingest as lake_ingest
+    from gpucompare.lake import tables as lake
 
-    context = lake.RunContext(provider=args.provider, instance_type=args.instance_type, region=args.region,
-                              market=args.market, target=args.target, source=args.source,
-                              dag_run_id=args.dag_run_id)
+    context = lake_ingest.RunContext(provider=args.provider, instance_type=args.instance_type,
+                                     region=args.region, market=args.market, target=args.target,
+                                     source=args.source, dag_run_id=args.dag_run_id)
     target = lake.open_lake(args.lake)
     try:
-        summary = lake.ingest_results(target, args.results, context, run_id=args.run_id,
-                                      code_hash=args.code_hash or local_code_hash())
+        summary = lake_ingest.ingest_results(target, args.results, context, run_id=args.run_id,
+                                             code_hash=args.code_hash or local_code_hash())
     except (lake.IngestError, lake.LakeError) as exc:
         raise UsageError(str(exc)) from None
     print(f"ingested {args.results} into {args.lake}: {summary.describe()}")
@@ -106,7 +98,7 @@ def _run_ingest(args: argparse.Namespace) -> int:
 
 # ---- import-published --------------------------------------------------------------------
 def _configure_import_published(parser: argparse.ArgumentParser) -> None:
-    from gpucompare import published
+    from gpucompare.prices import published
 
     parser.add_argument("--results", type=Path, default=published.SHIPPED_RESULTS,
                         help="published results CSV (default: the shipped copy)")
@@ -118,7 +110,8 @@ def _configure_import_published(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_import_published(args: argparse.Namespace) -> int:
-    from gpucompare import lake, published
+    from gpucompare.lake import tables as lake
+    from gpucompare.prices import published
 
     target = lake.open_lake(args.lake)
     try:
@@ -136,7 +129,8 @@ def _configure_load_prices(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_load_prices(args: argparse.Namespace) -> int:
-    from gpucompare import lake, prices
+    from gpucompare.lake import tables as lake
+    from gpucompare.prices import tables as prices
 
     target = lake.open_lake(args.lake)
     try:
@@ -166,15 +160,16 @@ def _configure_refresh_prices(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_refresh_prices(args: argparse.Namespace) -> int:
-    from gpucompare import lake, prices
+    from gpucompare.lake import tables as lake
+    from gpucompare.prices import tables as prices
 
     region = args.region
-    if not lake.REGION_PATTERN.match(region):
+    if not patterns.REGION.fullmatch(region):
         raise UsageError(f"--region {region!r} is not a valid region name (e.g. us-east-1)")
     instance_types = None
     if args.instance_types:
         instance_types = [t.strip() for t in args.instance_types.split(",") if t.strip()]
-        bad = [t for t in instance_types if not lake.INSTANCE_TYPE_PATTERN.match(t)]
+        bad = [t for t in instance_types if not patterns.INSTANCE_TYPE.fullmatch(t)]
         if bad:
             raise UsageError(f"--instance-types: {bad[0]!r} is not a valid instance type")
     target = lake.open_lake(args.lake)
@@ -190,7 +185,7 @@ def _configure_lake_info(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_lake_info(args: argparse.Namespace) -> int:
-    from gpucompare import lake
+    from gpucompare.lake import tables as lake
 
     try:
         target = lake.open_lake(args.lake).require()
@@ -219,7 +214,7 @@ def compaction_cutoff(older_than_days: int | None, today: dt.date | None = None)
 
 
 def _run_compact(args: argparse.Namespace) -> int:
-    from gpucompare import lake
+    from gpucompare.lake import tables as lake
 
     before = compaction_cutoff(args.older_than_days)
     try:
@@ -239,7 +234,8 @@ def _configure_migrate(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_migrate(args: argparse.Namespace) -> int:
-    from gpucompare import lake, migration
+    from gpucompare.lake import migrate as migration
+    from gpucompare.lake import tables as lake
 
     try:
         counts = migration.migrate(args.source, lake.open_lake(args.target))
@@ -276,16 +272,13 @@ def build_parser() -> argparse.ArgumentParser:
         sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
         command.configure(sub)
         sub.set_defaults(func=command.run)
-    for module_name in EXTENSIONS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue
-        add_cli = getattr(module, "add_cli", None)
-        if add_cli is not None:
-            add_cli(subparsers)
+    # imported here, not at the top: `import gpucompare.cli` stays light (no DuckDB)
+    from gpucompare.airflow import dag_files
+    from gpucompare.reports import build as reports
+    from gpucompare.scaling import run as scaling_run
+
+    for add_cli in (reports.add_cli, scaling_run.add_cli, dag_files.add_cli):
+        add_cli(subparsers)
     return parser
 
 

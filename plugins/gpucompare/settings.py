@@ -7,7 +7,7 @@ import time: call the functions where the value is needed.
 
 Every setting is one entry of :data:`DEFAULTS` with a one-line description in
 :data:`DESCRIPTIONS`; the provider's ``[gpucompare]`` config section (what ``airflow config
-list`` shows, ``gpucompare.provider_info``) is generated from the two. Whoever adds a setting
+list`` shows, ``gpucompare.airflow.provider_info``) is generated from the two. Whoever adds a setting
 adds both lines. Defaults never point into the installed package's folder (a virtualenv is
 no place for data): the lake and the reports live under ``$AIRFLOW_HOME/gpucompare/``
 (``{AIRFLOW_HOME}`` in a default is expanded as Airflow expands it in its own defaults:

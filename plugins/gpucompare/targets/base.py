@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import abc
 import logging
-from collections.abc import Callable
+import shlex
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from gpucompare.errors import PermanentError
 
@@ -25,6 +26,11 @@ log = logging.getLogger(__name__)
 #: Receives each progress line of the worker as it is printed (default: the module logger).
 LineSink = Callable[[str], None]
 
+
+
+def q(value: str | int | float) -> str:
+    """One value quoted for a POSIX shell: every command a target or channel builds uses it."""
+    return shlex.quote(str(value))
 
 class TargetError(RuntimeError):
     """A step of a target failed; the message says which step and why (with stderr tail)."""
@@ -89,6 +95,47 @@ class TargetState:
         return cls(**data)
 
 
+# -- the host channel (targets.channel): how a scaling run reaches a prepared host ----------
+
+@dataclass(frozen=True)
+class Role:
+    """One process of a point on one host: its name (``worker-0``), environment and command."""
+
+    name: str
+    kind: str  # scheduler | server | worker
+    host_index: int
+    env: dict[str, str]
+    argv: tuple[str, ...]
+    timeout_s: int
+
+    @property
+    def is_worker(self) -> bool:
+        return self.kind == "worker"
+
+
+@dataclass(frozen=True)
+class RoleStatus:
+    state: str  # running | exit | missing
+    exit_code: int | None = None
+
+
+class HostChannel(Protocol):
+    """One host of the group as the launcher sees it (SSH or SSM underneath)."""
+
+    label: str
+    address: str  # how the other hosts of the group reach this one
+    python: str
+    code_dir: str
+
+    def point_dir(self, marker: str) -> str: ...
+    def free_port(self, start: int) -> int: ...
+    def launch(self, role: Role, marker: str, kill_grace_s: float) -> None: ...
+    def statuses(self, marker: str, roles: Sequence[Role]) -> dict[str, RoleStatus]: ...
+    def worker_output(self, marker: str, role: Role) -> str: ...
+    def log_tail(self, marker: str, role: Role) -> str: ...
+    def stop(self, marker: str, grace_s: float) -> int: ...
+
+
 class Target(abc.ABC):
     """A place where ``python -m bench_tasks sweep`` can run."""
 
@@ -114,6 +161,11 @@ class Target(abc.ABC):
     @abc.abstractmethod
     def collect(self, state: TargetState, local_path: str) -> str:
         """Copy the run's JSON Lines results to ``local_path``; return that path."""
+
+    def channel(self, state: TargetState, *, address: str | None = None) -> HostChannel:
+        """How a scaling run reaches this prepared and deployed host (``targets.channel``):
+        over the target's own connection. ``address``: how the group's other hosts reach it."""
+        raise TargetError(f"kind: a scaling group runs on ssh or ec2 targets, not {self.kind!r}")
 
     @abc.abstractmethod
     def teardown(self, state: TargetState | None) -> None:

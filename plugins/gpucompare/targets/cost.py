@@ -156,10 +156,10 @@ def estimate_sweep_time(sweep_configs: Iterable[Mapping[str, Any]], *,
 
 
 def table_price_lookup(prices_table: Any = None, *, provider: str = "aws") -> PriceLookup:
-    """A ``PriceLookup`` over the project's price table (``gpucompare.prices``; default: the
+    """A ``PriceLookup`` over the project's price table (``gpucompare.prices.tables``; default: the
     tables shipped in ``gpucompare/data/prices``): the row valid on the date, exact region
     first, converted to a price per hour."""
-    from gpucompare import prices
+    from gpucompare.prices import tables as prices
 
     table = prices.shipped_prices() if prices_table is None else prices_table
 
@@ -171,14 +171,6 @@ def table_price_lookup(prices_table: Any = None, *, provider: str = "aws") -> Pr
         return PriceQuote(prices.hourly(row["price"], row["unit"]), row["currency"], row.get("source") or "")
 
     return lookup
-
-
-def table_fx_rate(from_currency: str, to_currency: str, on_date: date) -> float:
-    """Units of ``to_currency`` per ``from_currency`` from the shipped exchange-rate table."""
-    from gpucompare import prices
-
-    return prices.fx_rate(prices.shipped_fx(), from_currency=from_currency, to_currency=to_currency,
-                          on=on_date)
 
 
 #: ``rate(from_currency, to_currency, on_date) -> units of to per unit of from``.
@@ -210,8 +202,10 @@ def estimate_run_cost(instance_type: str, region: str, market: str,
         ) from exc
     price, price_currency, source = float(quote.price_per_hour), quote.currency.upper(), quote.source
     if currency and currency.upper() != price_currency:
+        from gpucompare.prices import tables as prices
+
         try:
-            rate = (fx_rate or table_fx_rate)(price_currency, currency.upper(), on_date)
+            rate = (fx_rate or prices.shipped_fx_rate)(price_currency, currency.upper(), on_date)
         except (LookupError, ValueError) as exc:
             raise TargetConfigError(f"cost guard: cannot convert {price_currency} to {currency.upper()} on "
                               f"{on_date.isoformat()}: {exc}") from exc

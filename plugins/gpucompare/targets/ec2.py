@@ -52,222 +52,54 @@ the run will execute, for the estimate), ``poll_interval_s`` (15), ``agent_timeo
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import logging
 import math
 import os
-import re
-import shlex
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 from urllib.parse import urlparse
 
 from bench_tasks.configs import ConfigError, parse_sweep
-from gpucompare import settings
 from gpucompare.targets import cost
-from gpucompare.targets.base import LineSink, Target, TargetConfigError, TargetError, TargetSpec, TargetState
-
-log = logging.getLogger(__name__)
-
-RUN_ID_TAG = "gpucompare:run-id"
-DEPLOYMENT_TAG = "gpucompare:deployment"
-EXPIRES_AT_TAG = "gpucompare:expires-at"
-
-#: RunInstances error codes that mean "no spot capacity for you now" (not a bad request):
-#: these, and only these, make a spot request fall back to on-demand.
-SPOT_CAPACITY_ERRORS = frozenset({
-    "InsufficientInstanceCapacity",
-    "SpotMaxPriceTooLow",
-    "MaxSpotInstanceCountExceeded",
-    "InsufficientCapacity",
-    "UnfulfillableCapacity",
-})
-
-#: States of an instance that still exists (and may cost money).
-LIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
-
-#: SSM command statuses after which nothing more will happen.
-SSM_FINAL_STATUSES = frozenset({"Success", "Failed", "Cancelled", "TimedOut", "Cancelling"})
-
-#: The document SSM runs our commands with: the agent writes them, one a line, to a
-#: ``_script.sh`` and runs ``sh -c <that file>``; a shebang as the first line makes it bash.
-SSM_DOCUMENT = "AWS-RunShellScript"
-SCRIPT_PREAMBLE = ("#!/bin/bash", "set -euo pipefail")
-
-DEFAULT_TTL_MINUTES = 240
-DEFAULT_VOLUME_GB = 150  # the Deep Learning Base AMI's root snapshot is ~100 GB
-STDERR_TAIL_LINES = 40
-#: Seconds between uploads of a running sweep's progress file (what the task log follows).
-PROGRESS_UPLOAD_S = 20
-
-# Used with fullmatch only: "$" would accept a trailing newline.
-_AMI_ID = re.compile(r"ami-[0-9a-f]{8,17}")
-_SSM_PARAMETER = re.compile(r"(resolve:ssm:)?(/[A-Za-z0-9_.\-]+)+")
-_SUBNET_ID = re.compile(r"subnet-[0-9a-f]{8,17}")
-_SECURITY_GROUP_ID = re.compile(r"sg-[0-9a-f]{8,17}")
-_INSTANCE_TYPE = re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9]+")
-_INSTANCE_ID = re.compile(r"i-[0-9a-f]{8,17}")
-_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d")
-_PROFILE_NAME = re.compile(r"[A-Za-z0-9+=,.@_-]{1,128}")
-_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
-_PREFIX = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
-_ABS_PATH = re.compile(r"(/[A-Za-z0-9_.-]+)+")
-_RUN_ID = re.compile(r"[A-Za-z0-9_.:+-]{1,200}")
-_TAG_KEY = re.compile(r"[A-Za-z0-9 _.:/=+@-]{1,128}")
-_CURRENCY = re.compile(r"[A-Za-z]{3}")
-_DEPLOYMENT = re.compile(settings.DEPLOYMENT_PATTERN)
-#: ``aws:userid`` of an instance role session: ``<role id>:<instance id>``.
-_WRITER = re.compile(r"[A-Z0-9]{8,128}:i-[0-9a-f]{8,17}")
-
-
-def run_key(run_id: str) -> str:
-    """The run id as a path component (S3 keys, directories): Airflow's ':' and '+' become '-'."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "-", run_id)
-
-
-def _require(options: dict[str, Any], name: str, pattern: re.Pattern[str], what: str) -> str:
-    value = options.get(name)
-    if not isinstance(value, str) or not pattern.fullmatch(value):
-        raise TargetConfigError(f"ec2 option {name!r}: {value!r} is not {what}")
-    return value
-
-
-def _optional(options: dict[str, Any], name: str, pattern: re.Pattern[str], what: str,
-              default: str | None = None) -> str | None:
-    if options.get(name) in (None, ""):
-        return default
-    return _require(options, name, pattern, what)
-
-
-def _number(options: dict[str, Any], name: str, low: float, high: float) -> float | None:
-    value = options.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-        raise TargetConfigError(f"ec2 option {name!r}: {value!r} is not a number between {low} and {high}")
-    return float(value)
-
-
-def _number_or(options: dict[str, Any], name: str, default: float, low: float, high: float) -> float:
-    value = _number(options, name, low, high)
-    return default if value is None else value
-
-
-#: Every option an ec2 target understands (anything else is refused, typos included).
-OPTION_NAMES: tuple[str, ...] = (
-    "ami", "instance_profile", "results_bucket", "results_prefix", "aws_conn_id", "subnet_id",
-    "security_group_ids", "ttl_minutes", "volume_size_gb", "remote_root", "bench_python", "budget_cap",
-    "budget_currency", "sweep_configs", "poll_interval_s", "agent_timeout_s", "launch_timeout_s",
-    "deploy_timeout_s", "tags", "deployment",
+from gpucompare.targets.base import (
+    LineSink,
+    Target,
+    TargetConfigError,
+    TargetError,
+    TargetSpec,
+    TargetState,
+)
+from gpucompare.targets.ec2_channel import SSM_DOCUMENT
+from gpucompare.targets.ec2_commands import (
+    deploy_commands,
+    sweep_commands,
+    sweep_name,
+)
+from gpucompare.targets.ec2_options import (
+    _AMI_ID,
+    _INSTANCE_ID,
+    _RUN_ID,
+    _WRITER,
+    DEFAULT_TTL_MINUTES,
+    DEPLOYMENT_TAG,
+    EXPIRES_AT_TAG,
+    LIVE_STATES,
+    RUN_ID_TAG,
+    SPOT_CAPACITY_ERRORS,
+    SSM_FINAL_STATUSES,
+    STDERR_TAIL_LINES,
+    Ec2Options,
+    run_key,
 )
 
-
-@dataclass(frozen=True)
-class Ec2Options:
-    """The validated settings of an ec2 target (see the module docstring for each one)."""
-
-    ami: str
-    instance_profile: str
-    results_bucket: str
-    results_prefix: str
-    aws_conn_id: str
-    subnet_id: str | None
-    security_group_ids: tuple[str, ...]
-    ttl_minutes: int | None
-    volume_size_gb: int
-    remote_root: str
-    bench_python: str | None
-    budget_cap: float | None
-    budget_currency: str
-    sweep_configs: tuple[dict[str, Any], ...]
-    poll_interval_s: float
-    agent_timeout_s: float
-    launch_timeout_s: float
-    deploy_timeout_s: float
-    tags: dict[str, str] = field(default_factory=dict)
-    deployment: str = ""
-
-    @classmethod
-    def from_spec(cls, spec: TargetSpec) -> Ec2Options:
-        if spec.kind != "ec2":
-            raise TargetConfigError(f"Ec2Target needs kind='ec2', got {spec.kind!r}")
-        if not isinstance(spec.instance_type, str) or not _INSTANCE_TYPE.fullmatch(spec.instance_type):
-            raise TargetConfigError(
-                f"ec2 instance_type {spec.instance_type!r} is not an EC2 type like g4dn.xlarge")
-        if not isinstance(spec.region, str) or not _REGION.fullmatch(spec.region):
-            raise TargetConfigError(f"ec2 region {spec.region!r} is not an AWS region like us-east-1")
-        if spec.market not in cost.MARKETS:
-            raise TargetConfigError(f"ec2 market {spec.market!r} is not one of {', '.join(cost.MARKETS)}")
-        opts = dict(spec.options or {})
-        unknown = sorted(set(opts) - set(OPTION_NAMES))
-        if unknown:
-            raise TargetConfigError(
-                f"ec2 option {unknown[0]!r} is not known; allowed: {', '.join(OPTION_NAMES)}")
-        groups = opts.get("security_group_ids") or []
-        if isinstance(groups, str):
-            groups = [groups]
-        for group in groups:
-            if not isinstance(group, str) or not _SECURITY_GROUP_ID.fullmatch(group):
-                raise TargetConfigError(
-                    f"ec2 option 'security_group_ids': {group!r} is not a security group id (sg-…)")
-        sweeps = opts.get("sweep_configs") or []
-        if isinstance(sweeps, dict):
-            sweeps = [sweeps]
-        if not all(isinstance(sweep, dict) for sweep in sweeps):
-            raise TargetConfigError("ec2 option 'sweep_configs' must be a list of sweep configs (mappings)")
-        tags = opts.get("tags") or {}
-        if not isinstance(tags, dict) or not all(
-            isinstance(k, str) and _TAG_KEY.fullmatch(k) and not k.startswith(("aws:", "gpucompare:"))
-            and isinstance(v, str) and len(v) <= 256 for k, v in tags.items()
-        ):
-            raise TargetConfigError("ec2 option 'tags' must map tag keys (not aws:/gpucompare:) to strings")
-        aws_conn_id = opts.get("aws_conn_id", "aws_default")
-        if not isinstance(aws_conn_id, str) or not aws_conn_id:
-            raise TargetConfigError(f"ec2 option 'aws_conn_id': {aws_conn_id!r} is not a connection id")
-        currency = opts.get("budget_currency", "USD")
-        if not isinstance(currency, str) or not _CURRENCY.fullmatch(currency):
-            raise TargetConfigError(
-                f"ec2 option 'budget_currency': {currency!r} is not an ISO currency like USD")
-        ttl = _number(opts, "ttl_minutes", 10, 7 * 24 * 60)
-        budget_cap = _number(opts, "budget_cap", 0, 1e6)  # 0 refuses every paid run
-        ami_pattern, ami_what = ((_AMI_ID, "an AMI id (ami-…)") if str(opts.get("ami", "")).startswith("ami-")
-                                 else (_SSM_PARAMETER, "an AMI id (ami-…) or an SSM parameter name (/aws/…)"))
-        if budget_cap is not None and not sweeps:
-            raise TargetConfigError("ec2 option 'budget_cap' needs 'sweep_configs' (the sweeps the run will "
-                              "execute) to estimate the run's cost")
-        return cls(
-            ami=_require(opts, "ami", ami_pattern, ami_what),
-            instance_profile=_require(opts, "instance_profile", _PROFILE_NAME, "an instance profile name"),
-            results_bucket=_require(opts, "results_bucket", _BUCKET, "an S3 bucket name"),
-            results_prefix=_optional(opts, "results_prefix", _PREFIX, "an S3 key prefix (no leading '/')",
-                                     "gpucompare") or "gpucompare",
-            aws_conn_id=aws_conn_id,
-            subnet_id=_optional(opts, "subnet_id", _SUBNET_ID, "a subnet id (subnet-…)"),
-            security_group_ids=tuple(groups),
-            ttl_minutes=int(ttl) if ttl is not None else None,
-            volume_size_gb=int(_number_or(opts, "volume_size_gb", DEFAULT_VOLUME_GB, 8, 16384)),
-            remote_root=_optional(opts, "remote_root", _ABS_PATH, "an absolute path", "/opt/gpucompare")
-            or "/opt/gpucompare",
-            bench_python=_optional(opts, "bench_python", _ABS_PATH, "an absolute path to a python"),
-            budget_cap=budget_cap,
-            budget_currency=currency.upper(),
-            sweep_configs=tuple(sweeps),
-            poll_interval_s=_number_or(opts, "poll_interval_s", 15, 0.1, 600),
-            agent_timeout_s=_number_or(opts, "agent_timeout_s", 900, 1, 7200),
-            launch_timeout_s=_number_or(opts, "launch_timeout_s", 900, 1, 7200),
-            deploy_timeout_s=_number_or(opts, "deploy_timeout_s", 1800, 1, 14400),
-            tags=dict(tags),
-            deployment=_optional(opts, "deployment", _DEPLOYMENT, "a deployment name "
-                                 f"({settings.DEPLOYMENT_PATTERN})") or settings.deployment(),
-        )
-
+log = logging.getLogger(__name__)
 
 def _client_error_code(exc: BaseException) -> str | None:
     response = getattr(exc, "response", None)
@@ -806,6 +638,24 @@ class Ec2Target(Target):
             raise TargetError(f"no instance in the state of run {state.run_id}: prepare did not succeed")
         return state.resource_id
 
+    def channel(self, state: TargetState, *, address: str | None = None) -> Any:
+        """Roles of a scaling run through this target's SSM client (``SSMChannel``); the
+        group's other hosts reach the instance at its private address unless told otherwise."""
+        from gpucompare.targets.channel import DistributedRunError
+        from gpucompare.targets.ec2_channel import SSMChannel
+
+        instance_id = state.resource_id
+        if not instance_id or not state.workdir or not state.extra.get("bench_python"):
+            raise DistributedRunError(f"ec2 target {self.spec.name}: prepare and deploy must run before "
+                                      "a distributed run (the state has no instance or worker)")
+        if address is None:
+            reservations = self.ec2_hook.conn.describe_instances(InstanceIds=[instance_id])["Reservations"]
+            address = reservations[0]["Instances"][0].get("PrivateIpAddress")
+        return SSMChannel(ssm_client=self.ssm_hook.conn, instance_id=instance_id, address=address,
+                          python=state.extra["bench_python"], code_dir=state.workdir,
+                          run_dir=f"{self.options.remote_root}/runs/{run_key(state.run_id)}",
+                          poll_interval_s=self.options.poll_interval_s)
+
     def teardown(self, state: TargetState | None) -> None:
         """Terminate the run's instance(s) and wait until they are gone. Safe twice.
 
@@ -889,84 +739,6 @@ def _tag(instance: dict[str, Any], key: str) -> str | None:
     return None
 
 
-# --- the commands sent to the instance (module level: pure functions of their inputs) ---
-
-
-def deploy_commands(bundle_uri: str, bundle_sha256: str, workdir: str, python: str, *,
-                    create_venv: bool) -> list[str]:
-    """Fetch (``aws s3 cp`` with the instance's own profile) and check the worker bundle,
-    create the worker environment if missing."""
-    q = shlex.quote
-    commands = [
-        *SCRIPT_PREAMBLE,
-        f"mkdir -p {q(workdir)}",
-        f"cd {q(workdir)}",
-        # content-addressed directory: a complete one is never fetched again
-        "if [ ! -f .complete ]; then "
-        f"aws s3 cp --only-show-errors {q(bundle_uri)} bundle.tar.gz; "
-        f"echo {q(bundle_sha256 + '  bundle.tar.gz')} | sha256sum -c -; "
-        "tar -xzf bundle.tar.gz; rm -f bundle.tar.gz; touch .complete; fi",
-    ]
-    if create_venv:
-        venv = os.path.dirname(os.path.dirname(python))
-        commands += [
-            # Ubuntu ships venv without ensurepip; the run command is root, so add it if missing
-            "if ! python3 -c 'import ensurepip' 2>/dev/null && command -v apt-get >/dev/null; then "
-            "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv; fi",
-            # marked complete only after pip succeeded: a half-made venv is made again
-            f"if [ ! -f {q(venv + '/.complete')} ]; then rm -rf {q(venv)} && python3 -m venv {q(venv)} && "
-            f"{q(venv + '/bin/pip')} install -q -r bench_tasks/requirements-gpu.txt && "
-            f"touch {q(venv + '/.complete')}; fi",
-        ]
-    commands.append(f"{q(python)} -m bench_tasks sysinfo > /dev/null")
-    return commands
-
-
-def sweep_name(config_json: str) -> str:
-    """The name of one sweep of a run: the hash of its configuration (a retry finds its own)."""
-    return "sweep-" + hashlib.sha256(config_json.encode()).hexdigest()[:16]
-
-
-def sweep_commands(*, config_json: str, workdir: str, rundir: str, python: str,
-                   destination: str, progress_destination: str) -> list[str]:
-    """Run one sweep, merge the run's sweep files into results.jsonl, copy it to S3.
-
-    The config travels base64-encoded, so no character in it can reach the shell. The
-    worker's progress (its standard error) goes to a file that a background loop copies to
-    ``progress_destination`` every ``PROGRESS_UPLOAD_S`` (the orchestrator follows it); its
-    tail is repeated on standard error so SSM's output has it when the worker fails.
-    """
-    q = shlex.quote
-    name = sweep_name(config_json)
-    encoded = base64.b64encode(config_json.encode()).decode("ascii")
-    config_path, output_path = f"{rundir}/{name}.json", f"{rundir}/{name}.jsonl"
-    progress_path = f"{rundir}/{name}.log"
-    upload_progress = f"aws s3 cp --only-show-errors {q(progress_path)} {q(progress_destination)}"
-    return [
-        *SCRIPT_PREAMBLE,
-        f"mkdir -p {q(rundir)}",
-        f"cd {q(workdir)}",
-        f"echo {q(encoded)} | base64 -d > {q(config_path)}",
-        f": > {q(progress_path)}",
-        # its own stdio: SSM (like any reader of the script's output) waits for open pipes
-        f"( while sleep {PROGRESS_UPLOAD_S}; do {upload_progress} || true; done )"
-        " </dev/null >/dev/null 2>&1 &",
-        "uploader=$!",
-        "trap 'kill $uploader 2>/dev/null || true' EXIT",
-        "status=0",
-        f"{q(python)} -m bench_tasks sweep --config {q(config_path)} --output {q(output_path + '.partial')} "
-        f"2> {q(progress_path)} || status=$?",
-        "kill $uploader 2>/dev/null || true",
-        f"{upload_progress} || true",
-        f"tail -n {STDERR_TAIL_LINES} {q(progress_path)} >&2",
-        'if [ "$status" -ne 0 ]; then exit "$status"; fi',
-        # only a finished sweep counts; a retried one replaces its file instead of adding to it
-        f"mv {q(output_path + '.partial')} {q(output_path)}",
-        f"cat {q(rundir)}/sweep-*.jsonl > {q(rundir + '/results.jsonl')}",
-        f"aws s3 cp --only-show-errors {q(rundir + '/results.jsonl')} {q(destination)}",
-    ]
-
-
 class ProgressFollower:
     """Reads the sweep's progress file from S3 as it grows and passes new lines on."""
 
@@ -1004,7 +776,7 @@ class UploadableBundle:
 
 def build_worker_bundle() -> UploadableBundle:
     """The worker code (``bench_tasks/``) from the targets' shared bundle helper."""
-    from gpucompare.targets import _worker_bundle
+    from gpucompare.targets import bundle as _worker_bundle
 
     bundle = _worker_bundle.build_bundle()
     data = bundle.tarball.read_bytes()

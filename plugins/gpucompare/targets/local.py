@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from gpucompare import settings
-from gpucompare.targets import _runs
-from gpucompare.targets._worker_bundle import unpacked_bundle
+from gpucompare.targets import runs as _runs
 from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState
+from gpucompare.targets.bundle import unpacked_bundle
 
 DEPLOY_CHECK_TIMEOUT_S = 120
 _READ_CHUNK = 65536

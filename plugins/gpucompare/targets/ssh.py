@@ -42,354 +42,51 @@ image instead, ``docker run --gpus …``), ``image``, ``docker_gpus`` (``all``, 
 from __future__ import annotations
 
 import errno
-import os
 import posixpath
 import random
-import re
-import shlex
 import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import paramiko
 
 from gpucompare.errors import PermanentError
-from gpucompare.targets import _runs
-from gpucompare.targets._worker_bundle import REQUIREMENTS, WorkerBundle, build_bundle
-from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState
+from gpucompare.targets import runs as _runs
+from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState, q
+from gpucompare.targets.bundle import REQUIREMENTS, WorkerBundle, build_bundle
 
 if TYPE_CHECKING:
     from airflow.providers.ssh.hooks.ssh import SSHHook
 
-T = TypeVar("T")
-
-DEFAULT_IMAGE = "gpucompare-worker:latest"
-DEFAULT_CONN_TIMEOUT_S = 15
-COMMAND_TIMEOUT_S = 120
-#: Seconds the orchestrator waits past the remote time limit before killing the sweep itself.
-BACKSTOP_SLACK_S = 30
-#: How often (in polls) the orchestrator checks that the remote sweep is still alive.
-LIVENESS_EVERY_POLLS = 10
-#: A claimed sweep with no live process for this long is considered lost (host rebooted...).
-LOST_AFTER_S = 60
-_TAIL_BYTES = 16384
-
-_CONN_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,249}$")
-_PATH_SEGMENT = r"[A-Za-z0-9._+@%=,-]+"
-_ABSOLUTE_PATH = re.compile(rf"^(?:/{_PATH_SEGMENT})+/?$")
-_BASE_PYTHON = re.compile(r"^python3(?:\.[0-9]{1,2})?$")
-_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,254}(?:@sha256:[0-9a-f]{64})?$")
-_DOCKER_GPUS = re.compile(r"^(?:all|[1-9][0-9]?|device=[0-9]{1,2}(?:,[0-9]{1,2})*)$")
-
-
-# -- options ---------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class SSHOptions:
-    """The validated options of an ssh target."""
-
-    ssh_conn_id: str
-    remote_dir: str | None
-    python: str | None
-    base_python: str
-    requirements: str
-    use_docker: bool
-    image: str
-    docker_gpus: str
-    known_hosts_file: str | None
-    connect_retries: int
-    retry_backoff_s: float
-    poll_interval_s: float
-    kill_grace_s: int
-    env_timeout_s: int
-    remove_run_dir: bool
-
-    ALLOWED = ("ssh_conn_id", "remote_dir", "python", "base_python", "requirements", "use_docker",
-               "image", "docker_gpus", "known_hosts_file", "connect_retries", "retry_backoff_s",
-               "poll_interval_s", "kill_grace_s", "env_timeout_s", "remove_run_dir")
-
-    @classmethod
-    def parse(cls, options: dict[str, Any], *, gpu_count: int = 0) -> SSHOptions:
-        """Check every option; an error names the option and what it may be."""
-        unknown = sorted(set(options) - set(cls.ALLOWED))
-        if unknown:
-            raise TargetError(f"ssh target: unknown option {unknown[0]!r} "
-                              f"(allowed: {', '.join(cls.ALLOWED)})")
-        conn_id = options.get("ssh_conn_id")
-        if not isinstance(conn_id, str) or not _CONN_ID.fullmatch(conn_id):
-            raise TargetError(f"ssh target: option 'ssh_conn_id' must name an Airflow connection "
-                              f"(letters, digits, _ . -), got {conn_id!r}")
-        requirements = options.get("requirements", "gpu" if gpu_count > 0 else "cpu")
-        if requirements not in REQUIREMENTS:
-            raise TargetError(f"ssh target: option 'requirements' must be one of "
-                              f"{', '.join(REQUIREMENTS)}, got {requirements!r}")
-        base_python = options.get("base_python", "python3")
-        if not isinstance(base_python, str) or not (_BASE_PYTHON.fullmatch(base_python)
-                                                   or _is_absolute_path(base_python)):
-            raise TargetError(f"ssh target: option 'base_python' must be python3, python3.N or an "
-                              f"absolute path, got {base_python!r}")
-        image = options.get("image", DEFAULT_IMAGE)
-        if not isinstance(image, str) or not _IMAGE.fullmatch(image):
-            raise TargetError(f"ssh target: option 'image' must be a docker image reference "
-                              f"(name[:tag][@sha256:digest]), got {image!r}")
-        docker_gpus = options.get("docker_gpus", "all")
-        if not isinstance(docker_gpus, str) or not _DOCKER_GPUS.fullmatch(docker_gpus):
-            raise TargetError(f"ssh target: option 'docker_gpus' must be 'all', a count or "
-                              f"'device=0,1', got {docker_gpus!r}")
-        known_hosts = options.get("known_hosts_file")
-        if known_hosts is not None and (not isinstance(known_hosts, str) or not os.path.isabs(known_hosts)):
-            raise TargetError(f"ssh target: option 'known_hosts_file' must be an absolute path on the "
-                              f"orchestrator, got {known_hosts!r}")
-        return cls(
-            ssh_conn_id=conn_id,
-            remote_dir=_remote_path(options, "remote_dir"),
-            python=_remote_path(options, "python"),
-            base_python=base_python,
-            requirements=requirements,
-            use_docker=_flag(options, "use_docker", False),
-            image=image,
-            docker_gpus=docker_gpus,
-            known_hosts_file=known_hosts,
-            connect_retries=int(_number(options, "connect_retries", 6, low=1, high=30, integer=True)),
-            retry_backoff_s=_number(options, "retry_backoff_s", 2.0, low=0.05, high=120),
-            poll_interval_s=_number(options, "poll_interval_s", 2.0, low=0.05, high=120),
-            kill_grace_s=int(_number(options, "kill_grace_s", 20, low=1, high=600, integer=True)),
-            env_timeout_s=int(_number(options, "env_timeout_s", 3600, low=10, high=86400, integer=True)),
-            remove_run_dir=_flag(options, "remove_run_dir", False),
-        )
-
-
-def _is_absolute_path(value: str) -> bool:
-    if not _ABSOLUTE_PATH.fullmatch(value):
-        return False
-    return not any(part in {".", ".."} for part in value.split("/"))
-
-
-def _remote_path(options: dict[str, Any], name: str) -> str | None:
-    value = options.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, str) or not _is_absolute_path(value):
-        raise TargetError(f"ssh target: option {name!r} must be an absolute path of letters, digits "
-                          f"and . _ - + @ % = , (no '..', no spaces), got {value!r}")
-    return value.rstrip("/") or "/"
-
-
-def _flag(options: dict[str, Any], name: str, default: bool) -> bool:
-    value = options.get(name, default)
-    if not isinstance(value, bool):
-        raise TargetError(f"ssh target: option {name!r} must be true or false, got {value!r}")
-    return value
-
-
-def _number(options: dict[str, Any], name: str, default: float, *, low: float, high: float,
-            integer: bool = False) -> float:
-    value = options.get(name, default)
-    wrong_type = isinstance(value, bool) or not isinstance(value, (int, float))
-    if wrong_type or (integer and value != int(value)) or not low <= value <= high:
-        kind = "an integer" if integer else "a number"
-        raise TargetError(f"ssh target: option {name!r} must be {kind} from {low:g} to {high:g}, "
-                          f"got {value!r}")
-    return float(value)
-
-
-# -- remote shell snippets (every value quoted; each builder is unit-tested) ---------------------
-
-def q(value: str | int | float) -> str:
-    return shlex.quote(str(value))
-
-
-@dataclass(frozen=True)
-class SweepPaths:
-    """Where one sweep's files are on the host."""
-
-    sweep_dir: str
-
-    def _file(self, name: str) -> str:
-        return posixpath.join(self.sweep_dir, name)
-
-    config = property(lambda self: self._file(_runs.CONFIG_FILE))
-    partial = property(lambda self: self._file(_runs.PARTIAL_RESULTS_FILE))
-    results = property(lambda self: self._file(_runs.RESULTS_FILE))
-    progress = property(lambda self: self._file(_runs.PROGRESS_FILE))
-    pid = property(lambda self: self._file(_runs.PID_FILE))
-    exit_code = property(lambda self: self._file(_runs.EXIT_CODE_FILE))
-    script = property(lambda self: self._file("run.sh"))
-    stdout = property(lambda self: self._file("stdout.log"))
-    launcher = property(lambda self: self._file("launcher.log"))
-    claim = property(lambda self: self._file("claim"))
-    container = property(lambda self: self._file("container"))
-    stop = property(lambda self: self._file(_runs.STOP_FILE))
-
-
-def container_name(run_dir_name: str, sweep_dir_name: str) -> str:
-    """A docker container name for one sweep: ``[a-zA-Z0-9][a-zA-Z0-9_.-]*``."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", run_dir_name)[:60]
-    return f"gpucompare-{safe}-{sweep_dir_name}"
-
-
-def docker_gpus_value(gpus: str) -> str:
-    """The value of ``--gpus``: docker reads it as CSV, so a device list needs its own quotes
-    (``--gpus '"device=0,1"'`` in docker's documentation)."""
-    return f'"{gpus}"' if "," in gpus else gpus
-
-
-def docker_command(*, image: str, gpus: str, sweep_dir: str, container: str, uid: int, gid: int,
-                   ) -> list[str]:
-    """``docker run`` of the worker image on one sweep directory (mounted at /sweep)."""
-    return [
-        "docker", "run", "--rm", "--init", "--name", container,
-        "--gpus", docker_gpus_value(gpus),
-        "--user", f"{uid}:{gid}",
-        "--ipc", "host",  # MXNet's multi-GPU data loading and NCCL want more than 64 MB of shm
-        "--volume", f"{sweep_dir}:/sweep",
-        "--workdir", "/sweep",
-        image,
-        "sweep", "--config", f"/sweep/{_runs.CONFIG_FILE}",
-        "--output", f"/sweep/{_runs.PARTIAL_RESULTS_FILE}",
-    ]
-
-
-def venv_worker_command(*, python: str, paths: SweepPaths) -> list[str]:
-    return [python, "-m", "bench_tasks", "sweep", "--config", paths.config, "--output", paths.partial]
-
-
-def run_script(*, paths: SweepPaths, cwd: str, worker_argv: list[str], env: dict[str, str],
-               timeout_s: int, kill_grace_s: int, container: str | None = None) -> str:
-    """The shell script that runs one sweep on the host, detached from the SSH session.
-
-    ``mkdir claim`` makes it run once even if a launch is retried; ``timeout`` enforces the
-    time limit on the host (and, not in --foreground mode, signals the whole process group
-    it leads, whose id goes to the pid file); the exit status is written last, atomically.
-    A stop request (see ``stop_script``) found after the pid file is written ends the worker,
-    so a teardown racing with the launch cannot miss it.
-    """
-    argv = " ".join(q(arg) for arg in worker_argv)
-    lines = [
-        "#!/bin/sh",
-        "# Written by gpucompare (plugins/gpucompare/targets/ssh.py): one sweep, detached.",
-        f"cd {q(cwd)} || exit 97",
-        f"mkdir {q(paths.claim)} 2>/dev/null || exit 0",
-        *(f"export {name}={q(value)}" for name, value in sorted(env.items())),
-    ]
-    if container:
-        lines.append(f"printf '%s\\n' {q(container)} > {q(paths.container)}")
-    lines += [
-        f"timeout --kill-after={int(kill_grace_s)} {int(timeout_s)} {argv} "
-        f"> {q(paths.stdout)} 2> {q(paths.progress)} < /dev/null &",
-        "worker=$!",
-        f'echo "$worker" > {q(paths.pid + ".tmp")} && mv {q(paths.pid + ".tmp")} {q(paths.pid)}',
-        # A teardown that looked before the pid file existed has left a stop request.
-        f'if [ -f {q(paths.stop)} ]; then kill -TERM -- "-$worker" 2>/dev/null || kill -TERM "$worker"; fi',
-        'wait "$worker"',
-        "rc=$?",
-    ]
-    if container:
-        # SIGKILL of the docker client does not reach the container: make sure it is gone.
-        lines.append(f"docker kill {q(container)} >/dev/null 2>&1")
-    lines += [
-        f'if [ "$rc" -eq 0 ]; then mv {q(paths.partial)} {q(paths.results)} || rc=98; fi',
-        f'echo "$rc" > {q(paths.exit_code + ".tmp")} && '
-        f'mv {q(paths.exit_code + ".tmp")} {q(paths.exit_code)}',
-        "",
-    ]
-    return "\n".join(lines)
-
-
-def launch_command(paths: SweepPaths) -> str:
-    """Start run.sh in a new session, immune to the SSH session ending; returns at once."""
-    return (f"setsid nohup sh {q(paths.script)} > {q(paths.launcher)} 2>&1 < /dev/null &")
-
-
-def stop_script(run_dir: str, *, grace_s: int, only: str | None = None) -> str:
-    """Stop the unfinished sweeps of a run directory (or one of them); prints their directories.
-
-    For each: leave a stop request (run.sh honours it if it has not written its pid yet),
-    TERM the worker's process group, kill its container, and KILL what is left after
-    ``grace_s``. A pid is only signalled while its command line still names its sweep
-    directory, so a pid recycled after a reboot is left alone. Safe to run twice.
-    """
-    pattern = q(only) if only else f"{q(run_dir)}/sweep-*"
-    return "\n".join([
-        "alive() { kill -0 \"$1\" 2>/dev/null && tr '\\000' ' ' < /proc/$1/cmdline 2>/dev/null "
-        "| grep -qF -- \"$2\"; }",
-        "signal_all() {",
-        f"  for d in {pattern}; do",
-        '    [ -d "$d" ] && [ ! -f "$d/exit_code" ] || continue',
-        '    [ "$1" = TERM ] && touch "$d/stop" && echo "$d"',
-        '    [ -f "$d/pid" ] || continue',
-        '    p=$(cat "$d/pid")',
-        '    case "$p" in ""|*[!0-9]*) continue;; esac',
-        '    if alive "$p" "$d"; then kill "-$1" -- "-$p" 2>/dev/null || kill "-$1" "$p" 2>/dev/null;'
-        ' [ "$1" = 0 ] && echo "$d"; fi',
-        '    if [ "$1" != 0 ] && [ -f "$d/container" ]; then '
-        'docker kill "$(cat "$d/container")" >/dev/null 2>&1; fi',
-        "  done",
-        "}",
-        "signal_all TERM",
-        f"i=0; while [ $i -lt {int(grace_s) * 5} ]; do "
-        '[ -z "$(signal_all 0)" ] && exit 0; sleep 0.2; i=$((i+1)); done',
-        "signal_all KILL >/dev/null",
-        "exit 0",
-    ])
-
-
-def probe_script(paths: SweepPaths) -> str:
-    """Prints the state of a sweep: ``exit N``, ``running``, ``claimed`` or ``new``."""
-    return "\n".join([
-        f"d={q(paths.sweep_dir)}",
-        'if [ -f "$d/exit_code" ]; then echo "exit $(cat "$d/exit_code")";',
-        'elif [ -f "$d/pid" ] && kill -0 "$(cat "$d/pid")" 2>/dev/null; then echo running;',
-        'elif [ -d "$d/claim" ]; then echo claimed;',
-        "else echo new; fi",
-    ])
-
-
-def unpack_command(*, upload: str, code_dir: str, base: str) -> str:
-    """Unpack an uploaded bundle into ``code_dir`` atomically (a rename), or keep a copy
-    another deploy finished first."""
-    return "\n".join([
-        "set -e",
-        f"tmp=$(mktemp -d {q(posixpath.join(base, '.unpack-XXXXXXXX'))})",
-        f'tar -xzf {q(upload)} -C "$tmp"',
-        f"rm -f {q(upload)}",
-        'chmod 755 "$tmp"',
-        f'if ! mv -T "$tmp" {q(code_dir)} 2>/dev/null; then rm -rf "$tmp"; '
-        f"test -d {q(posixpath.join(code_dir, 'bench_tasks'))}; fi",
-    ])
-
-
-def venv_command(*, base_python: str, env_dir: str, requirements_file: str, lock_file: str,
-                 timeout_s: int) -> str:
-    """Create the worker environment once (under a lock; ``.ready`` written last)."""
-    ready = posixpath.join(env_dir, ".ready")
-    inner = "\n".join([
-        "set -e",
-        f"if [ -f {q(ready)} ]; then echo 'environment ready'; exit 0; fi",
-        f"rm -rf {q(env_dir)}",
-        f"{q(base_python)} -m venv {q(env_dir)}",
-        f"{q(posixpath.join(env_dir, 'bin', 'python'))} -m pip install --disable-pip-version-check "
-        f"--no-input --progress-bar off -r {q(requirements_file)}",
-        f"touch {q(ready)}",
-    ])
-    return f"flock -w {int(timeout_s)} {q(lock_file)} sh -c {q(inner)}"
-
-
-def check_python_command(*, python: str, code_dir: str) -> str:
-    check = "import bench_tasks, mxnet; print(mxnet.__version__)"
-    return f"cd {q(code_dir)} && PYTHONPATH={q(code_dir)} {q(python)} -c {q(check)}"
-
-
-def docker_image_command(image: str, gpus: str) -> str:
-    """Pull the worker image if the host lacks it, then run its ``sysinfo`` with the GPUs:
-    a host without a driver or the NVIDIA Container Toolkit fails here, not mid-sweep."""
-    return (f"(docker image inspect {q(image)} >/dev/null 2>&1 || docker pull {q(image)}) && "
-            f"docker run --rm --gpus {q(docker_gpus_value(gpus))} {q(image)} sysinfo")
-
+from gpucompare.targets.ssh_commands import (
+    SweepPaths,
+    check_python_command,
+    container_name,
+    docker_command,
+    docker_image_command,
+    launch_command,
+    probe_script,
+    run_script,
+    stop_script,
+    unpack_command,
+    venv_command,
+    venv_worker_command,
+)
+from gpucompare.targets.ssh_options import (
+    _TAIL_BYTES,
+    BACKSTOP_SLACK_S,
+    COMMAND_TIMEOUT_S,
+    DEFAULT_CONN_TIMEOUT_S,
+    LIVENESS_EVERY_POLLS,
+    LOST_AFTER_S,
+    SSHOptions,
+    T,
+    _is_absolute_path,
+)
 
 # -- connection errors -------------------------------------------------------------------------
 
@@ -524,6 +221,12 @@ class SSHTarget(Target):
         self.line_sink(f"[ssh] collected {len(remote_files)} results file(s) into {destination}")
         return str(destination)
 
+    def channel(self, state: TargetState, *, address: str | None = None) -> Any:
+        """Roles of a scaling run over this target's own connection (``SSHChannel``)."""
+        from gpucompare.targets.ssh_channel import SSHChannel
+
+        return SSHChannel(self, state, address=address)
+
     def teardown(self, state: TargetState | None) -> None:
         """Stop any sweep of this run still running on the host; remove its directory if asked."""
         try:
@@ -558,7 +261,7 @@ class SSHTarget(Target):
         """Run a shell command on the host through the target's verified, retrying connection.
 
         For code that drives the host beyond the interface (the distributed launcher). The
-        caller quotes every value it puts in ``command`` (``shlex.quote``). With ``check`` a
+        caller quotes every value it puts in ``command`` (``base.q``). With ``check`` a
         non-zero exit status raises TargetError with the command's stderr tail.
         """
         return self._run(step, command, timeout=timeout, check=check)

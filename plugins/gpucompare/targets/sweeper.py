@@ -158,16 +158,15 @@ def sweep_expired_instances(regions: Iterable[str], *, aws_conn_id: str = "aws_d
 
 def recorded_regions(aws_conn_id: str, bucket: str, prefix: str, deployment: str) -> set[str]:
     """The regions runs of this deployment recorded under ``<prefix>/<deployment>/regions/``."""
-    import re
 
     from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-    from gpucompare.validation import AWS_REGION_PATTERN
+    from gpucompare.config import patterns
 
     marker_prefix = f"{prefix}/{deployment}/regions/"
     keys = S3Hook(aws_conn_id=aws_conn_id).list_keys(bucket_name=bucket, prefix=marker_prefix) or []
     regions = {key[len(marker_prefix):] for key in keys}
-    return {region for region in regions if re.fullmatch(AWS_REGION_PATTERN, region)}
+    return {region for region in regions if patterns.AWS_REGION.fullmatch(region)}
 
 
 def sweep_locations(ec2_specs: Iterable[Mapping[str, Any]], extra_regions: Iterable[str] = (), *,

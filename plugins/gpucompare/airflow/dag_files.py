@@ -36,7 +36,7 @@ MARKER = "# Written by `gpucompare dags install`: runs the DAG shipped in the gp
 _TEMPLATE = '''{marker}
 """Airflow DAG {name} (module gpucompare.dags.{name}); re-run `gpucompare dags install` to update."""
 
-from gpucompare.dag_files import load
+from gpucompare.airflow.dag_files import load
 
 load("{name}")
 '''
@@ -91,7 +91,7 @@ def install(directory: Path, *, force: bool = False) -> list[Path]:
     return written
 
 
-# ---- command line (gpucompare.cli EXTENSIONS) ---------------------------------------------
+# ---- command line (registered by gpucompare.cli) ------------------------------------------
 def _run_install(args: argparse.Namespace) -> int:
     written = install(args.directory, force=args.force)
     for path in written:

@@ -34,7 +34,7 @@ TARGETS: tuple[str, ...] = ("local", "ssh", "ec2", "published")
 PRICE_UNITS: tuple[str, ...] = ("hour", "minute", "second")
 CURRENCIES: tuple[str, ...] = ("EUR", "USD")
 
-#: Flags the published import may set on a row (see gpucompare.published).
+#: Flags the published import may set on a row (see gpucompare.prices.published).
 FLAGS: tuple[str, ...] = (
     "decimal_comma",  # published with a decimal comma ("98,30")
     "outlier_vs_neighbours",  # ≥ 5× (or ≤ 1/5 of) the neighbouring batch sizes

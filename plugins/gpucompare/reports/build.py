@@ -25,7 +25,7 @@ path or s3://)::
 
     <report>.csv                     one per report, header row, UTF-8 (list columns ;-joined)
     <report>/<report>.parquet        one folder per report (an Athena/Glue table location)
-    index.html, summary.md           the page (gpucompare.html renders it from the tables)
+    index.html, summary.md           the page (gpucompare.reports.page renders it from the tables)
 
 and, when a history root is given (the DAG gives the reports root), one more copy a day::
 
@@ -58,9 +58,12 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from bench_tasks.constants import IMAGENET_TRAIN_IMAGES
-from gpucompare import html, resources, schema
-from gpucompare.lake import Lake, TableSnapshot, open_lake
-from gpucompare.report_set import (
+from gpucompare import resources
+from gpucompare.lake import schema
+from gpucompare.lake.tables import Lake, TableSnapshot, open_lake
+from gpucompare.prices import tables as price_tables
+from gpucompare.reports import page as html
+from gpucompare.reports.report_set import (
     DERIVED,
     MATRIX_BATCHES,
     REPORTS,
@@ -120,11 +123,12 @@ class ReportInputs:
         curves = (lake.published_scaling_table(as_of=side_as_of)
                   if snapshots["published_scaling"].files else None)
         if curves is None or curves.num_rows == 0:  # not imported into this lake: the shipped copy
-            from gpucompare import published
+            from gpucompare.prices import published
 
             curves = published.read_published_scaling(published.SHIPPED_SCALING)
         versions = {"results": results.version, **{k: v.version for k, v in snapshots.items()}}
-        return cls(lake=lake, prices=lake.prices_table(as_of=side_as_of), fx=lake.fx_table(as_of=side_as_of),
+        return cls(lake=lake, prices=price_tables.price_history(lake, as_of=side_as_of),
+                   fx=price_tables.fx_history(lake, as_of=side_as_of),
                    published_scaling=curves, results=results, versions=versions,
                    as_of=None if as_of is None else str(as_of))
 
@@ -791,7 +795,7 @@ def describe_provenance(report_set: ReportSet) -> str:
 
 def _run_report_command(args: argparse.Namespace) -> int:
     from gpucompare.errors import UsageError
-    from gpucompare.lake import LakeError
+    from gpucompare.lake.tables import LakeError
 
     try:
         defaults = options_from_settings()

@@ -13,7 +13,7 @@ The file (``dags/config/fleet.yaml``, or ``$GPUCOMPARE_FLEET``) has four parts::
       - {name: aws-g5-spot, kind: ec2, provider: aws, instance_type: g5.xlarge, region: us-east-1,
          market: spot, gpu_count: 1, profile: nightly, enabled: false, options: {budget_cap: 5}}
 
-Every entry is validated (``gpucompare.validation``) when the file is loaded, disabled ones
+Every entry is validated (``gpucompare.config.validation``) when the file is loaded, disabled ones
 too, so an example in the file cannot rot; errors name the file, the entry and the field.
 
 A *plan* is what one target's task group needs at run time, as plain JSON for XCom: the
@@ -30,15 +30,17 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 from bench_tasks.configs import ConfigError, parse_sweep
 from bench_tasks.constants import MODES
-from gpucompare import settings, validation
-from gpucompare.validation import ValidationError
+from gpucompare import settings
+from gpucompare.config import patterns, validation
+from gpucompare.config.validation import ValidationError
 
 DEFAULT_SCHEDULE = "0 2 * * *"
 DEFAULT_MAX_INSTANCES = 2
@@ -75,6 +77,10 @@ TTL_MARGIN_S = 1800.0
 
 class FleetError(ValidationError):
     """The fleet file is unreadable or breaks a rule; the field says where (file: entry.field)."""
+
+
+#: ``rate(from_currency, to_currency, on_date) -> units of to per unit of from``
+FxRate = Callable[[str, str, date], float]
 
 
 @dataclass(frozen=True)
@@ -117,12 +123,15 @@ class Fleet:
     profiles: Mapping[str, SweepProfile]
     targets: tuple[FleetTarget, ...]
     source: str = ""
-    #: Multi-GPU / multi-node scaling runs (``gpucompare.distributed``): what, and on which hosts.
+    #: Multi-GPU / multi-node scaling runs (``gpucompare.scaling.launcher``): what, and on which hosts.
     scaling_profiles: Mapping[str, Any] = field(default_factory=dict)
     scaling_groups: tuple[Any, ...] = ()
     #: (amount, currency): the most any paid run of this deployment may be estimated to cost;
     #: no fleet entry and no trigger form can set a higher ``budget_cap`` (None: no ceiling).
     budget_ceiling: tuple[float, str] | None = None
+    #: converts a ``budget_cap`` given in another currency than the ceiling's (``FxRate``); the
+    #: callers above the prices layer pass ``gpucompare.prices.tables.shipped_fx_rate``
+    fx_rate: FxRate | None = field(default=None, compare=False, repr=False)
 
     def enabled_targets(self) -> list[FleetTarget]:
         return [t for t in self.targets if t.enabled]
@@ -155,19 +164,22 @@ def read_document(path: Path) -> dict[str, Any]:
     return document
 
 
-def load_fleet(path: str | Path | None = None) -> Fleet:
-    """Read and validate the fleet file (default: ``settings.fleet_path()``)."""
+def load_fleet(path: str | Path | None = None, *, fx_rate: FxRate | None = None) -> Fleet:
+    """Read and validate the fleet file (default: ``settings.fleet_path()``); ``fx_rate``
+    compares a ``budget_cap`` in another currency with the ceiling (without it, such a cap is
+    refused)."""
     path = Path(path) if path is not None else settings.fleet_path()
     document = read_document(path)
     try:
-        return parse_fleet(document, source=path.name)
+        return parse_fleet(document, source=path.name, fx_rate=fx_rate)
     except ValidationError as exc:
         if isinstance(exc, FleetError):
             raise
         raise FleetError(f"{path.name}: {exc.field}", exc.message, exc.allowed) from exc
 
 
-def parse_fleet(document: Mapping[str, Any], source: str = "fleet") -> Fleet:
+def parse_fleet(document: Mapping[str, Any], source: str = "fleet", *,
+                fx_rate: FxRate | None = None) -> Fleet:
     """Validate a loaded fleet document; errors name the entry and field (``targets[1].region``)."""
     validation.check_keys(document, TOP_LEVEL_KEYS)
     schedule = validation.check_schedule(document.get("schedule", DEFAULT_SCHEDULE))
@@ -202,7 +214,7 @@ def parse_fleet(document: Mapping[str, Any], source: str = "fleet") -> Fleet:
         if target.spec["kind"] != "ec2":
             continue
         try:
-            apply_budget_ceiling(dict(target.spec["options"]), ceiling)
+            apply_budget_ceiling(dict(target.spec["options"]), ceiling, fx_rate)
             ttl = target.spec["options"].get("ttl_minutes")
             profile = profiles[target.profile]
             plan_ttl_minutes([sweep_time_limit(sweep_config(profile, mode, target.spec["gpu_count"]))
@@ -210,7 +222,7 @@ def parse_fleet(document: Mapping[str, Any], source: str = "fleet") -> Fleet:
         except ValidationError as exc:
             raise validation.qualify(f"targets[{index}]", exc) from exc
     return Fleet(schedule, max_instances, defaults, profiles, tuple(targets), source,
-                 scaling_profiles, scaling_groups, ceiling)
+                 scaling_profiles, scaling_groups, ceiling, fx_rate)
 
 
 def _parse_budget_ceiling(document: Any,
@@ -228,7 +240,8 @@ def _parse_budget_ceiling(document: Any,
     return amount, currency
 
 
-def apply_budget_ceiling(options: dict[str, Any], ceiling: tuple[float, str] | None) -> dict[str, Any]:
+def apply_budget_ceiling(options: dict[str, Any], ceiling: tuple[float, str] | None,
+                         fx_rate: FxRate | None = None) -> dict[str, Any]:
     """The ec2 options with the deployment's ceiling applied: no cap means the ceiling; a cap
     may be lower, never higher, and must be in the ceiling's currency."""
     if ceiling is None:
@@ -240,13 +253,15 @@ def apply_budget_ceiling(options: dict[str, Any], ceiling: tuple[float, str] | N
     cap, cap_currency = float(options["budget_cap"]), str(options.get("budget_currency", "USD")).upper()
     limit = amount
     if cap_currency != currency:
-        # the ceiling in the cap's currency, at today's rate of the shipped exchange-rate table
+        # the ceiling in the cap's currency, at today's rate (the prices layer's lookup, passed in:
+        # the configuration sits below the price tables)
         from datetime import UTC, datetime
 
-        from gpucompare.targets.cost import table_fx_rate
-
+        if fx_rate is None:
+            raise ValidationError("budget_currency", f"a cap in {cap_currency} cannot be compared with the "
+                                  f"budget ceiling in {currency} without exchange rates", currency)
         try:
-            limit = amount * table_fx_rate(currency, cap_currency, datetime.now(UTC).date())
+            limit = amount * fx_rate(currency, cap_currency, datetime.now(UTC).date())
         except (LookupError, ValueError) as exc:
             raise ValidationError("budget_currency", f"cannot compare a cap in {cap_currency} with the "
                                   f"budget ceiling in {currency}: {exc}", currency) from exc
@@ -279,8 +294,8 @@ def plan_ttl_minutes(sweep_limits_s: list[float], fleet_ttl: Any = None) -> int:
 
 
 def _parse_scaling(document: Mapping[str, Any], targets: list[FleetTarget]) -> tuple[dict[str, Any], tuple]:
-    """The optional ``scaling_profiles`` and ``scaling_groups`` (format: ``gpucompare.scaling_plan``)."""
-    from gpucompare import scaling_plan
+    """The optional ``scaling_profiles`` and ``scaling_groups`` (format: ``gpucompare.config.scaling``)."""
+    from gpucompare.config import scaling as scaling_plan
 
     profiles_doc = document.get("scaling_profiles") or {}
     if not isinstance(profiles_doc, Mapping):
@@ -320,7 +335,7 @@ def _parse_defaults(document: Any) -> dict[str, dict[str, Any]]:
 
 
 def parse_profile(name: Any, body: Any) -> SweepProfile:
-    name = validation.check_pattern("name", name, validation.NAME_PATTERN, "a lower-case profile name")
+    name = validation.check_pattern("name", name, patterns.NAME, "a lower-case profile name")
     validation.check_keys(body, PROFILE_KEYS, required=("networks", "batch_sizes", "modes"))
     per_mode: dict[str, dict[str, Any]] = {}
     for mode in MODES:
@@ -462,7 +477,8 @@ def sweep_time_limit(document: dict[str, Any]) -> float:
 
 def plan_target(spec: Mapping[str, Any], profile: SweepProfile, dag_run_id: str, *,
                 modes: tuple[str, ...] | None = None,
-                budget_ceiling: tuple[float, str] | None = None) -> dict[str, Any]:
+                budget_ceiling: tuple[float, str] | None = None,
+                fx_rate: FxRate | None = None) -> dict[str, Any]:
     """Everything one target's task group needs, as JSON (see the module docstring)."""
     spec = {**spec, "options": dict(spec.get("options") or {})}
     sweeps = {}
@@ -474,7 +490,8 @@ def plan_target(spec: Mapping[str, Any], profile: SweepProfile, dag_run_id: str,
     if spec["kind"] == "ec2":
         # the cost guard in Ec2Target.prepare estimates the run from the sweeps it will execute
         spec["options"]["sweep_configs"] = [s["config"] for s in sweeps.values()]
-        _plan_ec2_options(spec["options"], [s["timeout_s"] for s in sweeps.values()], budget_ceiling)
+        _plan_ec2_options(spec["options"], [s["timeout_s"] for s in sweeps.values()], budget_ceiling,
+                          fx_rate)
     return {
         "spec": spec,
         "profile": profile.name,
@@ -484,23 +501,24 @@ def plan_target(spec: Mapping[str, Any], profile: SweepProfile, dag_run_id: str,
 
 
 def _plan_ec2_options(options: dict[str, Any], sweep_limits_s: list[float],
-                      budget_ceiling: tuple[float, str] | None) -> None:
+                      budget_ceiling: tuple[float, str] | None, fx_rate: FxRate | None) -> None:
     """What every ec2 plan carries: the deployment (so every step of the run, wherever it runs,
     tags and finds the same instances), the TTL derived from the plan, the capped budget."""
     options["deployment"] = settings.deployment()
     options["ttl_minutes"] = plan_ttl_minutes(sweep_limits_s, options.get("ttl_minutes"))
-    apply_budget_ceiling(options, budget_ceiling)
+    apply_budget_ceiling(options, budget_ceiling, fx_rate)
 
 
 def plan_fleet(fleet: Fleet, dag_run_id: str) -> list[dict[str, Any]]:
     """One plan per enabled target, in the order of the file."""
-    return [plan_target(t.spec, fleet.profile(t.profile), dag_run_id, budget_ceiling=fleet.budget_ceiling)
+    return [plan_target(t.spec, fleet.profile(t.profile), dag_run_id, budget_ceiling=fleet.budget_ceiling,
+                        fx_rate=fleet.fx_rate)
             for t in fleet.enabled_targets()]
 
 
 def plan_scaling(fleet: Fleet, dag_run_id: str) -> list[dict[str, Any]]:
-    """One plan per enabled scaling group (``gpucompare.scaling_plan.plan_scaling_group``)."""
-    from gpucompare import scaling_plan
+    """One plan per enabled scaling group (``gpucompare.config.scaling.plan_scaling_group``)."""
+    from gpucompare.config import scaling as scaling_plan
 
     specs = {t.name: t.spec for t in fleet.targets}
     plans = [scaling_plan.plan_scaling_group(group, [specs[n] for n in group.targets],
@@ -510,7 +528,8 @@ def plan_scaling(fleet: Fleet, dag_run_id: str) -> list[dict[str, Any]]:
     for plan in plans:
         for spec in plan["specs"]:
             if spec["kind"] == "ec2":  # each host is held for the whole group's run
-                _plan_ec2_options(spec["options"], [plan["timeout_s"]], fleet.budget_ceiling)
+                _plan_ec2_options(spec["options"], [plan["timeout_s"]], fleet.budget_ceiling,
+                                  fleet.fx_rate)
     return plans
 
 
@@ -536,4 +555,5 @@ def plan_manual(request: Mapping[str, Any], fleet: Fleet, dag_run_id: str) -> di
     target = request["target"]
     spec = {**target, "options": {**fleet.defaults.get(target["kind"], {}), **target["options"]}}
     # the form may lower the budget cap below the deployment's ceiling, never raise it past it
-    return plan_target(spec, profile, dag_run_id, budget_ceiling=fleet.budget_ceiling)
+    return plan_target(spec, profile, dag_run_id, budget_ceiling=fleet.budget_ceiling,
+                        fx_rate=fleet.fx_rate)

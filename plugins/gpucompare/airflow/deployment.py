@@ -20,7 +20,7 @@ that caps working instances (``GPUCOMPARE_POOL``, slots = the fleet file's ``max
 and writes the simple auth manager's passwords file from the environment, so no password is
 generated into a log or kept in the repository::
 
-    AIRFLOW_ADMIN_PASSWORD=... python -m gpucompare.deployment init PASSWORDS_FILE
+    AIRFLOW_ADMIN_PASSWORD=... python -m gpucompare.airflow.deployment init PASSWORDS_FILE
 """
 
 from __future__ import annotations
@@ -162,7 +162,8 @@ def init_deployment(passwords_file: Path, admin_password: str) -> None:
     """
     if not admin_password:
         raise ValueError(f"{ADMIN_PASSWORD_ENV} must be set to a non-empty password")
-    from gpucompare import fleet, settings
+    from gpucompare import settings
+    from gpucompare.config import fleet
 
     pool_slots = fleet.load_fleet().max_instances
     for command in init_commands(settings.setting("pool"), pool_slots):
@@ -229,7 +230,7 @@ def write_passwords_file(path: Path, password: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line of the compose init service: ``init PASSWORDS_FILE``."""
-    parser = argparse.ArgumentParser(prog="python -m gpucompare.deployment", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m gpucompare.airflow.deployment", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     init = commands.add_parser("init", help="migrate, create the pool, write the passwords file")
     init.add_argument("passwords_file", type=Path)

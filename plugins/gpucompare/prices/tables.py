@@ -26,13 +26,17 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpucompare import resources, schema
+from gpucompare import resources
 from gpucompare.errors import PermanentError
+from gpucompare.lake import schema
+
+if TYPE_CHECKING:
+    from gpucompare.lake.tables import Lake
 
 DATA_DIR = resources.data_dir()
 PRICES_DIR = DATA_DIR / "prices"
@@ -251,6 +255,12 @@ def fx_rate(fx: pa.Table, *, from_currency: str, to_currency: str, on: dt.date) 
     return best[1]
 
 
+def shipped_fx_rate(from_currency: str, to_currency: str, on_date: dt.date) -> float:
+    """Units of ``to_currency`` per ``from_currency`` from the shipped exchange-rate table (the
+    ``fx_rate`` the fleet file's budget ceiling and the cost guard use when given none)."""
+    return fx_rate(shipped_fx(), from_currency=from_currency, to_currency=to_currency, on=on_date)
+
+
 # ---- AWS Price List ----------------------------------------------------------------------
 def family_of(instance_type: str) -> str:
     return instance_type.split(".", 1)[0]
@@ -453,3 +463,22 @@ def refresh_aws_to_lake(
     if csv_path is not None:
         append_prices_csv(rows, csv_path)
     return rows
+
+
+def price_history(lake: Lake, include_shipped: bool = True,
+                  as_of: int | str | dt.datetime | None = None) -> pa.Table:
+    """Price history: the shipped CSVs (``gpucompare/data/prices``) and the lake's ``prices``."""
+    parts = [lake.read_kind("prices", as_of)]
+    if include_shipped:
+        parts.append(shipped_prices())
+    return deduplicate_prices(pa.concat_tables(parts))
+
+
+def fx_history(lake: Lake, include_shipped: bool = True,
+               as_of: int | str | dt.datetime | None = None) -> pa.Table:
+    """Exchange rates: the shipped CSV (``gpucompare/data/fx``) and the lake's ``fx``."""
+    parts = [lake.read_kind("fx", as_of)]
+    if include_shipped:
+        parts.append(shipped_fx())
+    return deduplicate_fx(pa.concat_tables(parts))
+

@@ -1,6 +1,6 @@
 """The task group every target runs, shared by the nightly and the manual DAG, and the DAGs' manners.
 
-One target's run, one mapped task group per plan (``gpucompare.fleet.plan_target``)::
+One target's run, one mapped task group per plan (``gpucompare.config.fleet.plan_target``)::
 
     prepare (setup) → deploy → score_sweep → train_sweep → collect → ingest
         └──────────────────── terminate (teardown) ◄─────────┘
@@ -46,9 +46,9 @@ from airflow.sdk import Asset, TriggerRule, get_current_context, task, task_grou
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from gpucompare import settings
+from gpucompare.config.fleet import SWEEP_TASK_TIMEOUT_S
+from gpucompare.config.validation import ValidationError, check_number
 from gpucompare.errors import PermanentError
-from gpucompare.fleet import SWEEP_TASK_TIMEOUT_S
-from gpucompare.validation import ValidationError, check_number
 
 log = logging.getLogger(__name__)
 
@@ -264,7 +264,7 @@ def collect(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """Bring the run's JSON Lines back into staging (a folder, or S3 when ingest may run on
     another worker)."""
     _name_map_index(plan)
-    from gpucompare.lake import put_file
+    from gpucompare.lake.tables import put_file
 
     location = staged_results_location(plan)
     with tempfile.TemporaryDirectory(prefix="gpucompare-collect-") as scratch:
@@ -281,8 +281,9 @@ def collect(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
 def ingest(plan: dict[str, Any], collected: dict[str, Any]) -> dict[str, Any]:
     """Validate the records and write them into the lake: all or nothing, idempotent per run."""
     _name_map_index(plan)
-    from gpucompare.cli import local_code_hash
-    from gpucompare.lake import RunContext, delete_file, ingest_results, open_lake
+    from gpucompare.lake.ingest import RunContext, ingest_results
+    from gpucompare.lake.tables import delete_file, open_lake
+    from gpucompare.targets.bundle import local_code_hash
 
     spec = plan["spec"]
     context = RunContext(provider=spec["provider"], instance_type=spec["instance_type"],
@@ -388,7 +389,7 @@ def run_targets(plans: Any) -> None:
     runs >> ready >> checked
 
 
-# -- scaling groups (multi-GPU / multi-node runs, gpucompare.distributed) -----------------------
+# -- scaling groups (multi-GPU / multi-node runs, gpucompare.scaling.launcher) -----------------------
 @task(pool=_POOL, outlets=[RESULTS], execution_timeout=timedelta(seconds=SWEEP_TASK_TIMEOUT_S),
       **network_retries(1))
 def scaling_group(plan: dict[str, Any]) -> dict[str, Any]:
@@ -399,14 +400,14 @@ def scaling_group(plan: dict[str, Any]) -> dict[str, Any]:
     share them. Teardown runs in the task's ``finally``; an ec2 host that outlives a killed
     task powers itself off at its TTL, and the sweeper DAG terminates it.
     """
-    from gpucompare import distributed
+    from gpucompare.scaling import run as scaling_run
 
     dag_run_id = get_current_context()["dag_run"].run_id
     log.info("Scaling group %s: %d point(s) on %s", plan["group"], len(plan["points"]),
              ", ".join(s["name"] for s in plan["specs"]))
     # the points and their ingest happen in this task, so the records stay on its own disk
     with bad_input_fails(), tempfile.TemporaryDirectory(prefix="gpucompare-scaling-") as scratch:
-        written = distributed.run_scaling_plan(
+        written = scaling_run.run_scaling_plan(
             plan, lake_uri=settings.lake_uri(), dag_run_id=dag_run_id,
             results_path=str(Path(scratch) / "results.jsonl"), line_sink=lambda line: log.info("%s", line))
     get_current_context()["outlet_events"][RESULTS].extra = {"scaling_group": plan["group"],
@@ -430,7 +431,7 @@ def publish_latest(reports_root: str, dated: str) -> str:
     if settings.is_remote(reports_root):
         import pyarrow.fs as pafs
 
-        from gpucompare.lake import open_lake
+        from gpucompare.lake.tables import open_lake
 
         location = open_lake(reports_root)
         root = location.root.rstrip("/")

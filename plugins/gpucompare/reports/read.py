@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from gpucompare.report_set import DERIVED, REPORTS, ReportError, ReportOptions
+from gpucompare.reports.report_set import DERIVED, REPORTS, ReportError, ReportOptions
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,7 +48,8 @@ def read_table(
     options: ReportOptions | None = None,
 ) -> pa.Table:
     """What :func:`read` returns, as an Arrow table."""
-    from gpucompare import reports, settings
+    from gpucompare import settings
+    from gpucompare.reports import build as reports
 
     if name not in TABLES:
         raise ReportError(f"table {name!r} is not one of {', '.join(TABLES)}")
@@ -96,7 +97,7 @@ def read_history(name: str, *, reports: str | None = None) -> pd.DataFrame:
     import pyarrow.dataset as ds
 
     from gpucompare import settings
-    from gpucompare.lake import open_lake
+    from gpucompare.lake.tables import open_lake
 
     if name not in (*REPORTS, *DERIVED):
         raise ReportError(f"report {name!r} is not one of {', '.join((*REPORTS, *DERIVED))}")
@@ -120,7 +121,7 @@ def read_history(name: str, *, reports: str | None = None) -> pd.DataFrame:
 
 
 def _inputs(uri: str, as_of: int | str | None) -> Any:
-    from gpucompare.reports import ReportInputs
+    from gpucompare.reports.build import ReportInputs
 
     if as_of is None:
         return ReportInputs.from_lake(uri)

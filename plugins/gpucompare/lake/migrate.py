@@ -26,8 +26,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from gpucompare import schema
-from gpucompare.lake import Lake, LakeError, open_lake
+from gpucompare.lake import schema
+from gpucompare.lake.tables import Lake, LakeError, open_lake
 
 _PARTITION = re.compile(r"(?:^|/)mode=([a-z_]+)/date=(\d{4}-\d{2}-\d{2})/([^/]+)$")
 _COMPACTION_METADATA = b"gpucompare.compaction"

@@ -74,6 +74,13 @@ def _hash_files(base: Path, files: list[Path]) -> str:
     return digest.hexdigest()[:HASH_CHARS]
 
 
+def local_code_hash() -> str:
+    """The content hash of this machine's worker code, as the targets name the bundle they upload
+    (the code hash ingest records for a run measured by it)."""
+    root = package_dir()
+    return _hash_files(root.parent, bundle_files(root))
+
+
 def _tar_bytes(base: Path, files: list[Path]) -> bytes:
     buffer = io.BytesIO()
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as gz, \

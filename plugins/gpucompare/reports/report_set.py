@@ -1,7 +1,7 @@
 """The built report set as plain data: what ``reports`` produces and the page renders.
 
-This module sits below both :mod:`gpucompare.reports` (which builds and writes the tables)
-and :mod:`gpucompare.html` (which turns them into strings), so the import direction is
+This module sits below both :mod:`gpucompare.reports.build` (which builds and writes the tables)
+and :mod:`gpucompare.reports.page` (which turns them into strings), so the import direction is
 reports → html → report_set, never back: the page renderer does not import the builder.
 
 It holds the report names, the settings of a build (:class:`RegressionRule`,

@@ -1,29 +1,27 @@
 """What a scaling run measures: the fleet file's scaling profiles and groups, their points, the plan.
 
-Parsed from the fleet file (``gpucompare.fleet`` reads ``scaling_profiles`` and
+Parsed from the fleet file (``gpucompare.config.fleet`` reads ``scaling_profiles`` and
 ``scaling_groups`` through this module) and planned into the JSON a scaling task receives;
-``gpucompare.distributed`` launches the planned points. Imports point one way: distributed →
+``gpucompare.scaling.launcher`` launches the planned points. Imports point one way: distributed →
 this module, fleet → this module; nothing here imports either of them.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from bench_tasks.constants import DTYPES, NETWORKS, SCALING_KINDS
-from gpucompare import validation
-from gpucompare.validation import ValidationError
+from gpucompare.config import patterns, validation
+from gpucompare.config.validation import ValidationError
 
 DIST_KVSTORES: tuple[str, ...] = ("dist_sync", "dist_device_sync")
 SINGLE_NODE_KVSTORE = "device"
 MAX_NODES = 256
 
 #: A network interface name (``DMLC_INTERFACE``), e.g. eth0 or ens5.
-INTERFACE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}$")
-_DEVICE = re.compile(r"^(cpu|gpu):[0-9]{1,2}$")
+INTERFACE_PATTERN = patterns.INTERFACE
 
 
 # -- what to measure -------------------------------------------------------------------------
@@ -62,7 +60,7 @@ class ScalingPoint:
             check(isinstance(value, int) and value >= 1, name, f"must be an integer >= 1, got {value!r}")
         check(isinstance(self.warmup, int) and self.warmup >= 0, "warmup", "must be an integer >= 0")
         check(self.timeout_s > 0, "timeout_s", "must be > 0 seconds")
-        check(bool(self.devices) and all(_DEVICE.fullmatch(d) for d in self.devices)
+        check(bool(self.devices) and all(patterns.DEVICE.fullmatch(d) for d in self.devices)
               and len(set(self.devices)) == len(self.devices), "devices",
               f"expected distinct devices such as cpu:0 or gpu:1, got {self.devices!r}")
         check(self.servers is None or (isinstance(self.servers, int) and self.servers >= 1), "servers",
@@ -159,7 +157,7 @@ def _pairs(value: Any) -> tuple[tuple[int, int], ...]:
 
 def parse_scaling_profile(name: Any, body: Any) -> ScalingProfile:
     """Validate one ``scaling_profiles`` entry of the fleet file; errors name the key."""
-    name = validation.check_pattern("name", name, validation.NAME_PATTERN, "a lower-case profile name")
+    name = validation.check_pattern("name", name, patterns.NAME, "a lower-case profile name")
     validation.check_keys(body, SCALING_PROFILE_KEYS, required=("networks",))
     kinds = validation.check_subset("scaling", body.get("scaling", ["weak"]), SCALING_KINDS)
     for key, kind in (("per_device_batch", "weak"), ("global_batch", "strong")):
@@ -248,7 +246,7 @@ def parse_scaling_group(entry: Any, targets: Mapping[str, Mapping[str, Any]],
     unknown = sorted(set(entry) - set(SCALING_GROUP_KEYS))
     if unknown:
         raise ValidationError(unknown[0], "unknown key", ", ".join(SCALING_GROUP_KEYS))
-    name = validation.check_pattern("name", entry.get("name"), validation.NAME_PATTERN,
+    name = validation.check_pattern("name", entry.get("name"), patterns.NAME,
                                     "a lower-case group name")
     names = validation.check_subset("targets", entry.get("targets"), tuple(targets))
     specs = [targets[n] for n in names]

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from bench_tasks.constants import DTYPES, MODES, NETWORKS
+from gpucompare.config import patterns
 from gpucompare.errors import PermanentError
 
 #: Where a sweep runs: ``gpucompare.targets.make_target`` knows these kinds.
@@ -35,16 +36,6 @@ CURRENCIES: tuple[str, ...] = ("EUR", "USD")
 #: Providers with a price table in the project; any other lower-case name may rent hosts over SSH.
 KNOWN_PROVIDERS: tuple[str, ...] = ("local", "aws", "leadergpu")
 
-# Patterns stay anchored and exclude whitespace, quotes and shell metacharacters.
-NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
-PROVIDER_PATTERN = r"^[a-z][a-z0-9-]{0,31}$"
-EC2_INSTANCE_TYPE_PATTERN = r"^[a-z0-9]+\.[a-z0-9]+$"
-HOST_LABEL_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
-AWS_REGION_PATTERN = r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}$"
-REGION_LABEL_PATTERN = r"^[a-z0-9][a-z0-9-]{0,31}$"
-CONN_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,249}$"
-DEVICES_PATTERN = r"^(cpu|gpu)(:[0-9]{1,2})?(,(cpu|gpu):[0-9]{1,2})*$"
-CRON_PATTERN = r"^(@(hourly|daily|weekly|monthly|yearly)|([0-9*/,-]+ ){4}[0-9A-Za-z*/,-]+)$"
 
 MAX_BATCH_SIZE = 4096
 MAX_GPU_COUNT = 64
@@ -88,12 +79,14 @@ def check_keys(body: Any, allowed: Iterable[str], *, prefix: str = "",
     return body
 
 
-def check_pattern(field: str, value: Any, pattern: str, what: str) -> str:
-    """``value`` as a string that fully matches ``pattern``; ``what`` describes it for humans."""
+def check_pattern(field: str, value: Any, pattern: re.Pattern[str], what: str) -> str:
+    """``value`` as a string that fully matches ``pattern`` (one of ``config.patterns``);
+    ``what`` describes it for humans."""
     if not isinstance(value, str):
         raise ValidationError(field, f"expected text, got {type(value).__name__} {value!r}", what)
-    if not re.fullmatch(pattern, value):
-        raise ValidationError(field, f"{value!r} is not valid", f"{what}, matching {pattern}")
+    if not pattern.fullmatch(value):
+        raise ValidationError(field, f"{value!r} is not valid",
+                              f"{what}, matching {patterns.anchored(pattern)}")
     return value
 
 
@@ -198,7 +191,7 @@ def check_batch_sizes(value: Any, field: str = "batch_sizes") -> list[int]:
 def check_devices(value: Any, field: str = "devices") -> list[str]:
     """Device lists as the worker takes them: ``cpu``, ``gpu:0``, ``gpu:0,gpu:1`` …"""
     items = _as_list(field, value) if not isinstance(value, str) else [value]
-    lists = [check_pattern(f"{field}[{i}]", item, DEVICES_PATTERN,
+    lists = [check_pattern(f"{field}[{i}]", item, patterns.DEVICES,
                            "cpu, gpu:N or a comma-separated list such as gpu:0,gpu:1")
              for i, item in enumerate(items)]
     return _unique(field, lists)
@@ -210,16 +203,16 @@ def check_kind(value: Any, field: str = "kind") -> str:
 
 
 def check_provider(value: Any, field: str = "provider") -> str:
-    return check_pattern(field, value, PROVIDER_PATTERN,
+    return check_pattern(field, value, patterns.PROVIDER,
                          f"a lower-case name such as {', '.join(KNOWN_PROVIDERS)}")
 
 
 def check_instance_type(value: Any, kind: str, field: str = "instance_type") -> str:
     """EC2 types are ``family.size``; rented or local machines take a plain label."""
     if kind == "ec2":
-        return check_pattern(field, value, EC2_INSTANCE_TYPE_PATTERN,
+        return check_pattern(field, value, patterns.EC2_INSTANCE_TYPE,
                              "an EC2 type family.size such as p3.2xlarge")
-    return check_pattern(field, value, HOST_LABEL_PATTERN,
+    return check_pattern(field, value, patterns.INSTANCE_TYPE,
                          "a lower-case label of letters, digits, '.', '_' and '-' such as ltbv14")
 
 
@@ -228,10 +221,10 @@ def check_region(value: Any, kind: str, field: str = "region") -> str | None:
     if kind == "ec2":
         if value in (None, ""):
             raise ValidationError(field, "an ec2 target needs a region", "an AWS region such as us-east-1")
-        return check_pattern(field, value, AWS_REGION_PATTERN, "an AWS region such as us-east-1")
+        return check_pattern(field, value, patterns.AWS_REGION, "an AWS region such as us-east-1")
     if value in (None, ""):
         return None
-    return check_pattern(field, value, REGION_LABEL_PATTERN, "a lower-case label such as eu-nl")
+    return check_pattern(field, value, patterns.REGION, "a lower-case label such as eu-nl")
 
 
 def check_market(value: Any, kind: str, field: str = "market") -> str:
@@ -242,7 +235,7 @@ def check_market(value: Any, kind: str, field: str = "market") -> str:
 
 
 def check_conn_id(value: Any, field: str = "ssh_conn_id") -> str:
-    return check_pattern(field, value, CONN_ID_PATTERN,
+    return check_pattern(field, value, patterns.CONN_ID,
                          "an Airflow connection id of letters, digits, '_', '.' and '-'")
 
 
@@ -256,7 +249,7 @@ def check_gpu_count(value: Any, field: str = "gpu_count") -> int:
 
 
 def check_schedule(value: Any, field: str = "schedule") -> str:
-    return check_pattern(field, value, CRON_PATTERN, "a five-field cron expression or @daily, @hourly …")
+    return check_pattern(field, value, patterns.CRON, "a five-field cron expression or @daily, @hourly …")
 
 
 # The options a user most often types, checked here; each target class checks the rest of its
@@ -311,7 +304,7 @@ def check_target_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     if kind == "local" and provider != "local":
         raise ValidationError("provider", f"a local target has provider 'local', not {provider!r}", "local")
     return {
-        "name": check_pattern("name", data.get("name"), NAME_PATTERN,
+        "name": check_pattern("name", data.get("name"), patterns.NAME,
                               "a lower-case name of letters, digits, '_' and '-'"),
         "kind": kind,
         "provider": provider,
@@ -332,10 +325,12 @@ def param_schemas() -> dict[str, dict[str, Any]]:
     """
     return {
         "kind": {"type": "string", "enum": list(TARGET_KINDS)},
-        "provider": {"type": "string", "pattern": PROVIDER_PATTERN, "examples": list(KNOWN_PROVIDERS)},
+        "provider": {"type": "string", "pattern": patterns.anchored(patterns.PROVIDER),
+                     "examples": list(KNOWN_PROVIDERS)},
         # the looser of the two instance-type patterns; ec2's stricter one is checked in the run
-        "instance_type": {"type": "string", "pattern": HOST_LABEL_PATTERN},
-        "region": {"type": ["string", "null"], "pattern": f"{AWS_REGION_PATTERN}|{REGION_LABEL_PATTERN}"},
+        "instance_type": {"type": "string", "pattern": patterns.anchored(patterns.INSTANCE_TYPE)},
+        "region": {"type": ["string", "null"],
+                   "pattern": patterns.anchored(patterns.AWS_REGION, patterns.REGION)},
         "market": {"type": "string", "enum": list(MARKETS)},
         "gpu_count": {"type": "integer", "minimum": 0, "maximum": MAX_GPU_COUNT},
         "networks": {"type": "array", "minItems": 1, "uniqueItems": True,
@@ -346,10 +341,10 @@ def param_schemas() -> dict[str, dict[str, Any]]:
                   "items": {"type": "string", "enum": list(MODES)}, "examples": list(MODES)},
         "dtypes": {"type": "array", "minItems": 1, "uniqueItems": True,
                    "items": {"type": "string", "enum": list(DTYPES)}, "examples": list(DTYPES)},
-        "ssh_conn_id": {"type": ["string", "null"], "pattern": CONN_ID_PATTERN},
+        "ssh_conn_id": {"type": ["string", "null"], "pattern": patterns.anchored(patterns.CONN_ID)},
         "budget_cap": {"type": "number", "minimum": 0},
         "budget_currency": {"type": "string", "enum": list(CURRENCIES)},
-        "profile": {"type": "string", "pattern": NAME_PATTERN},
+        "profile": {"type": "string", "pattern": patterns.anchored(patterns.NAME)},
     }
 
 
@@ -396,7 +391,7 @@ def check_manual_request(params: Mapping[str, Any]) -> dict[str, Any]:
         "batch_sizes": check_batch_sizes(params.get("batch_sizes")),
         "modes": check_modes(params.get("modes")),
         "dtypes": check_dtypes(params.get("dtypes", ["float32"])),
-        "profile": check_pattern("profile", params.get("profile", "nightly"), NAME_PATTERN,
+        "profile": check_pattern("profile", params.get("profile", "nightly"), patterns.NAME,
                                  "the name of a sweep profile in the fleet configuration"),
         "budget_cap": budget_cap,
         "budget_currency": currency,

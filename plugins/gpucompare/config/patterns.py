@@ -1,0 +1,52 @@
+"""One definition per value pattern: what a name, provider, instance type, region, AMI, S3
+bucket or prefix, run id… may look like, wherever it is checked (the fleet file, the trigger
+form, target options, ingest, the command line).
+
+Every pattern is compiled without anchors and used with ``fullmatch`` only (``^…$`` with
+``match`` would accept a trailing newline). None admits whitespace, quotes or shell
+metacharacters, so a value that passes may be quoted into a command without surprises.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: profile, target and scaling-group names in the fleet file
+NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
+#: a provider (``aws``, ``leadergpu``, ``local``…): the fleet, the form and ingest alike; the
+#: ingest rule (which the lake's rows were written under) accepts every name the lake holds
+PROVIDER = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+#: an EC2 instance type (``g5.xlarge``, ``u-6tb1.metal``)
+EC2_INSTANCE_TYPE = re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9]+")
+#: any provider's machine name (published rows hold e.g. ``DGX-1``)
+INSTANCE_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+#: an AWS region (``us-east-1``, ``us-gov-west-1``, ``us-isob-east-1``)
+AWS_REGION = re.compile(r"[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}")
+#: any provider's region label (``eu-nl``, and every AWS region)
+REGION = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
+#: an Airflow connection id
+CONN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,249}")
+#: ``gpu:0,gpu:1`` / ``cpu``
+DEVICES = re.compile(r"(cpu|gpu)(:[0-9]{1,2})?(,(cpu|gpu):[0-9]{1,2})*")
+#: one device of a scaling point
+DEVICE = re.compile(r"(cpu|gpu):[0-9]{1,2}")
+#: a network interface for MXNet's parameter server (``DMLC_INTERFACE``)
+INTERFACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}")
+CRON = re.compile(r"@(hourly|daily|weekly|monthly|yearly)|([0-9*/,-]+ ){4}[0-9A-Za-z*/,-]+")
+#: a run id (the orchestrator's: Airflow's ``manual__2026-…+00:00`` and the fleet's)
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,199}")
+#: the content hash of a worker bundle
+CODE_HASH = re.compile(r"[0-9a-f]{8,64}")
+AMI_ID = re.compile(r"ami-[0-9a-f]{8,17}")
+#: an S3 bucket name
+BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+#: an S3 key prefix (no leading '/')
+PREFIX = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
+#: an ISO currency code
+CURRENCY = re.compile(r"[A-Za-z]{3}")
+
+
+def anchored(*alternatives: re.Pattern[str]) -> str:
+    """The pattern(s) as one anchored regular expression, for JSON schema (whose ``pattern``
+    searches: without anchors ``aws; rm -rf`` would pass)."""
+    return "^(?:" + "|".join(p.pattern for p in alternatives) + ")$"

@@ -1,0 +1,297 @@
+"""Ingest: a worker's results file (JSON Lines, local or s3://) validated record by record
+and written as the rows of one run in ONE commit of the results table (see ``lake.tables``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from bench_tasks.record import RecordError, validate_record
+from gpucompare.config import patterns
+from gpucompare.lake import schema
+from gpucompare.lake.tables import (  # noqa: F401  (IngestError: raised here, defined with the table)
+    BATCH_ROWS,
+    IngestError,
+    Lake,
+    WriteSummary,
+    _filesystem_for,
+    _with_orchestrator_columns,
+    check_run_id,
+    table_key,
+)
+
+# ---- ingest of worker result files --------------------------------------------------------
+_FREE_TEXT_MAX = 250
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """The orchestrator's columns for the records of one results file."""
+
+    provider: str
+    instance_type: str
+    region: str | None = None
+    market: str = "on_demand"
+    target: str = "local"
+    source: str | None = None
+    dag_run_id: str | None = None
+
+    def validated(self) -> RunContext:
+        """Self, after checking every value a user may have typed (raises IngestError)."""
+        checks = (
+            ("provider", self.provider, patterns.PROVIDER, "lower-case letters, digits, - and _ (max 40)"),
+            (
+                "instance_type",
+                self.instance_type,
+                patterns.INSTANCE_TYPE,
+                "letters, digits, '.', - and _ (max 64)",
+            ),
+        )
+        for name, value, pattern, allowed in checks:
+            if not isinstance(value, str) or not pattern.fullmatch(value):
+                raise IngestError(f"{name} {value!r} is not valid (allowed: {allowed})", field=name)
+        if self.region is not None and not patterns.REGION.fullmatch(self.region):
+            raise IngestError(f"region {self.region!r} is not valid (e.g. us-east-1)", field="region")
+        if self.market not in schema.MARKETS:
+            raise IngestError(
+                f"market {self.market!r} is not one of {', '.join(schema.MARKETS)}", field="market"
+            )
+        measured_targets = tuple(t for t in schema.TARGETS if t != "published")
+        if self.target not in measured_targets:
+            raise IngestError(
+                f"target {self.target!r} is not one of {', '.join(measured_targets)} "
+                "(published figures come in through import-published)",
+                field="target",
+            )
+        for name in ("source", "dag_run_id"):
+            value = getattr(self, name)
+            if value is not None and (len(value) > _FREE_TEXT_MAX or not value.isprintable()):
+                raise IngestError(
+                    f"{name} must be printable text of at most {_FREE_TEXT_MAX} characters", field=name
+                )
+        return self
+
+
+@dataclass
+class IngestSummary:
+    """What one ingest did (see ``ingest_results``)."""
+
+    run_id: str
+    records: int
+    write: WriteSummary
+    dates: list[dt.date] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.write.changed
+
+    def describe(self) -> str:
+        days = ", ".join(d.isoformat() for d in self.dates)
+        return f"run {self.run_id}: {self.records} record(s) ({days}); {self.write.describe()}"
+
+
+def _timestamp(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(dt.UTC)
+
+
+class _ResultsFile:
+    """A results file (local path, or s3:// copied to a local temporary file) read line by line."""
+
+    def __init__(self, location: str | Path) -> None:
+        self.location = str(location)
+        self.name = self.location.rsplit("/", 1)[-1]
+        self._temp: str | None = None
+        if self.location.startswith("s3://"):
+            fs, path = _filesystem_for(self.location)
+            handle, self._temp = tempfile.mkstemp(prefix="gpucompare-ingest-", suffix=".jsonl")
+            try:
+                with os.fdopen(handle, "wb") as out, fs.open_input_stream(path) as stream:
+                    while chunk := stream.read(8 << 20):
+                        out.write(chunk)
+            except OSError as exc:
+                self.close()
+                raise IngestError(f"{self.location}: cannot read results file: {exc}") from None
+            self.local = self._temp
+        else:
+            self.local = self.location
+            if not Path(self.local).is_file():
+                raise IngestError(f"{self.location}: cannot read results file: no such file")
+
+    def lines(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(line number, validated record) of every non-blank line; IngestError on the first bad one."""
+        try:
+            with open(self.local, encoding="utf-8", newline="\n") as handle:
+                for line_no, line in enumerate(handle, start=1):
+                    if not line.strip():
+                        continue
+                    yield line_no, parse_line(line, line_no, self.name)
+        except UnicodeDecodeError as exc:
+            raise IngestError(
+                f"{self.name}: not UTF-8 text ({exc.reason} at byte {exc.start})", field="record"
+            ) from None
+        except OSError as exc:
+            raise IngestError(f"{self.location}: cannot read results file: {exc}") from None
+
+    def close(self) -> None:
+        if self._temp is not None:
+            Path(self._temp).unlink(missing_ok=True)
+            self._temp = None
+
+
+def parse_line(line: str, line_no: int, name: str = "results") -> dict[str, Any]:
+    """One JSON Lines record, validated (IngestError naming the line and field otherwise)."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise IngestError(
+            f"{name} line {line_no}: not valid JSON ({exc.msg})", line=line_no, field="record"
+        ) from None
+    except RecursionError:
+        raise IngestError(f"{name} line {line_no}: nested too deeply", line=line_no, field="record") from None
+    try:
+        return validate_record(record)
+    except RecordError as exc:
+        raise IngestError(
+            f"{name} line {line_no}: field {exc.field}: {exc.message}", line=line_no, field=exc.field
+        ) from None
+
+
+def parse_results(text: str, name: str = "results") -> list[dict[str, Any]]:
+    """Every record of JSON Lines text, validated (see ``parse_line``); an empty text is refused."""
+    records = [parse_line(line, n, name) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    if not records:
+        raise IngestError(f"{name}: no records (an empty results file is refused)")
+    return records
+
+
+def read_results_file(location: str | Path) -> list[dict[str, Any]]:
+    """The validated records of a results file (local path or s3:// URI)."""
+    source = _ResultsFile(location)
+    try:
+        records = [record for _, record in source.lines()]
+    finally:
+        source.close()
+    if not records:
+        raise IngestError(f"{source.name}: no records (an empty results file is refused)")
+    return records
+
+
+def _row(record: dict[str, Any], context: RunContext, ingested_at: dt.datetime) -> dict[str, Any]:
+    started = _timestamp(record["started_at"])
+    row = dict(record)
+    row.update(
+        started_at=started,
+        finished_at=_timestamp(record["finished_at"]),
+        provider=context.provider,
+        instance_type=context.instance_type,
+        region=context.region,
+        market=context.market,
+        target=context.target,
+        source=context.source or f"gpucompare {context.target} run",
+        dag_run_id=context.dag_run_id,
+        ingested_at=ingested_at,
+        published_value=None,
+        note=None,
+        flags=[],
+        date=started.date(),
+    )
+    return row
+
+
+def results_rows(
+    records: list[dict[str, Any]], context: RunContext, *, ingested_at: dt.datetime | None = None
+) -> pa.Table:
+    """Validated records plus the orchestrator's columns, as a results table."""
+    ingested_at = ingested_at or dt.datetime.now(dt.UTC)
+    return pa.Table.from_pylist(
+        [_row(r, context, ingested_at) for r in records], schema=schema.RESULTS_SCHEMA
+    )
+
+
+def ingest_results(
+    lake: Lake,
+    results_file: str | Path,
+    context: RunContext,
+    *,
+    run_id: str,
+    code_hash: str | None = None,
+    batch_rows: int = BATCH_ROWS,
+) -> IngestSummary:
+    """Validate a worker results file (local path or s3:// URI) and make it the rows of run
+    ``run_id`` (the orchestrator's identity of the run) in ONE commit.
+
+    Two streaming passes, so memory stays flat whatever the file's size: the first validates
+    every record (line and field named on the first error; nothing written then), checks that
+    every record's ``run_id`` is the orchestrator's and that no configuration appears twice,
+    and hashes the data; the second turns the records into Arrow batches that delta-rs writes
+    in the same transaction that deletes the run's previous rows. If the run's rows already
+    carry the same hash, nothing is written (no new table version)."""
+    context = context.validated()
+    check_run_id(run_id)
+    if code_hash is not None and not patterns.CODE_HASH.fullmatch(code_hash):
+        raise IngestError(
+            f"code hash {code_hash!r} is not a lower-case hex digest (8-64 characters)", field="code_hash"
+        )
+    source = _ResultsFile(results_file)
+    try:
+        digest = hashlib.sha256(json.dumps([context.__dict__, code_hash], sort_keys=True).encode())
+        seen: set[str] = set()  # configuration ids so far (a set: no line numbers kept for 200,000 rows)
+        dates: set[dt.date] = set()
+        count = 0
+        for line_no, record in source.lines():
+            if record["run_id"] != run_id:
+                raise IngestError(
+                    f"{source.name} line {line_no}: field run_id: {record['run_id']!r} is not this "
+                    f"run's id {run_id!r} (the orchestrator names the run, not the host)",
+                    line=line_no,
+                    field="run_id",
+                )
+            cell = record["config_id"]
+            if cell in seen:
+                raise IngestError(
+                    f"{source.name} line {line_no}: field config_id: {cell!r} appears twice "
+                    "in this file (one record per configuration and run)",
+                    line=line_no,
+                    field="config_id",
+                )
+            seen.add(cell)
+            dates.add(_timestamp(record["started_at"]).date())
+            digest.update(json.dumps(record, sort_keys=True).encode())
+            count += 1
+        if not count:
+            raise IngestError(f"{source.name}: no records (an empty results file is refused)")
+        del seen
+        key = digest.hexdigest()[:24]
+        ingested_at = dt.datetime.now(dt.UTC)
+
+        def batches() -> pa.RecordBatchReader:
+            def generate() -> Iterator[pa.RecordBatch]:
+                pending: list[dict[str, Any]] = []
+                for _, record in source.lines():
+                    pending.append(
+                        _row(record, context, ingested_at) | {"code_hash": code_hash, "ingest_key": key}
+                    )
+                    if len(pending) >= batch_rows:
+                        yield pa.RecordBatch.from_pylist(pending, schema=schema.RESULTS_SCHEMA)
+                        pending = []
+                if pending:
+                    yield pa.RecordBatch.from_pylist(pending, schema=schema.RESULTS_SCHEMA)
+
+            return pa.RecordBatchReader.from_batches(schema.RESULTS_SCHEMA, generate())
+
+        write = lake._replace_run(
+            run_id, key, count, batches, {"target": context.target, "code_hash": code_hash or ""}
+        )
+    finally:
+        source.close()
+    return IngestSummary(run_id=run_id, records=count, write=write, dates=sorted(dates))

@@ -1,0 +1,159 @@
+"""A scaling group's run: prepare and deploy every host (each target's own steps), run the
+points of the plan over the hosts' channels (``launcher``), ingest, tear everything down;
+and the ``scaling-run`` subcommand.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gpucompare.config.validation import ValidationError
+from gpucompare.scaling.launcher import (
+    DistributedRunError,
+    HostChannel,
+    ParameterServerLauncher,
+    ScalingPoint,
+    plan_scaling_group,
+)
+
+log = logging.getLogger(__name__)
+
+
+# -- the run of a group ------------------------------------------------------------------------
+
+def host_run_id(run_id: str, spec: Mapping[str, Any]) -> str:
+    """Each host's own run id for its target (an ec2 target finds its instance by run id, so
+    the hosts of one group must not share one); the records carry the group's run id."""
+    return f"{run_id}.{spec['name']}"
+
+
+def run_scaling_plan(plan: Mapping[str, Any], *, lake_uri: str, results_path: str,
+                     dag_run_id: str | None = None, line_sink: Callable[[str], None] | None = None,
+                     poll_interval_s: float = 2.0) -> list[str]:
+    """One group's whole scaling run: prepare and deploy every host, run the points, ingest;
+    and, whatever happened, tear every host down (a paid instance is always given back)."""
+    from gpucompare.lake.ingest import RunContext
+    from gpucompare.targets import make_target
+
+    sink = line_sink or log.info
+    targets = [make_target(spec, line_sink=sink) for spec in plan["specs"]]
+    states: list[Any] = [None] * len(targets)
+    try:
+        for index, target in enumerate(targets):
+            states[index] = target.prepare(host_run_id(plan["run_id"], plan["specs"][index]))
+            states[index] = target.deploy(states[index])
+        launcher = ParameterServerLauncher(
+            [channel_for(t, s) for t, s in zip(targets, states, strict=True)], run_id=plan["run_id"],
+            interface=plan.get("interface"), ps_verbose=int(plan.get("ps_verbose") or 0),
+            poll_interval_s=poll_interval_s, line_sink=sink)
+        points = [ScalingPoint(**{**p, "devices": tuple(p["devices"])}) for p in plan["points"]]
+        spec = plan["specs"][0]
+        markets = {s.market for s in states if s.market}
+        # a spot group whose hosts fell back to on-demand (some or all) is recorded as asked
+        market = markets.pop() if len(markets) == 1 else spec.get("market", "on_demand")
+        context = RunContext(provider=spec["provider"], instance_type=spec["instance_type"],
+                             region=spec.get("region"), market=market, target=spec["kind"],
+                             dag_run_id=dag_run_id, source=f"gpucompare scaling group {plan['group']}")
+        return measure_and_ingest(launcher, points, results_path=results_path, lake_uri=lake_uri,
+                                  context=context)
+    finally:
+        _teardown_all(targets, states, plan["run_id"], sink)
+
+
+def _teardown_all(targets: Sequence[Any], states: Sequence[Any], run_id: str,
+                  sink: Callable[[str], None]) -> None:
+    from gpucompare.targets.base import TargetState
+
+    failures = []
+    for target, state in zip(targets, states, strict=True):
+        spec = target.spec.to_dict()
+        try:
+            target.teardown(state or TargetState(spec=spec, run_id=host_run_id(run_id, spec)))
+        except Exception as exc:  # every host must get its teardown, then the error is raised
+            failures.append(f"{target.spec.name}: {exc}")
+            sink(f"[dist] teardown of {target.spec.name} failed: {exc}")
+    if failures:
+        raise DistributedRunError("teardown failed on " + "; ".join(failures))
+
+
+def channel_for(target: Any, state: Any, *, address: str | None = None) -> HostChannel:
+    """The channel of a prepared and deployed target: its own (``Target.channel``)."""
+    return target.channel(state, address=address)
+
+
+def run_points(launcher: ParameterServerLauncher, points: Sequence[ScalingPoint],
+               results_path: str) -> str:
+    """Run every point; write their records (JSON Lines) to ``results_path`` only if all
+    succeeded, atomically, and return the path. Any failure raises before anything is written."""
+
+    records = [launcher.run_point(point).record for point in points]
+    destination = Path(results_path)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    partial = destination.with_name(f".{destination.name}.partial")
+    partial.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+    partial.replace(destination)
+    return str(destination)
+
+
+def measure_and_ingest(launcher: ParameterServerLauncher, points: Sequence[ScalingPoint], *,
+                       results_path: str, lake_uri: str, context: Any) -> list[str]:
+    """Run the points, then ingest their records into the lake (``context``: the lake's
+    ``RunContext``: provider, instance type, target kind…). A failed point raises before
+    anything is written, so a failed run leaves the lake as it was."""
+    from gpucompare.lake.ingest import ingest_results
+    from gpucompare.lake.tables import open_lake
+    from gpucompare.targets.bundle import local_code_hash
+
+    path = run_points(launcher, points, results_path)
+    # the launcher's run id is the orchestrator's (plan["run_id"]): the records must carry it
+    summary = ingest_results(open_lake(lake_uri), path, context, run_id=launcher.run_id,
+                             code_hash=local_code_hash())
+    return [summary.describe()]
+
+
+# -- command line: python -m gpucompare scaling-run ---------------------------------------------
+
+def add_cli(subparsers: Any) -> None:
+    """``scaling-run``: one scaling group of the fleet file, now (enabled or not)."""
+    parser = subparsers.add_parser(
+        "scaling-run", help="run one scaling group of the fleet file now and ingest its records",
+        description="Prepare and deploy the group's hosts, run every point of its scaling profile "
+                    "(MXNet's parameter server across the hosts), ingest, tear the hosts down.")
+    parser.add_argument("--group", required=True, help="name of a scaling_groups entry")
+    parser.add_argument("--fleet", help="fleet file (default: $GPUCOMPARE_FLEET or dags/config/fleet.yaml)")
+    parser.add_argument("--lake", default="./lake", help="lake URI: a local path or s3://bucket/prefix")
+    parser.add_argument("--results", default="scaling-results.jsonl",
+                        help="where the run's records are written before ingest")
+    parser.add_argument("--run-id", help="run id (default: scaling-<group>-<UTC time>)")
+    parser.set_defaults(func=_run_cli)
+
+
+def _run_cli(args: Any) -> int:
+    import datetime as dt
+    import sys
+
+    from gpucompare.config import fleet
+    from gpucompare.prices.tables import shipped_fx_rate
+
+    try:
+        parsed = fleet.load_fleet(args.fleet, fx_rate=shipped_fx_rate)
+        groups = {g.name: g for g in parsed.scaling_groups}
+        if args.group not in groups:
+            raise ValidationError("--group", f"{args.group!r} is not a scaling group of {parsed.source}",
+                                  ", ".join(groups) or "(none defined)")
+        group = groups[args.group]
+        specs = {t.name: t.spec for t in parsed.targets}
+        run_id = args.run_id or f"scaling-{group.name}-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}"
+        plan = plan_scaling_group(group, [specs[n] for n in group.targets],
+                                  parsed.scaling_profiles[group.profile], fleet.target_run_id(run_id, "cli"))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    written = run_scaling_plan(plan, lake_uri=args.lake, results_path=args.results,
+                               line_sink=lambda line: print(line, file=sys.stderr, flush=True))
+    print(f"{len(plan['points'])} point(s) of {group.name} ingested: {', '.join(written)}")
+    return 0

@@ -1,0 +1,161 @@
+"""The host channel of an ``ec2`` target (``Ec2Target.channel``): each role is one SSM Run
+Command invocation on the instance."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import posixpath
+import re
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from gpucompare.targets.channel import (
+    COMMAND_TIMEOUT_S,
+    LOG_TAIL_LINES,
+    PORT_PROBE_COUNT,
+    DistributedRunError,
+    Role,
+    RoleStatus,
+    check_address,
+    kill_marked_script,
+    port_probe_command,
+    q,
+    role_script,
+)
+
+log = logging.getLogger(__name__)
+
+
+SSM_DOCUMENT = "AWS-RunShellScript"
+SSM_RUNNING = frozenset({"Pending", "InProgress", "Delayed"})
+
+
+def ssm_role_commands(role: Role, *, point_dir: str, code_dir: str, kill_grace_s: float) -> list[str]:
+    """The AWS-RunShellScript commands of one role: write its script (base64, so nothing in
+    it reaches the shell unquoted), run it in the foreground, send a worker's record to
+    standard output and the end of the role's log to standard error, exit with its status."""
+    script = role_script(role, point_dir=point_dir, code_dir=code_dir, kill_grace_s=kill_grace_s)
+    path = posixpath.join(point_dir, f"{role.name}.sh")
+    base = posixpath.join(point_dir, role.name)
+    encoded = base64.b64encode(script.encode()).decode("ascii")
+    commands = [
+        f"mkdir -p {q(point_dir)}",
+        f"rm -f {q(base)}.*",
+        f"echo {q(encoded)} | base64 -d > {q(path)}",
+        f"sh {q(path)}",
+        f"rc=$(cat {q(base + '.exit')} 2>/dev/null || echo 255)",
+    ]
+    if role.is_worker:
+        commands.append(f"cat {q(base + '.jsonl')} 2>/dev/null")
+    commands += [f"tail -n {LOG_TAIL_LINES} {q(base + '.log')} >&2 2>/dev/null", 'exit "$rc"']
+    return commands
+
+
+class SSMChannel:
+    """A host of an ``ec2`` target through SSM Run Command (the target's own SSM client).
+
+    Each role is one command invocation that runs for as long as the role does; its status
+    is the invocation's, a worker's record comes back as its standard output. Stopping
+    cancels the invocations and sends the stop script (marker-matched kill) as a command.
+    """
+
+    def __init__(self, *, ssm_client: Any, instance_id: str, address: str, python: str, code_dir: str,
+                 run_dir: str, poll_interval_s: float = 2.0) -> None:
+        self.ssm = ssm_client
+        self.instance_id = instance_id
+        self.address = check_address(address, f"{instance_id}: private address")
+        self.python = python
+        self.code_dir = code_dir
+        self.run_dir = run_dir
+        self.poll_interval_s = poll_interval_s
+        self.label = f"{instance_id} ({self.address})"
+        self._commands: dict[tuple[str, str], str] = {}
+
+    def _send(self, commands: list[str], timeout_s: float, comment: str) -> str:
+        response = self.ssm.send_command(
+            InstanceIds=[self.instance_id], DocumentName=SSM_DOCUMENT,
+            Comment=f"{comment} on {self.instance_id}"[:100],
+            Parameters={"commands": commands, "executionTimeout": [str(int(timeout_s))]})
+        return response["Command"]["CommandId"]
+
+    def _invocation(self, command_id: str) -> dict[str, Any]:
+        try:
+            return self.ssm.get_command_invocation(CommandId=command_id, InstanceId=self.instance_id)
+        except Exception as exc:  # botocore's ClientError: right after SendCommand it may not exist
+            if "InvocationDoesNotExist" in str(exc):
+                return {"Status": "Pending"}
+            raise
+
+    def _run(self, commands: list[str], timeout_s: float, comment: str) -> dict[str, Any]:
+        command_id = self._send(commands, timeout_s, comment)
+        deadline = time.monotonic() + timeout_s + 60
+        while True:
+            invocation = self._invocation(command_id)
+            if invocation.get("Status") not in SSM_RUNNING:
+                return invocation
+            if time.monotonic() > deadline:
+                raise DistributedRunError(f"{self.label}: SSM command {command_id} ({comment}) did not "
+                                          f"finish in {timeout_s:.0f}s")
+            time.sleep(self.poll_interval_s)
+
+    def point_dir(self, marker: str) -> str:
+        return posixpath.join(self.run_dir, f"dist-{marker}")
+
+    def free_port(self, start: int) -> int:
+        invocation = self._run([port_probe_command(self.python, self.address, start)], COMMAND_TIMEOUT_S,
+                               "gpucompare dist port probe")
+        text = (invocation.get("StandardOutputContent") or "").strip()
+        if invocation.get("Status") != "Success" or not text.isdigit():
+            raise DistributedRunError(f"{self.label}: no free port from {start} to "
+                                      f"{start + PORT_PROBE_COUNT - 1} (SSM {invocation.get('Status')}: "
+                                      f"{(invocation.get('StandardErrorContent') or '').strip()[-300:]})")
+        return int(text)
+
+    def launch(self, role: Role, marker: str, kill_grace_s: float) -> None:
+        commands = ssm_role_commands(role, point_dir=self.point_dir(marker), code_dir=self.code_dir,
+                                     kill_grace_s=kill_grace_s)
+        self._commands[(marker, role.name)] = self._send(
+            commands, role.timeout_s + kill_grace_s + 60, f"gpucompare dist {marker} {role.name}")
+
+    def statuses(self, marker: str, roles: Sequence[Role]) -> dict[str, RoleStatus]:
+        found = {}
+        for role in roles:
+            command_id = self._commands.get((marker, role.name))
+            if command_id is None:
+                continue
+            invocation = self._invocation(command_id)
+            status = invocation.get("Status")
+            if status in SSM_RUNNING:
+                found[role.name] = RoleStatus("running")
+            else:
+                code = invocation.get("ResponseCode")
+                if not isinstance(code, int) or (status != "Success" and code == 0):
+                    code = 255  # cancelled or timed out by SSM: no status of its own
+                found[role.name] = RoleStatus("exit", code)
+        return found
+
+    def _output(self, marker: str, role: Role, key: str) -> str:
+        command_id = self._commands.get((marker, role.name))
+        return (self._invocation(command_id).get(key) or "") if command_id else ""
+
+    def worker_output(self, marker: str, role: Role) -> str:
+        return self._output(marker, role, "StandardOutputContent")
+
+    def log_tail(self, marker: str, role: Role) -> str:
+        return self._output(marker, role, "StandardErrorContent")
+
+    def stop(self, marker: str, grace_s: float) -> int:
+        for (command_marker, _name), command_id in list(self._commands.items()):
+            if command_marker == marker:
+                try:
+                    self.ssm.cancel_command(CommandId=command_id, InstanceIds=[self.instance_id])
+                except Exception as exc:  # already finished: nothing to cancel
+                    log.debug("cancel %s: %s", command_id, exc)
+        invocation = self._run([kill_marked_script(f"{marker}/", grace_s=grace_s)],
+                               grace_s + COMMAND_TIMEOUT_S, f"gpucompare dist stop {marker}")
+        match = re.search(r"stopped (\d+)", invocation.get("StandardOutputContent") or "")
+        return int(match.group(1)) if match else 0
+
+

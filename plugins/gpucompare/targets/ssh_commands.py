@@ -1,0 +1,204 @@
+"""The shell an ``ssh`` target runs on its host: every value quoted, each builder unit-tested
+(pure functions of their inputs).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+
+from gpucompare.targets import runs as _runs
+from gpucompare.targets.base import q
+
+# -- remote shell snippets (every value quoted; each builder is unit-tested) ---------------------
+
+
+@dataclass(frozen=True)
+class SweepPaths:
+    """Where one sweep's files are on the host."""
+
+    sweep_dir: str
+
+    def _file(self, name: str) -> str:
+        return posixpath.join(self.sweep_dir, name)
+
+    config = property(lambda self: self._file(_runs.CONFIG_FILE))
+    partial = property(lambda self: self._file(_runs.PARTIAL_RESULTS_FILE))
+    results = property(lambda self: self._file(_runs.RESULTS_FILE))
+    progress = property(lambda self: self._file(_runs.PROGRESS_FILE))
+    pid = property(lambda self: self._file(_runs.PID_FILE))
+    exit_code = property(lambda self: self._file(_runs.EXIT_CODE_FILE))
+    script = property(lambda self: self._file("run.sh"))
+    stdout = property(lambda self: self._file("stdout.log"))
+    launcher = property(lambda self: self._file("launcher.log"))
+    claim = property(lambda self: self._file("claim"))
+    container = property(lambda self: self._file("container"))
+    stop = property(lambda self: self._file(_runs.STOP_FILE))
+
+
+def container_name(run_dir_name: str, sweep_dir_name: str) -> str:
+    """A docker container name for one sweep: ``[a-zA-Z0-9][a-zA-Z0-9_.-]*``."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", run_dir_name)[:60]
+    return f"gpucompare-{safe}-{sweep_dir_name}"
+
+
+def docker_gpus_value(gpus: str) -> str:
+    """The value of ``--gpus``: docker reads it as CSV, so a device list needs its own quotes
+    (``--gpus '"device=0,1"'`` in docker's documentation)."""
+    return f'"{gpus}"' if "," in gpus else gpus
+
+
+def docker_command(*, image: str, gpus: str, sweep_dir: str, container: str, uid: int, gid: int,
+                   ) -> list[str]:
+    """``docker run`` of the worker image on one sweep directory (mounted at /sweep)."""
+    return [
+        "docker", "run", "--rm", "--init", "--name", container,
+        "--gpus", docker_gpus_value(gpus),
+        "--user", f"{uid}:{gid}",
+        "--ipc", "host",  # MXNet's multi-GPU data loading and NCCL want more than 64 MB of shm
+        "--volume", f"{sweep_dir}:/sweep",
+        "--workdir", "/sweep",
+        image,
+        "sweep", "--config", f"/sweep/{_runs.CONFIG_FILE}",
+        "--output", f"/sweep/{_runs.PARTIAL_RESULTS_FILE}",
+    ]
+
+
+def venv_worker_command(*, python: str, paths: SweepPaths) -> list[str]:
+    return [python, "-m", "bench_tasks", "sweep", "--config", paths.config, "--output", paths.partial]
+
+
+def run_script(*, paths: SweepPaths, cwd: str, worker_argv: list[str], env: dict[str, str],
+               timeout_s: int, kill_grace_s: int, container: str | None = None) -> str:
+    """The shell script that runs one sweep on the host, detached from the SSH session.
+
+    ``mkdir claim`` makes it run once even if a launch is retried; ``timeout`` enforces the
+    time limit on the host (and, not in --foreground mode, signals the whole process group
+    it leads, whose id goes to the pid file); the exit status is written last, atomically.
+    A stop request (see ``stop_script``) found after the pid file is written ends the worker,
+    so a teardown racing with the launch cannot miss it.
+    """
+    argv = " ".join(q(arg) for arg in worker_argv)
+    lines = [
+        "#!/bin/sh",
+        "# Written by gpucompare (plugins/gpucompare/targets/ssh.py): one sweep, detached.",
+        f"cd {q(cwd)} || exit 97",
+        f"mkdir {q(paths.claim)} 2>/dev/null || exit 0",
+        *(f"export {name}={q(value)}" for name, value in sorted(env.items())),
+    ]
+    if container:
+        lines.append(f"printf '%s\\n' {q(container)} > {q(paths.container)}")
+    lines += [
+        f"timeout --kill-after={int(kill_grace_s)} {int(timeout_s)} {argv} "
+        f"> {q(paths.stdout)} 2> {q(paths.progress)} < /dev/null &",
+        "worker=$!",
+        f'echo "$worker" > {q(paths.pid + ".tmp")} && mv {q(paths.pid + ".tmp")} {q(paths.pid)}',
+        # A teardown that looked before the pid file existed has left a stop request.
+        f'if [ -f {q(paths.stop)} ]; then kill -TERM -- "-$worker" 2>/dev/null || kill -TERM "$worker"; fi',
+        'wait "$worker"',
+        "rc=$?",
+    ]
+    if container:
+        # SIGKILL of the docker client does not reach the container: make sure it is gone.
+        lines.append(f"docker kill {q(container)} >/dev/null 2>&1")
+    lines += [
+        f'if [ "$rc" -eq 0 ]; then mv {q(paths.partial)} {q(paths.results)} || rc=98; fi',
+        f'echo "$rc" > {q(paths.exit_code + ".tmp")} && '
+        f'mv {q(paths.exit_code + ".tmp")} {q(paths.exit_code)}',
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def launch_command(paths: SweepPaths) -> str:
+    """Start run.sh in a new session, immune to the SSH session ending; returns at once."""
+    return (f"setsid nohup sh {q(paths.script)} > {q(paths.launcher)} 2>&1 < /dev/null &")
+
+
+def stop_script(run_dir: str, *, grace_s: int, only: str | None = None) -> str:
+    """Stop the unfinished sweeps of a run directory (or one of them); prints their directories.
+
+    For each: leave a stop request (run.sh honours it if it has not written its pid yet),
+    TERM the worker's process group, kill its container, and KILL what is left after
+    ``grace_s``. A pid is only signalled while its command line still names its sweep
+    directory, so a pid recycled after a reboot is left alone. Safe to run twice.
+    """
+    pattern = q(only) if only else f"{q(run_dir)}/sweep-*"
+    return "\n".join([
+        "alive() { kill -0 \"$1\" 2>/dev/null && tr '\\000' ' ' < /proc/$1/cmdline 2>/dev/null "
+        "| grep -qF -- \"$2\"; }",
+        "signal_all() {",
+        f"  for d in {pattern}; do",
+        '    [ -d "$d" ] && [ ! -f "$d/exit_code" ] || continue',
+        '    [ "$1" = TERM ] && touch "$d/stop" && echo "$d"',
+        '    [ -f "$d/pid" ] || continue',
+        '    p=$(cat "$d/pid")',
+        '    case "$p" in ""|*[!0-9]*) continue;; esac',
+        '    if alive "$p" "$d"; then kill "-$1" -- "-$p" 2>/dev/null || kill "-$1" "$p" 2>/dev/null;'
+        ' [ "$1" = 0 ] && echo "$d"; fi',
+        '    if [ "$1" != 0 ] && [ -f "$d/container" ]; then '
+        'docker kill "$(cat "$d/container")" >/dev/null 2>&1; fi',
+        "  done",
+        "}",
+        "signal_all TERM",
+        f"i=0; while [ $i -lt {int(grace_s) * 5} ]; do "
+        '[ -z "$(signal_all 0)" ] && exit 0; sleep 0.2; i=$((i+1)); done',
+        "signal_all KILL >/dev/null",
+        "exit 0",
+    ])
+
+
+def probe_script(paths: SweepPaths) -> str:
+    """Prints the state of a sweep: ``exit N``, ``running``, ``claimed`` or ``new``."""
+    return "\n".join([
+        f"d={q(paths.sweep_dir)}",
+        'if [ -f "$d/exit_code" ]; then echo "exit $(cat "$d/exit_code")";',
+        'elif [ -f "$d/pid" ] && kill -0 "$(cat "$d/pid")" 2>/dev/null; then echo running;',
+        'elif [ -d "$d/claim" ]; then echo claimed;',
+        "else echo new; fi",
+    ])
+
+
+def unpack_command(*, upload: str, code_dir: str, base: str) -> str:
+    """Unpack an uploaded bundle into ``code_dir`` atomically (a rename), or keep a copy
+    another deploy finished first."""
+    return "\n".join([
+        "set -e",
+        f"tmp=$(mktemp -d {q(posixpath.join(base, '.unpack-XXXXXXXX'))})",
+        f'tar -xzf {q(upload)} -C "$tmp"',
+        f"rm -f {q(upload)}",
+        'chmod 755 "$tmp"',
+        f'if ! mv -T "$tmp" {q(code_dir)} 2>/dev/null; then rm -rf "$tmp"; '
+        f"test -d {q(posixpath.join(code_dir, 'bench_tasks'))}; fi",
+    ])
+
+
+def venv_command(*, base_python: str, env_dir: str, requirements_file: str, lock_file: str,
+                 timeout_s: int) -> str:
+    """Create the worker environment once (under a lock; ``.ready`` written last)."""
+    ready = posixpath.join(env_dir, ".ready")
+    inner = "\n".join([
+        "set -e",
+        f"if [ -f {q(ready)} ]; then echo 'environment ready'; exit 0; fi",
+        f"rm -rf {q(env_dir)}",
+        f"{q(base_python)} -m venv {q(env_dir)}",
+        f"{q(posixpath.join(env_dir, 'bin', 'python'))} -m pip install --disable-pip-version-check "
+        f"--no-input --progress-bar off -r {q(requirements_file)}",
+        f"touch {q(ready)}",
+    ])
+    return f"flock -w {int(timeout_s)} {q(lock_file)} sh -c {q(inner)}"
+
+
+def check_python_command(*, python: str, code_dir: str) -> str:
+    check = "import bench_tasks, mxnet; print(mxnet.__version__)"
+    return f"cd {q(code_dir)} && PYTHONPATH={q(code_dir)} {q(python)} -c {q(check)}"
+
+
+def docker_image_command(image: str, gpus: str) -> str:
+    """Pull the worker image if the host lacks it, then run its ``sysinfo`` with the GPUs:
+    a host without a driver or the NVIDIA Container Toolkit fails here, not mid-sweep."""
+    return (f"(docker image inspect {q(image)} >/dev/null 2>&1 || docker pull {q(image)}) && "
+            f"docker run --rm --gpus {q(docker_gpus_value(gpus))} {q(image)} sysinfo")
+
+
