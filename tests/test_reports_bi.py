@@ -17,7 +17,7 @@ import pytest
 
 import gpucompare
 from bench_tasks.record import validate_record
-from gpucompare.lake.tables import open_lake
+from gpucompare.lake.tables import LakeError, open_lake
 from gpucompare.prices import published
 from gpucompare.reports import build as reports
 from tests.reports_data import ingest, record
@@ -135,13 +135,17 @@ def test_pandas_and_the_notebook_api_agree_with_the_files(site):
         gpucompare.read("nope", lake=site["lake"])
 
 
-def test_as_of_is_passed_on_or_refused_never_ignored(site):
-    import inspect
-
-    if "as_of" in inspect.signature(reports.ReportInputs.from_lake).parameters:
-        pytest.skip("the lake reader takes as_of: covered by the lake's own tests")
-    with pytest.raises(reports.ReportError, match="as_of"):
-        gpucompare.read("best_value", lake=site["lake"], as_of=1)
+def test_as_of_reads_the_lake_as_it_was(site):
+    """The notebook API passes ``as_of`` to the lake: at results version 0 (the first GPU
+    ingest) there is neither the CPU run nor a published figure, both of which are there now."""
+    now = gpucompare.read("cost_per_million", lake=site["lake"])
+    then = gpucompare.read("cost_per_million", lake=site["lake"], as_of=0)
+    assert set(now["origin"]) == {"measured", "published"} and "laptop" in set(now["instance_type"])
+    assert set(then["origin"]) == {"measured"} and "laptop" not in set(then["instance_type"])
+    assert sorted(then["batch_size"]) == [32, 64]
+    assert then["result_date"].dtype.pyarrow_dtype == pa.date32()  # same BI types back in time
+    with pytest.raises(LakeError, match="neither a table version"):
+        gpucompare.read("best_value", lake=site["lake"], as_of="not a version")
 
 
 def test_report_history_reads_as_one_table_over_time(site):

@@ -16,7 +16,6 @@ a few seconds on a big lake); ``read_history`` reads the copies the reports DAG 
 
 from __future__ import annotations
 
-import inspect
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -123,8 +122,4 @@ def read_history(name: str, *, reports: str | None = None) -> pd.DataFrame:
 def _inputs(uri: str, as_of: int | str | None) -> Any:
     from gpucompare.reports.build import ReportInputs
 
-    if as_of is None:
-        return ReportInputs.from_lake(uri)
-    if "as_of" not in inspect.signature(ReportInputs.from_lake).parameters:
-        raise ReportError("as_of needs a lake reader with versions (ReportInputs.from_lake(uri, as_of=...))")
-    return ReportInputs.from_lake(uri, as_of=as_of)  # type: ignore[call-arg]
+    return ReportInputs.from_lake(uri, as_of=as_of)
