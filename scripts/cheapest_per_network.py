@@ -8,7 +8,7 @@ report: measured and recent figures, flagged ones left out), keeps the rank-1 ma
 each network among figures measured in the month, then follows that machine's cost per
 million images through the report history (``gpucompare.read_history``: one copy a day,
 written by the reports DAG under ``<reports>/report_history/``). The same few lines work
-in a notebook; every column is typed as in the BI contract (README, "Reports").
+in a notebook; every column is typed as in the BI contract (docs/reports.md).
 """
 
 from __future__ import annotations

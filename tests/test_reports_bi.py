@@ -1,5 +1,5 @@
 """The BI contract, read back by the readers BI tools use: DuckDB, pandas, pyarrow (and Polars
-when it is installed; it is not a dependency). Types are those the README documents.
+when it is installed; it is not a dependency). Types are those docs/reports.md documents.
 
 The report set is written by the real code from a lake holding measured GPU and CPU results
 and figures from the real published import; the notebook API (``gpucompare.read``) must
@@ -23,7 +23,7 @@ from gpucompare.reports import build as reports
 from tests.reports_data import ingest, record
 
 NIGHT = dt.date(2026, 3, 10)
-#: The documented types of the columns BI filters and charts on (README, "Reports").
+#: The documented types of the columns BI filters and charts on (docs/reports.md).
 DOCUMENTED = {
     "result_date": pa.date32(),
     "price_effective_from": pa.date32(),

@@ -10,19 +10,19 @@ import pytest
 
 from bench_tasks.configs import ConfigError, expand_matrix, load_sweep_file, parse_devices, parse_sweep
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+WORKER_DOC = Path(__file__).resolve().parent.parent / "docs" / "worker.md"
 
 
-def readme_sweep_example() -> str:
-    """The sweep file shown in README.md's "The worker's command line" (the contract)."""
-    text = README.read_text()
-    section = text[text.index("### The worker's command line"):]
+def documented_sweep_example() -> str:
+    """The sweep file shown in docs/worker.md's "The worker's command line" (the contract)."""
+    text = WORKER_DOC.read_text()
+    section = text[text.index("## The worker's command line"):]
     return re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
 
 
 def test_readme_sweep_file_expands_to_every_cell(tmp_path: Path) -> None:
     path = tmp_path / "sweep.yaml"
-    path.write_text(readme_sweep_example())
+    path.write_text(documented_sweep_example())
     spec = load_sweep_file(path)
     assert spec.run_id == "nightly-2026-11-30T0200"
     score = [c for c in spec.configs if c.mode == "score"]
