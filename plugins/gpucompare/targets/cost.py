@@ -14,16 +14,24 @@ The estimate is deliberately pessimistic, because the guard exists to stop surpr
   import, symbol bind, cuDNN autotune: ``CONFIG_OVERHEAD_S``) + (warm-up + timed batches ×
   repeats) × images per step / images per second, and never more than the configuration's own
   time limit (the worker kills it there).
-* Images per second come from ``history`` when the caller has measured the network and
-  mode before (e.g. from the lake), otherwise from ``DEFAULT_IMAGES_PER_SEC``: the slowest
-  published single-GPU figure (Tesla K80, batch 1 where published; see the table's notes).
+* Images per second come, in this order, from ``measured`` (the median of the recent ok results
+  of this instance type in the lake, per mode, network, batch size, dtype and device count:
+  :func:`measured_throughput`), from ``history`` (a per network and mode figure a caller
+  gives), otherwise from ``DEFAULT_IMAGES_PER_SEC``: the slowest published single-GPU figure
+  (Tesla K80, batch 1 where published; see the table's notes). The estimate counts how many
+  configurations came from measurements and how many from the guess.
+* The price per hour comes from the lake's price history (the prices DAG's refreshed rows
+  merged with the shipped tables: :func:`lake_inputs`) when the lake can be read, otherwise
+  from the shipped tables alone; the estimate names which.
 * A spot run is priced at the on-demand rate: the spot request may fall back to on-demand
   (see ``ec2.py``) and the guard must hold for the market the run may actually get.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import statistics
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -32,6 +40,8 @@ from typing import Any, NamedTuple
 from bench_tasks import constants
 from bench_tasks.configs import Config, ConfigError, parse_sweep
 from gpucompare.targets.base import BudgetExceeded, TargetConfigError
+
+log = logging.getLogger(__name__)
 
 #: Seconds a configuration costs beyond its batches: a fresh process, ``import mxnet``,
 #: binding the symbol and cuDNN's algorithm search (measured at 20-60 s on GPU hosts).
@@ -64,6 +74,13 @@ DEFAULT_IMAGES_PER_SEC: Mapping[tuple[str, str], float] = {
     ("resnet-152", "train"): 24.87 / 3,
 }
 
+#: How many of the latest ok results of one configuration the measured throughput is the
+#: median of (recent enough to follow driver and MXNet updates, enough to ignore one outlier).
+RECENT_RESULTS = 5
+
+#: ``(mode, network, batch_size, dtype, device count)`` → measured images/s on one instance type.
+MeasuredKey = tuple[str, str, int, str, int]
+
 #: The markets a price can be asked for.
 MARKETS = ("on_demand", "spot")
 
@@ -88,6 +105,12 @@ class SweepTimeEstimate:
     configurations: int
     sweep_seconds: float
     provisioning_seconds: float
+    #: configurations whose throughput came from results measured before on the instance type
+    measured_configurations: int = 0
+
+    @property
+    def guessed_configurations(self) -> int:
+        return self.configurations - self.measured_configurations
 
     @property
     def hours(self) -> float:
@@ -116,7 +139,9 @@ class CostEstimate:
             f"{self.cost:.2f} {self.currency} for {self.instance_type} in {self.region} "
             f"({self.market}, priced as {self.priced_market} at {self.price_per_hour:.4f} "
             f"{self.currency}/h from {self.price_source or 'the price table'}): "
-            f"{self.time.configurations} configurations, {self.time.hours:.2f} h including "
+            f"{self.time.configurations} configurations ({self.time.measured_configurations} timed "
+            f"from measured throughput, {self.time.guessed_configurations} from the per-network "
+            f"guess), {self.time.hours:.2f} h including "
             f"{self.time.provisioning_seconds / 60:.0f} min of provisioning"
         )
 
@@ -132,10 +157,17 @@ def parse_sweeps(sweep_configs: Iterable[Mapping[str, Any]]) -> list[Config]:
     return configs
 
 
-def configuration_seconds(config: Config, history: Mapping[tuple[str, str], float] | None = None) -> float:
+def measured_key(config: Config) -> MeasuredKey:
+    """The key of ``config`` in a :func:`measured_throughput` mapping."""
+    return (config.mode, config.network, config.batch_size, config.dtype, len(config.devices))
+
+
+def configuration_seconds(config: Config, history: Mapping[tuple[str, str], float] | None = None,
+                          measured: Mapping[MeasuredKey, float] | None = None) -> float:
     """Expected wall time of one configuration (fresh process + warm-up + timed batches)."""
     key = (config.network, config.mode)
-    images_per_sec = (history or {}).get(key) or DEFAULT_IMAGES_PER_SEC.get(key)
+    images_per_sec = ((measured or {}).get(measured_key(config)) or (history or {}).get(key)
+                      or DEFAULT_IMAGES_PER_SEC.get(key))
     if not images_per_sec or images_per_sec <= 0:
         raise TargetConfigError(f"cost guard: no throughput estimate for network={config.network!r} "
                           f"mode={config.mode!r}; known: {', '.join(constants.NETWORKS)}")
@@ -147,30 +179,96 @@ def configuration_seconds(config: Config, history: Mapping[tuple[str, str], floa
 
 def estimate_sweep_time(sweep_configs: Iterable[Mapping[str, Any]], *,
                         history: Mapping[tuple[str, str], float] | None = None,
+                        measured: Mapping[MeasuredKey, float] | None = None,
                         provisioning_overhead_s: float = PROVISIONING_OVERHEAD_S) -> SweepTimeEstimate:
     """Expected time of the given sweeps on one machine: configurations × their estimates."""
     configs = parse_sweeps(sweep_configs)
+    measured = measured or {}
     return SweepTimeEstimate(configurations=len(configs),
-                             sweep_seconds=sum(configuration_seconds(c, history) for c in configs),
-                             provisioning_seconds=provisioning_overhead_s)
+                             sweep_seconds=sum(configuration_seconds(c, history, measured) for c in configs),
+                             provisioning_seconds=provisioning_overhead_s,
+                             measured_configurations=sum(measured_key(c) in measured for c in configs))
 
 
-def table_price_lookup(prices_table: Any = None, *, provider: str = "aws") -> PriceLookup:
+def table_price_lookup(prices_table: Any = None, *, provider: str = "aws",
+                       refreshed: Any = None) -> PriceLookup:
     """A ``PriceLookup`` over the project's price table (``gpucompare.prices.tables``; default: the
     tables shipped in ``gpucompare/data/prices``): the row valid on the date, exact region
-    first, converted to a price per hour."""
+    first, converted to a price per hour. ``refreshed``: the lake's own price rows (part of
+    ``prices_table``), so the quote's source says whether the price came from the lake."""
     from gpucompare.prices import tables as prices
 
     table = prices.shipped_prices() if prices_table is None else prices_table
+    lake_rows = [] if refreshed is None else refreshed.to_pylist()
 
     def lookup(instance_type: str, region: str, market: str, on_date: date) -> PriceQuote:
         row = prices.price_at(table, provider=provider, instance_type=instance_type, market=market,
                               on=on_date, region=region)
         if row is None:
             raise LookupError(f"the price table has no {provider} row for it")
-        return PriceQuote(prices.hourly(row["price"], row["unit"]), row["currency"], row.get("source") or "")
+        source = row.get("source") or ""
+        if refreshed is not None:
+            origin = "the lake's refreshed prices" if row in lake_rows else "the shipped price table"
+            source = f"{origin}: {source}" if source else origin
+        return PriceQuote(prices.hourly(row["price"], row["unit"]), row["currency"], source)
 
     return lookup
+
+
+def measured_throughput(results: Any, *, instance_type: str, provider: str = "aws",
+                        recent: int = RECENT_RESULTS) -> dict[MeasuredKey, float]:
+    """Median images/s of the ``recent`` latest ok single-node results of ``instance_type``,
+    per (mode, network, batch size, dtype, device count), from a results table (the lake's)."""
+    latest: dict[MeasuredKey, list[tuple[Any, float]]] = {}
+    for row in results.to_pylist():
+        if (row["status"] != "ok" or row["provider"] != provider or row["instance_type"] != instance_type
+                or row["num_nodes"] != 1 or not row["images_per_sec"] or row["images_per_sec"] <= 0):
+            continue
+        key = (row["mode"], row["network"], row["batch_size"], row["dtype"], len(row["devices"] or ()))
+        latest.setdefault(key, []).append((row["started_at"], float(row["images_per_sec"])))
+    return {key: statistics.median(ips for _, ips in sorted(rows, key=lambda r: r[0])[-recent:])
+            for key, rows in latest.items()}
+
+
+class LakeInputs(NamedTuple):
+    """What the cost guard read from the lake: a price lookup and the measured throughput."""
+
+    price_lookup: PriceLookup | None
+    measured: dict[MeasuredKey, float]
+
+
+def lake_inputs(lake_uri: str | None, *, instance_type: str, provider: str = "aws") -> LakeInputs:
+    """The lake's current prices (its refreshed rows merged with the shipped tables) and the
+    throughput measured before on ``instance_type``. An unreachable, missing or empty lake
+    gives ``(None, {})``: the guard then behaves as with no lake (shipped tables, the guess)."""
+    if not lake_uri:
+        return LakeInputs(None, {})
+    try:
+        from gpucompare.lake.tables import open_lake
+        from gpucompare.prices import tables as prices
+
+        lake = open_lake(lake_uri)
+        if not lake.exists():
+            return LakeInputs(None, {})
+        lookup = None
+        if lake.has_table("prices"):
+            refreshed = lake.read_kind("prices")
+            if refreshed.num_rows:
+                lookup = table_price_lookup(prices.price_history(lake), provider=provider,
+                                            refreshed=refreshed)
+        measured: dict[MeasuredKey, float] = {}
+        if lake.has_table("results"):
+            import pyarrow.compute as pc
+
+            measured = measured_throughput(
+                lake.results_table(filter=(pc.field("instance_type") == instance_type)
+                                   & (pc.field("status") == "ok")),
+                instance_type=instance_type, provider=provider)
+        return LakeInputs(lookup, measured)
+    except Exception as exc:  # noqa: BLE001 - a lake that cannot be read must not block the guard
+        log.warning("Cost guard: cannot read the lake at %s (%s: %s); using the shipped price tables "
+                    "and the per-network throughput guess", lake_uri, type(exc).__name__, exc)
+        return LakeInputs(None, {})
 
 
 #: ``rate(from_currency, to_currency, on_date) -> units of to per unit of from``.
@@ -183,6 +281,7 @@ def estimate_run_cost(instance_type: str, region: str, market: str,
                       price_lookup: PriceLookup | None = None, fx_rate: FxRate | None = None,
                       on_date: date | None = None,
                       history: Mapping[tuple[str, str], float] | None = None,
+                      measured: Mapping[MeasuredKey, float] | None = None,
                       provisioning_overhead_s: float = PROVISIONING_OVERHEAD_S) -> CostEstimate:
     """Estimate the cost of running ``sweep_configs`` on one instance (see the module doc),
     in ``currency`` (default: the price table's own) converted at the date's rate."""
@@ -211,7 +310,7 @@ def estimate_run_cost(instance_type: str, region: str, market: str,
                               f"{on_date.isoformat()}: {exc}") from exc
         source = f"{source or 'the price table'}, {price:.4f} {price_currency}/h × {rate:.4f}"
         price, price_currency = price * rate, currency.upper()
-    time_estimate = estimate_sweep_time(sweep_configs, history=history,
+    time_estimate = estimate_sweep_time(sweep_configs, history=history, measured=measured,
                                         provisioning_overhead_s=provisioning_overhead_s)
     return CostEstimate(instance_type=instance_type, region=region, market=market,
                         priced_market=priced_market, price_per_hour=price,

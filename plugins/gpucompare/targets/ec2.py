@@ -147,10 +147,13 @@ class Ec2Target(Target):
     kind = "ec2"
 
     def __init__(self, spec: TargetSpec, *, line_sink: LineSink | None = None,
-                 price_lookup: cost.PriceLookup | None = None) -> None:
+                 price_lookup: cost.PriceLookup | None = None, lake_uri: str | None = None) -> None:
         super().__init__(spec, line_sink=line_sink)
         self.options = Ec2Options.from_spec(spec)
         self.price_lookup = price_lookup
+        #: where the guard reads current prices and measured throughput (default: the
+        #: [gpucompare] lake setting); a given ``price_lookup`` wins over the lake's prices
+        self.lake_uri = lake_uri
 
     # --- hooks (cached: one boto3 client each, so tests can hook into its events) ---
 
@@ -185,9 +188,13 @@ class Ec2Target(Target):
         """The run's cost estimate (None when no budget cap is set)."""
         if self.options.budget_cap is None:
             return None
+        from gpucompare import settings
+
+        lake = cost.lake_inputs(self.lake_uri or settings.lake_uri(), instance_type=self.spec.instance_type)
         return cost.estimate_run_cost(self.spec.instance_type, str(self.spec.region), self.spec.market,
                                       self.options.sweep_configs, currency=self.options.budget_currency,
-                                      price_lookup=self.price_lookup)
+                                      price_lookup=self.price_lookup or lake.price_lookup,
+                                      measured=lake.measured)
 
     def ttl_minutes(self) -> int:
         """The instance's time-to-live: the option, else derived from the sweep estimate."""
