@@ -56,7 +56,7 @@ DEFAULT_CONFIG_TIMEOUT_S = 900
 
 #: Bounds of what a configuration may ask for, checked before anything runs. Beyond them a
 #: value is a typo or an attack (a batch of 2**70 does not fit the lake's int64), not a plan.
-#: The same limits as the fleet file's (gpucompare.validation), so what a fleet allows runs.
+#: The fleet file is checked against these same limits (gpucompare.config.validation imports them).
 MAX_BATCH_SIZE = 4096  # per listed batch (per device with weak scaling)
 MAX_WARMUP_BATCHES = 1000
 MAX_TIMED_BATCHES = 100_000

@@ -184,12 +184,7 @@ def parse_scaling_profile(name: Any, body: Any) -> ScalingProfile:
         dtype=validation.check_choice("dtype", body.get("dtype", "float32"), DTYPES),
         servers=None if servers is None else validation.check_int("servers", servers, minimum=1,
                                                                   maximum=MAX_NODES),
-        warmup=validation.check_int("warmup", body.get("warmup", 5), minimum=0, maximum=1000),
-        batches=validation.check_int("batches", body.get("batches", 10), minimum=1, maximum=100_000),
-        repeats=validation.check_int("repeats", body.get("repeats", 3), minimum=1,
-                                     maximum=validation.MAX_REPEATS),
-        timeout_s=validation.check_int("timeout_s", body.get("timeout_s", 900), minimum=1,
-                                       maximum=validation.MAX_TIMEOUT_S),
+        **validation.check_measurement(body),
         description=str(body.get("description", "")),
     )
 

@@ -25,7 +25,17 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from bench_tasks.constants import DTYPES, MODES, NETWORKS
+from bench_tasks.constants import (
+    DEFAULT_CONFIG_TIMEOUT_S,
+    DTYPES,
+    MAX_CONFIG_TIMEOUT_S,
+    MAX_TIMED_BATCHES,
+    MAX_WARMUP_BATCHES,
+    MODES,
+    NETWORKS,
+)
+from bench_tasks.constants import MAX_BATCH_SIZE as MAX_BATCH_SIZE
+from bench_tasks.constants import MAX_REPEATS as MAX_REPEATS
 from gpucompare.config import patterns
 from gpucompare.errors import PermanentError
 
@@ -37,10 +47,9 @@ CURRENCIES: tuple[str, ...] = ("EUR", "USD")
 KNOWN_PROVIDERS: tuple[str, ...] = ("local", "aws", "leadergpu")
 
 
-MAX_BATCH_SIZE = 4096
+# The measurement limits are the worker's own (bench_tasks.constants), so what a fleet allows runs.
 MAX_GPU_COUNT = 64
-MAX_REPEATS = 100
-MAX_TIMEOUT_S = 24 * 3600
+MAX_TIMEOUT_S = int(MAX_CONFIG_TIMEOUT_S)
 
 
 class ValidationError(PermanentError):
@@ -95,6 +104,18 @@ def check_choice(field: str, value: Any, allowed: Iterable[str]) -> str:
     if not isinstance(value, str) or value not in allowed:
         raise ValidationError(field, f"{value!r} is not allowed", ", ".join(allowed))
     return value
+
+
+def check_measurement(body: Mapping[str, Any]) -> dict[str, int]:
+    """``warmup``, ``batches``, ``repeats`` and ``timeout_s`` of a sweep or scaling profile,
+    each checked against the worker's limits (defaults: MXNet's harness, 5 + 10 batches x 3)."""
+    return {
+        "warmup": check_int("warmup", body.get("warmup", 5), minimum=0, maximum=MAX_WARMUP_BATCHES),
+        "batches": check_int("batches", body.get("batches", 10), minimum=1, maximum=MAX_TIMED_BATCHES),
+        "repeats": check_int("repeats", body.get("repeats", 3), minimum=1, maximum=MAX_REPEATS),
+        "timeout_s": check_int("timeout_s", body.get("timeout_s", DEFAULT_CONFIG_TIMEOUT_S), minimum=1,
+                               maximum=MAX_TIMEOUT_S),
+    }
 
 
 def check_int(field: str, value: Any, *, minimum: int, maximum: int) -> int:
