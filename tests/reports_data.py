@@ -16,7 +16,7 @@ from bench_tasks.record import empty_record, validate_record
 from gpucompare.lake import schema
 from gpucompare.lake.ingest import RunContext, results_rows
 from gpucompare.lake.tables import Lake
-from gpucompare.reports.build import ReportInputs
+from gpucompare.reports.inputs import ReportInputs
 
 IMAGE_SHAPES = {"inception-v3": "3,299,299"}
 
