@@ -12,7 +12,8 @@ How it stays fast on a big lake (10 million result rows in a few seconds on two 
 * ``latest_dates.sql`` reads only the key columns of every result (DuckDB pushes the
   projection into its reader) and finds each configuration's newest date partition;
 * ``latest_results.sql`` reads only those partitions and keeps each machine's latest result
-  of every configuration: the small ``latest`` table every report but regressions reads;
+  of every configuration and methodology: the small ``latest`` table every report but
+  regressions reads;
 * ``regressions.sql`` reads only the partitions of its look-back window: the file list is
   pruned by date before anything is opened, and the history is one window function and one
   hash aggregation (linear, no self-join);
@@ -106,10 +107,11 @@ def _best_value(build: Build) -> pa.Table:
 
 def _throughput_matrix(build: Build) -> pa.Table:
     """throughput pivoted like the published tables: a row per machine, mode, dtype, device
-    count and network; per batch size two columns, ``batch_<n>_images_per_sec`` (DOUBLE,
-    empty when the cell did not run) and ``batch_<n>_status`` (VARCHAR: ok, oom, ...; empty
-    when the cell was not measured). Every batch size of ``MATRIX_BATCHES`` always has its
-    pair, so the column types and names are the same night after night; others are appended."""
+    count, network and methodology (figures timed two ways are two rows, never one cell); per
+    batch size two columns, ``batch_<n>_images_per_sec`` (DOUBLE, empty when the cell did not
+    run) and ``batch_<n>_status`` (VARCHAR: ok, oom, ...; empty when the cell was not measured).
+    Every batch size of ``MATRIX_BATCHES`` always has its pair, so the column types and names
+    are the same night after night; others are appended."""
     con = build.con
     found = {
         int(row[0])
@@ -120,7 +122,7 @@ def _throughput_matrix(build: Build) -> pa.Table:
     batches = sorted(set(MATRIX_BATCHES) | found)
     keys = (
         "provider, instance_type, region, market, gpu_model, device_kind, gpu_count, num_nodes, mode, "
-        "dtype, network"
+        "dtype, network, methodology"
     )
     # batch sizes are integers (validated ones from the lake, or the constants), so safe to inline
     cells = ", ".join(
@@ -131,7 +133,8 @@ def _throughput_matrix(build: Build) -> pa.Table:
     return con.sql(
         f"SELECT {keys}, any_value(origin) AS origin, max(result_date) AS result_date, {cells} "  # noqa: S608
         "FROM throughput GROUP BY ALL "
-        "ORDER BY provider, instance_type, region, market, mode, dtype, gpu_count, num_nodes, network"
+        "ORDER BY provider, instance_type, region, market, mode, dtype, gpu_count, num_nodes, network, "
+        "methodology"
     ).to_arrow_table()
 
 

@@ -47,6 +47,7 @@ from gpucompare.reports.page_parts import (
     figures_html,
     flagged_rows,
     links,
+    methodology_note,
     rows_of,
 )
 from gpucompare.reports.page_regressions import regressions_table
@@ -200,8 +201,10 @@ def render_page(report_set: ReportSet) -> str:
             "Cost per million images",
             f"In {currency}; each price is the one valid on the figure's date, converted at that date's "
             "rate. Under every bar: when its figure was measured or published, and the date of its price. "
+            "Each methodology (how a figure was timed) is charted and ranked on its own. "
             + _ranking_note(report_set, best),
             links("best_value", "cost_per_million")
+            + methodology_note(best)
             + figures_html(cost)
             + (
                 "<div class=scroll>" + best_table(best_rows, currency) + "</div>"
@@ -213,22 +216,25 @@ def render_page(report_set: ReportSet) -> str:
             "throughput",
             "Throughput against batch size",
             "Images per second on one device (GPU or CPU), float32.",
-            links("throughput", "throughput_matrix") + figures_html(throughput_charts),
+            links("throughput", "throughput_matrix") + methodology_note(throughput)
+            + figures_html(throughput_charts),
         ),
         (
             "scaling",
             "Multi-GPU scaling",
             "Speedup = images/s ÷ images/s of the same network, mode and GPU model on one GPU; strong = "
             "global batch held, weak = per-device batch held (b = the 1-GPU batch); efficiency = speedup ÷ "
-            "GPUs.",
-            links("scaling") + figures_html(scaling_charts),
+            "GPUs. A series and its baseline are always of one methodology.",
+            links("scaling") + methodology_note(r for r in scaling if r["origin"] != "published_curve")
+            + figures_html(scaling_charts),
         ),
         (
             "regressions",
             "Regressions",
             (
                 f"Latest result of each machine and configuration against its {rule.history_runs} previous "
-                f"results: flagged when below median − max({rule.mad_factor:g} × 1.4826 × MAD, "
+                "results of the same methodology (never against figures timed another way): flagged "
+                f"when below median − max({rule.mad_factor:g} × 1.4826 × MAD, "
                 f"{rule.min_drop:.0%} of the median), or when it failed where the history ran."
             ),
             links("regressions")

@@ -19,12 +19,15 @@ from gpucompare.reports.formatting import (
     duration,
     machine_label,
     machine_name,
+    methodology,
     money,
     provenance,
+    titled,
     when,
 )
 from gpucompare.reports.page_parts import (
     Figure,
+    by_methodology,
     html_table,
     num,
 )
@@ -44,16 +47,18 @@ def _not_ranked_text(row: dict[str, Any], report_set: ReportSet) -> str:
 def cost_figures(
     best_value: list[dict[str, Any]], mode: str, report_set: ReportSet, colours: Colours
 ) -> list[Figure]:
-    """Bars per network: the cheapest ranked machines (cost per million images), and a few
-    shown-but-not-ranked ones (old published, flagged) for comparison."""
+    """Bars per network and methodology: the cheapest ranked machines (cost per million
+    images), and a few shown-but-not-ranked ones (old published, flagged) for comparison. Each
+    methodology is a chart and a ranking of its own (best_value ranks them apart)."""
     currency = report_set.currency
-    by_network: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in best_value:
-        if row["mode"] == mode:
-            by_network[row["network"]].append(row)
+    by_network: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for method, rows in by_methodology(r for r in best_value if r["mode"] == mode).items():
+        for row in rows:
+            by_network[(row["network"], method)].append(row)
     figures = []
-    for network in sorted(by_network):
-        rows = _cheapest_with_unranked(by_network[network])
+    for network, method in sorted(by_network, key=lambda k: (k[0], k[1] != "official", k[1])):
+        group = by_network[(network, method)]
+        rows = _cheapest_with_unranked(group)
         bars = [
             Bar(
                 machine_name(r),
@@ -66,9 +71,9 @@ def cost_figures(
             )
             for r in rows
         ]
-        chart_id = _slug("cost", mode, network)
-        title = f"{network}, {mode}: cost per million images"
-        ranked = [r for r in by_network[network] if r["ranked"]]
+        chart_id = _slug("cost", mode, network, *([] if method == "official" else [method]))
+        title = titled(f"{network}, {mode}: cost per million images", method)
+        ranked = [r for r in group if r["ranked"]]
         figures.append(
             Figure(
                 chart_id,
@@ -76,7 +81,7 @@ def cost_figures(
                 bar_chart(
                     chart_id, bars, f"{CURRENCY_SIGN.get(currency, currency)} per million images", title=title
                 ),
-                _cost_summary(ranked, by_network[network], report_set),
+                _cost_summary(ranked, group, report_set),
                 html_table(
                     [
                         "machine",
@@ -103,7 +108,7 @@ def cost_figures(
                             _date(r["price_effective_from"]),
                             _not_ranked_text(r, report_set) or "ranked",
                         ]
-                        for r in sorted(by_network[network], key=lambda r: r["cost_per_million"])
+                        for r in sorted(group, key=lambda r: r["cost_per_million"])
                     ),
                     [False, True, False, True, True, True, True, False, False, False],
                     caption=f"{title}, every priced machine ({currency})",
@@ -149,6 +154,7 @@ def best_table(rows: list[dict[str, Any]], currency: str) -> str:
         [
             "network",
             "mode",
+            "methodology",
             "best buy",
             "devices",
             "batch",
@@ -165,6 +171,7 @@ def best_table(rows: list[dict[str, Any]], currency: str) -> str:
             [
                 r["network"],
                 r["mode"],
+                methodology(r),
                 machine_label(r),
                 devices(r),
                 r["batch_size"],
@@ -179,18 +186,19 @@ def best_table(rows: list[dict[str, Any]], currency: str) -> str:
             ]
             for r in rows
         ),
-        [False, False, False, False, True, True, True, True, True, True, False, False, False],
-        caption=f"Best buy per network and mode (ranked rows only, {currency})",
+        [False, False, False, False, False, True, True, True, True, True, True, False, False, False],
+        caption=f"Best buy per network, mode and methodology (ranked rows only, {currency})",
         reflow=True,
     )
 
 
 def best_per_network(best_value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rank-1 row of each network and mode, with the names of its Pareto partners."""
+    """The rank-1 row of each network, mode and methodology (each ranked on its own), with the
+    names of its Pareto partners (of the same methodology)."""
     front: dict[tuple, list[str]] = defaultdict(list)
     firsts = {}
     for row in best_value:
-        key = (row["mode"], row["network"])
+        key = (row["mode"], row["network"], methodology(row) != "official", methodology(row))
         if row["on_pareto_front"]:
             front[key].append(
                 machine_name({"provider": row["provider"], "instance_type": row["instance_type"]})

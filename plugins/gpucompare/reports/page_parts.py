@@ -1,5 +1,6 @@
 """The page's building blocks: an accessible table, a chart figure with its summary and data
-table, links to a table's files, and how a number or a change is written in a cell.
+table, links to a table's files, how a number or a change is written in a cell, and the
+grouping of figures by methodology (never compared across) with the page's note about it.
 
 Pure functions returning HTML strings; every section module builds on them.
 """
@@ -7,6 +8,7 @@ Pure functions returning HTML strings; every section module builds on them.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,9 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpucompare.reports.formatting import (
-    _esc,
-)
+from gpucompare.reports.formatting import _esc, methodology
 
 
 def html_table(
@@ -107,3 +107,30 @@ def links(*names: str) -> str:
         )
         + "</p>"
     )
+
+
+def by_methodology(rows: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The rows per methodology (official first): each group is charted and ranked on its own."""
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        groups[methodology(row)].append(row)
+    return {key: groups[key] for key in sorted(groups, key=lambda m: (m != "official", m))}
+
+
+def methodology_note(rows: Iterable[dict[str, Any]]) -> str:
+    """A note naming each network that has figures under more than one methodology (they are
+    shown apart, never compared); empty when every network has one."""
+    seen: dict[str, set[str]] = defaultdict(set)
+    for row in rows:
+        if row.get("network"):
+            seen[row["network"]].add(methodology(row))
+    mixed = [f"{network} ({', '.join(sorted(found, key=lambda m: (m != 'official', m)))})"
+             for network, found in sorted(seen.items()) if len(found) > 1]
+    if not mixed:
+        return ""
+    return (
+        "<p class='note methodology'>More than one methodology: " + _esc("; ".join(mixed))
+        + ". Figures timed differently are charted, ranked and checked for regressions apart, "
+        "never against each other.</p>"
+    )
+

@@ -8,6 +8,7 @@ from gpucompare.reports.formatting import (
     _date,
     devices,
     machine_label,
+    methodology,
 )
 from gpucompare.reports.page_parts import (
     html_table,
@@ -26,6 +27,7 @@ def regressions_table(rows: list[dict[str, Any]], limit: int = 60) -> str:
             "dtype",
             "batch",
             "devices",
+            "methodology",
             "images/s",
             "history median",
             "noise",
@@ -41,6 +43,7 @@ def regressions_table(rows: list[dict[str, Any]], limit: int = 60) -> str:
                 r["dtype"],
                 r["batch_size"],
                 devices(r),
+                methodology(r),
                 num(r["images_per_sec"]),
                 num(r["history_median"]),
                 num(r["noise"]),
@@ -50,7 +53,7 @@ def regressions_table(rows: list[dict[str, Any]], limit: int = 60) -> str:
             ]
             for r in flagged
         ),
-        [False, False, False, False, True, False, True, True, True, True, False, False],
-        caption="Flagged regressions: tonight's result against its history",
+        [False, False, False, False, True, False, False, True, True, True, True, False, False],
+        caption="Flagged regressions: tonight's result against the history of its own methodology",
         reflow=True,
     )

@@ -15,7 +15,9 @@ from gpucompare.reports.formatting import (
     Colours,
     _hardware_label,
     _slug,
+    methodology,
     provenance,
+    titled,
     when,
 )
 from gpucompare.reports.page_parts import (
@@ -27,8 +29,9 @@ from gpucompare.reports.svg import Series, line_chart
 
 
 def scaling_figures(scaling: list[dict[str, Any]], colours: Colours, metric: str = "speedup") -> list[Figure]:
-    """Speedup (or efficiency = speedup ÷ GPUs) against GPU count per network: the ideal line,
-    our series, the published ones and the published curves."""
+    """Speedup (or efficiency = speedup ÷ GPUs) against GPU count per network and methodology:
+    the ideal line, our series, the published ones and the published curves (official). Series
+    of different methodologies are never drawn on one chart."""
     if metric not in ("speedup", "efficiency"):
         raise ValueError(f"metric {metric!r} is not one of speedup, efficiency")
     curves: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
@@ -38,11 +41,12 @@ def scaling_figures(scaling: list[dict[str, Any]], colours: Colours, metric: str
         if row[metric] is None or row["gpu_count"] is None:
             continue
         if row["origin"] == "published_curve":
-            key = (row["network"], "curve", row["framework"], row["gpu_model"], row["result_source"])
+            key = ((row["network"], methodology(row)), "curve", row["framework"], row["gpu_model"],
+                   row["result_source"])
             labels[key] = f"{row['framework']} {row['gpu_model']}, published curve"
         else:
             key = (
-                row["network"],
+                (row["network"], methodology(row)),
                 row["origin"],
                 row["provider"],
                 row["instance_type"],
@@ -61,8 +65,9 @@ def scaling_figures(scaling: list[dict[str, Any]], colours: Colours, metric: str
         curves[key].append((row["gpu_count"], row[metric]))
         first_row.setdefault(key, row)
     figures = []
-    for network in sorted({key[0] for key, points in curves.items() if len(points) > 1}):
-        mine = {k: v for k, v in curves.items() if k[0] == network and len(v) > 1}
+    groups = {key[0] for key, points in curves.items() if len(points) > 1}
+    for network, method in sorted(groups, key=lambda g: (g[0], g[1] != "official", g[1])):
+        mine = {k: v for k, v in curves.items() if k[0] == (network, method) and len(v) > 1}
         measured = sorted((k for k in mine if k[1] != "curve"), key=lambda k: (-len(mine[k]), -(k[-1] or 0)))
         chosen = _one_series_per_machine(measured)[:MAX_LINES]
         series = [
@@ -80,12 +85,12 @@ def scaling_figures(scaling: list[dict[str, Any]], colours: Colours, metric: str
         ideal = [(1, 1), (top, top)] if metric == "speedup" else [(1, 1.0), (top, 1.0)]
         series.insert(0, Series("ideal (linear)", ideal, IDEAL_COLOUR, "ideal"))
         ticks = sorted({x for s in series for x, _ in s.points} | {1})
-        chart_id = _slug("scaling", metric, network)
+        chart_id = _slug("scaling", metric, network, *([] if method == "official" else [method]))
         if metric == "speedup":
-            title = f"{network}: speedup over one GPU"
+            title = titled(f"{network}: speedup over one GPU", method)
             svg = line_chart(chart_id, series, "GPUs", "speedup over 1 GPU", x_ticks=ticks, title=title)
         else:
-            title = f"{network}: efficiency (speedup ÷ GPUs)"
+            title = titled(f"{network}: efficiency (speedup ÷ GPUs)", method)
             svg = line_chart(chart_id, series, "GPUs", "speedup ÷ GPUs", x_ticks=ticks, title=title)
         counts = sorted({int(x) for k in (*chosen, *curve_keys) for x, _ in mine[k]})
         table_rows = []

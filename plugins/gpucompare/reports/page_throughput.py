@@ -19,7 +19,9 @@ from gpucompare.reports.formatting import (
     _slug,
     devices,
     machine_label,
+    methodology,
     provenance,
+    titled,
     when,
 )
 from gpucompare.reports.page_parts import (
@@ -39,40 +41,45 @@ def chartable_throughput(table: pa.Table) -> pa.Table:
 
 
 def throughput_figures(throughput: list[dict[str, Any]], mode: str, colours: Colours) -> list[Figure]:
-    """Lines: images/s against batch size per machine (one device, float32), a chart per network."""
-    lines: dict[str, dict[tuple, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
+    """Lines: images/s against batch size per machine (one device, float32), a chart per network
+    and methodology (figures timed differently are never drawn against each other)."""
+    lines: dict[tuple[str, str], dict[tuple, list[tuple[float, float]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
     info: dict[tuple, dict[str, Any]] = {}
     for row in throughput:
         if row["mode"] != mode or row["images_per_sec"] is None or row["gpu_count"] != 1:
             continue
         if row["dtype"] not in (None, "float32") or row["num_nodes"] not in (None, 1):
             continue
-        machine = (row["provider"], row["instance_type"], row["region"], row["market"], row["origin"])
-        lines[row["network"]][machine].append((row["batch_size"], row["images_per_sec"]))
+        method = methodology(row)
+        machine = (row["provider"], row["instance_type"], row["region"], row["market"], row["origin"], method)
+        lines[(row["network"], method)][machine].append((row["batch_size"], row["images_per_sec"]))
         info[machine] = row
     figures = []
-    for network in sorted(lines):
-        chosen = _top_machines(lines[network], info)
+    for network, method in sorted(lines, key=lambda k: (k[0], k[1] != "official", k[1])):
+        chart = lines[(network, method)]
+        chosen = _top_machines(chart, info)
         series = [
             Series(
                 f"{_hardware_label(info[m])}, {when(info[m])}",
-                lines[network][m],
+                chart[m],
                 colours(info[m]),
                 "published" if _is_published(info[m]) else "measured",
             )
             for m in chosen
         ]
-        chart_id = _slug("throughput", mode, network)
-        title = f"{network}, {mode}: images/s against batch size (one device, float32)"
-        batches = sorted({int(x) for m in chosen for x, _ in lines[network][m]})
+        chart_id = _slug("throughput", mode, network, *([] if method == "official" else [method]))
+        title = titled(f"{network}, {mode}: images/s against batch size (one device, float32)", method)
+        batches = sorted({int(x) for m in chosen for x, _ in chart[m]})
         table_rows = []
         for m in chosen:
-            values = dict(lines[network][m])
+            values = dict(chart[m])
             table_rows.append(
                 [_hardware_label(info[m]), provenance(info[m])] + [num(values.get(b)) for b in batches]
             )
-        fastest = max(chosen, key=lambda m: max(y for _, y in lines[network][m]))
-        best_batch, best_speed = max(lines[network][fastest], key=lambda p: p[1])
+        fastest = max(chosen, key=lambda m: max(y for _, y in chart[m]))
+        best_batch, best_speed = max(chart[fastest], key=lambda p: p[1])
         published = [m for m in chosen if _is_published(info[m])]
         summary = (
             f"Fastest: {_hardware_label(info[fastest])} at {best_speed:,.2f} images/s "

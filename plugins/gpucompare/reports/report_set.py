@@ -164,6 +164,11 @@ COLUMN_DOCS: dict[str, str] = {
     "dtype": "float32 | float16",
     "batch_size": "global batch: images per step over all devices and nodes",
     "per_device_batch": "batch_size / gpu_count",
+    "methodology": "how the figure was timed: official (fixed 5 + 10 batches as in the MXNet "
+    "harness; also every published figure and every result recorded before the field existed) | "
+    "robust (at least 2 s per repeat, repeats until the CV is under 3 %, at most 10) | custom (the "
+    "stopping values recorded). Figures of different methodologies are never ranked, paired or "
+    "compared with each other",
     "images_per_sec": "throughput, images per second",
     "cv": "coefficient of variation of the repeats, a fraction (0.01 = 1 %)",
     "status": "ok, or why the cell did not run (oom, batch_smaller_than_devices, ...)",

@@ -13,6 +13,7 @@ from gpucompare.reports.formatting import (
     devices,
     duration,
     machine_label,
+    methodology,
     money,
     provenance,
 )
@@ -90,13 +91,16 @@ def render_summary(report_set: ReportSet) -> str:
         "",
         "## Best buy per network (cost per million images, ranked figures only)",
         "",
-        "| mode | network | machine | devices | batch | images/s | time per million | cost per million "
-        "| figure | price date |",
-        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- |",
+        "Each methodology is ranked on its own: a figure is never ranked against one timed another way.",
+        "",
+        "| mode | network | methodology | machine | devices | batch | images/s | time per million "
+        "| cost per million | figure | price date |",
+        "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     for r in best:
         lines.append(
-            f"| {r['mode']} | {r['network']} | {machine_label(r)} | {devices(r)} | {r['batch_size']} | "
+            f"| {r['mode']} | {r['network']} | {methodology(r)} | {machine_label(r)} | {devices(r)} | "
+            f"{r['batch_size']} | "
             f"{r['images_per_sec']:,.2f} | {duration(1e6 / r['images_per_sec'])} | "
             f"{money(r['cost_per_million'], currency)} | {provenance(r)} | "
             f"{_date(r['price_effective_from'])} |"
@@ -112,7 +116,7 @@ def render_summary(report_set: ReportSet) -> str:
     for r in regressions[:20]:
         lines.append(
             f"- {machine_label(r)} {r['mode']} {r['network']} batch {r['batch_size']} "
-            f"{devices(r)}: {num(r['images_per_sec'])} images/s vs median "
+            f"{devices(r)} ({methodology(r)}): {num(r['images_per_sec'])} images/s vs median "
             f"{num(r['history_median'])} ({pct(r['change'])}, {r['verdict']})"
         )
     lines += [
