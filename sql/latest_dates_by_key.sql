@@ -6,7 +6,7 @@ FROM (
     SELECT max(CAST("date" AS DATE)) AS newest_date, count(*) AS results
     FROM results
     GROUP BY provider, instance_type, region, market, mode, network, dtype, batch_size,
-             gpu_count, num_nodes, device_kind, kvstore, coalesce(methodology, 'official')
+             gpu_count, num_nodes, device_kind, kvstore, methodology
 )
 GROUP BY newest_date
 ORDER BY newest_date

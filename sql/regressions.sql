@@ -25,14 +25,14 @@ WITH numbered AS (
         provider, instance_type, region, market, mode, network, dtype, batch_size, gpu_count,
         num_nodes, device_kind, kvstore, config_id, gpu_model, images_per_sec, status,
         finished_at, CAST("date" AS DATE) AS result_date,
-        coalesce(methodology, 'official') AS methodology,
+        methodology,
         row_number() OVER (
             PARTITION BY provider, instance_type, region, market, mode, network, dtype, batch_size,
-                         gpu_count, num_nodes, device_kind, kvstore, config_id,
-                         coalesce(methodology, 'official')
+                         gpu_count, num_nodes, device_kind, kvstore, config_id, methodology
             ORDER BY finished_at DESC NULLS LAST
         ) AS age
-    FROM recent
+    -- null = official, resolved before the window (an expression in PARTITION BY costs twice the time)
+    FROM (SELECT * REPLACE (coalesce(methodology, 'official') AS methodology) FROM recent)
     WHERE target IS DISTINCT FROM 'published'
 ),
 summary AS (

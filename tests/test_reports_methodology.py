@@ -191,3 +191,18 @@ def test_a_page_of_one_methodology_has_no_mixed_note(lake):
 def test_the_methodology_column_is_documented_with_the_rule():
     doc = COLUMN_DOCS["methodology"]
     assert "official" in doc and "robust" in doc and "custom" in doc and "never" in doc
+
+
+def test_a_hostile_methodology_in_the_lake_stays_apart_and_is_escaped_on_the_page(lake):
+    """The record contract refuses unknown methodologies at ingest; a row written by another
+    writer (or a tampered lake) is still kept apart and never reaches the page as markup."""
+    hostile = "<script>alert('x')</script>"
+    ok = record(images_per_sec=1000.0, night=NIGHT, methodology="official")
+    odd = {**record(images_per_sec=5000.0, night=NIGHT, minute=1), "methodology": hostile}
+    ingest(lake, [ok, odd])  # results_rows + write_results: no contract check on this path
+    report = build_reports(inputs(lake, [price("g5.xlarge", 1.0)], []), currency="USD")
+    best = {r["methodology"]: r for r in report.tables["best_value"].to_pylist()}
+    assert best["official"]["rank"] == 1 and best[hostile]["rank"] == 1  # two rankings, one row each
+    page = render_page(report)
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "More than one methodology" in page
