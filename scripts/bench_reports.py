@@ -47,7 +47,9 @@ for path in (REPO, REPO / "plugins"):
 from bench_tasks.constants import NETWORKS  # noqa: E402
 from gpucompare.lake import schema  # noqa: E402
 from gpucompare.lake import tables as lake_module  # noqa: E402
-from gpucompare.reports import build as reports  # noqa: E402
+from gpucompare.reports.build import build_reports  # noqa: E402
+from gpucompare.reports.inputs import ReportInputs, ResultFiles, connect  # noqa: E402
+from gpucompare.reports.publish import write_site  # noqa: E402
 
 #: (provider, instance_type, region, market, gpu_model, gpus, relative speed, per-hour USD)
 MACHINES: list[tuple[str, str, str | None, str, str, int, float, float]] = []
@@ -334,10 +336,10 @@ def bench_fx() -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema.FX_SCHEMA)
 
 
-def bench_inputs(lake_path: Path) -> reports.ReportInputs:
+def bench_inputs(lake_path: Path) -> ReportInputs:
     """The lake as the report command opens it (shipped prices, rates and published curves
     included), plus the bench's own price and exchange-rate rows."""
-    inputs = reports.ReportInputs.from_lake(str(lake_path))
+    inputs = ReportInputs.from_lake(str(lake_path))
     inputs.prices = pa.concat_tables([inputs.prices.cast(schema.PRICES_SCHEMA), bench_prices()])
     inputs.fx = pa.concat_tables([inputs.fx.cast(schema.FX_SCHEMA), bench_fx()])
     return inputs
@@ -356,10 +358,10 @@ FROM results GROUP BY ALL"""
 def _floor(lake: Path) -> float:
     """The floor any "latest result" report pays: ONE DuckDB group-by over the machine and
     configuration columns of every result, on the same live files (from the Delta log)."""
-    con = reports._connect()
+    con = connect()
     try:
         started = time.perf_counter()
-        files = reports.ResultFiles.of(lake_module.open_lake(str(lake)), con)
+        files = ResultFiles.of(lake_module.open_lake(str(lake)), con)
         files.register("results")
         con.sql(FLOOR_SQL).to_arrow_table()
         return time.perf_counter() - started
@@ -373,9 +375,9 @@ def _time_once(lake: Path, out: Path, currency: str, attempt: int) -> None:
     floor = _floor(lake)
     load = os.getloadavg()[0]
     started, cpu = time.perf_counter(), _cpu_seconds()
-    result = reports.build_reports(bench_inputs(lake), str(out), currency=currency)
+    result = build_reports(bench_inputs(lake), str(out), currency=currency)
     page_started = time.perf_counter()
-    reports.write_site(result, str(out))
+    write_site(result, str(out))
     result.timings["index.html + summary.md"] = time.perf_counter() - page_started
     total, cpu = time.perf_counter() - started, _cpu_seconds() - cpu
     print(f"run {attempt} (load average {load:.1f} on {os.cpu_count()} cores when it started):")

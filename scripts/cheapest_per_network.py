@@ -5,7 +5,8 @@
 
 Reads ``best_value`` from the lake with ``gpucompare.read`` (the ranking of the nightly
 report: measured and recent figures, flagged ones left out), keeps the rank-1 machine of
-each network among figures measured in the month, then follows that machine's cost per
+each network and methodology among figures measured in the month (figures timed under
+different methodologies are never compared), then follows that machine's cost per
 million images through the report history (``gpucompare.read_history``: one copy a day,
 written by the reports DAG under ``<reports>/report_history/``). The same few lines work
 in a notebook; every column is typed as in the BI contract (docs/reports.md).
@@ -50,23 +51,30 @@ def main(argv: list[str] | None = None) -> int:
         & (best["result_date"] >= month)
         & (best["result_date"] < next_month)
     ]
-    # rank 1 among this month's ranked figures (the ranking itself spans every date)
-    cheapest = this_month.sort_values("cost_per_million").groupby("network", as_index=False).head(1)
+    # rank 1 among this month's ranked figures (the ranking itself spans every date), per
+    # methodology: an official figure is never set against a robust one
+    cheapest = (this_month.sort_values("cost_per_million")
+                .groupby(["network", "methodology"], as_index=False).head(1))
     if cheapest.empty:
         print(f"No ranked {args.mode} figure measured in {month:%Y-%m} (see best_value: not_ranked_reason).")
         return 0
     history = gpucompare.read_history("best_value", reports=args.reports)
     print(f"Cheapest machine per network, {args.mode}, figures of {month:%Y-%m}:")
-    for row in cheapest.sort_values("network").itertuples():
+    for row in cheapest.sort_values(["network", "methodology"]).itertuples():
         print(
-            f"  {row.network:<13} {row.provider} {row.instance_type} ({row.gpu_model or row.device_kind}): "
+            f"  {row.network:<13} {row.methodology:<8} {row.provider} {row.instance_type} "
+            f"({row.gpu_model or row.device_kind}): "
             f"{row.cost_per_million:.4f} {row.currency} per million images "
             f"(measured {row.result_date}, price of {row.price_effective_from})"
         )
         if history.empty:
             continue
+        # history days written before the methodology column held official figures only
+        days_methodology = (history["methodology"].fillna("official") if "methodology" in history
+                            else "official")
         same = history[
             (history["network"] == row.network)
+            & (days_methodology == row.methodology)
             & (history["mode"] == args.mode)
             & (history["provider"] == row.provider)
             & (history["instance_type"] == row.instance_type)
@@ -75,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         if len(moves) > 1:
             first, last = moves.iloc[0], moves.iloc[-1]
             print(
-                f"  {'':<13} cost over {len(moves)} report days: {first:.4f} ({moves.index[0]}) -> "
+                f"  {'':<22} cost over {len(moves)} report days: {first:.4f} ({moves.index[0]}) -> "
                 f"{last:.4f} ({moves.index[-1]}), {(last / first - 1) * 100:+.1f} %"
             )
     if history.empty:

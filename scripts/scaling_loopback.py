@@ -73,7 +73,8 @@ def main() -> int:
             target.teardown(state)
         for server in servers:
             server.stop()
-    from gpucompare.reports.build import ReportInputs, build_reports
+    from gpucompare.reports.build import build_reports
+    from gpucompare.reports.inputs import ReportInputs
 
     rows = build_reports(ReportInputs.from_lake(str(work / "lake"))).tables["scaling"].to_pylist()
     print(f"{'network':10} {'scaling':7} {'batch':>5} {'devices':>7} {'nodes':>5} {'img/s':>8} "

@@ -1,7 +1,9 @@
--- Report best_value: per network and mode, the machines ranked by cost per million images.
+-- Report best_value: per network, mode and methodology, the machines ranked by cost per million
+-- images. Each methodology (official | robust | custom) is a ranking of its own: a figure is
+-- never ranked against, nor on the Pareto front of, a figure timed another way.
 -- Input: the cost_per_million report. Parameters: $published_cutoff (DATE: published
 -- figures dated before it are old), $rank_old_published, $rank_flagged (BOOLEAN).
--- Each machine (provider, instance_type, region, market) is represented by its cheapest
+-- Each machine (provider, instance_type, region, market), per methodology, is represented by its cheapest
 -- priced configuration (batch size, dtype, GPU count) that may be ranked, else by its
 -- cheapest one; rows without a price are left out here and listed by cost_per_million
 -- (price_source 'missing').
@@ -10,8 +12,8 @@
 --                   $rank_flagged;
 --   'old_published' a published figure dated before $published_cutoff, unless
 --                   $rank_old_published.
--- on_pareto_front (ranked rows only): no other ranked machine of the same network and mode
--- is at most as expensive per hour and at least as fast, and strictly better in one of the two.
+-- on_pareto_front (ranked rows only): no other ranked machine of the same network, mode and
+-- methodology is at most as expensive per hour and at least as fast, and strictly better in one of the two.
 WITH priced AS (
     SELECT *,
         CASE
@@ -24,25 +26,27 @@ WITH priced AS (
 best AS (
     SELECT *, not_ranked_reason IS NULL AS ranked FROM priced
     QUALIFY row_number() OVER (
-        PARTITION BY network, mode, provider, instance_type, region, market
+        PARTITION BY network, mode, methodology, provider, instance_type, region, market
         ORDER BY not_ranked_reason IS NULL DESC, cost_per_million, images_per_sec DESC, batch_size,
                  dtype, gpu_count
     ) = 1
 )
 SELECT
-    network, mode,
-    CASE WHEN ranked THEN rank() OVER (PARTITION BY network, mode, ranked ORDER BY cost_per_million) END
-        AS rank,
+    network, mode, methodology,
+    CASE WHEN ranked THEN rank() OVER (PARTITION BY network, mode, methodology, ranked ORDER BY cost_per_million)
+    END AS rank,
     ranked, not_ranked_reason,
     provider, instance_type, region, market, gpu_model, device_kind, gpu_count, num_nodes, dtype,
     batch_size, images_per_sec, price_per_hour, cost_per_million, currency, epochs90_hours, epochs90_cost,
     ranked AND NOT EXISTS (
         SELECT 1 FROM best AS other
         WHERE other.ranked AND other.network = b.network AND other.mode = b.mode
+          AND other.methodology = b.methodology
           AND other.price_per_hour <= b.price_per_hour
           AND other.images_per_sec >= b.images_per_sec
           AND (other.price_per_hour < b.price_per_hour OR other.images_per_sec > b.images_per_sec)
     ) AS on_pareto_front,
     origin, result_date, measured_at, price_effective_from, price_source, result_source, target, flags
 FROM best AS b
-ORDER BY network, mode, ranked DESC, cost_per_million, provider, instance_type, region, market
+ORDER BY network, mode, methodology, ranked DESC, cost_per_million, provider, instance_type, region,
+         market

@@ -12,6 +12,8 @@
 -- A run over num_nodes hosts rents num_nodes instances: price_per_hour is per instance × nodes.
 -- Currency: the rate valid on the result's date (latest effective_from <= date), direct or
 -- inverse; no rate: empty money columns and price_source = 'missing_fx'.
+-- methodology (official | robust | custom) is carried from the result: rows of two
+-- methodologies are separate rows, never one figure.
 -- Provenance of every row: result_date and measured_at (when the figure was measured or
 -- published), price_effective_from (the price's date), origin, result_source, target, flags.
 WITH ok AS (
@@ -98,7 +100,7 @@ money AS (
 )
 SELECT
     provider, instance_type, region, market, gpu_model, device_kind, gpu_count, num_nodes, mode,
-    network, dtype, batch_size, images_per_sec,
+    network, dtype, batch_size, methodology, images_per_sec,
     secs_per_million AS seconds_per_million,
     money_per_hour AS price_per_hour,
     money_per_hour * secs_per_million / 3600 AS cost_per_million,
@@ -123,5 +125,5 @@ SELECT
     90 * secs_per_epoch / 3600 AS epochs90_hours,
     money_per_hour * 90 * secs_per_epoch / 3600 AS epochs90_cost
 FROM money
-ORDER BY mode, network, cost_per_million NULLS LAST, provider, instance_type, region, market,
-         gpu_count, batch_size, dtype
+ORDER BY mode, network, methodology, cost_per_million NULLS LAST, provider, instance_type, region,
+         market, gpu_count, batch_size, dtype

@@ -3,10 +3,14 @@
 -- partition comes from the file path, for free): one linear hash aggregation.
 -- machine = provider, instance_type, region, market
 -- configuration = mode, network, dtype, batch_size, gpu_count, num_nodes, device_kind, kvstore
+-- and methodology (official | robust | custom; null, from records before it existed = official):
+-- figures of two methodologies are two series, each with its own latest result. Grouped here by
+-- the raw column (null and official apart): finer than needed, so still a superset of the
+-- partitions step 2 needs, and cheaper than resolving null per row.
 -- Grouped by the record's config_id (the worker's stable id of the cell: mode, network,
 -- dtype, batch, devices, kvstore, scaling; the published import builds one too) with
 -- num_nodes: at least as fine as the configuration, so the partitions found are a superset
--- of those step 2 needs, and 2 columns are read where the full key takes 8. `unkeyed`
+-- of those step 2 needs, and 3 columns are read where the full key takes 9. `unkeyed`
 -- counts rows without a config_id; if there are any, latest_dates_by_key.sql is used instead.
 SELECT newest_date, sum(results) AS results, sum(unkeyed) AS unkeyed
 FROM (
@@ -15,7 +19,7 @@ FROM (
         count(*) AS results,
         count(*) FILTER (WHERE config_id IS NULL) AS unkeyed
     FROM results
-    GROUP BY provider, instance_type, region, market, num_nodes, config_id
+    GROUP BY provider, instance_type, region, market, num_nodes, config_id, methodology
 )
 GROUP BY newest_date
 ORDER BY newest_date

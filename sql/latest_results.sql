@@ -2,6 +2,10 @@
 -- One row per machine and configuration: the latest result of it, whatever its status.
 -- machine = provider, instance_type, region, market
 -- configuration = mode, network, dtype, batch_size, gpu_count, num_nodes, device_kind, kvstore
+-- methodology = official | robust | custom (bench_tasks.methodology); null in records written
+-- before the field existed, and in published figures, means official (the fixed batch counts
+-- of MXNet's harness). A figure of each methodology is kept: every report downstream keeps
+-- them apart (never ranks, pairs or compares one methodology's figure with another's).
 -- Step 2 of 2 (step 1 is latest_dates.sql): `results` here holds only the date partitions
 -- that are some configuration's newest, so this reads a few files, not the whole history.
 -- Provenance carried to every report: origin (measured | published), result_date (the
@@ -10,7 +14,7 @@
 -- flags (always a list, empty when none).
 SELECT
     provider, instance_type, region, market, mode, network, dtype, batch_size,
-    gpu_count, num_nodes, device_kind, kvstore,
+    gpu_count, num_nodes, device_kind, kvstore, methodology,
     r.target, r.gpu_model, r.per_device_batch, r.images_per_sec, r.cv, r.status,
     CASE WHEN r.target = 'published' THEN 'published' ELSE 'measured' END AS origin,
     r.source AS result_source, r.result_date,
@@ -19,7 +23,7 @@ SELECT
 FROM (
     SELECT
         provider, instance_type, region, market, mode, network, dtype, batch_size,
-        gpu_count, num_nodes, device_kind, kvstore,
+        gpu_count, num_nodes, device_kind, kvstore, coalesce(methodology, 'official') AS methodology,
         arg_max(
             struct_pack(
                 target := target, gpu_model := gpu_model, per_device_batch := per_device_batch,

@@ -5,8 +5,10 @@
 -- a few weeks of data, not of the whole lake). Parameters: $history_runs (N), $min_history,
 -- $mad_factor (k), $min_drop (relative floor).
 --
--- Series: machine and configuration, and config_id (two sweeps may run the same cell under
--- different series tags, weak and strong, each a history of its own).
+-- Series: machine and configuration, config_id (two sweeps may run the same cell under
+-- different series tags, weak and strong, each a history of its own) and methodology
+-- (official | robust | custom; null = official): a figure is only ever judged against the
+-- history of its own methodology, so a switch from robust to official is never a regression.
 -- current  = the latest result (by finished_at) of the series;
 -- history  = its N previous results with status ok (normally one a night);
 -- noise    = max(k × 1.4826 × MAD(history), min_drop × median(history)) — MAD scaled to a
@@ -23,18 +25,20 @@ WITH numbered AS (
         provider, instance_type, region, market, mode, network, dtype, batch_size, gpu_count,
         num_nodes, device_kind, kvstore, config_id, gpu_model, images_per_sec, status,
         finished_at, CAST("date" AS DATE) AS result_date,
+        methodology,
         row_number() OVER (
             PARTITION BY provider, instance_type, region, market, mode, network, dtype, batch_size,
-                         gpu_count, num_nodes, device_kind, kvstore, config_id
+                         gpu_count, num_nodes, device_kind, kvstore, config_id, methodology
             ORDER BY finished_at DESC NULLS LAST
         ) AS age
-    FROM recent
+    -- null = official, resolved before the window (an expression in PARTITION BY costs twice the time)
+    FROM (SELECT * REPLACE (coalesce(methodology, 'official') AS methodology) FROM recent)
     WHERE target IS DISTINCT FROM 'published'
 ),
 summary AS (
     SELECT
         provider, instance_type, region, market, mode, network, dtype, batch_size, gpu_count,
-        num_nodes, device_kind, kvstore, config_id,
+        num_nodes, device_kind, kvstore, config_id, methodology,
         any_value(gpu_model) FILTER (WHERE age = 1) AS gpu_model,
         any_value(status) FILTER (WHERE age = 1) AS status,
         max(images_per_sec) FILTER (WHERE age = 1) AS images_per_sec,
@@ -58,7 +62,7 @@ judged AS (
 )
 SELECT
     provider, instance_type, region, market, gpu_model, device_kind, gpu_count, num_nodes, mode,
-    network, dtype, batch_size, config_id, status, images_per_sec, measured_at, result_date,
+    network, dtype, batch_size, config_id, methodology, status, images_per_sec, measured_at, result_date,
     history_runs, history_from, history_median, history_mad, noise,
     images_per_sec / history_median - 1 AS change,
     CASE
@@ -76,4 +80,4 @@ SELECT
     ) AS regression
 FROM judged
 ORDER BY regression DESC, change NULLS FIRST, provider, instance_type, region, market, mode, network,
-         dtype, batch_size, gpu_count
+         dtype, batch_size, gpu_count, methodology

@@ -2,7 +2,8 @@
 -- Input: latest (latest_results.sql), published_scaling (schema.PUBLISHED_SCALING_SCHEMA).
 --
 -- Every multi-GPU result is set against a 1-GPU, 1-node result of the same network, mode,
--- dtype, device kind, provider and GPU model, under both batch rules where the baseline exists:
+-- dtype, device kind, provider, GPU model and methodology (a robust 4-GPU figure is never set
+-- against an official 1-GPU one), under both batch rules where the baseline exists:
 --   strong = global batch held: the baseline ran the same batch_size on one GPU;
 --   weak   = per-device batch held: the baseline ran batch_size / gpu_count on one GPU.
 -- speedup = images_per_sec / baseline images_per_sec, efficiency = speedup / gpu_count.
@@ -10,7 +11,8 @@
 -- Each series starts with its baseline row (gpu_count 1, speedup 1).
 -- Published curves (white papers) follow with origin = 'published_curve', their speedup as
 -- published and no throughput or date (the white paper's curves are undated); results
--- imported from publications carry origin = 'published' and their publication date.
+-- imported from publications carry origin = 'published' and their publication date. Published
+-- figures and curves count as methodology 'official' (the reference harness).
 WITH ok AS (
     SELECT *, row_number() OVER () AS result_row
     FROM latest
@@ -42,6 +44,7 @@ candidates AS (
      AND b.gpu_model IS NOT DISTINCT FROM m.gpu_model
      AND b.network = m.network AND b.mode = m.mode AND b.dtype IS NOT DISTINCT FROM m.dtype
      AND b.device_kind IS NOT DISTINCT FROM m.device_kind
+     AND b.methodology = m.methodology
      AND b.batch_size = m.baseline_batch
 ),
 pairs AS (
@@ -53,8 +56,9 @@ pairs AS (
 ),
 series_points AS (
     SELECT
-        provider, instance_type, region, market, gpu_model, device_kind, network, mode, dtype, scaling,
-        baseline_batch, batch_size, coalesce(per_device_batch, batch_size // gpu_count) AS per_device_batch,
+        provider, instance_type, region, market, gpu_model, device_kind, network, mode, dtype, methodology,
+        scaling, baseline_batch, batch_size,
+        coalesce(per_device_batch, batch_size // gpu_count) AS per_device_batch,
         gpu_count, num_nodes, images_per_sec, baseline_images_per_sec, baseline_instance_type,
         origin, result_source, target, result_date, measured_at, flags
     FROM pairs
@@ -62,15 +66,15 @@ series_points AS (
     -- the baseline itself, once per series that uses it
     SELECT DISTINCT
         b.provider, p.instance_type, p.region, p.market, b.gpu_model, b.device_kind, b.network, b.mode,
-        b.dtype, p.scaling, p.baseline_batch, b.batch_size, b.batch_size, 1, 1, b.images_per_sec,
+        b.dtype, b.methodology, p.scaling, p.baseline_batch, b.batch_size, b.batch_size, 1, 1, b.images_per_sec,
         b.images_per_sec, b.instance_type, b.origin, b.result_source, b.target, b.result_date,
         b.measured_at, b.flags
     FROM pairs AS p JOIN ok AS b ON b.result_row = p.baseline_row
 )
 SELECT
     origin, 'MXNet' AS framework,
-    provider, instance_type, region, market, gpu_model, device_kind, network, mode, dtype, scaling,
-    baseline_batch, batch_size, per_device_batch, gpu_count, num_nodes, images_per_sec,
+    provider, instance_type, region, market, gpu_model, device_kind, network, mode, dtype, methodology,
+    scaling, baseline_batch, batch_size, per_device_batch, gpu_count, num_nodes, images_per_sec,
     baseline_images_per_sec, baseline_instance_type,
     images_per_sec / baseline_images_per_sec AS speedup,
     images_per_sec / baseline_images_per_sec / gpu_count AS efficiency,
@@ -79,8 +83,8 @@ FROM series_points
 UNION ALL
 SELECT
     'published_curve', framework, NULL, NULL, NULL, NULL, gpu_model, 'gpu', network, 'train', NULL,
-    NULL, NULL, NULL, NULL, gpu_count, NULL, NULL, NULL, NULL, speedup, speedup / gpu_count, source,
+    'official', NULL, NULL, NULL, NULL, gpu_count, NULL, NULL, NULL, NULL, speedup, speedup / gpu_count, source,
     'published', NULL, NULL, CAST([] AS VARCHAR[])
 FROM published_scaling
-ORDER BY origin DESC, network, mode, gpu_model, provider NULLS LAST, instance_type, region, market,
-         scaling, baseline_batch, gpu_count, num_nodes
+ORDER BY origin DESC, network, mode, methodology, gpu_model, provider NULLS LAST, instance_type, region,
+         market, scaling, baseline_batch, gpu_count, num_nodes

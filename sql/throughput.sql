@@ -2,11 +2,13 @@
 -- Input: latest (latest_results.sql). Cells that did not run keep their row: images_per_sec
 -- is empty and status says why (oom, batch_smaller_than_devices, ...), as the published
 -- tables mark them. The pivoted form (throughput_matrix.csv: one row per machine, mode,
--- dtype, GPU count and network, two columns per batch size: images/s and status) is derived
--- from this one.
+-- dtype, GPU count, network and methodology, two columns per batch size: images/s and status)
+-- is derived from this one. methodology: how the figure was timed (official | robust |
+-- custom); a cell measured under two methodologies has a row for each.
 SELECT
     provider, instance_type, region, market, gpu_model, device_kind, gpu_count, num_nodes, mode,
-    network, dtype, batch_size, images_per_sec, cv, status, origin, result_source, target,
+    network, dtype, batch_size, methodology, images_per_sec, cv, status, origin, result_source, target,
     result_date, measured_at, flags
 FROM latest
-ORDER BY provider, instance_type, region, market, mode, dtype, gpu_count, num_nodes, network, batch_size
+ORDER BY provider, instance_type, region, market, mode, dtype, gpu_count, num_nodes, network, methodology,
+         batch_size

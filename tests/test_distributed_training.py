@@ -143,7 +143,8 @@ def test_scaling_run_over_three_hosts_reaches_the_scaling_report(group, tmp_path
         assert marked_processes(marker_for(run_id, point)) == []
 
     # the real lake → report path: rows for 1, 2 and 4 devices with speedup and efficiency
-    from gpucompare.reports.build import ReportInputs, build_reports
+    from gpucompare.reports.build import build_reports
+    from gpucompare.reports.inputs import ReportInputs
 
     report = build_reports(ReportInputs.from_lake(lake_uri)).tables["scaling"].to_pylist()
     ours = {r["gpu_count"]: r for r in report
@@ -158,9 +159,9 @@ def test_scaling_run_over_three_hosts_reaches_the_scaling_report(group, tmp_path
         assert row["efficiency"] == pytest.approx(row["speedup"] / record["gpu_count"])
     # and the report page draws them: speedup and efficiency against devices, with the ideal line
     from gpucompare.reports import formatting
-    from gpucompare.reports import page as html
+    from gpucompare.reports.page_scaling import scaling_figures
 
-    charts = [figure.svg for figure in html.scaling_figures(report, formatting.Colours(), "efficiency")]
+    charts = [figure.svg for figure in scaling_figures(report, formatting.Colours(), "efficiency")]
     [efficiency_chart] = [c for c in charts if "googlenet: efficiency" in c]
     assert "ideal (linear)" in efficiency_chart
     assert f"4 → {ours[4]['efficiency']:,.2f}</title>" in efficiency_chart

@@ -11,15 +11,18 @@ import re
 import pytest
 
 from gpucompare.lake.tables import open_lake
-from gpucompare.reports import build as reports
 from gpucompare.reports import formatting, svg
-from gpucompare.reports import page as html
+from gpucompare.reports.build import build_reports
+from gpucompare.reports.page import render_page
+from gpucompare.reports.page_throughput import throughput_figures
+from gpucompare.reports.report_set import ReportSet
+from gpucompare.reports.summary import render_summary
 from tests.reports_data import fx, ingest, inputs, price, record
 
 NIGHT = dt.date(2026, 3, 10)
 
 
-def small_report(lake_dir) -> reports.ReportSet:
+def small_report(lake_dir) -> ReportSet:
     """Two priced machines over eight nights (one regresses tonight), an unpriced one, a 2-GPU series."""
     lake = open_lake(str(lake_dir))
     for offset in range(8):
@@ -83,11 +86,11 @@ def small_report(lake_dir) -> reports.ReportSet:
         price("g4dn.xlarge", 0.5, gpu_count=None),
         price("g5.12xlarge", 5.0, gpu_count=4),
     ]
-    return reports.build_reports(inputs(lake, prices, [fx(1.1, dt.date(2025, 1, 1))], curve), currency="EUR")
+    return build_reports(inputs(lake, prices, [fx(1.1, dt.date(2025, 1, 1))], curve), currency="EUR")
 
 
 @pytest.fixture(scope="module")
-def report_set(tmp_path_factory) -> reports.ReportSet:
+def report_set(tmp_path_factory) -> ReportSet:
     return small_report(tmp_path_factory.mktemp("html") / "lake")
 
 
@@ -110,7 +113,7 @@ def test_charts_of_degenerate_series_still_draw():
 
 
 def test_page_has_every_section_and_one_chart_per_panel(report_set):
-    page = html.render_page(report_set)
+    page = render_page(report_set)
     for heading in (
         "Cost per million images",
         "Throughput against batch size",
@@ -127,7 +130,7 @@ def test_page_has_every_section_and_one_chart_per_panel(report_set):
 
 
 def test_page_is_self_contained(report_set):
-    page = html.render_page(report_set)
+    page = render_page(report_set)
     assert not re.search(r"<(script|link|img|iframe)\b", page)
     assert not re.search(r"(src|href)=['\"]?(https?:)?//", page)
     # the only URL is the SVG namespace name, which nothing fetches
@@ -135,7 +138,7 @@ def test_page_is_self_contained(report_set):
 
 
 def test_regressions_and_missing_prices_are_listed(report_set):
-    page = html.render_page(report_set)
+    page = render_page(report_set)
     regressions = page[page.index("id=regressions") : page.index("id=missing")]
     assert "g5.xlarge" in regressions and "-40.0 %" in regressions  # 600 against a median of 1000
     assert "g4dn.xlarge" not in regressions
@@ -144,13 +147,13 @@ def test_regressions_and_missing_prices_are_listed(report_set):
 
 
 def test_text_from_the_lake_is_escaped(report_set):
-    page = html.render_page(report_set)
+    page = render_page(report_set)
     assert "Tesla T4 <PCIe>" not in page
     assert "Tesla T4 &lt;PCIe&gt;" in page
 
 
 def test_summary_names_the_cheapest_machine_per_network(report_set):
-    summary = html.render_summary(report_set)
+    summary = render_summary(report_set)
     cost = report_set.tables["best_value"].to_pylist()
     [alexnet] = [r for r in cost if r["network"] == "alexnet" and r["rank"] == 1]
     # g4dn at 0.5 USD/h and 1500 images/s beats g5 at 1 USD/h and at most 1000 images/s
@@ -162,7 +165,7 @@ def test_summary_names_the_cheapest_machine_per_network(report_set):
 
 
 def test_training_rows_show_the_time_and_cost_of_90_imagenet_epochs(report_set):
-    page = html.render_page(report_set)
+    page = render_page(report_set)
     # g5.12xlarge, 2 GPUs at 190 images/s, 5 USD/h = 5 / 1.1 EUR/h
     seconds = 90 * 1_281_167 / 190.0
     expected = f"{formatting.duration(seconds)}, {formatting.money(5 / 1.1 * seconds / 3600, 'EUR', 0)}"
@@ -203,7 +206,7 @@ def test_a_machine_has_one_colour_on_the_whole_page():
             row("vgg-16", "p5.48xlarge", "us-east-1", 70.0 * batch, batch),
         ]
     colours = formatting.Colours()
-    alexnet, vgg = (f.svg for f in html.throughput_figures(rows, "score", colours))
+    alexnet, vgg = (f.svg for f in throughput_figures(rows, "score", colours))
 
     def colour_of(svg, label):
         [match] = re.findall(
@@ -221,7 +224,7 @@ def test_a_machine_has_one_colour_on_the_whole_page():
 
 
 def test_every_section_links_its_csv_and_parquet(report_set):
-    page = html.render_page(report_set)
+    page = render_page(report_set)
     sections = re.findall(r"<section id=(\w+)(.*?)</section>", page, flags=re.S)
     assert len(sections) >= 5
     for key, body in sections:

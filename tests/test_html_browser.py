@@ -16,8 +16,10 @@ import pytest
 
 from gpucompare.lake.tables import open_lake
 from gpucompare.prices import published
-from gpucompare.reports import build as reports
-from gpucompare.reports import page as html
+from gpucompare.reports.build import build_reports
+from gpucompare.reports.inputs import ReportInputs
+from gpucompare.reports.page import render_page
+from gpucompare.reports.publish import write_site
 from tests.test_html import small_report
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -56,8 +58,8 @@ def site(tmp_path_factory):
     root = tmp_path_factory.mktemp("browser")
     small_report(root / "lake")  # writes the measured nights into the lake
     published.import_published(open_lake(str(root / "lake")))
-    report_set = reports.build_reports(reports.ReportInputs.from_lake(str(root / "lake")), str(root / "site"))
-    reports.write_site(report_set, str(root / "site"))
+    report_set = build_reports(ReportInputs.from_lake(str(root / "lake")), str(root / "site"))
+    write_site(report_set, str(root / "site"))
     return report_set, root / "site"
 
 
@@ -82,7 +84,7 @@ def _open(browser, site_dir: Path, width: int):
 
 def test_page_loads_offline_without_errors_and_draws_its_charts(browser, site, tmp_path):
     report_set, site_dir = site
-    expected_charts = html.render_page(report_set).count("<svg")
+    expected_charts = render_page(report_set).count("<svg")
     page, errors, outside = _open(browser, site_dir, 1400)
 
     assert errors == []

@@ -28,7 +28,7 @@ from gpucompare import cli
 from gpucompare.lake import ingest as lake_ingest
 from gpucompare.lake import schema
 from gpucompare.lake import tables as lake
-from gpucompare.reports import build as reports
+from gpucompare.reports.build import run_reports
 from tests.conftest import REPO_ROOT
 
 
@@ -342,7 +342,7 @@ def test_stray_foreign_and_corrupt_files_never_change_what_is_read(tmp_path: Pat
     uri = str(tmp_path / "lake")
     target = lake.open_lake(uri)
     ingest(target, write_jsonl(tmp_path / "r.jsonl", sample_records()))
-    clean = reports.run_reports(uri, str(tmp_path / "clean"))
+    clean = run_reports(uri, str(tmp_path / "clean"))
     live = target.snapshot("results").files[0]
     folder = Path(live.path).parent
     shutil.copy(live.path, folder / "backup-copy.parquet")  # a backup copy of a run file
@@ -353,7 +353,7 @@ def test_stray_foreign_and_corrupt_files_never_change_what_is_read(tmp_path: Pat
     extra.mkdir(parents=True)
     shutil.copy(live.path, extra / "stray.parquet")
     assert target.results_table().num_rows == 4
-    dirty = reports.run_reports(uri, str(tmp_path / "dirty"))
+    dirty = run_reports(uri, str(tmp_path / "dirty"))
     assert dirty.rows_scanned == clean.rows_scanned == 4
     for name, table in clean.tables.items():
         assert dirty.tables[name].equals(table), name
@@ -421,7 +421,7 @@ def test_new_record_fields_arrive_through_schema_evolution(tmp_path: Path) -> No
     assert "future_field" in names and set(schema.RESULTS_SCHEMA.names) <= set(names)
     rows = plain_rows(target)
     assert sorted(r["future_field"] or "-" for r in rows) == ["-"] * 4 + ["v2"]
-    assert reports.run_reports(uri, str(tmp_path / "out")).rows_scanned == 5
+    assert run_reports(uri, str(tmp_path / "out")).rows_scanned == 5
 
 
 def test_prices_with_unknown_units_or_negative_prices_are_refused(tmp_path: Path) -> None:

@@ -73,9 +73,9 @@ def test_shipped_files_resolve_to_the_project_folders() -> None:
     assert resources.dags_dir() == REPO_ROOT / "dags"
     assert resources.worker_dir() == REPO_ROOT / "bench_tasks"
     assert resources.fleet_file() == REPO_ROOT / "dags" / "config" / "fleet.yaml"
-    from gpucompare.reports import build as reports
+    from gpucompare.reports.report_set import REPORTS
 
-    for name in (*reports.REPORTS, "latest_dates", "latest_results"):
+    for name in (*REPORTS, "latest_dates", "latest_results"):
         assert resources.sql_file(f"{name}.sql").is_file(), name
     with pytest.raises(resources.ResourceError, match="'no_such.sql' not found"):
         resources.sql_file("no_such.sql")

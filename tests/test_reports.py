@@ -15,7 +15,9 @@ import pytest
 
 from bench_tasks.constants import IMAGENET_TRAIN_IMAGES
 from gpucompare.lake.tables import open_lake
-from gpucompare.reports import build as reports
+from gpucompare.reports.build import build_reports
+from gpucompare.reports.page import render_page
+from gpucompare.reports.report_set import DERIVED, MATRIX_BATCHES, REPORTS, RegressionRule, ReportError
 from tests.reports_data import fx, ingest, inputs, price, record, rows
 
 NIGHT = dt.date(2026, 3, 10)
@@ -41,8 +43,8 @@ def test_cost_uses_the_price_and_rate_valid_on_the_result_date(lake):
         fx(2.0, NIGHT + dt.timedelta(days=1)),
     ]
 
-    in_usd = reports.build_reports(inputs(lake, prices, rates), currency="USD").tables["cost_per_million"]
-    in_eur = reports.build_reports(inputs(lake, prices, rates), currency="EUR").tables["cost_per_million"]
+    in_usd = build_reports(inputs(lake, prices, rates), currency="USD").tables["cost_per_million"]
+    in_eur = build_reports(inputs(lake, prices, rates), currency="EUR").tables["cost_per_million"]
 
     [usd] = in_usd.to_pylist()
     [eur] = in_eur.to_pylist()
@@ -85,7 +87,7 @@ def test_units_nodes_and_training_epochs(lake):
         price("ltbv14", 0.06, provider="leadergpu", region=None, currency="EUR", unit="minute"),
         price("g5.xlarge", 0.0005, unit="second"),
     ]
-    table = reports.build_reports(
+    table = build_reports(
         inputs(lake, prices, [fx(1.0, dt.date(2020, 1, 1))]), currency="EUR"
     ).tables["cost_per_million"]
 
@@ -118,7 +120,7 @@ def test_missing_price_keeps_the_row_and_is_listed(lake):
         price("g5.xlarge", 1.0, effective_from=dt.date(2025, 1, 1)),
         price("p3.2xlarge", 3.0, currency="EUR"),
     ]
-    report = reports.build_reports(inputs(lake, prices, []), currency="USD")
+    report = build_reports(inputs(lake, prices, []), currency="USD")
     table = report.tables["cost_per_million"]
 
     by_type = {row["instance_type"]: row for row in table.to_pylist()}
@@ -140,7 +142,7 @@ def test_missing_price_keeps_the_row_and_is_listed(lake):
 def test_latest_result_of_a_configuration_wins(lake):
     for day, value in ((1, 100.0), (2, 120.0), (3, 90.0)):
         ingest(lake, [record(images_per_sec=value, night=dt.date(2026, 3, day))])
-    table = reports.build_reports(inputs(lake, [price("g5.xlarge", 1.0)], []), currency="USD").tables
+    table = build_reports(inputs(lake, [price("g5.xlarge", 1.0)], []), currency="USD").tables
     [row] = table["cost_per_million"].to_pylist()
     assert row["images_per_sec"] == 90.0
     assert row["result_date"] == dt.date(2026, 3, 3)
@@ -164,7 +166,7 @@ def test_a_configuration_missing_from_the_newest_night_keeps_its_latest_result(l
             if not with_config_id:
                 r["config_id"] = None  # as a producer that sets none would leave it
         ingest(lake, records)
-    report = reports.build_reports(inputs(lake, [], []))
+    report = build_reports(inputs(lake, [], []))
     got = {
         r["batch_size"]: (r["images_per_sec"], r["result_date"])
         for r in report.tables["cost_per_million"].to_pylist()
@@ -191,7 +193,7 @@ def test_files_of_different_schemas_are_read_by_column_name(lake):
     assert "cv" in lake.snapshot("results").arrow_schema.names  # merged into the table's schema
     assert isinstance(old, pa.Table)
 
-    report = reports.build_reports(inputs(lake, [], []))
+    report = build_reports(inputs(lake, [], []))
     got = {(r["batch_size"], r["result_date"]) for r in report.tables["cost_per_million"].to_pylist()}
     assert got == {(16, NIGHT), (64, dt.date(2026, 2, 1))}
     assert report.rows_scanned == 2
@@ -221,7 +223,7 @@ def test_scaling_speedup_efficiency_weak_and_strong(lake):
         }
         for n, s in ((1, 1.0), (2, 1.9), (16, 13.5))
     ]
-    table = reports.build_reports(inputs(lake, [], [], curve)).tables["scaling"]
+    table = build_reports(inputs(lake, [], [], curve)).tables["scaling"]
 
     # strong (global batch held): 2 GPUs at batch 64 against 1 GPU at batch 64
     strong = rows(table, origin="measured", scaling="strong", gpu_count=2)
@@ -258,7 +260,7 @@ def test_scaling_baseline_is_same_gpu_model_and_provider(lake):
         [record(mode="train", batch_size=128, gpu_count=4, images_per_sec=520.0)],
         instance_type="g5.12xlarge",
     )
-    table = reports.build_reports(inputs(lake, [], [])).tables["scaling"]
+    table = build_reports(inputs(lake, [], [])).tables["scaling"]
     [row] = rows(table, origin="measured", gpu_count=4)
     # the A10G 1-GPU result of the g5 family, not the T4 one
     assert row["baseline_instance_type"] == "g5.xlarge"
@@ -299,7 +301,7 @@ def test_best_value_ranks_by_cost_and_marks_the_pareto_front(lake):
             instance_type=instance_type,
         )
     prices = [price(t, per_hour) for t, (per_hour, _speed) in machines.items()]
-    table = reports.build_reports(inputs(lake, prices, []), currency="USD").tables["best_value"]
+    table = build_reports(inputs(lake, prices, []), currency="USD").tables["best_value"]
 
     got = {row["instance_type"]: row for row in rows(table, network="resnet-50", mode="score")}
     assert set(got) == set(machines)
@@ -318,7 +320,7 @@ def _nights(count: int, last: dt.date = NIGHT) -> list[dt.date]:
 
 
 def test_regressions_flag_drops_beyond_the_noise(lake):
-    rule = reports.RegressionRule(
+    rule = RegressionRule(
         history_runs=7, min_history=3, mad_factor=3.0, min_drop=0.05, lookback_days=28
     )
     steady_history = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 101.0, 99.0]
@@ -345,7 +347,7 @@ def test_regressions_flag_drops_beyond_the_noise(lake):
     for night in sorted({r["started_at"][:10] for r in records}):
         ingest(lake, [r for r in records if r["started_at"][:10] == night])
 
-    table = reports.build_reports(inputs(lake, [], []), rule=rule).tables["regressions"]
+    table = build_reports(inputs(lake, [], []), rule=rule).tables["regressions"]
     got = {row["batch_size"]: row for row in table.to_pylist()}
 
     for batch, (history, tonight) in cases.items():
@@ -387,8 +389,8 @@ def test_regressions_read_only_the_lookback_window(lake):
     ingest(lake, [record(images_per_sec=200.0, night=old + dt.timedelta(days=i)) for i in range(5)])
     for night in _nights(3):
         ingest(lake, [record(images_per_sec=100.0, night=night)])
-    rule = reports.RegressionRule(lookback_days=10, min_history=2)
-    [row] = reports.build_reports(inputs(lake, [], []), rule=rule).tables["regressions"].to_pylist()
+    rule = RegressionRule(lookback_days=10, min_history=2)
+    [row] = build_reports(inputs(lake, [], []), rule=rule).tables["regressions"].to_pylist()
     # the January nights (twice as fast) are outside the window: two nights of history at 100
     assert row["history_runs"] == 2
     assert row["history_median"] == 100.0
@@ -418,7 +420,7 @@ def test_regressions_keep_two_series_of_one_cell_apart(lake):
         )
         weak["config_id"], strong["config_id"] = "train-b64-gpu0+gpu1-weak", "train-b64-gpu0+gpu1-strong"
         ingest(lake, [weak, strong])
-    table = reports.build_reports(inputs(lake, [], [])).tables["regressions"]
+    table = build_reports(inputs(lake, [], [])).tables["regressions"]
     got = {r["config_id"]: (r["verdict"], r["history_median"]) for r in table.to_pylist()}
     assert got == {
         "train-b64-gpu0+gpu1-weak": ("regression", 100.0),
@@ -437,9 +439,9 @@ def test_throughput_matrix_is_numeric_with_the_statuses_in_their_own_columns(lak
         + [record(network="alexnet", batch_size=8, status="oom", images_per_sec=None, minute=5)]
         + [record(network="alexnet", batch_size=24, images_per_sec=2000.0, minute=6)],  # not a power of 2
     )
-    tables = reports.build_reports(inputs(lake, [], [])).tables
+    tables = build_reports(inputs(lake, [], [])).tables
     matrix = tables["throughput_matrix"]
-    expected_batches = sorted({*reports.MATRIX_BATCHES, 24})
+    expected_batches = sorted({*MATRIX_BATCHES, 24})
     assert [c for c in matrix.column_names if c.startswith("batch_")] == [
         f"batch_{b}_{kind}" for b in expected_batches for kind in ("images_per_sec", "status")
     ]
@@ -468,8 +470,8 @@ def test_every_report_is_written_as_parquet_and_csv_with_documented_columns(lake
 
     ingest(lake, [record(images_per_sec=100.0)])
     out = tmp_path / "reports"
-    report = reports.build_reports(inputs(lake, [price("g5.xlarge", 1.0)], []), str(out), currency="USD")
-    for name in (*reports.REPORTS, *reports.DERIVED):
+    report = build_reports(inputs(lake, [price("g5.xlarge", 1.0)], []), str(out), currency="USD")
+    for name in (*REPORTS, *DERIVED):
         parquet = pq.read_table(out / name / f"{name}.parquet")
         csv = pacsv.read_csv(out / f"{name}.csv")
         assert parquet.column_names == report.tables[name].column_names == csv.column_names
@@ -501,18 +503,17 @@ def test_every_report_is_written_as_parquet_and_csv_with_documented_columns(lake
 
 
 def test_bad_settings_are_refused_with_the_setting_named(lake):
-    with pytest.raises(reports.ReportError, match="--currency 'GBP' is not one of EUR, USD"):
-        reports.build_reports(inputs(lake, [], []), currency="GBP")
-    with pytest.raises(reports.ReportError, match="min_history"):
-        reports.build_reports(
-            inputs(lake, [], []), rule=reports.RegressionRule(history_runs=2, min_history=3)
+    with pytest.raises(ReportError, match="--currency 'GBP' is not one of EUR, USD"):
+        build_reports(inputs(lake, [], []), currency="GBP")
+    with pytest.raises(ReportError, match="min_history"):
+        build_reports(
+            inputs(lake, [], []), rule=RegressionRule(history_runs=2, min_history=3)
         )
 
 
 def test_an_empty_lake_gives_empty_reports(lake, tmp_path):
-    from gpucompare.reports import page as html
 
-    report = reports.build_reports(inputs(lake, [], []), str(tmp_path / "out"))
+    report = build_reports(inputs(lake, [], []), str(tmp_path / "out"))
     assert report.rows_scanned == 0
-    assert html.render_page(report).count("No data for this chart yet") == 3  # cost, throughput, scaling
+    assert render_page(report).count("No data for this chart yet") == 3  # cost, throughput, scaling
     assert all(table.num_rows == 0 for name, table in report.tables.items() if name != "scaling")

@@ -12,7 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpucompare.lake.tables import open_lake
-from gpucompare.reports import build as reports
+from gpucompare.reports.athena import ATHENA_DIR, ATHENA_REPORTS_TABLES, athena_ddl
+from gpucompare.reports.build import build_reports
+from gpucompare.reports.report_set import ReportError
 from tests.reports_data import ingest, inputs, record
 
 
@@ -22,8 +24,8 @@ def _columns(statement: str) -> list[str]:
 
 
 def test_shipped_ddl_is_the_generated_one():
-    for name, text in reports.athena_ddl().items():
-        assert (reports.ATHENA_DIR / name).read_text(encoding="utf-8") == text, (
+    for name, text in athena_ddl().items():
+        assert (ATHENA_DIR / name).read_text(encoding="utf-8") == text, (
             f"sql/athena/{name} is stale: run python -m gpucompare athena-ddl --out sql/athena"
         )
 
@@ -31,7 +33,7 @@ def test_shipped_ddl_is_the_generated_one():
 def test_lake_tables_are_declared_as_delta_tables_read_through_their_log():
     """Athena reads Delta through Glue: only LOCATION and table_type (columns and partitions
     come from the log)."""
-    text = reports.athena_ddl(lake="s3://my-lake/prefix")["results.sql"]
+    text = athena_ddl(lake="s3://my-lake/prefix")["results.sql"]
     for kind in ("results", "prices", "fx", "published_scaling"):
         start = text.index(f"CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.{kind}\n")
         statement = text[start : text.index(";", start)]
@@ -43,9 +45,9 @@ def test_lake_tables_are_declared_as_delta_tables_read_through_their_log():
 def test_report_tables_match_the_parquet_the_reports_write(tmp_path):
     lake = open_lake(str(tmp_path / "lake"))
     ingest(lake, [record()])
-    reports.build_reports(inputs(lake, [], []), str(tmp_path / "out"))
-    text = reports.athena_ddl(reports_uri="s3://bi-bucket/reports/latest")["reports.sql"]
-    for name in reports.ATHENA_REPORTS_TABLES:
+    build_reports(inputs(lake, [], []), str(tmp_path / "out"))
+    text = athena_ddl(reports_uri="s3://bi-bucket/reports/latest")["reports.sql"]
+    for name in ATHENA_REPORTS_TABLES:
         start = text.index(f"CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.{name} (")
         statement = text[start : text.index("TBLPROPERTIES", start)]
         written = pq.read_schema(tmp_path / "out" / name / f"{name}.parquet")
@@ -55,5 +57,5 @@ def test_report_tables_match_the_parquet_the_reports_write(tmp_path):
 
 @pytest.mark.parametrize("lake_uri", ["http://example.com/lake", "s3://Bad_Bucket/x", "s3://b/x';DROP"])
 def test_bad_locations_are_refused(lake_uri):
-    with pytest.raises(reports.ReportError, match="--lake"):
-        reports.athena_ddl(lake=lake_uri)
+    with pytest.raises(ReportError, match="--lake"):
+        athena_ddl(lake=lake_uri)

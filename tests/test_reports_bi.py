@@ -19,7 +19,8 @@ import gpucompare
 from bench_tasks.record import validate_record
 from gpucompare.lake.tables import LakeError, open_lake
 from gpucompare.prices import published
-from gpucompare.reports import build as reports
+from gpucompare.reports.build import run_reports
+from gpucompare.reports.report_set import DERIVED, MATRIX_BATCHES, REPORTS, ReportError, ReportOptions
 from tests.reports_data import ingest, record
 
 NIGHT = dt.date(2026, 3, 10)
@@ -65,7 +66,7 @@ def site(tmp_path_factory):
     ingest(lake, [cpu], provider="local", instance_type="laptop", region=None, target="local")
     published.import_published(lake)
     out = root / "out"
-    reports.run_reports(str(lake_dir), str(out), history=str(root), report_date=dt.date(2026, 11, 30))
+    run_reports(str(lake_dir), str(out), history=str(root), report_date=dt.date(2026, 11, 30))
     return {"lake": str(lake_dir), "out": out, "root": root}
 
 
@@ -74,13 +75,13 @@ def _parquet(site, name):
 
 
 def test_pyarrow_sees_the_documented_types(site):
-    for name in (*reports.REPORTS, *reports.DERIVED):
+    for name in (*REPORTS, *DERIVED):
         written = pq.read_schema(_parquet(site, name))
         for column, expected in DOCUMENTED.items():
             if column in written.names:
                 assert written.field(column).type == expected, f"{name}.{column}"
     matrix = pq.read_schema(_parquet(site, "throughput_matrix"))
-    for batch in reports.MATRIX_BATCHES:
+    for batch in MATRIX_BATCHES:
         assert matrix.field(f"batch_{batch}_images_per_sec").type == pa.float64()
         assert matrix.field(f"batch_{batch}_status").type == pa.string()
 
@@ -89,7 +90,7 @@ def test_duckdb_reads_the_same_types_and_can_query_flags_as_a_list(site):
     import duckdb
 
     con = duckdb.connect()
-    for name in (*reports.REPORTS, *reports.DERIVED):
+    for name in (*REPORTS, *DERIVED):
         described = dict(
             (row[0], row[1])
             for row in con.execute(
@@ -131,7 +132,7 @@ def test_pandas_and_the_notebook_api_agree_with_the_files(site):
     assert list(laptop["device_kind"]) == ["cpu"]
     results = gpucompare.read("results", lake=site["lake"])
     assert {"mode", "date", "flags"} <= set(results.columns) and len(results) > 300
-    with pytest.raises(reports.ReportError, match="'nope' is not one of results, prices"):
+    with pytest.raises(ReportError, match="'nope' is not one of results, prices"):
         gpucompare.read("nope", lake=site["lake"])
 
 
@@ -158,7 +159,7 @@ def test_report_history_reads_as_one_table_over_time(site):
 
 def test_csv_keeps_stable_column_types(site):
     matrix = pacsv.read_csv(site["out"] / "throughput_matrix.csv")
-    for batch in reports.MATRIX_BATCHES:
+    for batch in MATRIX_BATCHES:
         # an all-empty column reads as null; otherwise numbers, never "oom" in a number column
         assert pa.types.is_floating(
             matrix.schema.field(f"batch_{batch}_images_per_sec").type
@@ -191,9 +192,9 @@ def test_the_example_script_finds_the_cheapest_machine_and_its_cost_over_time(si
     from tests.conftest import REPO_ROOT
 
     history_root = tmp_path / "reports"
-    options = reports.ReportOptions(rank_old_published=True)
+    options = ReportOptions(rank_old_published=True)
     for day in (dt.date(2026, 11, 29), dt.date(2026, 11, 30)):
-        reports.run_reports(
+        run_reports(
             site["lake"],
             str(tmp_path / day.isoformat()),
             options=options,

@@ -16,11 +16,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpucompare.lake.tables import open_lake
-from gpucompare.reports import build as reports
+from gpucompare.reports.build import build_reports
+from gpucompare.reports.inputs import ReportInputs
+from gpucompare.reports.report_set import DERIVED, REPORTS
 from tests.conftest import REPO_ROOT
 from tests.reports_data import ingest, record
 
-FILES = [f"{name}.csv" for name in (*reports.REPORTS, *reports.DERIVED)] + ["index.html", "summary.md"]
+FILES = [f"{name}.csv" for name in (*REPORTS, *DERIVED)] + ["index.html", "summary.md"]
 
 
 def _gpucompare(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -68,7 +70,7 @@ def test_report_command_writes_every_file(tmp_path):
     assert "best_value ranking: published figures before" in done.stdout
     for name in FILES:
         assert (out / name).stat().st_size > 0, name
-    for name in reports.REPORTS:
+    for name in REPORTS:
         assert (
             pq.read_table(out / name / f"{name}.parquet").num_rows
             == pacsv.read_csv(out / f"{name}.csv").num_rows
@@ -140,7 +142,7 @@ def test_reports_from_and_to_s3(aws_endpoint, s3_bucket, tmp_path):
     # same answers as from a local copy of the same lake
     local = open_lake(str(tmp_path / "lake"))
     _small_lake(local)
-    expected = reports.build_reports(reports.ReportInputs.from_lake(str(tmp_path / "lake"))).tables
+    expected = build_reports(ReportInputs.from_lake(str(tmp_path / "lake"))).tables
     assert sorted(r["cost_per_million"] or 0 for r in cost) == pytest.approx(
         sorted(r["cost_per_million"] or 0 for r in expected["cost_per_million"].to_pylist())
     )

@@ -22,19 +22,21 @@ import pyarrow.parquet as pq
 import pytest
 
 import gpucompare
-from gpucompare.reports import build as reports
+from gpucompare.reports.publish import write_history
+from gpucompare.reports.report_set import HISTORY_TABLES
 from tests.conftest import REPO_ROOT
 
 DAY = dt.date(2026, 11, 30)
 WRITER = """
 import datetime as dt, sys
 import pyarrow.parquet as pq
-from gpucompare.reports import build as reports
+from gpucompare.reports.publish import write_history
+from gpucompare.reports.report_set import HISTORY_TABLES
 table = pq.read_table(sys.argv[1])
-tables = {name: table for name in reports.HISTORY_TABLES}
+tables = {name: table for name in HISTORY_TABLES}
 print("ready", flush=True)
 for _ in range(int(sys.argv[3])):
-    reports.write_history(tables, sys.argv[2], dt.date(2026, 11, 30))
+    write_history(tables, sys.argv[2], dt.date(2026, 11, 30))
 """
 
 
@@ -91,8 +93,8 @@ def test_a_writer_killed_at_any_moment_leaves_a_whole_day_or_the_previous_one(tm
     pq.write_table(_table(20, "old"), old)
     pq.write_table(_table(200_000, "new"), new)
     root = tmp_path / "reports"
-    tables = {name: pq.read_table(old) for name in reports.HISTORY_TABLES}
-    reports.write_history(tables, str(root), DAY)
+    tables = {name: pq.read_table(old) for name in HISTORY_TABLES}
+    write_history(tables, str(root), DAY)
     rng = random.Random(12)
     outcomes = {"old": 0, "new": 0}
     folder = root / "report_history" / "cost_per_million" / f"report_date={DAY}"
@@ -107,7 +109,7 @@ def test_a_writer_killed_at_any_moment_leaves_a_whole_day_or_the_previous_one(tm
         assert day.num_rows == {"old": 20, "new": 200_000}[marker]
         outcomes[marker] += 1
         # a new day for the next round: the previous state again
-        reports.write_history(tables, str(root), DAY)
+        write_history(tables, str(root), DAY)
     leftovers = [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
     # hidden temporaries a killed writer may leave are never read as data
     assert _read_day(root).num_rows == 20

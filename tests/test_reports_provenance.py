@@ -20,10 +20,13 @@ import pytest
 from bench_tasks.record import validate_record
 from gpucompare.lake.tables import open_lake
 from gpucompare.prices import published
-from gpucompare.reports import build as reports
 from gpucompare.reports import formatting
-from gpucompare.reports import page as html
-from gpucompare.reports.report_set import COLUMN_DOCS, column_doc
+from gpucompare.reports.athena import athena_ddl, report_schemas
+from gpucompare.reports.build import build_reports, options_from_settings
+from gpucompare.reports.page import render_page
+from gpucompare.reports.publish import write_history
+from gpucompare.reports.report_set import COLUMN_DOCS, ReportError, ReportOptions, column_doc
+from gpucompare.reports.summary import describe_provenance
 from tests.conftest import REPO_ROOT
 from tests.reports_data import fx, ingest, inputs, price, record, rows
 
@@ -116,7 +119,7 @@ def _ranking(report) -> dict[str, tuple]:
 
 def test_old_published_and_flagged_figures_are_shown_but_not_ranked_by_default(lake_inputs):
     _costs()
-    report = reports.build_reports(lake_inputs, options=reports.ReportOptions(report_date=TODAY))
+    report = build_reports(lake_inputs, options=ReportOptions(report_date=TODAY))
     assert _ranking(report) == {
         "g5.xlarge": (1, True, None),
         "ltbv14": (None, False, "old_published"),  # 2017 < 2023-11-30
@@ -126,7 +129,7 @@ def test_old_published_and_flagged_figures_are_shown_but_not_ranked_by_default(l
     assert best["g5.xlarge"]["on_pareto_front"] and not best["ltbv14"]["on_pareto_front"]
     assert best["ltbv15"]["flags"] == ["batch_scaled_x8"]
     # the page says so next to the ranking and on the bars
-    page = html.render_page(report)
+    page = render_page(report)
     assert "published figures dated before 2023-11-30 (older than 3 years) are shown but not ranked" in page
     assert "not ranked: flagged (batch_scaled_x8)" in page
     assert "Best buy: aws g5.xlarge" in page
@@ -134,37 +137,37 @@ def test_old_published_and_flagged_figures_are_shown_but_not_ranked_by_default(l
 
 def test_settings_rank_old_published_and_flagged_figures_when_asked(lake_inputs):
     costs = _costs()
-    old = reports.build_reports(
-        lake_inputs, options=reports.ReportOptions(report_date=TODAY, rank_old_published=True)
+    old = build_reports(
+        lake_inputs, options=ReportOptions(report_date=TODAY, rank_old_published=True)
     )
     assert _ranking(old) == {
         "ltbv14": (1, True, None),
         "g5.xlarge": (2, True, None),
         "ltbv15": (None, False, "flagged"),
     }
-    everything = reports.build_reports(
+    everything = build_reports(
         lake_inputs,
-        options=reports.ReportOptions(report_date=TODAY, rank_old_published=True, rank_flagged=True),
+        options=ReportOptions(report_date=TODAY, rank_old_published=True, rank_flagged=True),
     )
     expected = {t: rank for rank, t in enumerate(sorted(costs, key=costs.get), start=1)}
     assert {t: r[0] for t, r in _ranking(everything).items()} == expected
     # the age limit counts from the report date: in 2019 the 2017 figures were recent
-    in_2019 = reports.build_reports(
-        lake_inputs, options=reports.ReportOptions(report_date=dt.date(2019, 1, 1))
+    in_2019 = build_reports(
+        lake_inputs, options=ReportOptions(report_date=dt.date(2019, 1, 1))
     )
     assert _ranking(in_2019)["ltbv14"] == (1, True, None)
-    one_year = reports.ReportOptions(report_date=dt.date(2019, 1, 1), published_max_age_years=1)
-    assert _ranking(reports.build_reports(lake_inputs, options=one_year))["ltbv14"][2] == "old_published"
+    one_year = ReportOptions(report_date=dt.date(2019, 1, 1), published_max_age_years=1)
+    assert _ranking(build_reports(lake_inputs, options=one_year))["ltbv14"][2] == "old_published"
 
 
 @pytest.mark.parametrize("age", [-1, 101, "3", True])
 def test_a_bad_age_limit_is_refused_with_the_setting_named(lake_inputs, age):
-    with pytest.raises(reports.ReportError, match="published_max_age_years"):
-        reports.build_reports(lake_inputs, options=reports.ReportOptions(published_max_age_years=age))
+    with pytest.raises(ReportError, match="published_max_age_years"):
+        build_reports(lake_inputs, options=ReportOptions(published_max_age_years=age))
 
 
 def test_every_figure_carries_its_dates_origin_and_device_kind(lake_inputs):
-    tables = reports.build_reports(lake_inputs, options=reports.ReportOptions(report_date=TODAY)).tables
+    tables = build_reports(lake_inputs, options=ReportOptions(report_date=TODAY)).tables
     for name in ("cost_per_million", "best_value", "throughput", "scaling", "throughput_matrix"):
         columns = tables[name].column_names
         assert {"origin", "result_date", "device_kind"} <= set(columns), name
@@ -186,22 +189,22 @@ def test_every_figure_carries_its_dates_origin_and_device_kind(lake_inputs):
 
 
 def test_cpu_runs_say_cpu_never_gpus(lake_inputs):
-    report = reports.build_reports(lake_inputs, options=reports.ReportOptions(report_date=TODAY))
+    report = build_reports(lake_inputs, options=ReportOptions(report_date=TODAY))
     [laptop] = rows(report.tables["throughput"], instance_type="laptop")
     assert formatting.devices(laptop) == "CPU"
     assert formatting.machine_label(laptop) == "local laptop (CPU)"
-    page = html.render_page(report)
+    page = render_page(report)
     missing = page[page.index("id=missing") :]
     assert "local laptop (CPU)" in missing and ">CPU</td>" in missing
     assert "GPUs 1" not in page and "1 GPU</td>" not in missing
 
 
 def test_provenance_counts_measured_and_published_rows_with_their_newest_dates(lake_inputs):
-    report = reports.build_reports(lake_inputs, options=reports.ReportOptions(report_date=TODAY))
+    report = build_reports(lake_inputs, options=ReportOptions(report_date=TODAY))
     found = report.provenance()
     assert found["cost_per_million"] == {"measured": (2, NIGHT), "published": (2, published.PUBLISHED_ON)}
     assert found["best_value"] == {"measured": (1, NIGHT), "published": (2, published.PUBLISHED_ON)}
-    text = reports.describe_provenance(report)
+    text = describe_provenance(report)
     assert "cost_per_million   measured 2 (newest 2026-03-10) · published 2 (newest 2017-06-01)" in text
     assert "published figures before 2023-11-30 not ranked" in text
 
@@ -211,8 +214,8 @@ def test_history_keeps_one_hive_partition_a_day_readable_by_duckdb(lake_inputs, 
 
     root = tmp_path / "reports"
     for day in (dt.date(2026, 11, 29), dt.date(2026, 11, 30), dt.date(2026, 11, 30)):  # the 30th twice
-        report = reports.build_reports(lake_inputs, options=reports.ReportOptions(report_date=day))
-        reports.write_history(report.tables, str(root), day)
+        report = build_reports(lake_inputs, options=ReportOptions(report_date=day))
+        write_history(report.tables, str(root), day)
     folders = sorted(p.name for p in (root / "report_history" / "cost_per_million").iterdir())
     assert folders == ["report_date=2026-11-29", "report_date=2026-11-30"]  # rebuilt day replaced
     con = duckdb.connect()
@@ -227,13 +230,13 @@ def test_history_keeps_one_hive_partition_a_day_readable_by_duckdb(lake_inputs, 
 def test_every_report_column_is_documented_with_its_unit_everywhere(lake_inputs, tmp_path):
     import pyarrow.parquet as pq
 
-    report = reports.build_reports(lake_inputs, str(tmp_path / "out"))
+    report = build_reports(lake_inputs, str(tmp_path / "out"))
     # the reports' reference page, docs/reports.md, as a whole
     section = (REPO_ROOT / "docs" / "reports.md").read_text(encoding="utf-8")
     # the column lists are written as code: `provider, instance_type, ...`
     prose = re.sub(r"```.*?```", "", section, flags=re.S)
     in_code = set(re.findall(r"[a-z0-9_<>]+", " ".join(re.findall(r"`([^`]+)`", prose))))
-    ddl = reports.athena_ddl()["reports.sql"]
+    ddl = athena_ddl()["reports.sql"]
     for name, table in report.tables.items():
         written = pq.read_schema(tmp_path / "out" / name / f"{name}.parquet")
         for column in table.column_names:
@@ -242,24 +245,30 @@ def test_every_report_column_is_documented_with_its_unit_everywhere(lake_inputs,
             assert written.field(column).metadata[b"doc"].decode() == doc
             if not column.startswith("batch_"):  # those are documented once, as batch_<n>_…
                 assert column in in_code, f"docs/reports.md lacks {name}.{column}"
-        for column in reports.report_schemas()[name].names:
+        for column in report_schemas()[name].names:
             assert f"`{column}` " in ddl and f"COMMENT '{column_doc(column)}'" in ddl
     assert {"batch_<n>_images_per_sec", "batch_<n>_status"} <= in_code
     for column in ("cv", "change", "efficiency"):  # the fractions say they are fractions
         assert "fraction" in COLUMN_DOCS[column]
 
 
-def test_the_page_renderer_does_not_import_the_report_builder():
-    source = (REPO_ROOT / "plugins" / "gpucompare" / "reports" / "page.py").read_text(encoding="utf-8")
-    imported = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom):
-            imported.add(node.module or "")
-            imported.update(f"{node.module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            imported.update(alias.name for alias in node.names)
-    assert "gpucompare.reports.build" not in imported
-    assert "gpucompare.reports.report_set" in imported
+def test_the_page_renderers_import_neither_the_builder_nor_anything_that_does_io():
+    """page.py, its section modules and summary.py render strings from the built tables only."""
+    folder = REPO_ROOT / "plugins" / "gpucompare" / "reports"
+    renderers = [folder / "page.py", folder / "summary.py", *sorted(folder.glob("page_*.py"))]
+    assert len(renderers) >= 6
+    for path in renderers:
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                imported.add(node.module or "")
+                imported.update(f"{node.module}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+        forbidden = {"gpucompare.reports.build", "gpucompare.reports.inputs", "gpucompare.reports.publish",
+                     "gpucompare.reports.athena", "duckdb", "os", "pathlib", "pyarrow.fs", "pyarrow.parquet",
+                     "gpucompare.lake.tables"}
+        assert not imported & forbidden, (path.name, imported & forbidden)
 
 
 @pytest.mark.parametrize(
@@ -268,13 +277,13 @@ def test_the_page_renderer_does_not_import_the_report_builder():
 )
 def test_bad_ranking_settings_are_refused_with_the_variable_named(monkeypatch, variable, value):
     monkeypatch.setenv(variable, value)
-    with pytest.raises(reports.ReportError, match=variable):
-        reports.options_from_settings()
+    with pytest.raises(ReportError, match=variable):
+        options_from_settings()
 
 
 def test_ranking_settings_are_read_from_the_environment(monkeypatch):
     monkeypatch.setenv("GPUCOMPARE_RANK_FLAGGED", "true")
     monkeypatch.setenv("GPUCOMPARE_PUBLISHED_MAX_AGE_YEARS", "5")
-    assert reports.options_from_settings() == reports.ReportOptions(
+    assert options_from_settings() == ReportOptions(
         published_max_age_years=5, rank_flagged=True, rank_old_published=False
     )

@@ -15,9 +15,11 @@ import pytest
 
 from gpucompare.lake.tables import open_lake
 from gpucompare.prices import published
-from gpucompare.reports import build as reports
 from gpucompare.reports import formatting
-from gpucompare.reports import page as html
+from gpucompare.reports.build import build_reports
+from gpucompare.reports.inputs import ReportInputs
+from gpucompare.reports.page import render_page
+from gpucompare.reports.summary import render_summary
 from tests.reports_data import rows
 
 
@@ -31,7 +33,7 @@ def published_reports(tmp_path_factory):
         prices_csv=published.SHIPPED_PRICES,
         scaling_csv=published.SHIPPED_SCALING,
     )
-    return reports.build_reports(reports.ReportInputs.from_lake(str(lake_dir)), currency="EUR")
+    return build_reports(ReportInputs.from_lake(str(lake_dir)), currency="EUR")
 
 
 def _csv(path):
@@ -115,14 +117,14 @@ def test_published_scaling_curves_and_the_articles_multi_gpu_rows(published_repo
 
 
 def test_the_page_lists_the_suspicious_published_value(published_reports):
-    page = html.render_page(published_reports)
+    page = render_page(published_reports)
     flags = page[page.index("id=flags"):]
     assert "13,341.50" in flags and "outlier_vs_neighbours" in flags
     assert flags.count("<tr>") == 2  # header + the one outlier
 
 
 def test_summary_recomputes_the_articles_cost_table(published_reports):
-    summary = html.render_summary(published_reports)
+    summary = render_summary(published_reports)
     line = next(row for row in summary.splitlines() if row.startswith("| GTX 1080 | alexnet |"))
     assert line == "| GTX 1080 | alexnet | 3,295.19 | 5 min 3 s | €3.60 | €0.303 |"
     # 2017 figures are over 3 years old: shown, not ranked as a best buy, and the summary says so

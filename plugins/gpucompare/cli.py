@@ -1,11 +1,12 @@
 """The ``python -m gpucompare`` command line: a registry of subcommands.
 
 Each subcommand is registered once with :func:`register` (a name, a help line, a function
-that adds its arguments and the function that runs it and returns an exit code). Three
-modules build parsers of their own (several subcommands, nested actions): ``build_parser``
-calls their ``add_cli(subparsers)`` by name (``report``/``athena-ddl`` from reports.build,
-``scaling-run`` from scaling.run, ``dags`` from airflow.dag_files); each parser they add
-sets ``func(args) -> int``. This file is the one place that lists every subcommand.
+that adds its arguments and the function that runs it and returns an exit code); the
+library modules they call are imported inside those functions, so ``import gpucompare.cli``
+stays light. Two modules build parsers of their own (several subcommands, nested actions):
+``build_parser`` calls their ``add_cli(subparsers)`` by name (``scaling-run`` from
+scaling.run, ``dags`` from airflow.dag_files); each parser they add sets
+``func(args) -> int``. This file is the one place that lists every subcommand.
 
 Bad input ends with exit code 2 and a one-line message naming the flag or field at fault;
 nothing is written then.
@@ -196,6 +197,102 @@ def _run_lake_info(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- report, athena-ddl ------------------------------------------------------------------
+def _age_years(text: str) -> int:
+    if not text.isdigit() or int(text) > 100:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of years between 0 and 100")
+    return int(text)
+
+
+def _configure_report(parser: argparse.ArgumentParser) -> None:
+    from gpucompare.reports.report_set import REPORTS
+
+    parser.description = ("Build the report set from the lake: " + ", ".join(REPORTS)
+                          + ", index.html, summary.md.")
+    _lake_argument(parser)
+    parser.add_argument("--out", required=True, help="output directory (local path or s3://bucket/prefix)")
+    parser.add_argument("--currency", default="EUR", type=str.upper, choices=schema.CURRENCIES,
+                        help="currency of every money column (default EUR)")
+    ranking = parser.add_argument_group(
+        "ranking", "what best_value ranks (every row is shown either way); defaults from the settings")
+    ranking.add_argument("--published-max-age-years", type=_age_years, default=None, metavar="N",
+                         help="published figures older than N years are not ranked (default "
+                              "GPUCOMPARE_PUBLISHED_MAX_AGE_YEARS, 3)")
+    ranking.add_argument("--rank-old-published", action="store_true", default=None,
+                         help="rank old published figures too")
+    ranking.add_argument("--rank-flagged", action="store_true", default=None,
+                         help="rank figures carrying flags too")
+    parser.add_argument("--history", default=None,
+                        help="also keep the day's copy of each report under HISTORY/report_history/ "
+                             "(the reports root)")
+    parser.add_argument("--as-of", default=None, metavar="VERSION|TIMESTAMP",
+                        help="rebuild the reports as they were: a results table version (0, 1, …) "
+                             "or an ISO timestamp")
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    from gpucompare.lake.tables import LakeError
+    from gpucompare.reports.build import options_from_settings, run_reports
+    from gpucompare.reports.report_set import ReportError, ReportOptions
+    from gpucompare.reports.summary import describe_provenance
+
+    try:
+        defaults = options_from_settings()
+        options = ReportOptions(
+            published_max_age_years=(defaults.published_max_age_years if args.published_max_age_years is None
+                                     else args.published_max_age_years),
+            rank_old_published=args.rank_old_published or defaults.rank_old_published,
+            rank_flagged=args.rank_flagged or defaults.rank_flagged,
+        )
+        report_set = run_reports(args.lake, args.out, currency=args.currency, options=options,
+                                 history=args.history, as_of=args.as_of)
+    except (ReportError, LakeError) as exc:
+        raise UsageError(str(exc)) from None
+    counts = ", ".join(f"{name} {table.num_rows}" for name, table in report_set.tables.items())
+    print(f"reports of {report_set.rows_scanned:,} results in {args.out} ({report_set.currency}): {counts}")
+    print(describe_provenance(report_set))
+    missing = report_set.missing_prices.num_rows
+    if missing:
+        print(f"  {missing} result(s) without a price: see cost_per_million.csv (price_source missing)")
+    flagged = sum(1 for value in report_set.tables["regressions"]["regression"].to_pylist() if value)
+    print(f"  {flagged} regression(s) flagged; open {args.out.rstrip('/')}/index.html")
+    return 0
+
+
+def _configure_athena_ddl(parser: argparse.ArgumentParser) -> None:
+    from gpucompare.reports.athena import ATHENA_HISTORY, ATHENA_LAKE, ATHENA_REPORTS
+
+    parser.description = "CREATE EXTERNAL TABLE statements for the lake's Delta tables and the reports."
+    parser.add_argument("--database", default="gpucompare", help="Glue database (default gpucompare)")
+    parser.add_argument("--lake", default=ATHENA_LAKE, help=f"s3:// URI of the lake (default {ATHENA_LAKE})")
+    parser.add_argument("--reports", default=ATHENA_REPORTS,
+                        help=f"s3:// URI of the report folder BI reads (default {ATHENA_REPORTS})")
+    parser.add_argument("--history", default=ATHENA_HISTORY,
+                        help="s3:// URI of the reports root holding report_history/ "
+                             f"(default {ATHENA_HISTORY})")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="write results.sql, reports.sql and report_history.sql here "
+                             "(default: print them)")
+
+
+def _run_athena_ddl(args: argparse.Namespace) -> int:
+    from gpucompare.reports.athena import athena_ddl
+    from gpucompare.reports.report_set import ReportError
+
+    try:
+        files = athena_ddl(args.database, args.lake, args.reports, args.history)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+    for name, text in files.items():
+        if args.out is None:
+            print(text)
+        else:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / name).write_text(text, encoding="utf-8")
+            print(f"wrote {args.out / name}")
+    return 0
+
+
 # ---- compact -----------------------------------------------------------------------------
 def _configure_compact(parser: argparse.ArgumentParser) -> None:
     _lake_argument(parser)
@@ -261,6 +358,10 @@ register("migrate-lake", "convert a lake in the old Hive layout into the Delta t
          _configure_migrate, _run_migrate)
 register("lake-info", "what the lake holds: files and rows per table, results per mode, date and target",
          _configure_lake_info, _run_lake_info)
+register("report", "build every report (Parquet + CSV), index.html and summary.md from the lake",
+         _configure_report, _run_report)
+register("athena-ddl", "write the Athena/Glue DDL of the results lake and the reports for your S3 paths",
+         _configure_athena_ddl, _run_athena_ddl)
 
 
 # ---- entry point -------------------------------------------------------------------------
@@ -274,10 +375,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub.set_defaults(func=command.run)
     # imported here, not at the top: `import gpucompare.cli` stays light (no DuckDB)
     from gpucompare.airflow import dag_files
-    from gpucompare.reports import build as reports
     from gpucompare.scaling import run as scaling_run
 
-    for add_cli in (reports.add_cli, scaling_run.add_cli, dag_files.add_cli):
+    for add_cli in (scaling_run.add_cli, dag_files.add_cli):
         add_cli(subparsers)
     return parser
 

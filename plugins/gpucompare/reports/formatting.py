@@ -125,12 +125,23 @@ def when(row: dict[str, Any]) -> str:
     return f"measured {_date(date)}"
 
 
+def methodology(row: dict[str, Any]) -> str:
+    """How the figure was timed (official | robust | custom); a row without one is official."""
+    return str(row.get("methodology") or "official")
+
+
+def titled(title: str, method: str) -> str:
+    """A chart or table title that names the one methodology of its figures."""
+    return f"{title} ({method} methodology)"
+
+
 def provenance(row: dict[str, Any]) -> str:
-    """Long provenance for tables: where and when the figure was measured, or which publication."""
+    """Long provenance for tables: where and when the figure was measured, or which publication,
+    and its methodology."""
     date = _date(row.get("result_date"))
     if _is_published(row):
-        return f"published {date}: {row.get('result_source') or '?'}"
-    return f"measured {date} on {row.get('target') or '?'}"
+        return f"published {date}: {row.get('result_source') or '?'} ({methodology(row)})"
+    return f"measured {date} on {row.get('target') or '?'} ({methodology(row)})"
 
 
 def _esc(value: Any) -> str:

@@ -48,7 +48,8 @@ def read_table(
 ) -> pa.Table:
     """What :func:`read` returns, as an Arrow table."""
     from gpucompare import settings
-    from gpucompare.reports import build as reports
+    from gpucompare.reports.build import build_reports, options_from_settings
+    from gpucompare.reports.inputs import results_table
 
     if name not in TABLES:
         raise ReportError(f"table {name!r} is not one of {', '.join(TABLES)}")
@@ -56,12 +57,12 @@ def read_table(
     inputs = _inputs(uri, as_of)
     if name in LAKE_TABLES:
         if name == "results":
-            return reports.results_table(inputs)
+            return results_table(inputs)
         return {"prices": inputs.prices, "fx": inputs.fx, "published_scaling": inputs.published_scaling}[name]
-    built = reports.build_reports(
+    built = build_reports(
         inputs,
         currency=(currency or settings.setting("currency")).upper(),
-        options=options or reports.options_from_settings(),
+        options=options or options_from_settings(),
     )
     return built.tables[name]
 
@@ -120,6 +121,6 @@ def read_history(name: str, *, reports: str | None = None) -> pd.DataFrame:
 
 
 def _inputs(uri: str, as_of: int | str | None) -> Any:
-    from gpucompare.reports.build import ReportInputs
+    from gpucompare.reports.inputs import ReportInputs
 
     return ReportInputs.from_lake(uri, as_of=as_of)

@@ -1,8 +1,8 @@
 """The built report set as plain data: what ``reports`` produces and the page renders.
 
-This module sits below both :mod:`gpucompare.reports.build` (which builds and writes the tables)
-and :mod:`gpucompare.reports.page` (which turns them into strings), so the import direction is
-reports → html → report_set, never back: the page renderer does not import the builder.
+This module sits below both :mod:`gpucompare.reports.build` (which builds the tables) and
+:mod:`gpucompare.reports.page` (which turns them into strings), so the import direction is
+build → publish → page → report_set, never back: the page renderer does not import the builder.
 
 It holds the report names, the settings of a build (:class:`RegressionRule`,
 :class:`ReportOptions`), the result (:class:`ReportSet`) and the documentation of every
@@ -24,6 +24,9 @@ from gpucompare.errors import PermanentError
 REPORTS: tuple[str, ...] = ("cost_per_million", "scaling", "throughput", "best_value", "regressions")
 #: Tables written besides the reports themselves.
 DERIVED: tuple[str, ...] = ("throughput_matrix",)
+#: Every table of the set: written as Parquet and CSV, and kept a copy of every day under
+#: report_history/ (BI charts them over time); each has an Athena table.
+HISTORY_TABLES: tuple[str, ...] = (*REPORTS, *DERIVED)
 #: Batch sizes that always have a column in throughput_matrix (so its schema is stable for
 #: BI); a batch size outside this list adds its own pair of columns after them.
 MATRIX_BATCHES: tuple[int, ...] = tuple(2**i for i in range(11))  # 1 … 1024
@@ -161,6 +164,11 @@ COLUMN_DOCS: dict[str, str] = {
     "dtype": "float32 | float16",
     "batch_size": "global batch: images per step over all devices and nodes",
     "per_device_batch": "batch_size / gpu_count",
+    "methodology": "how the figure was timed: official (fixed 5 + 10 batches as in the MXNet "
+    "harness; also every published figure and every result recorded before the field existed) | "
+    "robust (at least 2 s per repeat, repeats until the CV is under 3 %, at most 10) | custom (the "
+    "stopping values recorded). Figures of different methodologies are never ranked, paired or "
+    "compared with each other",
     "images_per_sec": "throughput, images per second",
     "cv": "coefficient of variation of the repeats, a fraction (0.01 = 1 %)",
     "status": "ok, or why the cell did not run (oom, batch_smaller_than_devices, ...)",

@@ -1,0 +1,223 @@
+"""What the reports read: the lake's tables as of one moment, and DuckDB's view of the results.
+
+:class:`ReportInputs` holds the results table's live files (from its Delta log) and the small
+side tables (prices, exchange rates, published curves) as Arrow tables, all as of one version
+or timestamp. :class:`ResultFiles` hands the results files to DuckDB's own Parquet reader
+(local disk, or any pyarrow filesystem such as S3 registered through fsspec's wrapper),
+pruned by date partition before anything is opened. :func:`connect` is the one way a DuckDB
+connection for the reports is made (no extension is ever downloaded; timestamps in UTC).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import duckdb
+import pyarrow as pa
+
+from gpucompare.lake import schema
+from gpucompare.lake.tables import Lake, TableSnapshot, open_lake
+from gpucompare.prices import tables as price_tables
+
+T = TypeVar("T")
+
+
+def connect() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection set up for the reports."""
+    con = duckdb.connect(":memory:")
+    # No extension may be fetched at run time (offline CI, no httpfs): fail instead of downloading.
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    # timestamps leave in UTC whatever the machine's zone (the lake stores UTC)
+    con.execute("SET TimeZone = 'UTC'")
+    # the first pass reads every footer; the second pass and the regressions reuse them
+    con.execute("SET parquet_metadata_cache = true")
+    return con
+
+
+@dataclass
+class ReportInputs:
+    """What the reports read: the live results files of the lake's log and the small side tables
+    (Arrow), all as of one moment (``as_of``), with the table versions they came from."""
+
+    lake: Lake
+    prices: pa.Table
+    fx: pa.Table
+    published_scaling: pa.Table
+    #: the results table's live files at the chosen version (None: read the lake's current version)
+    results: TableSnapshot | None = None
+    #: table -> Delta version read (None: the table did not exist then)
+    versions: dict[str, int | None] = field(default_factory=dict)
+    as_of: str | None = None
+
+    @classmethod
+    def from_lake(cls, uri: str, *, as_of: int | str | dt.datetime | None = None) -> ReportInputs:
+        """Open the lake at ``uri`` (local path or s3://bucket/prefix), as it was at ``as_of``: a
+        version of the results table (int; the side tables then as they were at that commit's
+        time) or a timestamp (every table as it was then). A URI with no lake raises NoLakeError."""
+        lake = open_lake(uri).require()
+        results = lake.snapshot("results", as_of)
+        side_as_of: int | str | dt.datetime | None = as_of
+        if isinstance(as_of, int) or (isinstance(as_of, str) and as_of.strip().isdigit()):
+            side_as_of = results.timestamp  # the side tables as they were when that version was written
+        snapshots = {kind: lake.snapshot(kind, side_as_of) for kind in ("prices", "fx", "published_scaling")}
+        curves = (lake.published_scaling_table(as_of=side_as_of)
+                  if snapshots["published_scaling"].files else None)
+        if curves is None or curves.num_rows == 0:  # not imported into this lake: the shipped copy
+            from gpucompare.prices import published
+
+            curves = published.read_published_scaling(published.SHIPPED_SCALING)
+        versions = {"results": results.version, **{k: v.version for k, v in snapshots.items()}}
+        return cls(lake=lake, prices=price_tables.price_history(lake, as_of=side_as_of),
+                   fx=price_tables.fx_history(lake, as_of=side_as_of),
+                   published_scaling=curves, results=results, versions=versions,
+                   as_of=None if as_of is None else str(as_of))
+
+    def manifest(self) -> dict[str, object]:
+        """What the report set was built from (manifest.json, summary.md)."""
+        snap = self.results
+        return {"lake": self.lake.uri, "as_of": self.as_of, "table_versions": self.versions,
+                "results_files": None if snap is None else len(snap.files),
+                "results_version_time": None if snap is None or snap.timestamp is None
+                else snap.timestamp.isoformat()}
+
+
+@dataclass
+class ResultFiles:
+    """The results table's live files (from its Delta log), by date partition, for DuckDB's reader.
+
+    The file list and each file's partition values come from the table's log, never from a
+    listing of the folder: a stray, foreign or half-written Parquet file there is never read.
+    DuckDB's Parquet reader is several times faster than an Arrow dataset scan handed to
+    DuckDB (it keeps dictionary-encoded strings as they are), so the files are given to
+    ``read_parquet`` directly. delta-rs writes a partitioned table's files under Hive
+    directories (``mode=…/date=…/``); where every file's directory agrees with the log's
+    partition values, DuckDB takes ``mode`` and ``date`` from the path (one ``read_parquet``);
+    otherwise each partition's files are read with its values from the log as constants.
+    Partition pruning happens here, on the file list, before anything is opened. A local lake
+    is read from disk; any other pyarrow filesystem (S3) is registered with DuckDB through
+    fsspec's wrapper of it, so the bytes come through pyarrow.fs and no extension is needed.
+    """
+
+    con: duckdb.DuckDBPyConnection
+    #: date -> [(path for DuckDB, mode)]
+    by_date: dict[dt.date, list[tuple[str, str]]]
+    #: columns of RESULTS_SCHEMA the table does not have (yet): read as typed NULLs
+    missing: tuple[str, ...] = ()
+    #: whether every file's Hive directory matches its partition values in the log
+    hive_paths: bool = True
+    #: Files are read against the oldest file's columns (every file of one code version has
+    #: the same schema); True after a file turned out to differ in a column that is read,
+    #: to match columns by name in every file.
+    union_by_name: bool = False
+    views: dict[str, tuple[set[dt.date] | None, dt.date | None]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, lake: Lake, con: duckdb.DuckDBPyConnection,
+           snapshot: TableSnapshot | None = None) -> ResultFiles:
+        if snapshot is None:
+            snapshot = lake.snapshot("results") if lake.has_table("results") else None
+        if lake.is_local:
+            prefix = ""
+        else:
+            from fsspec.implementations.arrow import ArrowFSWrapper
+
+            wrapper = ArrowFSWrapper(lake.fs)
+            con.register_filesystem(wrapper)
+            protocol = wrapper.protocol if isinstance(wrapper.protocol, str) else wrapper.protocol[0]
+            prefix = f"{protocol}://"
+        by_date: dict[dt.date, list[tuple[str, str]]] = {}
+        hive_paths = True
+        missing: tuple[str, ...] = ()
+        if snapshot is not None and snapshot.version is not None:
+            present = set(snapshot.arrow_schema.names) if snapshot.arrow_schema is not None else set()
+            missing = tuple(n for n in schema.RESULTS_SCHEMA.names if n not in present)
+            for live in snapshot.files:
+                date, mode = live.partition.get("date"), live.partition.get("mode")
+                if date is None or mode is None:  # not a partitioned results file: not ours
+                    continue
+                expected = f"mode={mode}/date={date.isoformat()}/"
+                hive_paths = (hive_paths and live.relative.startswith(expected)
+                              and live.relative.count("=") == 2)
+                by_date.setdefault(date, []).append((prefix + live.path, mode))
+        return cls(con=con, by_date=by_date, missing=missing, hive_paths=hive_paths)
+
+    def register(self, view: str, *, dates: set[dt.date] | None = None, since: dt.date | None = None) -> int:
+        """(Re)define ``view`` over the files of ``dates`` (or of every date >= ``since``, or all),
+        oldest first."""
+        self.views[view] = (dates, since)
+        chosen = [
+            (path, mode, date)
+            for date, paths in sorted(self.by_date.items())
+            if (dates is None or date in dates) and (since is None or date >= since)
+            for path, mode in paths
+        ]
+        if not chosen:
+            self.con.register("empty_results", schema.empty_results())
+            source = "SELECT * FROM empty_results"
+        else:
+            # paths come from the table's log; quotes are doubled, so each literal is closed
+            def listing(paths: list[str]) -> str:
+                return ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
+
+            options = f"union_by_name = {'true' if self.union_by_name else 'false'}"
+            if self.hive_paths:
+                source = (f"SELECT * FROM read_parquet([{listing([c[0] for c in chosen])}], "  # noqa: S608
+                          "hive_partitioning = true, hive_types = {'mode': 'VARCHAR', 'date': 'DATE'}, "
+                          f"{options})")
+            else:
+                groups: dict[tuple[str, dt.date], list[str]] = {}
+                for path, mode, date in chosen:
+                    groups.setdefault((mode, date), []).append(path)
+                source = " UNION ALL BY NAME ".join(
+                    f"SELECT *, '{mode}' AS mode, DATE '{date.isoformat()}' AS date "  # noqa: S608 (validated values)
+                    f"FROM read_parquet([{listing(paths)}], hive_partitioning = false, {options})"
+                    for (mode, date), paths in groups.items() if re.fullmatch(r"[a-z_]+", mode))
+            columns = ", ".join(
+                f"CAST(NULL AS {_duck_type(f.type)}) AS \"{f.name}\"" if f.name in self.missing
+                else f'"{f.name}"'
+                for f in schema.RESULTS_SCHEMA)
+            source = f"SELECT {columns} FROM ({source})"  # noqa: S608 (column names from the schema)
+        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {source}")  # noqa: S608
+        return len(chosen)
+
+    def run(self, action: Callable[[], T]) -> T:
+        """``action()``; on a schema mismatch between files, again with columns matched by name
+        (reading every file's footer first: slower, so only when needed)."""
+        try:
+            return action()
+        except (duckdb.BinderException, duckdb.InvalidInputException) as exc:
+            # the oldest file lacks a column that is read, or a later file lacks one of its columns
+            if self.union_by_name or not ("schema mismatch" in str(exc) or "not found" in str(exc)):
+                raise
+        self.union_by_name = True
+        for view, (dates, since) in list(self.views.items()):
+            self.register(view, dates=dates, since=since)
+        return action()
+
+
+def _duck_type(arrow_type: pa.DataType) -> str:
+    """The DuckDB type of a results column (for a column the table does not have yet)."""
+    if pa.types.is_list(arrow_type):
+        return f"{_duck_type(arrow_type.value_type)}[]"
+    return {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.date32(): "DATE",
+            schema.TIMESTAMP: "TIMESTAMPTZ"}.get(arrow_type, "VARCHAR")
+
+
+def results_table(inputs: ReportInputs) -> pa.Table:
+    """Every row of the lake's results as the reports' SQL sees them (the ``results`` view)."""
+    con = connect()
+    try:
+        files = ResultFiles.of(inputs.lake, con)
+
+        def read() -> pa.Table:
+            files.register("results")
+            return con.sql("SELECT * FROM results").to_arrow_table()
+
+        return files.run(read)
+    finally:
+        con.close()

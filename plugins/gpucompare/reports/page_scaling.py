@@ -1,0 +1,139 @@
+"""The page's scaling section: speedup and efficiency against GPU count per network, with the
+ideal line and the published curves. Renders strings from scaling rows.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from gpucompare.reports.formatting import (
+    CURVE_COLOURS,
+    IDEAL_COLOUR,
+    MAX_LINES,
+    Colours,
+    _hardware_label,
+    _slug,
+    methodology,
+    provenance,
+    titled,
+    when,
+)
+from gpucompare.reports.page_parts import (
+    Figure,
+    html_table,
+    num,
+)
+from gpucompare.reports.svg import Series, line_chart
+
+
+def scaling_figures(scaling: list[dict[str, Any]], colours: Colours, metric: str = "speedup") -> list[Figure]:
+    """Speedup (or efficiency = speedup ÷ GPUs) against GPU count per network and methodology:
+    the ideal line, our series, the published ones and the published curves (official). Series
+    of different methodologies are never drawn on one chart."""
+    if metric not in ("speedup", "efficiency"):
+        raise ValueError(f"metric {metric!r} is not one of speedup, efficiency")
+    curves: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    labels: dict[tuple, str] = {}
+    first_row: dict[tuple, dict[str, Any]] = {}
+    for row in scaling:
+        if row[metric] is None or row["gpu_count"] is None:
+            continue
+        if row["origin"] == "published_curve":
+            key = ((row["network"], methodology(row)), "curve", row["framework"], row["gpu_model"],
+                   row["result_source"])
+            labels[key] = f"{row['framework']} {row['gpu_model']}, published curve"
+        else:
+            key = (
+                (row["network"], methodology(row)),
+                row["origin"],
+                row["provider"],
+                row["instance_type"],
+                row["region"],
+                row["market"],
+                row["mode"],
+                row["dtype"],
+                row["scaling"],
+                row["baseline_batch"],
+            )
+            labels[key] = (
+                f"{_hardware_label(row)} {row['scaling']}, b{row['baseline_batch']}"
+                + (" (score)" if row["mode"] == "score" else "")
+                + f", {when(row)}"
+            )
+        curves[key].append((row["gpu_count"], row[metric]))
+        first_row.setdefault(key, row)
+    figures = []
+    groups = {key[0] for key, points in curves.items() if len(points) > 1}
+    for network, method in sorted(groups, key=lambda g: (g[0], g[1] != "official", g[1])):
+        mine = {k: v for k, v in curves.items() if k[0] == (network, method) and len(v) > 1}
+        measured = sorted((k for k in mine if k[1] != "curve"), key=lambda k: (-len(mine[k]), -(k[-1] or 0)))
+        chosen = _one_series_per_machine(measured)[:MAX_LINES]
+        series = [
+            Series(
+                labels[k], mine[k], colours(first_row[k]), "published" if k[1] == "published" else "measured"
+            )
+            for k in chosen
+        ]
+        curve_keys = [k for k in mine if k[1] == "curve"]
+        series += [
+            Series(labels[k], mine[k], CURVE_COLOURS[n % len(CURVE_COLOURS)], "published")
+            for n, k in enumerate(curve_keys)
+        ]
+        top = max(x for s in series for x, _ in s.points)
+        ideal = [(1, 1), (top, top)] if metric == "speedup" else [(1, 1.0), (top, 1.0)]
+        series.insert(0, Series("ideal (linear)", ideal, IDEAL_COLOUR, "ideal"))
+        ticks = sorted({x for s in series for x, _ in s.points} | {1})
+        chart_id = _slug("scaling", metric, network, *([] if method == "official" else [method]))
+        if metric == "speedup":
+            title = titled(f"{network}: speedup over one GPU", method)
+            svg = line_chart(chart_id, series, "GPUs", "speedup over 1 GPU", x_ticks=ticks, title=title)
+        else:
+            title = titled(f"{network}: efficiency (speedup ÷ GPUs)", method)
+            svg = line_chart(chart_id, series, "GPUs", "speedup ÷ GPUs", x_ticks=ticks, title=title)
+        counts = sorted({int(x) for k in (*chosen, *curve_keys) for x, _ in mine[k]})
+        table_rows = []
+        for k in (*chosen, *curve_keys):
+            values = dict(mine[k])
+            figure = "published curve: " + str(k[4]) if k[1] == "curve" else provenance(first_row[k])
+            table_rows.append([labels[k], figure] + [num(values.get(c)) for c in counts])
+        best = max(
+            ((k, x, y) for k in chosen for x, y in mine[k] if x > 1),
+            key=lambda t: t[1] * 1000 + t[2],
+            default=None,
+        )
+        summary = (
+            f"Widest measured or published run: {labels[best[0]]} at {int(best[1])} GPUs, {metric} "
+            f"{best[2]:.2f}. "
+            if best
+            else ""
+        ) + f"{len(chosen)} series and {len(curve_keys)} published curve(s) drawn; dotted: ideal (linear)."
+        figures.append(
+            Figure(
+                chart_id,
+                title,
+                svg,
+                summary,
+                html_table(
+                    ["series", "figure"] + [f"{c} GPU{'s' if c > 1 else ''}" for c in counts],
+                    table_rows,
+                    [False, False] + [True] * len(counts),
+                    caption=f"{title}, per GPU count",
+                ),
+            )
+        )
+    return figures
+
+
+def _one_series_per_machine(keys: Iterable[tuple]) -> list[tuple]:
+    """Keep the longest series (then the largest batch) of each instance type, mode and batch rule
+    (regions and markets of one instance type are the same hardware)."""
+    seen: set[tuple] = set()
+    chosen = []
+    for key in keys:
+        identity = key[:4] + key[6:9]
+        if identity not in seen:
+            seen.add(identity)
+            chosen.append(key)
+    return chosen

@@ -1,0 +1,116 @@
+"""Where the report set goes: its tables as Parquet and CSV, the day's history copy, the page.
+
+Output layout under the chosen directory (local path or s3://)::
+
+    <report>.csv                     one per report, header row, UTF-8 (list columns ;-joined)
+    <report>/<report>.parquet        one folder per report (an Athena/Glue table location)
+    index.html, summary.md           the page (rendered by gpucompare.reports.page / .summary)
+    manifest.json                    what the set was built from (lake, table versions)
+
+and, when a history root is given (the DAG gives the reports root), one more copy a day::
+
+    <history>/report_history/<report>/report_date=YYYY-MM-DD/<report>.parquet
+
+Every file is written whole: a local file under a temporary name, then renamed, so a reader
+sees the old file or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import os
+import uuid
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from gpucompare.lake.tables import open_lake
+from gpucompare.reports.page import render_page
+from gpucompare.reports.report_set import HISTORY_TABLES, ReportSet
+from gpucompare.reports.summary import render_summary
+
+
+def _output_location(out: str) -> tuple[pafs.FileSystem, str]:
+    location = open_lake(out)
+    return location.fs, location.root
+
+
+def write_bytes(out: str, name: str, data: bytes) -> str:
+    """Write one file below ``out`` (local or s3://), atomically; returns its path."""
+    fs, root = _output_location(out)
+    return _put(fs, root, name, data)
+
+
+def _put(fs: pafs.FileSystem, root: str, name: str, data: bytes) -> str:
+    path = f"{root.rstrip('/')}/{name}"
+    parent = path.rsplit("/", 1)[0]
+    if isinstance(fs, pafs.LocalFileSystem):
+        fs.create_dir(parent, recursive=True)
+        # a temporary name of its own per writer: two builds of one day (a rerun while the
+        # scheduled one runs) never write into each other's file; the dot hides it from readers
+        temp = f"{parent}/.{path.rsplit('/', 1)[1]}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+        with fs.open_output_stream(temp) as stream:
+            stream.write(data)
+        fs.move(temp, path)  # a rename: a reader sees the old report or the new one
+    else:
+        with fs.open_output_stream(path) as stream:
+            stream.write(data)
+    return path
+
+
+def csv_ready(table: pa.Table) -> pa.Table:
+    """The table as CSV can hold it: list columns (``flags``) ;-joined, everything else as is."""
+    for index, column in enumerate(table.schema):
+        if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+            joined = pc.binary_join(table.column(index), ";")
+            as_text = pa.field(column.name, pa.string(), metadata=column.metadata)
+            table = table.set_column(index, as_text, joined)
+    return table
+
+
+def _parquet_bytes(table: pa.Table) -> bytes:
+    data = io.BytesIO()
+    pq.write_table(table, data, compression="zstd")
+    return data.getvalue()
+
+
+def write_tables(tables: dict[str, pa.Table], out: str) -> list[str]:
+    """Write every table as ``<name>.csv`` and ``<name>/<name>.parquet`` below ``out``."""
+    fs, root = _output_location(out)
+    written = []
+    for name, table in tables.items():
+        written.append(_put(fs, root, f"{name}/{name}.parquet", _parquet_bytes(table)))
+        text = io.BytesIO()
+        pacsv.write_csv(csv_ready(table), text)
+        written.append(_put(fs, root, f"{name}.csv", text.getvalue()))
+    return written
+
+
+def write_history(tables: dict[str, pa.Table], history: str, report_date: dt.date) -> list[str]:
+    """Keep the day's copy of each report in ``<history>/report_history/<report>/
+    report_date=YYYY-MM-DD/<report>.parquet`` (Hive style: one table over time for BI).
+    Building the same day again replaces that day's file."""
+    fs, root = _output_location(history)
+    return [
+        _put(fs, root, f"report_history/{name}/report_date={report_date.isoformat()}/{name}.parquet",
+             _parquet_bytes(tables[name]))
+        for name in HISTORY_TABLES
+    ]
+
+
+def write_site(report_set: ReportSet, out: str) -> list[str]:
+    """Write index.html, summary.md and (when the set knows what it was built from)
+    manifest.json below ``out`` (local path or s3://); returns their paths."""
+    written = [
+        write_bytes(out, "index.html", render_page(report_set).encode("utf-8")),
+        write_bytes(out, "summary.md", render_summary(report_set).encode("utf-8")),
+    ]
+    if report_set.manifest:
+        manifest = json.dumps(report_set.manifest, indent=2, sort_keys=True) + "\n"
+        written.append(write_bytes(out, "manifest.json", manifest.encode("utf-8")))
+    return written
