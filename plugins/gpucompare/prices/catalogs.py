@@ -229,10 +229,13 @@ class _Collector:
         self.source = source
         self.best: dict[tuple[str, str | None, str], dict[str, Any]] = {}
         self.unknown: collections.Counter[str] = collections.Counter()
+        self.models: dict[str, str | None] = {}  # accelerator -> canonical name, looked up once
 
     def add(self, where: str, *, instance_type: str, region: str | None, accelerator: str | None,
             gpu_count: int | None, prices: Mapping[str, float | None], note: str = "") -> None:
-        gpu_model = gpus.canonical(accelerator) if accelerator else None
+        if accelerator and accelerator not in self.models:
+            self.models[accelerator] = gpus.canonical(accelerator)
+        gpu_model = self.models[accelerator] if accelerator else None
         if gpu_model is None:
             self.unknown[accelerator or instance_type] += 1
         for market, price in prices.items():
