@@ -49,6 +49,12 @@ def test_every_sample_row_names_a_known_gpu() -> None:
     assert {"A100-80GB-SXM", "RTX4090", "RTX6000-Ada", "A6000", "H100", "T4", "P4"} <= seen
 
 
+def test_every_azure_size_of_the_gpu_map_names_a_known_gpu() -> None:
+    sizes = catalogs.azure_skus()
+    assert len(sizes) >= 30 and sizes["Standard_ND96isr_H100_v5"] == ("H100", 8)
+    assert {name: gpus.canonical(name) for name, _ in sizes.values() if gpus.canonical(name) is None} == {}
+
+
 def test_samples_cover_five_providers_with_their_date_and_source() -> None:
     results = catalogs.shipped_catalogs()
     assert {r.provider for r in results} >= {"gcp", "azure", "lambda", "runpod", "nebius"}
