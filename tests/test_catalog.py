@@ -201,6 +201,14 @@ def test_azure_next_page_on_another_host_is_refused(link: str) -> None:
         catalogs.fetch_azure(AZURE_QUERY, opener=opener)
 
 
+def test_azure_pages_adding_up_to_too_much_are_refused() -> None:
+    asked: list[str] = []
+    with pytest.raises(catalogs.CatalogError, match="add up to more than"):
+        catalogs.fetch_azure(catalogs._https_url(AZURE_QUERY), opener=_recorded_opener(asked),
+                             max_bytes=len((RECORDED / "page1.json").read_bytes()))
+    assert len(asked) == 1  # the second page was never asked for
+
+
 def test_azure_page_loop_is_refused() -> None:
     page = json.loads((RECORDED / "page1.json").read_text())
     page["NextPageLink"] = catalogs._https_url(AZURE_QUERY)

@@ -350,6 +350,9 @@ def fetch_azure(url: str, *, opener: Opener | None = None, max_pages: int = MAX_
         if len(pages) >= max_pages:
             raise CatalogError(f"{url[:120]}: more than {max_pages} pages; narrow the $filter")
         seen.add(link)
+        if total >= max_bytes:
+            raise CatalogError(f"{url[:120]}: the pages add up to more than {max_bytes} bytes; "
+                               "narrow the $filter")
         data = read_location(link, opener=opener, max_bytes=max_bytes - total)
         total += len(data)
         page = _json_page(data, f"page {len(pages) + 1}")
