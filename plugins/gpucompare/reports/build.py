@@ -63,6 +63,7 @@ from gpucompare.lake import schema
 from gpucompare.lake.tables import Lake, TableSnapshot, open_lake
 from gpucompare.prices import tables as price_tables
 from gpucompare.reports import page as html
+from gpucompare.reports import projections
 from gpucompare.reports.report_set import (
     DERIVED,
     MATRIX_BATCHES,
@@ -224,6 +225,12 @@ def build_reports(
             "rank_flagged": options.rank_flagged,
         }
         tables["best_value"] = _timed(timings, "best_value", lambda: run("best_value", ranking))
+        tables["projections"] = _timed(timings, "projections", lambda: projections.build_projections(
+            con, currency=currency, epoch_images=IMAGENET_TRAIN_IMAGES, report_date=options.today))
+        if options.with_projections:
+            tables[projections.BEST_VALUE_WITH_PROJECTIONS] = _timed(
+                timings, "best_value_with_projections",
+                lambda: projections.best_value_with_projections(con, ranking))
 
         def regressions() -> pa.Table:
             cutoff = newest - dt.timedelta(days=rule.lookback_days) if newest else None
@@ -541,6 +548,7 @@ def options_from_settings() -> ReportOptions:
         published_max_age_years=int(age),
         rank_old_published=flag("rank_old_published"),
         rank_flagged=flag("rank_flagged"),
+        with_projections=flag("best_value_with_projections"),
     )
 
 
@@ -732,6 +740,11 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
     ranking.add_argument(
         "--rank-flagged", action="store_true", default=None, help="rank figures carrying flags too"
     )
+    ranking.add_argument(
+        "--with-projections", action="store_true", default=None,
+        help="also write best_value_with_projections: the ranking with projected machines added, labelled "
+        "(default GPUCOMPARE_BEST_VALUE_WITH_PROJECTIONS, false)",
+    )
     parser.add_argument(
         "--history",
         default=None,
@@ -807,6 +820,7 @@ def _run_report_command(args: argparse.Namespace) -> int:
             ),
             rank_old_published=args.rank_old_published or defaults.rank_old_published,
             rank_flagged=args.rank_flagged or defaults.rank_flagged,
+            with_projections=args.with_projections or defaults.with_projections,
         )
         report_set = run_reports(
             args.lake, args.out, currency=args.currency, options=options, history=args.history,

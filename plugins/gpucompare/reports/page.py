@@ -59,6 +59,7 @@ from gpucompare.reports.formatting import (
     provenance,
     when,
 )
+from gpucompare.reports.page_projections import where_else_section
 from gpucompare.reports.report_set import DERIVED, REPORTS, ReportSet
 from gpucompare.reports.svg import (
     Bar,
@@ -823,6 +824,7 @@ def render_page(report_set: ReportSet) -> str:
             ),
         ),
     ]
+    sections.insert(1, where_else_section(report_set, _table))  # projections: after the measured costs
     suspicious = _suspicious_published(tables["throughput"])
     if suspicious:
         sections.append(
