@@ -4,7 +4,7 @@
 Every day at 05:00 UTC, for each AWS region of an ec2 target in the fleet file (enabled or
 not: the reports compare those machines either way), appends today's on-demand list prices
 (AWS Price List API) and spot prices (EC2 spot price history) of the GPU families people
-compare (p3, g4dn, g5, g6, p4d, p5) to the lake's price history (`gpucompare.prices.tables`).
+compare (p3, g4dn, g5, g6, p4d, p5) to the lake's price history (`gpucompare.prices.refresh`).
 Older rows are kept, so results are always costed at the price of their own date.
 
 AWS is reached through the Airflow connection of the fleet's ec2 defaults (`aws_conn_id`,
@@ -42,7 +42,7 @@ def price_regions() -> list[str]:
 def refresh_region(region: str) -> dict[str, Any]:
     """Today's on-demand and spot prices of one region, appended to the lake's history."""
     from gpucompare.lake.tables import open_lake
-    from gpucompare.prices.tables import aws_clients, refresh_aws_to_lake
+    from gpucompare.prices.refresh import aws_clients, refresh_aws_to_lake
 
     aws_conn_id = fleet.load_fleet().defaults.get("ec2", {}).get("aws_conn_id", "aws_default")
     pricing, ec2 = aws_clients(region, aws_conn_id=aws_conn_id)

@@ -19,6 +19,7 @@ from botocore.stub import Stubber
 from gpucompare import cli
 from gpucompare.lake import schema
 from gpucompare.lake import tables as lake
+from gpucompare.prices import refresh
 from gpucompare.prices import tables as prices
 
 RECORDED = Path(__file__).resolve().parent / "data" / "aws_pricing"
@@ -46,10 +47,10 @@ def test_shipped_prices_cover_the_families_with_date_and_source() -> None:
     table = prices.shipped_prices()
     rows = table.to_pylist()
     aws_now = [r for r in rows if r["provider"] == "aws" and r["region"] == "us-east-1"]
-    families = {prices.family_of(r["instance_type"]) for r in aws_now}
+    families = {refresh.family_of(r["instance_type"]) for r in aws_now}
     assert {"p3", "g4dn", "g5", "g6", "p4d", "p5"} <= families
     for family in ("p3", "g4dn", "g5", "g6"):
-        assert sum(prices.family_of(r["instance_type"]) == family for r in aws_now) >= 3
+        assert sum(refresh.family_of(r["instance_type"]) == family for r in aws_now) >= 3
     assert all(r["source"] and r["effective_from"] and r["gpu_model"] and r["gpu_count"] for r in rows)
     by_type = {r["instance_type"]: r for r in rows}
     assert (by_type["p3.2xlarge"]["price"], by_type["p3.2xlarge"]["unit"]) == (3.06, "hour")
@@ -142,7 +143,7 @@ def test_a_bad_price_row_is_refused_naming_line_and_column(tmp_path: Path, cell:
 def test_price_list_documents_are_parsed_and_filtered() -> None:
     documents = (recorded("get_products_us-east-1_page1.json")["PriceList"]
                  + recorded("get_products_us-east-1_page2.json")["PriceList"])
-    table = prices.parse_price_list(documents, region="us-east-1", on=dt.date(2026, 11, 30))
+    table = refresh.parse_price_list(documents, region="us-east-1", on=dt.date(2026, 11, 30))
     got = {r["instance_type"]: (r["price"], r["gpu_count"], r["gpu_model"]) for r in table.to_pylist()}
     assert got == {
         "p3.2xlarge": (3.06, 1, "Tesla V100"),  # not the Dedicated 3.366 nor a Reserved rate
@@ -193,7 +194,7 @@ def test_refresh_appends_on_demand_and_spot_prices_and_keeps_history(
     target = lake.open_lake(str(tmp_path / "lake"))
     price_csv = tmp_path / "aws.csv"
     first_day = dt.date(2026, 11, 30)
-    rows = prices.refresh_aws_to_lake(target, region="us-east-1", today=first_day, csv_path=price_csv,
+    rows = refresh.refresh_aws_to_lake(target, region="us-east-1", today=first_day, csv_path=price_csv,
                                       pricing_client=pricing, ec2_client=ec2)
     stubber.assert_no_pending_responses()
 
@@ -218,7 +219,7 @@ def test_refresh_appends_on_demand_and_spot_prices_and_keeps_history(
     pricing, stubber = stubbed_pricing((recorded("get_products_us-east-1_g5.xlarge_later.json"), {
         "ServiceCode": "AmazonEC2", "FormatVersion": "aws_v1",
         "Filters": [*BASE_FILTERS, {"Type": "TERM_MATCH", "Field": "instanceType", "Value": "g5.xlarge"}]}))
-    prices.refresh_aws_to_lake(target, region="us-east-1", instance_types=["g5.xlarge"], today=later_day,
+    refresh.refresh_aws_to_lake(target, region="us-east-1", instance_types=["g5.xlarge"], today=later_day,
                                csv_path=price_csv, pricing_client=pricing, ec2_client=ec2)
     stubber.assert_no_pending_responses()
     assert target.loads("prices") == ["aws-us-east-1-2026-11-30", "aws-us-east-1-2026-12-07"]
@@ -265,7 +266,7 @@ def test_clients_from_an_airflow_connection_reach_the_endpoint(
     monkeypatch.setenv("AIRFLOW_CONN_GPUCOMPARE_TEST_AWS", json.dumps({
         "conn_type": "aws", "login": "testing", "password": "testing",
         "extra": {"region_name": "us-east-1", "endpoint_url": aws_endpoint}}))
-    pricing, ec2 = prices.aws_clients("us-east-1", aws_conn_id="gpucompare_test_aws")
+    pricing, ec2 = refresh.aws_clients("us-east-1", aws_conn_id="gpucompare_test_aws")
     assert pricing.meta.region_name == "us-east-1" and pricing.meta.service_model.service_name == "pricing"
     assert ec2.meta.endpoint_url == aws_endpoint
     history = ec2.describe_spot_price_history(InstanceTypes=["g5.xlarge"])["SpotPriceHistory"]

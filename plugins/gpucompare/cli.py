@@ -161,7 +161,7 @@ def _configure_refresh_prices(parser: argparse.ArgumentParser) -> None:
 
 def _run_refresh_prices(args: argparse.Namespace) -> int:
     from gpucompare.lake import tables as lake
-    from gpucompare.prices import tables as prices
+    from gpucompare.prices import refresh
 
     region = args.region
     if not patterns.REGION.fullmatch(region):
@@ -173,8 +173,8 @@ def _run_refresh_prices(args: argparse.Namespace) -> int:
         if bad:
             raise UsageError(f"--instance-types: {bad[0]!r} is not a valid instance type")
     target = lake.open_lake(args.lake)
-    new_rows = prices.refresh_aws_to_lake(target, region=region, instance_types=instance_types,
-                                          today=args.date, csv_path=args.csv, aws_conn_id=args.aws_conn_id)
+    new_rows = refresh.refresh_aws_to_lake(target, region=region, instance_types=instance_types,
+                                           today=args.date, csv_path=args.csv, aws_conn_id=args.aws_conn_id)
     print(f"refreshed {new_rows.num_rows} AWS price row(s) for {region} into {args.lake}")
     return 0
 

@@ -39,7 +39,7 @@ from typing import Any
 from bench_tasks.configs import ConfigError, parse_sweep
 from bench_tasks.constants import MODES
 from gpucompare import settings
-from gpucompare.config import patterns, validation
+from gpucompare.config import gpus, patterns, validation
 from gpucompare.config.validation import ValidationError
 
 DEFAULT_SCHEDULE = "0 2 * * *"
@@ -383,6 +383,7 @@ def parse_target(entry: Any, profiles: Mapping[str, SweepProfile],
     kind = validation.check_kind(entry.get("kind"))
     options = {**defaults.get(kind, {}), **(entry.get("options") or {})}
     spec = validation.check_target_fields({**entry, "options": options})
+    gpus.check_target(spec)  # a GPU the worker cannot run is refused before anything is provisioned
     profile = entry.get("profile", "nightly")
     if profile not in profiles:
         raise ValidationError("profile", f"{profile!r} is not defined", ", ".join(sorted(profiles)))
@@ -548,6 +549,7 @@ def plan_manual(request: Mapping[str, Any], fleet: Fleet, dag_run_id: str) -> di
         timeout_s=base.timeout_s,
     )
     target = request["target"]
+    gpus.check_target(target)  # a GPU the worker cannot run is refused before anything is provisioned
     spec = {**target, "options": {**fleet.defaults.get(target["kind"], {}), **target["options"]}}
     # the form may lower the budget cap below the deployment's ceiling, never raise it past it
     return plan_target(spec, profile, dag_run_id, budget_ceiling=fleet.budget_ceiling,
