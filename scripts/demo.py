@@ -7,8 +7,10 @@ Steps (each Airflow command's output goes to ``.airflow/demo-logs/<step>.log``):
 3. ``airflow dags test gpucompare_nightly``: the fleet file's enabled targets (the ``local``
    target with the small ``demo`` profile) → ``./lake``;
 4. ``python -m gpucompare import-published``: the published reference figures (idempotent);
-5. ``airflow dags test gpucompare_reports`` → ``./reports/<date>/`` and ``./reports/latest``;
-6. a cost-per-million table in the terminal and the path of ``reports/latest/index.html``.
+5. ``python -m gpucompare import-catalog --shipped``: the shipped price catalog samples of other
+   providers (gcp, azure, lambda, runpod, nebius; idempotent), which the projections report reads;
+6. ``airflow dags test gpucompare_reports`` → ``./reports/<date>/`` and ``./reports/latest``;
+7. a cost-per-million table in the terminal and the path of ``reports/latest/index.html``.
 
 Run twice, it gives the same reports plus the second night's data: each ``dags test`` is a
 new DAG run with its own run id, so its results are kept beside the first run's (both dated
@@ -167,6 +169,8 @@ def main() -> int:
         run_step("nightly", [airflow, "dags", "test", "gpucompare_nightly"], env, log_dir)
         run_step("import-published", [python, "-m", "gpucompare", "import-published",
                                       "--lake", settings.lake_uri()], env, log_dir)
+        run_step("import-catalogs", [python, "-m", "gpucompare", "import-catalog", "--shipped",
+                                     "--lake", settings.lake_uri()], env, log_dir)
         run_step("reports", [airflow, "dags", "test", "gpucompare_reports"], env, log_dir)
     except DemoError as exc:
         print(f"\n{exc}", file=sys.stderr)

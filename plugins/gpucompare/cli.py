@@ -179,6 +179,51 @@ def _run_refresh_prices(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- import-catalog -----------------------------------------------------------------------
+def _configure_import_catalog(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("location", nargs="?", default=None,
+                        help="the catalog: a path, file:// or https:// URL (SkyPilot vms.csv, or an Azure "
+                             "Retail Prices query such as https://prices.azure.com/api/retail/prices?"
+                             "$filter=serviceName eq 'Virtual Machines' and armRegionName eq 'eastus')")
+    parser.add_argument("--format", dest="fmt", choices=["skypilot", "azure"], default=None,
+                        help="skypilot (vms.csv of github.com/skypilot-org/skypilot-catalog) or azure")
+    parser.add_argument("--provider", default=None, help="the provider the catalog prices, e.g. gcp "
+                        "(skypilot: required; azure: azure)")
+    parser.add_argument("--date", type=_date, default=None,
+                        help="effective date of the prices (default today)")
+    parser.add_argument("--shipped", action="store_true",
+                        help="import the samples shipped with gpucompare (gcp, azure, lambda, runpod, "
+                             "nebius)")
+    _lake_argument(parser)
+
+
+def _run_import_catalog(args: argparse.Namespace) -> int:
+    from gpucompare.lake import tables as lake
+    from gpucompare.prices import catalogs
+
+    if args.shipped == (args.location is not None):
+        raise UsageError("give a catalog LOCATION or --shipped (not both)")
+    target = lake.open_lake(args.lake)
+    try:
+        if args.shipped:
+            results = catalogs.import_shipped(target)
+        else:
+            if args.fmt is None:
+                raise UsageError("--format is required with a LOCATION (allowed: skypilot, azure)")
+            if args.fmt == "skypilot" and args.provider is None:
+                raise UsageError("--provider is required for a SkyPilot catalog (e.g. gcp, lambda, runpod)")
+            results = [catalogs.import_catalog(target, args.location, fmt=args.fmt, provider=args.provider,
+                                               effective_from=args.date)]
+    except (catalogs.CatalogError, lake.LakeError) as exc:
+        raise UsageError(str(exc)) from None
+    for result in results:
+        print(result.describe())
+    totals = catalogs.coverage(results)
+    print(f"stored in {args.lake}: {totals['rows']} price row(s), {totals['providers']} provider(s), "
+          f"{totals['instance_types']} instance type(s), {totals['gpu_models']} GPU model(s)")
+    return 0
+
+
 # ---- lake-info ---------------------------------------------------------------------------
 def _configure_lake_info(parser: argparse.ArgumentParser) -> None:
     _lake_argument(parser)
@@ -255,6 +300,8 @@ register("load-prices", "write the shipped price and exchange-rate history into 
          _configure_load_prices, _run_load_prices)
 register("refresh-prices", "append today's on-demand and spot prices from the AWS APIs",
          _configure_refresh_prices, _run_refresh_prices)
+register("import-catalog", "import another provider's price catalog (SkyPilot vms.csv, Azure Retail Prices)",
+         _configure_import_catalog, _run_import_catalog)
 register("compact", "Delta optimize (compact small files) + vacuum (7-day retention) of the results",
          _configure_compact, _run_compact)
 register("migrate-lake", "convert a lake in the old Hive layout into the Delta tables",
