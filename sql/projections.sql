@@ -4,7 +4,9 @@
 -- GPU name found in latest and prices resolved through the GPU model table (config.gpus.canonical;
 -- canonical NULL = a GPU the table does not know: nothing is projected from or onto it).
 -- Parameters: $currency (EUR | USD), $epoch_images (1,281,167, as cost_per_million),
--- $report_date (DATE: prices and exchange rates are the latest valid on it).
+-- $report_date (DATE: prices and exchange rates are the latest valid on it), $gpu_only_note (the
+-- text a catalog import adds to the source of a price that covers the GPUs alone, e.g. GCP's
+-- attachable GPUs: such rows say price_covers = 'gpus_only', a lower bound, the host VM extra).
 --
 -- Projected from: every ok result measured by gpucompare (origin measured; published figures are
 -- not projected) on GPUs, whose GPU model the table knows, run on num_nodes nodes of
@@ -61,8 +63,8 @@ fx_both_ways AS (
 ),
 projected AS (
     SELECT
-        m.*, c.provider, c.instance_type, c.region, c.market, c.price_per_instance_hour, c.price_currency, c.price_source,
-        c.price_effective_from,
+        m.*, c.provider, c.instance_type, c.region, c.market, c.price_per_instance_hour, c.price_currency,
+        c.price_source, c.price_effective_from,
         CASE WHEN c.price_currency = $currency THEN 1.0 ELSE f.rate END AS fx_rate
     FROM measured AS m
     JOIN catalog AS c ON c.canonical_model = m.canonical_model AND c.gpu_count = m.gpus_per_node
@@ -94,6 +96,7 @@ SELECT
     measured_provider, measured_instance_type, measured_region, measured_market, measured_gpu_model,
     run_id, config_id, result_source, target, result_date, measured_at, flags,
     CASE WHEN fx_rate IS NULL THEN 'missing_fx' ELSE price_source END AS price_source,
+    CASE WHEN contains(price_source, $gpu_only_note) THEN 'gpus_only' ELSE 'instance' END AS price_covers,
     price_effective_from, price_currency, fx_rate
 FROM money
 ORDER BY network, mode, cost_per_million NULLS LAST, provider, instance_type, region NULLS FIRST, market,

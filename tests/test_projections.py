@@ -37,11 +37,11 @@ PRICES = [
     catalog("g5.xlarge", 1.006, "A10G", 1),
     catalog("g5.12xlarge", 5.672, "A10G", 4),
     catalog("g4dn.12xlarge", 3.912, "T4", 4),
-    catalog("NV36ads_A10_v5", 3.20, "A10G", 1, provider="azure", region="eastus"),
-    catalog("NV36ads_A10_v5", 0.90, "A10G", 1, provider="azure", region="eastus", market="spot"),
-    catalog("n1-standard-16-t4x4", 2.00, "T4", 4, provider="gcp", region="us-central1"),
-    catalog("n1-standard-4-t4x1", 0.55, "T4", 1, provider="gcp", region="us-central1"),
-    catalog("gpu_1x_a10", 0.75, "A10G", None, provider="lambda", region="us-east-1"),  # no GPU count
+    catalog("a10g-1x", 3.20, "A10G", 1, provider="acme", region="eastus"),
+    catalog("a10g-1x", 0.90, "A10G", 1, provider="acme", region="eastus", market="spot"),
+    catalog("n1-standard-16-t4x4", 2.00, "T4", 4, provider="zeta", region="us-central1"),
+    catalog("n1-standard-4-t4x1", 0.55, "T4", 1, provider="zeta", region="us-central1"),
+    catalog("gpu.a10g.1", 0.75, "A10G", None, provider="zeta", region="us-east-1"),  # no GPU count
 ]
 
 
@@ -56,24 +56,24 @@ def _build(tmp_path, prices=PRICES, *, with_projections: bool = False, currency:
 
 def test_a_projection_worked_by_hand(tmp_path):
     """resnet-50 scored at 400.00 images/s on aws g5.xlarge (nvidia-smi: "NVIDIA A10G", 1 GPU),
-    projected onto azure NV36ads_A10_v5 (A10G x 1, eastus, on-demand) at $3.20 an hour:
+    projected onto acme a10g-1x (A10G x 1, eastus, on-demand) at $3.20 an hour:
     10^6 images / 400 images/s = 2,500 s = 0.69444 h; 0.69444 h x $3.20 = $2.2222 → $2.22 per million.
     Training, 150.00 images/s: 90 epochs = 90 x 1,281,167 = 115,305,030 images / 150 = 768,700.2 s
     = 213.5278 h x $3.20 = $683.289 → $683.29; one epoch 8,541.11 s → $7.59.
     In EUR at 1 EUR = 1.10 USD: $3.20 → €2.9091 an hour, €2.0202 → €2.02 per million."""
     built = _build(tmp_path)
-    [score] = rows(built.tables["projections"], provider="azure", market="on_demand", mode="score")
+    [score] = rows(built.tables["projections"], provider="acme", market="on_demand", mode="score")
     assert score["images_per_sec"] == 400.0 and score["seconds_per_million"] == pytest.approx(2500.0)
     assert round(score["cost_per_million"], 2) == 2.22
     assert score["price_per_hour"] == pytest.approx(3.20)
-    [train] = rows(built.tables["projections"], provider="azure", market="on_demand", mode="train")
+    [train] = rows(built.tables["projections"], provider="acme", market="on_demand", mode="train")
     assert round(train["epochs90_cost"], 2) == 683.29
     assert round(train["epochs90_hours"], 2) == 213.53
     assert round(train["epoch_cost"], 2) == 7.59
-    assert rows(built.tables["projections"], provider="azure", market="on_demand", mode="score")[0][
+    assert rows(built.tables["projections"], provider="acme", market="on_demand", mode="score")[0][
         "epochs90_cost"] is None  # scoring has no epochs
     in_eur = _build(tmp_path / "eur", currency="EUR")
-    [eur] = rows(in_eur.tables["projections"], provider="azure", market="on_demand", mode="score")
+    [eur] = rows(in_eur.tables["projections"], provider="acme", market="on_demand", mode="score")
     assert round(eur["cost_per_million"], 2) == 2.02 and round(eur["price_per_hour"], 4) == 2.9091
     assert eur["fx_rate"] == pytest.approx(1 / 1.10) and eur["price_currency"] == "USD"
 
@@ -86,24 +86,24 @@ def test_every_row_says_it_is_projected_and_from_which_result(tmp_path):
         assert row["run_id"].startswith("nightly-2026-03-10.aws-") and row["config_id"]
         assert row["measured_provider"] == "aws" and row["result_date"] == dt.date(2026, 3, 10)
         assert row["price_source"] == "test catalog" and row["price_effective_from"] == dt.date(2025, 1, 1)
-    [azure] = rows(table, provider="azure", market="spot", mode="score")
-    assert (azure["measured_instance_type"], azure["measured_gpu_model"], azure["gpu_model"]) == (
+    [acme] = rows(table, provider="acme", market="spot", mode="score")
+    assert (acme["measured_instance_type"], acme["measured_gpu_model"], acme["gpu_model"]) == (
         "g5.xlarge", "NVIDIA A10G", gpus.canonical("A10G"))  # nvidia-smi name -> canonical model
-    assert azure["config_id"] == "score-resnet-50-float32-b32-g1"
+    assert acme["config_id"] == "score-resnet-50-float32-b32-g1"
 
 
 def test_only_instances_with_the_measured_gpu_count_are_projected_and_never_scaled(tmp_path):
     table = _build(tmp_path).tables["projections"]
     one_gpu = [r for r in table.to_pylist() if r["measured_instance_type"] == "g5.xlarge"]
     four_gpus = [r for r in table.to_pylist() if r["measured_instance_type"] == "g4dn.12xlarge"]
-    # 1 x A10G measured: g5.xlarge and azure's 1-GPU instance (both markets); not g5.12xlarge (4 GPUs),
-    # not lambda's row without a GPU count
+    # 1 x A10G measured: g5.xlarge and acme's 1-GPU instance (both markets); not g5.12xlarge (4 GPUs),
+    # not zeta's row without a GPU count
     assert {(r["provider"], r["instance_type"], r["market"]) for r in one_gpu} == {
-        ("aws", "g5.xlarge", "on_demand"), ("azure", "NV36ads_A10_v5", "on_demand"),
-        ("azure", "NV36ads_A10_v5", "spot")}
+        ("aws", "g5.xlarge", "on_demand"), ("acme", "a10g-1x", "on_demand"),
+        ("acme", "a10g-1x", "spot")}
     # 4 x T4 measured: only the 4-GPU instances; the 1-GPU T4 is not given a quarter of the throughput
     assert {(r["provider"], r["instance_type"]) for r in four_gpus} == {
-        ("aws", "g4dn.12xlarge"), ("gcp", "n1-standard-16-t4x4")}
+        ("aws", "g4dn.12xlarge"), ("zeta", "n1-standard-16-t4x4")}
     for row in table.to_pylist():
         assert row["images_per_sec"] in (400.0, 150.0, 1500.0)  # the measured figure, unscaled
 
@@ -121,7 +121,7 @@ def test_unknown_gpus_published_figures_and_cpus_are_not_projected(tmp_path):
     cpu = record(images_per_sec=30.0, gpu_model=None)
     cpu.update(device_kind="cpu", devices=["cpu:0"])
     ingest(lake, [cpu], provider="local", instance_type="this-host", region=None, target="local")
-    p100 = catalog("p100-box", 1.0, "Tesla P100", 1, provider="gcp", region="us-central1")
+    p100 = catalog("p100-box", 1.0, "Tesla P100", 1, provider="zeta", region="us-central1")
     unknown = catalog("x9.large", 1.0, "Imaginary GPU 9000", 1)  # the same unknown name: still not projected
     built = reports.build_reports(inputs(lake, [*PRICES, p100, unknown], RATES),
                                   options=ReportOptions(report_date=TODAY))
@@ -131,11 +131,11 @@ def test_unknown_gpus_published_figures_and_cpus_are_not_projected(tmp_path):
 
 def test_the_latest_price_on_the_report_date_is_used(tmp_path):
     prices = [*PRICES,
-              catalog("NV36ads_A10_v5", 2.80, "A10G", 1, provider="azure", region="eastus",
+              catalog("a10g-1x", 2.80, "A10G", 1, provider="acme", region="eastus",
                       effective_from=dt.date(2026, 6, 1), source="newer catalog"),
-              catalog("NV36ads_A10_v5", 0.10, "A10G", 1, provider="azure", region="eastus",
+              catalog("a10g-1x", 0.10, "A10G", 1, provider="acme", region="eastus",
                       effective_from=dt.date(2027, 1, 1), source="not valid yet")]
-    [row] = rows(_build(tmp_path, prices).tables["projections"], provider="azure", market="on_demand",
+    [row] = rows(_build(tmp_path, prices).tables["projections"], provider="acme", market="on_demand",
                  mode="score")
     assert (row["price_per_hour"], row["price_source"]) == (2.80, "newer catalog")
     assert row["price_effective_from"] == dt.date(2026, 6, 1)
@@ -146,7 +146,7 @@ def test_a_multi_node_run_is_priced_as_that_many_instances(tmp_path):
     ingest(lake, [record(mode="train", gpu_count=2, num_nodes=2, batch_size=64, images_per_sec=280.0)])
     built = reports.build_reports(inputs(lake, PRICES, RATES), currency="USD",
                                   options=ReportOptions(report_date=TODAY))
-    [row] = rows(built.tables["projections"], provider="azure", market="on_demand")
+    [row] = rows(built.tables["projections"], provider="acme", market="on_demand")
     assert row["price_per_hour"] == pytest.approx(2 * 3.20)  # two 1-GPU instances
     assert row["cost_per_million"] == pytest.approx(2 * 3.20 * 1e6 / 280.0 / 3600)
 
@@ -166,10 +166,10 @@ def test_projections_stay_out_of_best_value_unless_asked(tmp_path):
     by_machine = {(r["provider"], r["instance_type"], r["market"]): r for r in score}
     assert by_machine[("aws", "g5.xlarge", "on_demand")]["origin"] == "measured"
     assert by_machine[("aws", "g4dn.12xlarge", "on_demand")]["origin"] == "measured"
-    spot = by_machine[("azure", "NV36ads_A10_v5", "spot")]
+    spot = by_machine[("acme", "a10g-1x", "spot")]
     assert spot["origin"] == "projected" and spot["rank"] == 2  # $0.90 an hour beats every measured row
-    cheapest = min(score, key=lambda r: r["cost_per_million"])  # 4 x T4 on gcp: $2.00 an hour, 1500/s
-    assert (cheapest["provider"], cheapest["origin"], cheapest["rank"]) == ("gcp", "projected", 1)
+    cheapest = min(score, key=lambda r: r["cost_per_million"])  # 4 x T4 on zeta: $2.00 an hour, 1500/s
+    assert (cheapest["provider"], cheapest["origin"], cheapest["rank"]) == ("zeta", "projected", 1)
     assert "g5.xlarge" in spot["result_source"] and "score-resnet-50-float32-b32-g1" in spot["result_source"]
     # a measured machine keeps its measured row: no projected twin of it
     assert sum(1 for r in score if (r["provider"], r["instance_type"]) == ("aws", "g5.xlarge")) == 1
@@ -196,7 +196,7 @@ def test_the_page_section_lists_the_cheapest_providers_with_the_caveat(tmp_path)
     assert CAVEAT.split(";")[0].replace("'", "&#x27;") in section
     assert section.count("<table") == 2  # resnet-50 score and train
     assert "aws g5.xlarge ★" in section and MEASURED_MARK in section
-    assert "NV36ads_A10_v5" in section and "spot" in section
+    assert "a10g-1x" in section and "spot" in section
     assert page.index("id=where-else") > page.index("<section id=cost")  # after the measured costs
 
 

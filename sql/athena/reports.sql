@@ -206,6 +206,7 @@ CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.projections (
   `measured_at` timestamp COMMENT 'when the result was measured, UTC timestamp; published figures: the publication date',
   `flags` array<string> COMMENT 'suspicions raised by the published import (list of decimal_comma, outlier_vs_neighbours, batch_scaled_x8); empty list when none. In CSV: joined, separated by semicolons',
   `price_source` string COMMENT 'source of the price row; missing (no price) or missing_fx (no exchange rate)',
+  `price_covers` string COMMENT 'projections: instance (the price of the whole machine) | gpus_only (the catalog prices the GPUs alone, e.g. GCP: the host VM is billed on top, so the cost is a lower bound)',
   `price_effective_from` date COMMENT 'price date: the day the price used became valid (latest <= result_date; projections: latest <= the report date)',
   `price_currency` string COMMENT 'currency the price was listed in',
   `fx_rate` double COMMENT 'exchange rate used, 1 price_currency = fx_rate currency'

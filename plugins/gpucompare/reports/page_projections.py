@@ -29,7 +29,8 @@ CAVEAT = (
     "Projected, not measured: each row prices a throughput measured by gpucompare on one machine at another "
     "machine's catalog price, for the same GPU model and the same number of GPUs per instance (an instance "
     "with a different GPU count is not projected). CPU, storage and interconnect differ between providers; "
-    "projections assume the measured throughput. Prices are the latest in the lake on the report date. "
+    "projections assume the measured throughput. Prices are the latest in the lake on the report date; "
+    "≥ marks a catalog price of the GPUs alone (the host VM is billed on top). "
     "Projections are never part of the cost ranking above."
 )
 MARKETS = ("on_demand", "spot")
@@ -49,11 +50,12 @@ def _priced_rows(table: pa.Table) -> list[dict[str, Any]]:
 def cheapest_providers(
     rows: list[dict[str, Any]], top: int = TOP_PROVIDERS
 ) -> dict[str, list[dict[str, Any]]]:
-    """Per market: the cheapest row of each provider, the ``top`` cheapest of them, plus the cheapest
-    row of each measured machine (``measured_machine``) when it is not among them; by cost."""
+    """Per market: the cheapest row of each provider (a whole machine's price before a price of the GPUs
+    alone), the ``top`` cheapest of them, plus the cheapest row of each measured machine
+    (``measured_machine``) when it is not among them; by cost."""
     chosen: dict[str, list[dict[str, Any]]] = {}
     for market in MARKETS:
-        in_market = sorted((r for r in rows if r["market"] == market), key=_order)
+        in_market = sorted((r for r in rows if r["market"] == market), key=_whole_machine_first)
         per_provider: dict[str, dict[str, Any]] = {}
         measured: dict[tuple[str, str], dict[str, Any]] = {}
         for row in in_market:
@@ -67,6 +69,19 @@ def cheapest_providers(
     return chosen
 
 
+def _whole_machine_first(row: dict[str, Any]) -> tuple:
+    return (_gpus_only(row), *_order(row))
+
+
+def _gpus_only(row: dict[str, Any]) -> bool:
+    """The catalog priced the GPUs alone (GCP): the host VM is billed on top, the cost is a lower bound."""
+    return row.get("price_covers") == "gpus_only"
+
+
+def _money(row: dict[str, Any], column: str, currency: str, digits: int = 3) -> str:
+    return ("≥ " if _gpus_only(row) else "") + money(row[column], currency, digits)
+
+
 def _order(row: dict[str, Any]) -> tuple:
     return (row["cost_per_million"], row["provider"], row["instance_type"], row["region"] or "")
 
@@ -78,14 +93,15 @@ def _gpus(row: dict[str, Any]) -> str:
 
 
 def _epochs90(row: dict[str, Any], currency: str) -> str:
-    return f"{duration(row['epochs90_seconds'])}, {money(row['epochs90_cost'], currency, 0)}"
+    return f"{duration(row['epochs90_seconds'])}, {_money(row, 'epochs90_cost', currency, 0)}"
 
 
 def _figure_note(row: dict[str, Any]) -> str:
+    extra = "; GPUs only, host VM extra" if _gpus_only(row) else ""
     if row["measured_machine"]:
-        return MEASURED_MARK
+        return MEASURED_MARK + extra
     return (f"projected from {row['measured_provider']} {row['measured_instance_type']}, "
-            f"measured {_date(row['result_date'])}")
+            f"measured {_date(row['result_date'])}{extra}")
 
 
 def _network_table(mode: str, network: str, rows: list[dict[str, Any]], currency: str,
@@ -105,8 +121,8 @@ def _network_table(mode: str, network: str, rows: list[dict[str, Any]], currency
                 "spot" if market == "spot" else "on-demand",
                 f"{r['images_per_sec']:,.2f}",
                 r["batch_size"],
-                money(r["price_per_hour"], currency, 2),
-                money(r["cost_per_million"], currency),
+                _money(r, "price_per_hour", currency, 2),
+                _money(r, "cost_per_million", currency),
                 *([_epochs90(r, currency)] if train else []),
                 _figure_note(r),
                 _date(r["price_effective_from"]),
@@ -114,12 +130,12 @@ def _network_table(mode: str, network: str, rows: list[dict[str, Any]], currency
     providers = sorted({r["provider"] for r in rows})
     measured = sorted({f"{r['measured_provider']} {r['measured_instance_type']} ({r['measured_gpu_model']})"
                        for r in rows})
-    best = min(rows, key=_order)
+    best = min(rows, key=_whole_machine_first)
     summary = (
         f"Cheapest projection: {best['provider']} {best['instance_type']}"
         f"{' (' + best['region'] + ')' if best['region'] else ''}, "
         f"{'spot' if best['market'] == 'spot' else 'on-demand'}: "
-        f"{money(best['cost_per_million'], currency)} per million images at the "
+        f"{_money(best, 'cost_per_million', currency)} per million images at the "
         f"{best['images_per_sec']:,.2f} images/s measured on "
         f"{best['measured_provider']} {best['measured_instance_type']}. {len(providers)} provider(s) priced "
         f"for the GPUs measured on {', '.join(measured)}; ★ = the measured machine at its catalog price."

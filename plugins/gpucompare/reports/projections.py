@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from gpucompare import resources
 from gpucompare.config import gpus
+from gpucompare.prices.catalogs import GPU_ONLY_NOTE
 
 #: The report's name (its SQL file, Parquet folder and CSV file).
 PROJECTIONS = "projections"
@@ -62,7 +63,8 @@ def build_projections(
     con.register("gpu_canonical", gpu_canonical_table(row[0] for row in names))
     table = con.sql(
         _sql(PROJECTIONS),
-        params={"currency": currency, "epoch_images": epoch_images, "report_date": report_date},
+        params={"currency": currency, "epoch_images": epoch_images, "report_date": report_date,
+                "gpu_only_note": GPU_ONLY_NOTE},
     ).to_arrow_table()
     con.register(PROJECTIONS, table)
     return table
@@ -71,7 +73,8 @@ def build_projections(
 #: How a projected row enters best_value's input (the columns cost_per_million gives it): the
 #: throughput figure is the measured one, the machine and price the catalog's; origin says so and
 #: result_source names the measured result. A machine measured for that network and mode keeps its
-#: measured row (measured beats projected); rows without a usable price are left out, as in best_value.
+#: measured row (measured beats projected); rows without a usable price are left out, as in best_value,
+#: and so are prices of the GPUs alone (price_covers gpus_only: not a machine's price, not comparable).
 _PROJECTED_AS_COST = """
 SELECT
     provider, instance_type, region, market, gpu_model, device_kind, gpu_count, num_nodes, mode, network,
@@ -84,7 +87,7 @@ SELECT
     target, measured_at, result_date, flags, epoch_seconds, epoch_cost, epochs90_seconds, epochs90_hours,
     epochs90_cost
 FROM projections AS p
-WHERE cost_per_million IS NOT NULL
+WHERE cost_per_million IS NOT NULL AND price_covers = 'instance'
   AND NOT EXISTS (
     SELECT 1 FROM cost_per_million AS c
     WHERE c.cost_per_million IS NOT NULL AND c.network = p.network AND c.mode = p.mode

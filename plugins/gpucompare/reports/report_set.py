@@ -225,6 +225,8 @@ COLUMN_DOCS: dict[str, str] = {
     "measured_market": "projections: market of the measured machine (on_demand | spot)",
     "measured_gpu_model": "projections: the GPU name the measured host reported (nvidia-smi)",
     "run_id": "the run that measured the result",
+    "price_covers": "projections: instance (the price of the whole machine) | gpus_only (the catalog "
+    "prices the GPUs alone, e.g. GCP: the host VM is billed on top, so the cost is a lower bound)",
 }
 
 
