@@ -9,8 +9,12 @@ lake's real ingest path, each naming its GPU as nvidia-smi does (the GPU table's
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
+import subprocess
+import sys
 
+import pyarrow.csv as pacsv
 import pytest
 
 from gpucompare.config import gpus
@@ -19,6 +23,7 @@ from gpucompare.prices import catalogs
 from gpucompare.reports import build as reports
 from gpucompare.reports.projections import BEST_VALUE_WITH_PROJECTIONS
 from gpucompare.reports.report_set import ReportOptions
+from tests.conftest import REPO_ROOT
 from tests.reports_data import ingest, record, rows
 
 TODAY = dt.date(2026, 11, 30)
@@ -109,3 +114,32 @@ def test_a_t4_measured_on_aws_projected_onto_azure_worked_by_hand(tmp_path):
     assert own["measured_machine"] and not score["measured_machine"]
     # the 4 x T4 instances of the samples are not given this 1-GPU result
     assert not rows(table, instance_type="Standard_NC64as_T4_v3")
+
+
+@pytest.mark.integration
+def test_report_command_with_projections_end_to_end(tmp_path):
+    """``import-catalog --shipped`` then ``report`` and ``report --with-projections`` as a user runs them
+    (real processes): the projections files always, best_value_with_projections only when asked."""
+
+    def gpucompare(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "gpucompare", *args], cwd=REPO_ROOT, capture_output=True,
+                              text=True, timeout=300, env=dict(os.environ))
+
+    lake_dir = tmp_path / "lake"
+    ingest(open_lake(str(lake_dir)), [record(gpu_model="Tesla T4", images_per_sec=1250.0)],
+           instance_type="g4dn.xlarge")
+    done = gpucompare("import-catalog", "--shipped", "--lake", str(lake_dir))
+    assert done.returncode == 0, done.stderr
+    plain, asked = tmp_path / "plain", tmp_path / "asked"
+    done = gpucompare("report", "--lake", str(lake_dir), "--out", str(plain))
+    assert done.returncode == 0, done.stderr
+    projections = pacsv.read_csv(plain / "projections.csv")
+    assert projections.num_rows > 0 and (plain / "projections" / "projections.parquet").is_file()
+    assert set(projections["basis"].to_pylist()) == {"projected"}
+    assert not (plain / f"{BEST_VALUE_WITH_PROJECTIONS}.csv").exists()
+    assert "Where else could this run?" in (plain / "index.html").read_text(encoding="utf-8")
+    done = gpucompare("report", "--lake", str(lake_dir), "--out", str(asked), "--with-projections")
+    assert done.returncode == 0, done.stderr
+    view = pacsv.read_csv(asked / f"{BEST_VALUE_WITH_PROJECTIONS}.csv")
+    assert {"measured", "projected"} <= set(view["origin"].to_pylist())
+    assert pacsv.read_csv(asked / "best_value.csv").equals(pacsv.read_csv(plain / "best_value.csv"))
