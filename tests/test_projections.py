@@ -17,7 +17,7 @@ from gpucompare.lake.tables import open_lake
 from gpucompare.prices import published
 from gpucompare.reports import build as reports
 from gpucompare.reports import page as html
-from gpucompare.reports.page_projections import CAVEAT, MEASURED_MARK, cheapest_providers
+from gpucompare.reports.page_projections import CAVEAT, MEASURED_MARK, candidate_rows, cheapest_providers
 from gpucompare.reports.projections import BEST_VALUE_WITH_PROJECTIONS
 from gpucompare.reports.report_set import ReportError, ReportOptions
 from tests.reports_data import fx, ingest, inputs, price, record, rows
@@ -201,14 +201,24 @@ def test_the_page_section_lists_the_cheapest_providers_with_the_caveat(tmp_path)
 
 
 def test_the_page_keeps_one_row_per_provider_and_market_and_the_measured_machine(tmp_path):
-    many = [catalog(f"cheap-{n}", 0.10 + n / 100, "A10G", 1, provider=f"p{n}", region="r1") for n in range(8)]
+    many = [catalog(f"cheap-{n}", 0.10 + n / 100 + k / 1000, "A10G", 1, provider=f"p{n}", region=f"r{k}")
+            for n in range(8) for k in range(3)]
     table = _build(tmp_path, [*PRICES, *many]).tables["projections"]
     score = rows(table, mode="score", network="resnet-50")
-    chosen = cheapest_providers([r for r in score if r["gpu_model"] == gpus.canonical("A10G")])
-    on_demand = chosen["on_demand"]
+    a10g = [r for r in score if r["gpu_model"] == gpus.canonical("A10G")]
+    on_demand = cheapest_providers(a10g)["on_demand"]
     assert [r["provider"] for r in on_demand[:5]] == ["p0", "p1", "p2", "p3", "p4"]
     assert on_demand[-1]["instance_type"] == "g5.xlarge" and on_demand[-1]["measured_machine"]
     assert len(on_demand) == 6  # the top 5, then the measured machine though dearer
+    # the page reduces the table in Arrow first: it must choose exactly what the full rows give
+    reduced = [r for r in candidate_rows(table) if (r["mode"], r["network"]) == ("score", "resnet-50")]
+    assert len(reduced) < len(score)
+
+    def shown(chosen):
+        return {m: [(r["provider"], r["instance_type"], r["region"], r["cost_per_million"]) for r in picked]
+                for m, picked in chosen.items()}
+
+    assert shown(cheapest_providers(reduced)) == shown(cheapest_providers(score))
 
 
 def test_without_catalog_rows_the_section_says_so(tmp_path):

@@ -40,11 +40,48 @@ MEASURED_MARK = "★ measured machine"
 TableRenderer = Callable[..., str]
 
 
-def _priced_rows(table: pa.Table) -> list[dict[str, Any]]:
-    """The projected rows with a cost (filtered in Arrow: the table can be large)."""
+#: the columns the section shows (the others, e.g. the flags list, are not carried through the reduction)
+SHOWN = ("mode", "network", "market", "provider", "instance_type", "region", "gpu_model", "gpu_count",
+         "num_nodes", "images_per_sec", "batch_size", "price_per_hour", "cost_per_million",
+         "epochs90_seconds", "epochs90_cost", "measured_machine", "measured_provider",
+         "measured_instance_type", "measured_gpu_model", "result_date", "price_effective_from",
+         "price_covers")
+
+
+def _cheapest_of_each(table: pa.Table, keys: list[str]) -> pa.Table:
+    """The rows of ``table`` whose cost is the lowest of their group (ties kept)."""
+    if table.num_rows == 0:
+        return table
+    lowest = table.group_by(keys).aggregate([("cost_per_million", "min")])
+    joined = table.join(lowest, keys=keys)
+    return joined.filter(pc.equal(joined["cost_per_million"], joined["cost_per_million_min"])).drop_columns(
+        ["cost_per_million_min"])
+
+
+def candidate_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """What the section can show, reduced in Arrow before any Python row is made (the table holds a
+    row per measured result and catalog price series: tens of thousands on a big lake): per network,
+    mode, market and provider its cheapest rows (whole machine and GPU-only prices apart), and per
+    measured machine its cheapest rows."""
     if table.num_rows == 0:
         return []
-    return table.filter(pc.is_valid(table["cost_per_million"])).to_pylist()
+    priced = table.filter(pc.is_valid(table["cost_per_million"])).select(list(SHOWN))
+    per_provider = _cheapest_of_each(priced, ["mode", "network", "market", "provider", "price_covers"])
+    own = priced.filter(pc.fill_null(priced["measured_machine"], False))
+    per_machine = _cheapest_of_each(own, ["mode", "network", "market", "provider", "instance_type"])
+    return pa.concat_tables([per_provider, per_machine]).to_pylist()
+
+
+def measured_machines(table: pa.Table) -> dict[tuple[str, str], list[str]]:
+    """Per (mode, network): the measured machines projected from, as 'provider instance (GPU name)'."""
+    if table.num_rows == 0:
+        return {}
+    keys = ["mode", "network", "measured_provider", "measured_instance_type", "measured_gpu_model"]
+    found: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for r in sorted(table.group_by(keys).aggregate([]).to_pylist(), key=lambda r: [str(r[k]) for k in keys]):
+        found[(r["mode"], r["network"])].append(
+            f"{r['measured_provider']} {r['measured_instance_type']} ({r['measured_gpu_model']})")
+    return found
 
 
 def cheapest_providers(
@@ -63,7 +100,7 @@ def cheapest_providers(
             if row["measured_machine"]:
                 measured.setdefault((row["provider"], row["instance_type"]), row)
         picked = list(per_provider.values())[:top]
-        picked += [r for r in measured.values() if not any(r is p for p in picked)]
+        picked += [r for r in measured.values() if r not in picked]
         if picked:
             chosen[market] = sorted(picked, key=_order)
     return chosen
@@ -104,7 +141,7 @@ def _figure_note(row: dict[str, Any]) -> str:
             f"measured {_date(row['result_date'])}{extra}")
 
 
-def _network_table(mode: str, network: str, rows: list[dict[str, Any]], currency: str,
+def _network_table(mode: str, network: str, rows: list[dict[str, Any]], measured: list[str], currency: str,
                    table: TableRenderer) -> str:
     by_market = cheapest_providers(rows)
     train = mode == "train"
@@ -128,8 +165,6 @@ def _network_table(mode: str, network: str, rows: list[dict[str, Any]], currency
                 _date(r["price_effective_from"]),
             ])
     providers = sorted({r["provider"] for r in rows})
-    measured = sorted({f"{r['measured_provider']} {r['measured_instance_type']} ({r['measured_gpu_model']})"
-                       for r in rows})
     best = min(rows, key=_whole_machine_first)
     summary = (
         f"Cheapest projection: {best['provider']} {best['instance_type']}"
@@ -154,7 +189,7 @@ def _network_table(mode: str, network: str, rows: list[dict[str, Any]], currency
 def where_else_section(report_set: ReportSet, table: TableRenderer) -> tuple[str, str, str, str]:
     """The section as the page lists them: (key, title, note, content HTML)."""
     projections = report_set.tables.get("projections")
-    rows = _priced_rows(projections) if projections is not None else []
+    rows = candidate_rows(projections) if projections is not None else []
     links = ("<p class=files>Data: projections (<a href='projections.csv'>CSV</a>, "
              "<a href='projections/projections.parquet'>Parquet</a>)</p>")
     if not rows:
@@ -164,8 +199,10 @@ def where_else_section(report_set: ReportSet, table: TableRenderer) -> tuple[str
     grouped: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         grouped[(row["mode"], row["network"])].append(row)
+    measured = measured_machines(projections)
     content = "".join(
-        _network_table(mode, network, grouped[(mode, network)], report_set.currency, table)
+        _network_table(mode, network, grouped[(mode, network)], measured[(mode, network)],
+                       report_set.currency, table)
         for mode, network in sorted(grouped)
     )
     return (KEY, TITLE, CAVEAT, links + content)
