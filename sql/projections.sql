@@ -8,9 +8,11 @@
 -- text a catalog import adds to the source of a price that covers the GPUs alone, e.g. GCP's
 -- attachable GPUs: such rows say price_covers = 'gpus_only', a lower bound, the host VM extra).
 --
--- Projected from: every ok result measured by gpucompare (origin measured; published figures are
--- not projected) on GPUs, whose GPU model the table knows, run on num_nodes nodes of
--- gpu_count / num_nodes GPUs each.
+-- Projected from: the ok results measured by gpucompare (origin measured; published figures are
+-- not projected) on GPUs whose GPU model the table knows, run on num_nodes nodes of
+-- gpu_count / num_nodes GPUs each; of each measured instance type (any region or market: the same
+-- hardware) and network, mode, dtype, GPU count and node count, the fastest result only (its batch
+-- size): the other batch sizes cost more per million on every price, so they add rows, not answers.
 -- Projected onto: every price series (provider, instance_type, region, market) of the same
 -- canonical GPU model with EXACTLY as many GPUs per instance as the measured run used per node.
 -- Throughput is the measurement's, unscaled. An instance with more (or fewer) GPUs is not
@@ -35,6 +37,13 @@ WITH measured AS (
     JOIN gpu_canonical AS g ON g.gpu_model = l.gpu_model
     WHERE l.status = 'ok' AND l.images_per_sec > 0 AND l.origin = 'measured' AND l.device_kind = 'gpu'
       AND g.canonical IS NOT NULL AND l.num_nodes >= 1 AND l.gpu_count % l.num_nodes = 0
+    -- per measured instance type and (network, mode, dtype, GPUs, nodes): its fastest configuration
+    -- (batch size, kvstore) only; the others cost more per million on any price, so projecting them
+    -- would multiply the rows (results x price series) with dominated figures
+    QUALIFY row_number() OVER (
+        PARTITION BY l.provider, l.instance_type, l.network, l.mode, l.dtype, l.gpu_count, l.num_nodes
+        ORDER BY l.images_per_sec DESC, l.measured_at DESC, l.batch_size, l.region NULLS FIRST, l.market
+    ) = 1
 ),
 catalog AS (
     -- each price series' latest price on the report date

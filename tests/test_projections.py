@@ -233,3 +233,18 @@ def test_hostile_catalog_names_are_escaped_on_the_page(tmp_path):
     page = html.render_page(_build(tmp_path, [*PRICES, hostile]))
     assert "<script>alert(1)" not in page and "<img src=x>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_only_the_fastest_configuration_of_each_measured_instance_type_is_projected(tmp_path):
+    """Batch 8 at 300 images/s and batch 32 at 400 on g5.xlarge us-east-1, batch 32 at 380 on g5.xlarge
+    in eu-west-1 (the same hardware): on any price, 400 images/s is the cheapest per million, so only that
+    result is projected; the others would only multiply the rows."""
+    lake = open_lake(str(tmp_path / "lake"))
+    ingest(lake, [record(batch_size=8, images_per_sec=300.0),
+                  record(batch_size=32, images_per_sec=400.0, minute=1)])
+    ingest(lake, [record(batch_size=32, images_per_sec=380.0)], region="eu-west-1")
+    built = reports.build_reports(inputs(lake, PRICES, RATES), options=ReportOptions(report_date=TODAY))
+    table = built.tables["projections"]
+    assert {(r["config_id"], r["measured_region"], r["images_per_sec"]) for r in table.to_pylist()} == {
+        ("score-resnet-50-float32-b32-g1", "us-east-1", 400.0)}
+    assert table.num_rows == 3  # g5.xlarge and acme's instance, on demand and spot
