@@ -248,3 +248,39 @@ def test_only_the_fastest_configuration_of_each_measured_instance_type_is_projec
     assert {(r["config_id"], r["measured_region"], r["images_per_sec"]) for r in table.to_pylist()} == {
         ("score-resnet-50-float32-b32-g1", "us-east-1", 400.0)}
     assert table.num_rows == 3  # g5.xlarge and acme's instance, on demand and spot
+
+
+def test_hostile_gpu_names_reach_no_sql_and_project_nothing(tmp_path):
+    """GPU names come from nvidia-smi on a rented host and from downloaded catalogs: they are data in a
+    registered Arrow table and bound parameters, never SQL text."""
+    lake = open_lake(str(tmp_path / "lake"))
+    evil = "A10G'); DROP TABLE prices; --"
+    ingest(lake, [record(gpu_model=evil, images_per_sec=400.0)])
+    prices = [*PRICES, catalog("evil-1x", 0.01, evil, 1, provider="acme", region="eastus")]
+    built = reports.build_reports(inputs(lake, prices, RATES), currency="USD",
+                                  options=ReportOptions(report_date=TODAY))
+    assert gpus.canonical(evil) is None  # not an A10G: nothing projected from or onto it
+    assert built.tables["projections"].num_rows == 0
+    assert rows(built.tables["cost_per_million"], instance_type="g5.xlarge")[0]["cost_per_million"] > 0
+
+
+def test_without_an_exchange_rate_the_row_stays_unpriced_and_out_of_the_views(tmp_path):
+    lake = open_lake(str(tmp_path / "lake"))
+    ingest(lake, [record(images_per_sec=400.0)])
+    built = reports.build_reports(inputs(lake, PRICES, []), currency="EUR",
+                                  options=ReportOptions(report_date=TODAY, with_projections=True))
+    table = built.tables["projections"]
+    assert table.num_rows == 3
+    assert {(r["price_source"], r["cost_per_million"], r["fx_rate"]) for r in table.to_pylist()} == {
+        ("missing_fx", None, None)}
+    assert "projected" not in built.tables[BEST_VALUE_WITH_PROJECTIONS]["origin"].to_pylist()
+    assert "No projection yet" in html.render_page(built)
+
+
+def test_two_sources_pricing_one_series_on_one_day_are_chosen_the_same_way_every_time(tmp_path):
+    same_day = [catalog("a10g-1x", value, "A10G", 1, provider="acme", region="eastus", source=source)
+                for value, source in ((3.0, "b catalog"), (2.0, "a catalog"))]
+    for attempt in range(2):
+        [row] = rows(_build(tmp_path / str(attempt), [*PRICES[:1], *same_day]).tables["projections"],
+                     provider="acme", mode="score")
+        assert (row["price_source"], row["price_per_hour"]) == ("a catalog", 2.0)
