@@ -73,8 +73,10 @@ def build_projections(
 #: How a projected row enters best_value's input (the columns cost_per_million gives it): the
 #: throughput figure is the measured one, the machine and price the catalog's; origin says so and
 #: result_source names the measured result. A machine measured for that network and mode keeps its
-#: measured row (measured beats projected); rows without a usable price are left out, as in best_value,
-#: and so are prices of the GPUs alone (price_covers gpus_only: not a machine's price, not comparable).
+#: measured row (measured beats projected; a published figure does not: best_value.sql then shows the
+#: machine's ranked row, usually the projection, as an old published figure is not ranked). Rows without
+#: a usable price are left out, as in best_value, and so are prices of the GPUs alone (price_covers
+#: gpus_only: not a machine's price, not comparable).
 _PROJECTED_AS_COST = """
 SELECT
     provider, instance_type, region, market, gpu_model, device_kind, gpu_count, num_nodes, mode, network,
@@ -90,7 +92,8 @@ FROM projections AS p
 WHERE cost_per_million IS NOT NULL AND price_covers = 'instance'
   AND NOT EXISTS (
     SELECT 1 FROM cost_per_million AS c
-    WHERE c.cost_per_million IS NOT NULL AND c.network = p.network AND c.mode = p.mode
+    WHERE c.origin = 'measured' AND c.cost_per_million IS NOT NULL
+      AND c.network = p.network AND c.mode = p.mode
       AND c.provider = p.provider AND c.instance_type = p.instance_type
       AND c.region IS NOT DISTINCT FROM p.region AND c.market = p.market
   )
