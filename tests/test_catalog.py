@@ -49,6 +49,12 @@ def test_every_sample_row_names_a_known_gpu() -> None:
     assert {"A100-80GB-SXM", "RTX4090", "RTX6000-Ada", "A6000", "H100", "T4", "P4"} <= seen
 
 
+def test_every_azure_size_of_the_gpu_map_names_a_known_gpu() -> None:
+    sizes = catalogs.azure_skus()
+    assert len(sizes) >= 30 and sizes["Standard_ND96isr_H100_v5"] == ("H100", 8)
+    assert {name: gpus.canonical(name) for name, _ in sizes.values() if gpus.canonical(name) is None} == {}
+
+
 def test_samples_cover_five_providers_with_their_date_and_source() -> None:
     results = catalogs.shipped_catalogs()
     assert {r.provider for r in results} >= {"gcp", "azure", "lambda", "runpod", "nebius"}
@@ -193,6 +199,14 @@ def test_azure_next_page_on_another_host_is_refused(link: str) -> None:
         return json.dumps(page).encode()
     with pytest.raises(catalogs.CatalogError, match="NextPageLink.*not allowed"):
         catalogs.fetch_azure(AZURE_QUERY, opener=opener)
+
+
+def test_azure_pages_adding_up_to_too_much_are_refused() -> None:
+    asked: list[str] = []
+    with pytest.raises(catalogs.CatalogError, match="add up to more than"):
+        catalogs.fetch_azure(catalogs._https_url(AZURE_QUERY), opener=_recorded_opener(asked),
+                             max_bytes=len((RECORDED / "page1.json").read_bytes()))
+    assert len(asked) == 1  # the second page was never asked for
 
 
 def test_azure_page_loop_is_refused() -> None:

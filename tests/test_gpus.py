@@ -29,6 +29,8 @@ ALIASES = {
     "RTX 4090": "RTX 4090", "NVIDIA GeForce RTX 4090": "RTX 4090", "RTX4090": "RTX 4090",
     "A6000": "A6000", "NVIDIA RTX A6000": "A6000", "RTXA6000": "A6000", "RTX6000-Ada": "RTX 6000 Ada",
     "RTX 6000": "RTX 6000", "Quadro RTX 6000": "RTX 6000", "H200": "H200", "GH200": "GH200",
+    "Tesla M40": "M40", "Tesla K40m": "K40", "NVIDIA A30": "A30", "Quadro RTX 8000": "RTX 8000",
+    "NVIDIA H800": "H800", "NVIDIA H100 NVL": "H100 NVL",
 }
 
 
@@ -56,8 +58,22 @@ def test_every_row_follows_the_mxnet_rule_and_names_are_unambiguous() -> None:
     by_name = {m.name: m for m in table}
     # the issue's cases: Ada runs through binary compatibility, Hopper and Kepler do not
     assert [by_name[n].mxnet_cu112 for n in ("L4", "L40S", "RTX 4090", "A10G", "M60")] == [True] * 5
-    assert [by_name[n].mxnet_cu112 for n in ("H100", "H200", "K80", "B200")] == [False] * 4
+    assert [by_name[n].mxnet_cu112 for n in ("H100", "H200", "H800", "K80", "K40", "B200")] == [False] * 6
     assert (by_name["K80"].compute_capability, by_name["H100"].memory_gib) == ("3.7", 80)
+
+
+def test_every_gpu_of_the_shipped_tables_resolves() -> None:
+    """The GPU names of the shipped price and published tables (what results are joined with)."""
+    import csv
+
+    from gpucompare import resources
+
+    names = set()
+    for path in [*resources.data_dir("prices").glob("*.csv"), *resources.data_dir("published").glob("*.csv")]:
+        with path.open(encoding="utf-8", newline="") as handle:
+            names |= {row["gpu_model"] for row in csv.DictReader(handle) if row.get("gpu_model")}
+    assert {"Tesla M40", "Tesla K80", "A10G", "GTX 1080 Ti"} <= names
+    assert {name: gpus.canonical(name) for name in names if gpus.canonical(name) is None} == {}
 
 
 def test_the_rule_itself() -> None:

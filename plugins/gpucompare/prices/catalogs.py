@@ -10,8 +10,9 @@ Two formats are read:
   says that the host VM is billed on top.
 * ``azure``: pages of the Azure Retail Prices API (``https://prices.azure.com/api/retail/prices``,
   public, no credentials; JSON ``{"Items": [...], "NextPageLink": ...}``), followed page by page.
-  The API does not say which GPU a VM size has; :data:`AZURE_SKU_FILE` (from SkyPilot's Azure
-  catalog) does, and an N-series size it does not list is imported with an unknown GPU.
+  The API does not say which GPU a VM size has; :data:`AZURE_SKU_FILE` (``data/catalogs/
+  azure_gpus.csv``, from SkyPilot's Azure catalog) does, and an N-series size it does not list is
+  imported with an unknown GPU.
 
 Every row becomes a row of ``schema.PRICES_SCHEMA`` with ``gpu_model`` the GPU model table's
 canonical name (``gpucompare.config.gpus``), hourly USD prices, ``market`` on_demand or spot and
@@ -67,8 +68,10 @@ AZURE_HOST = "prices.azure.com"
 AZURE_URL = "https://prices.azure.com/api/retail/prices"
 SAMPLES_DIR = resources.data_dir("catalogs")
 SAMPLES_FILE = SAMPLES_DIR / "samples.csv"
-#: Azure VM size -> GPU and count: the GPU rows of SkyPilot's Azure catalog
-AZURE_SKU_FILE = SAMPLES_DIR / "azure" / "vms.csv"
+#: Azure VM size -> GPU and count: the whole-GPU rows of SkyPilot's Azure catalog (coopslarhette/
+#: skypilot-catalog dd2604fa, catalogs/v7/azure/vms.csv), ND96isr_H100_v5 corrected to its 8 GPUs
+#: (SkyPilot says 12); AMD (NVv4) and partial-GPU sizes are left out
+AZURE_SKU_FILE = SAMPLES_DIR / "azure_gpus.csv"
 SKYPILOT_COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "Region")
 #: a GPU name as catalogs write it; no quotes, ';', '=', '$', '<'… and not a CSV formula
 ACCELERATOR = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._+()-]{0,63}")
@@ -229,10 +232,13 @@ class _Collector:
         self.source = source
         self.best: dict[tuple[str, str | None, str], dict[str, Any]] = {}
         self.unknown: collections.Counter[str] = collections.Counter()
+        self.models: dict[str, str | None] = {}  # accelerator -> canonical name, looked up once
 
     def add(self, where: str, *, instance_type: str, region: str | None, accelerator: str | None,
             gpu_count: int | None, prices: Mapping[str, float | None], note: str = "") -> None:
-        gpu_model = gpus.canonical(accelerator) if accelerator else None
+        if accelerator and accelerator not in self.models:
+            self.models[accelerator] = gpus.canonical(accelerator)
+        gpu_model = self.models[accelerator] if accelerator else None
         if gpu_model is None:
             self.unknown[accelerator or instance_type] += 1
         for market, price in prices.items():
@@ -306,7 +312,7 @@ def parse_skypilot(data: bytes, *, provider: str, effective_from: dt.date, sourc
 
 # ---- Azure Retail Prices API ---------------------------------------------------------------
 def azure_skus(path: Path = AZURE_SKU_FILE) -> dict[str, tuple[str, int]]:
-    """Azure VM size -> (GPU name, GPU count), from the shipped SkyPilot Azure catalog."""
+    """Azure VM size -> (GPU name, GPU count), from :data:`AZURE_SKU_FILE`."""
     found: dict[str, tuple[str, int]] = {}
     with path.open(encoding="utf-8", newline="") as handle:
         for row in csv.DictReader(handle):
@@ -344,6 +350,9 @@ def fetch_azure(url: str, *, opener: Opener | None = None, max_pages: int = MAX_
         if len(pages) >= max_pages:
             raise CatalogError(f"{url[:120]}: more than {max_pages} pages; narrow the $filter")
         seen.add(link)
+        if total >= max_bytes:
+            raise CatalogError(f"{url[:120]}: the pages add up to more than {max_bytes} bytes; "
+                               "narrow the $filter")
         data = read_location(link, opener=opener, max_bytes=max_bytes - total)
         total += len(data)
         page = _json_page(data, f"page {len(pages) + 1}")
