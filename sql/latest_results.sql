@@ -11,13 +11,14 @@
 -- Provenance carried to every report: origin (measured | published), result_date (the
 -- date partition: the measurement's UTC day, or the publication date), measured_at (when it
 -- finished; a published figure, which has no run, gets its publication date at 00:00 UTC),
--- flags (always a list, empty when none).
+-- flags (always a list, empty when none), run_id and config_id (which run and cell it was:
+-- the projections report names the measured result it projects from).
 SELECT
     provider, instance_type, region, market, mode, network, dtype, batch_size,
     gpu_count, num_nodes, device_kind, kvstore, methodology,
     r.target, r.gpu_model, r.per_device_batch, r.images_per_sec, r.cv, r.status,
     CASE WHEN r.target = 'published' THEN 'published' ELSE 'measured' END AS origin,
-    r.source AS result_source, r.result_date,
+    r.source AS result_source, r.result_date, r.run_id, r.config_id,
     coalesce(r.measured_at, CAST(r.result_date AS TIMESTAMPTZ)) AS measured_at,
     coalesce(r.flags, CAST([] AS VARCHAR[])) AS flags
 FROM (
@@ -28,7 +29,8 @@ FROM (
             struct_pack(
                 target := target, gpu_model := gpu_model, per_device_batch := per_device_batch,
                 images_per_sec := images_per_sec, cv := cv, status := status, source := source,
-                result_date := CAST("date" AS DATE), measured_at := finished_at, flags := flags
+                result_date := CAST("date" AS DATE), measured_at := finished_at, flags := flags,
+                run_id := run_id, config_id := config_id
             ),
             coalesce(finished_at, CAST("date" AS TIMESTAMPTZ))
         ) AS r

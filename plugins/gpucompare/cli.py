@@ -267,6 +267,9 @@ def _configure_report(parser: argparse.ArgumentParser) -> None:
                          help="rank old published figures too")
     ranking.add_argument("--rank-flagged", action="store_true", default=None,
                          help="rank figures carrying flags too")
+    ranking.add_argument("--with-projections", action="store_true", default=None,
+                         help="also write best_value_with_projections: the ranking with projected machines "
+                              "added, labelled (default GPUCOMPARE_BEST_VALUE_WITH_PROJECTIONS, false)")
     parser.add_argument("--history", default=None,
                         help="also keep the day's copy of each report under HISTORY/report_history/ "
                              "(the reports root)")
@@ -288,6 +291,7 @@ def _run_report(args: argparse.Namespace) -> int:
                                      else args.published_max_age_years),
             rank_old_published=args.rank_old_published or defaults.rank_old_published,
             rank_flagged=args.rank_flagged or defaults.rank_flagged,
+            with_projections=args.with_projections or defaults.with_projections,
         )
         report_set = run_reports(args.lake, args.out, currency=args.currency, options=options,
                                  history=args.history, as_of=args.as_of)

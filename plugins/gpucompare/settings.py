@@ -40,6 +40,7 @@ DEFAULTS: dict[str, str] = {
     "published_max_age_years": "3",
     "rank_old_published": "false",
     "rank_flagged": "false",
+    "best_value_with_projections": "false",
     "bench_python": "",
     "lake_s3_commit": "conditional_put",
 }
@@ -66,6 +67,8 @@ DESCRIPTIONS: dict[str, str] = {
                                "but not ranked.",
     "rank_old_published": "best_value: true ranks those old published figures anyway.",
     "rank_flagged": "best_value: true ranks figures that the published import flagged too.",
+    "best_value_with_projections": "true also writes best_value_with_projections: the best_value ranking "
+                                   "with projected machines (other providers' prices) added and labelled.",
     "lake_s3_commit": "How commits to an s3:// lake are made safe: conditional_put (S3 conditional "
                       "writes, If-None-Match; needs a store that honours them) or unsafe (one writer only).",
     "bench_python": "The worker interpreter of the local target (a venv with MXNet). Empty: "

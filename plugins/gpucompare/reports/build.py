@@ -42,6 +42,7 @@ import pyarrow as pa
 from bench_tasks.constants import IMAGENET_TRAIN_IMAGES
 from gpucompare import resources
 from gpucompare.lake import schema
+from gpucompare.reports import projections
 from gpucompare.reports.inputs import ReportInputs, ResultFiles, connect
 from gpucompare.reports.publish import write_history, write_site, write_tables
 from gpucompare.reports.report_set import (
@@ -98,11 +99,14 @@ def _cost_per_million(build: Build) -> pa.Table:
     return build.sql("cost_per_million", {"currency": build.currency, "epoch_images": IMAGENET_TRAIN_IMAGES})
 
 
+def _ranking(options: ReportOptions) -> dict[str, object]:
+    """The parameters of sql/best_value.sql (also the projections' optional ranking view)."""
+    return {"published_cutoff": options.published_cutoff, "rank_old_published": options.rank_old_published,
+            "rank_flagged": options.rank_flagged}
+
+
 def _best_value(build: Build) -> pa.Table:
-    options = build.options
-    return build.sql("best_value", {"published_cutoff": options.published_cutoff,
-                                    "rank_old_published": options.rank_old_published,
-                                    "rank_flagged": options.rank_flagged})
+    return build.sql("best_value", _ranking(build.options))
 
 
 def _throughput_matrix(build: Build) -> pa.Table:
@@ -160,6 +164,9 @@ BUILDERS: dict[str, Callable[[Build], pa.Table]] = {
     "throughput_matrix": _throughput_matrix,
     "best_value": _best_value,
     "regressions": _regressions,
+    "projections": lambda build: projections.build_projections(
+        build.con, currency=build.currency, epoch_images=IMAGENET_TRAIN_IMAGES,
+        report_date=build.options.today),
 }
 if set(BUILDERS) != set(HISTORY_TABLES):  # a report named in report_set but not built, or back
     raise ReportError(f"BUILDERS {sorted(BUILDERS)} do not match the reports {sorted(HISTORY_TABLES)}")
@@ -205,6 +212,10 @@ def build_reports(
             started = time.perf_counter()
             tables[name] = builder(build)
             timings[name] = time.perf_counter() - started
+        if options.with_projections:  # the optional ranking view; best_value itself stays measured-only
+            tables[projections.BEST_VALUE_WITH_PROJECTIONS] = _timed(
+                timings, projections.BEST_VALUE_WITH_PROJECTIONS,
+                lambda: projections.best_value_with_projections(con, _ranking(options)))
     finally:
         con.close()
 
@@ -274,4 +285,5 @@ def options_from_settings() -> ReportOptions:
         published_max_age_years=int(age),
         rank_old_published=flag("rank_old_published"),
         rank_flagged=flag("rank_flagged"),
+        with_projections=flag("best_value_with_projections"),
     )

@@ -50,6 +50,7 @@ from gpucompare.reports.page_parts import (
     methodology_note,
     rows_of,
 )
+from gpucompare.reports.page_projections import where_else_section
 from gpucompare.reports.page_regressions import regressions_table
 from gpucompare.reports.page_scaling import scaling_figures
 from gpucompare.reports.page_throughput import chartable_throughput, suspicious_published, throughput_figures
@@ -269,6 +270,7 @@ def render_page(report_set: ReportSet) -> str:
                 links("throughput") + "<div class=scroll>" + suspicious + "</div>",
             )
         )
+    sections.insert(1, where_else_section(report_set))  # projections: after the measured costs
     nav = "".join(f"<a href='#{key}'>{_esc(title)}</a>" for key, title, _, _ in sections)
     body = "".join(
         f"<section id={key} aria-labelledby='{key}-heading'><h2 id='{key}-heading'>{_esc(title)}</h2>"

@@ -21,7 +21,9 @@ import pyarrow.compute as pc
 from gpucompare.errors import PermanentError
 
 #: The reports, in the order they are built (best_value reads cost_per_million).
-REPORTS: tuple[str, ...] = ("cost_per_million", "scaling", "throughput", "best_value", "regressions")
+REPORTS: tuple[str, ...] = (
+    "cost_per_million", "scaling", "throughput", "best_value", "regressions", "projections"
+)
 #: Tables written besides the reports themselves.
 DERIVED: tuple[str, ...] = ("throughput_matrix",)
 #: Every table of the set: written as Parquet and CSV, and kept a copy of every day under
@@ -69,13 +71,16 @@ class ReportOptions:
       many years before ``report_date`` are shown but not ranked (``old_published``);
     * ``rank_old_published``: rank them anyway;
     * ``rank_flagged``: rank rows carrying flags (suspicions of the published import) too;
-    * ``report_date``: the day the ages are counted from (default: today, UTC).
+    * ``report_date``: the day the ages are counted from (default: today, UTC);
+    * ``with_projections``: also build ``best_value_with_projections``, best_value with the
+      projected machines of the projections report added (labelled origin ``projected``).
     """
 
     published_max_age_years: int = 3
     rank_old_published: bool = False
     rank_flagged: bool = False
     report_date: dt.date | None = None
+    with_projections: bool = False
 
     def validate(self) -> None:
         if isinstance(self.published_max_age_years, bool) or not isinstance(
@@ -155,7 +160,7 @@ COLUMN_DOCS: dict[str, str] = {
     "instance_type": "the provider machine name (g5.xlarge, ltbv14, ...)",
     "region": "provider region; empty where none applies",
     "market": "on_demand | spot",
-    "gpu_model": "GPU model; empty for CPU runs",
+    "gpu_model": "GPU model; empty for CPU runs (projections: the canonical name of the GPU model table)",
     "device_kind": "gpu | cpu: what ran the network (a CPU row has gpu_count 1 = one CPU device)",
     "gpu_count": "devices used over all nodes (GPUs; 1 for a CPU run)",
     "num_nodes": "hosts the run used (a run over N nodes rents N instances)",
@@ -178,11 +183,13 @@ COLUMN_DOCS: dict[str, str] = {
     "(price_per_hour x seconds_per_million / 3600)",
     "currency": "currency of every money column: EUR | USD",
     "price_source": "source of the price row; missing (no price) or missing_fx (no exchange rate)",
-    "price_effective_from": "price date: the day the price used became valid (latest <= result_date)",
+    "price_effective_from": "price date: the day the price used became valid (latest <= result_date; "
+    "projections: latest <= the report date)",
     "price_currency": "currency the price was listed in",
     "fx_rate": "exchange rate used, 1 price_currency = fx_rate currency",
     "origin": "measured (run by gpucompare) | published (imported from a publication) | "
-    "published_curve (scaling: a speedup curve from a white paper)",
+    "published_curve (scaling: a speedup curve from a white paper) | projected "
+    "(best_value_with_projections: a measured throughput priced on another machine with the same GPUs)",
     "result_source": "where the figure comes from: the source of the run, or the publication",
     "target": "where it ran: local | ssh | ec2, or published",
     "measured_at": "when the result was measured, UTC timestamp; published figures: the publication date",
@@ -217,6 +224,17 @@ COLUMN_DOCS: dict[str, str] = {
     "verdict": "regression | improvement | steady | failed | not_run | insufficient_history",
     "regression": "true for verdict regression or failed",
     "report_date": "history tables: the day the report was built (Hive partition)",
+    "basis": "projections: projected = the throughput of a measured result priced on a catalog machine "
+    "with the same GPU model and GPUs per instance (never ranked with measured rows)",
+    "measured_machine": "projections: true when the catalog machine is the very instance type measured",
+    "measured_provider": "projections: provider of the machine the projected result was measured on",
+    "measured_instance_type": "projections: instance type the projected result was measured on",
+    "measured_region": "projections: region of the measured machine; empty where none applies",
+    "measured_market": "projections: market of the measured machine (on_demand | spot)",
+    "measured_gpu_model": "projections: the GPU name the measured host reported (nvidia-smi)",
+    "run_id": "the run that measured the result",
+    "price_covers": "projections: instance (the price of the whole machine) | gpus_only (the catalog "
+    "prices the GPUs alone, e.g. GCP: the host VM is billed on top, so the cost is a lower bound)",
 }
 
 

@@ -1,0 +1,212 @@
+"""The page section "Where else could this run?": the projections report as the reader sees it.
+
+Rendering only (strings from the built ``projections`` table, no I/O), like the rest of the page.
+Per network and mode, the cheapest providers for the GPUs measured: for each market (on-demand,
+spot) the cheapest projection of each provider (any region, instance type and measured
+configuration), the top :data:`TOP_PROVIDERS`, and always the measured machine's own catalog
+rows, marked. A caveat says what a projection assumes. Its tables come from the page's one table
+renderer (page_parts.html_table), so every table on the page is built one way.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gpucompare.reports.formatting import _date, _esc, _slug, duration, money
+from gpucompare.reports.page_parts import html_table
+from gpucompare.reports.report_set import ReportSet
+
+#: Providers listed per network, mode and market.
+TOP_PROVIDERS = 5
+#: Section key (anchor), title and the caveat every reader must see.
+KEY = "where-else"
+TITLE = "Where else could this run?"
+CAVEAT = (
+    "Projected, not measured: each row prices a throughput measured by gpucompare on one machine at another "
+    "machine's catalog price, for the same GPU model and the same number of GPUs per instance (an instance "
+    "with a different GPU count is not projected). CPU, storage and interconnect differ between providers; "
+    "projections assume the measured throughput. Prices are the latest in the lake on the report date; "
+    "≥ marks a catalog price of the GPUs alone (the host VM is billed on top). "
+    "Projections are never part of the cost ranking above."
+)
+MARKETS = ("on_demand", "spot")
+MEASURED_MARK = "★ measured machine"
+
+
+
+#: the columns the section shows (the others, e.g. the flags list, are not carried through the reduction)
+SHOWN = ("mode", "network", "methodology", "market", "provider", "instance_type", "region", "gpu_model",
+         "gpu_count",
+         "num_nodes", "images_per_sec", "batch_size", "price_per_hour", "cost_per_million",
+         "epochs90_seconds", "epochs90_cost", "measured_machine", "measured_provider",
+         "measured_instance_type", "measured_gpu_model", "result_date", "price_effective_from",
+         "price_covers")
+
+
+def _cheapest_of_each(table: pa.Table, keys: list[str]) -> pa.Table:
+    """The rows of ``table`` whose cost is the lowest of their group (ties kept)."""
+    if table.num_rows == 0:
+        return table
+    lowest = table.group_by(keys).aggregate([("cost_per_million", "min")])
+    joined = table.join(lowest, keys=keys)
+    return joined.filter(pc.equal(joined["cost_per_million"], joined["cost_per_million_min"])).drop_columns(
+        ["cost_per_million_min"])
+
+
+def candidate_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """What the section can show, reduced in Arrow before any Python row is made (the table holds a
+    row per measured result and catalog price series: tens of thousands on a big lake): per network,
+    mode, market and provider its cheapest rows (whole machine and GPU-only prices apart), and per
+    measured machine its cheapest rows."""
+    if table.num_rows == 0:
+        return []
+    priced = table.filter(pc.is_valid(table["cost_per_million"])).select(list(SHOWN))
+    per_provider = _cheapest_of_each(priced, ["mode", "network", "methodology", "market", "provider",
+                                               "price_covers"])
+    own = priced.filter(pc.fill_null(priced["measured_machine"], False))
+    per_machine = _cheapest_of_each(own, ["mode", "network", "methodology", "market", "provider",
+                                            "instance_type"])
+    return pa.concat_tables([per_provider, per_machine]).to_pylist()
+
+
+def measured_machines(table: pa.Table) -> dict[tuple[str, str, str], list[str]]:
+    """Per (mode, network, methodology): the measured machines projected from, as
+    'provider instance (GPU name)'."""
+    if table.num_rows == 0:
+        return {}
+    keys = ["mode", "network", "methodology", "measured_provider", "measured_instance_type",
+            "measured_gpu_model"]
+    found: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    for r in sorted(table.group_by(keys).aggregate([]).to_pylist(), key=lambda r: [str(r[k]) for k in keys]):
+        found[(r["mode"], r["network"], r["methodology"])].append(
+            f"{r['measured_provider']} {r['measured_instance_type']} ({r['measured_gpu_model']})")
+    return found
+
+
+def cheapest_providers(
+    rows: list[dict[str, Any]], top: int = TOP_PROVIDERS
+) -> dict[str, list[dict[str, Any]]]:
+    """Per market: the cheapest row of each provider (a whole machine's price before a price of the GPUs
+    alone), the ``top`` cheapest of them, plus the cheapest row of each measured machine
+    (``measured_machine``) when it is not among them; by cost."""
+    chosen: dict[str, list[dict[str, Any]]] = {}
+    for market in MARKETS:
+        in_market = sorted((r for r in rows if r["market"] == market), key=_whole_machine_first)
+        per_provider: dict[str, dict[str, Any]] = {}
+        measured: dict[tuple[str, str], dict[str, Any]] = {}
+        for row in in_market:
+            per_provider.setdefault(row["provider"], row)
+            if row["measured_machine"]:
+                measured.setdefault((row["provider"], row["instance_type"]), row)
+        picked = list(per_provider.values())[:top]
+        picked += [r for r in measured.values() if r not in picked]
+        if picked:
+            chosen[market] = sorted(picked, key=_order)
+    return chosen
+
+
+def _whole_machine_first(row: dict[str, Any]) -> tuple:
+    return (_gpus_only(row), *_order(row))
+
+
+def _gpus_only(row: dict[str, Any]) -> bool:
+    """The catalog priced the GPUs alone (GCP): the host VM is billed on top, the cost is a lower bound."""
+    return row.get("price_covers") == "gpus_only"
+
+
+def _money(row: dict[str, Any], column: str, currency: str, digits: int = 3) -> str:
+    return ("≥ " if _gpus_only(row) else "") + money(row[column], currency, digits)
+
+
+def _order(row: dict[str, Any]) -> tuple:
+    return (row["cost_per_million"], row["provider"], row["instance_type"], row["region"] or "")
+
+
+def _gpus(row: dict[str, Any]) -> str:
+    per_node = row["gpu_count"] // max(row["num_nodes"] or 1, 1)
+    nodes = f" on {row['num_nodes']} instances" if (row["num_nodes"] or 1) > 1 else ""
+    return f"{row['gpu_model']} × {per_node}{nodes}"
+
+
+def _epochs90(row: dict[str, Any], currency: str) -> str:
+    return f"{duration(row['epochs90_seconds'])}, {_money(row, 'epochs90_cost', currency, 0)}"
+
+
+def _figure_note(row: dict[str, Any]) -> str:
+    extra = "; GPUs only, host VM extra" if _gpus_only(row) else ""
+    if row["measured_machine"]:
+        return MEASURED_MARK + extra
+    return (f"projected from {row['measured_provider']} {row['measured_instance_type']}, "
+            f"measured {_date(row['result_date'])}{extra}")
+
+
+def _network_table(mode: str, network: str, methodology: str, rows: list[dict[str, Any]],
+                   measured: list[str], currency: str) -> str:
+    by_market = cheapest_providers(rows)
+    train = mode == "train"
+    headers = ["provider · instance", "GPUs", "region", "market", "images/s (measured)", "batch",
+               "per hour", "per million", *(["90 epochs"] if train else []), "figure", "price date"]
+    numeric = [False, False, False, False, True, True, True, True, *([True] if train else []), False, False]
+    body = []
+    for market in MARKETS:
+        for r in by_market.get(market, []):
+            body.append([
+                f"{r['provider']} {r['instance_type']}" + (" ★" if r["measured_machine"] else ""),
+                _gpus(r),
+                r["region"] or "any",
+                "spot" if market == "spot" else "on-demand",
+                f"{r['images_per_sec']:,.2f}",
+                r["batch_size"],
+                _money(r, "price_per_hour", currency, 2),
+                _money(r, "cost_per_million", currency),
+                *([_epochs90(r, currency)] if train else []),
+                _figure_note(r),
+                _date(r["price_effective_from"]),
+            ])
+    providers = sorted({r["provider"] for r in rows})
+    best = min(rows, key=_whole_machine_first)
+    summary = (
+        f"Cheapest projection: {best['provider']} {best['instance_type']}"
+        f"{' (' + best['region'] + ')' if best['region'] else ''}, "
+        f"{'spot' if best['market'] == 'spot' else 'on-demand'}: "
+        f"{_money(best, 'cost_per_million', currency)} per million images at the "
+        f"{best['images_per_sec']:,.2f} images/s measured on "
+        f"{best['measured_provider']} {best['measured_instance_type']}. {len(providers)} provider(s) priced "
+        f"for the GPUs measured on {', '.join(measured)}; ★ = the measured machine at its catalog price."
+    )
+    # one table per methodology (how the figure was timed): projections of two are never ranked together
+    chart_id = _slug("where-else", mode, network, *([] if methodology == "official" else [methodology]))
+    title = f"{network}, {mode}: cheapest providers for the GPUs measured ({methodology} methodology)"
+    return (
+        f"<div class=where-else id='{chart_id}'><h3 id='{chart_id}-title'>{_esc(title)}</h3>"
+        f"<p class=summary id='{chart_id}-summary'>{_esc(summary)}</p><div class=scroll>"
+        + html_table(headers, body, numeric,
+                caption=f"{title}: top {TOP_PROVIDERS} providers per market ({currency})", reflow=True)
+        + "</div></div>"
+    )
+
+
+def where_else_section(report_set: ReportSet) -> tuple[str, str, str, str]:
+    """The section as the page lists them: (key, title, note, content HTML)."""
+    projections = report_set.tables.get("projections")
+    rows = candidate_rows(projections) if projections is not None else []
+    links = ("<p class=files>Data: projections (<a href='projections.csv'>CSV</a>, "
+             "<a href='projections/projections.parquet'>Parquet</a>)</p>")
+    if not rows:
+        return (KEY, TITLE, CAVEAT, links + "<p class=empty>No projection yet: no measured GPU result shares "
+                "its GPU model and GPU count with a priced catalog instance (python -m gpucompare "
+                "import-catalog adds other providers' prices).</p>")
+    grouped: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        grouped[(row["mode"], row["network"], row["methodology"])].append(row)
+    measured = measured_machines(projections)
+    content = "".join(
+        _network_table(mode, network, methodology, grouped[key], measured[key], report_set.currency)
+        for key in sorted(grouped)
+        for mode, network, methodology in [key]
+    )
+    return (KEY, TITLE, CAVEAT, links + content)
