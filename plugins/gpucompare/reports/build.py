@@ -63,6 +63,7 @@ from gpucompare.lake import schema
 from gpucompare.lake.tables import Lake, TableSnapshot, open_lake
 from gpucompare.prices import tables as price_tables
 from gpucompare.reports import page as html
+from gpucompare.reports.campaign import build_campaign
 from gpucompare.reports.report_set import (
     DERIVED,
     MATRIX_BATCHES,
@@ -239,6 +240,7 @@ def build_reports(
             )
 
         tables["regressions"] = _timed(timings, "regressions (scan + query)", lambda: files.run(regressions))
+        tables["campaign"] = _timed(timings, "campaign", lambda: build_campaign(con, inputs, files, currency))
     finally:
         con.close()
 

@@ -21,7 +21,8 @@ import pyarrow.compute as pc
 from gpucompare.errors import PermanentError
 
 #: The reports, in the order they are built (best_value reads cost_per_million).
-REPORTS: tuple[str, ...] = ("cost_per_million", "scaling", "throughput", "best_value", "regressions")
+REPORTS: tuple[str, ...] = ("cost_per_million", "scaling", "throughput", "best_value", "regressions",
+                            "campaign")
 #: Tables written besides the reports themselves.
 DERIVED: tuple[str, ...] = ("throughput_matrix",)
 #: Batch sizes that always have a column in throughput_matrix (so its schema is stable for
@@ -209,6 +210,38 @@ COLUMN_DOCS: dict[str, str] = {
     "verdict": "regression | improvement | steady | failed | not_run | insufficient_history",
     "regression": "true for verdict regression or failed",
     "report_date": "history tables: the day the report was built (Hive partition)",
+    # campaign (sql/campaign.sql): what each target's night cost, phase by phase
+    "night": "campaign: the UTC day the run's first phase began",
+    "kind": "kind of target: local | ssh | ec2",
+    "run_id": "the orchestrator's id of one target's run",
+    "dag_run_id": "the Airflow run, if any",
+    "started_at": "campaign: start of the run's first phase, UTC timestamp",
+    "finished_at": "campaign: end of the run's last phase, UTC timestamp",
+    "configurations": "configurations measured ok in the run (count)",
+    "failed_phases": "phases of the run that failed, retried attempts included (count)",
+    "torn_down": "true when the run's teardown finished ok",
+    "billed_seconds": "seconds paid for: ec2 from launch to termination; ssh and local the sweeps' wall time",
+    "timed_seconds": "seconds inside timed batches, summed over the run's configurations",
+    "timed_share": "timed_seconds / sweep_seconds, a fraction (0.75 = 75 %)",
+    "overhead_ratio": "billed_seconds / timed_seconds (1 = every billed second was timed)",
+    "provision_seconds": "provisioning: request to SSH or SSM ready, seconds (every attempt)",
+    "deploy_seconds": "deploy: worker bundle and environment, seconds",
+    "sweep_seconds": "sweeps: the worker's wall time, seconds",
+    "setup_seconds": "configurations: process start, symbol, bind, parameters, input, seconds",
+    "warmup_seconds": "configurations: warm-up batches, seconds",
+    "sweep_other_seconds": "sweep seconds outside the configurations' own (start-up, failed cells), seconds",
+    "teardown_seconds": "teardown: giving the machine back, seconds",
+    "idle_seconds": "ec2: billed seconds outside every phase (waits between tasks, collect)",
+    "provision_cost": "cost of the billed provisioning seconds in the report currency; empty when unpriced",
+    "deploy_cost": "cost of the billed deploy seconds in the report currency; empty when unpriced",
+    "setup_cost": "cost of the configurations' setup seconds in the report currency; empty when unpriced",
+    "warmup_cost": "cost of the warm-up seconds in the report currency; empty when unpriced",
+    "timed_cost": "cost of the timed seconds in the report currency; empty when unpriced",
+    "sweep_other_cost": "cost of sweep_other_seconds in the report currency; empty when unpriced",
+    "teardown_cost": "cost of the billed teardown seconds in the report currency; empty when unpriced",
+    "idle_cost": "cost of idle_seconds in the report currency; empty when unpriced",
+    "billed_cost": "cost of billed_seconds in the report currency (the sum of the phase costs); "
+    "empty when unpriced",
 }
 
 

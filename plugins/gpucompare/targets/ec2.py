@@ -98,6 +98,7 @@ from gpucompare.targets.ec2_options import (
     Ec2Options,
     run_key,
 )
+from gpucompare.targets.phases import timed_phase
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +216,7 @@ class Ec2Target(Target):
 
     # --- prepare ---
 
+    @timed_phase("provision")
     def prepare(self, run_id: str, *, attempt: int | None = None) -> TargetState:
         """Launch (or find) the run's instance and wait until SSM can reach it.
 
@@ -242,6 +244,7 @@ class Ec2Target(Target):
             self.record_region()
             instance_id, market = self._launch(run_id, image_id, ttl, expires_at,
                                                attempt=current_attempt() if attempt is None else attempt)
+        self.phases.mark_billed()  # an instance exists from here on: the provisioning is paid for
         state = TargetState(
             spec=self.spec.to_dict(), run_id=run_id, resource_id=instance_id, market=market,
             extra={"region": self.spec.region, "expires_at": expires_at,
@@ -479,6 +482,7 @@ class Ec2Target(Target):
         self.s3_hook.load_bytes(bundle.data, key, bucket, replace=True)
         return key
 
+    @timed_phase("deploy")
     def deploy(self, state: TargetState) -> TargetState:
         instance_id = self._instance_id(state)
         bundle = build_worker_bundle()
@@ -523,6 +527,7 @@ class Ec2Target(Target):
     def _progress_key(self, state: TargetState, config_json: str) -> str:
         return f"{self._writer_prefix(state)}/progress/{sweep_name(config_json)}.log"
 
+    @timed_phase("sweep")
     def run_sweep(self, state: TargetState, sweep_config: dict[str, Any], *, timeout_s: float) -> TargetState:
         instance_id = self._instance_id(state)
         commands = self.sweep_commands(state, sweep_config)
@@ -663,6 +668,7 @@ class Ec2Target(Target):
                           run_dir=f"{self.options.remote_root}/runs/{run_key(state.run_id)}",
                           poll_interval_s=self.options.poll_interval_s)
 
+    @timed_phase("teardown")
     def teardown(self, state: TargetState | None) -> None:
         """Terminate the run's instance(s) and wait until they are gone. Safe twice.
 
