@@ -263,6 +263,23 @@ register("lake-info", "what the lake holds: files and rows per table, results pe
          _configure_lake_info, _run_lake_info)
 
 
+# ---- plan ----------------------------------------------------------------------------------
+def _configure_plan(parser: argparse.ArgumentParser) -> None:
+    from gpucompare.targets import plan
+
+    plan.configure(parser)
+
+
+def _run_plan(args: argparse.Namespace) -> int:
+    from gpucompare.targets import plan
+
+    return plan.run(args)
+
+
+register("plan", "each target's night before it runs: expected time, cost and billed/timed per phase, "
+         "from the lake's recorded phases (the cost guard's own estimate)", _configure_plan, _run_plan)
+
+
 # ---- entry point -------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpucompare",

@@ -186,16 +186,23 @@ class Ec2Target(Target):
     # --- the cost guard ---
 
     def estimate(self) -> cost.CostEstimate | None:
-        """The run's cost estimate (None when no budget cap is set)."""
+        """The run's cost estimate (None when no budget cap is set): the night estimate that
+        ``python -m gpucompare plan`` shows (``targets.night``), from the lake's recorded phases."""
         if self.options.budget_cap is None:
             return None
-        from gpucompare import settings
+        night = self.night_estimate()
+        if night.cost_estimate is None:
+            raise TargetConfigError(night.unpriced_reason or "cost guard: no price")
+        return night.cost_estimate
 
-        lake = cost.lake_inputs(self.lake_uri or settings.lake_uri(), instance_type=self.spec.instance_type)
-        return cost.estimate_run_cost(self.spec.instance_type, str(self.spec.region), self.spec.market,
-                                      self.options.sweep_configs, currency=self.options.budget_currency,
-                                      price_lookup=self.price_lookup or lake.price_lookup,
-                                      measured=lake.measured)
+    def night_estimate(self) -> Any:
+        """The run's phases, time and cost as ``plan`` shows them (``targets.night``)."""
+        from gpucompare import settings
+        from gpucompare.targets.night import estimate_night
+
+        return estimate_night(self.spec.to_dict(), self.options.sweep_configs,
+                              lake_uri=self.lake_uri or settings.lake_uri(),
+                              currency=self.options.budget_currency, price_lookup=self.price_lookup)
 
     def ttl_minutes(self) -> int:
         """The instance's time-to-live: the option, else derived from the sweep estimate."""
