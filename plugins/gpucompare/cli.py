@@ -415,6 +415,23 @@ register("athena-ddl", "write the Athena/Glue DDL of the results lake and the re
          _configure_athena_ddl, _run_athena_ddl)
 
 
+# ---- plan ----------------------------------------------------------------------------------
+def _configure_plan(parser: argparse.ArgumentParser) -> None:
+    from gpucompare.targets import plan
+
+    plan.configure(parser)
+
+
+def _run_plan(args: argparse.Namespace) -> int:
+    from gpucompare.targets import plan
+
+    return plan.run(args)
+
+
+register("plan", "each target's night before it runs: expected time, cost and billed/timed per phase, "
+         "from the lake's recorded phases (the cost guard's own estimate)", _configure_plan, _run_plan)
+
+
 # ---- entry point -------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpucompare",

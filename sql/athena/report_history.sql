@@ -255,7 +255,7 @@ CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.projections_history (
   `measured_region` string COMMENT 'projections: region of the measured machine; empty where none applies',
   `measured_market` string COMMENT 'projections: market of the measured machine (on_demand | spot)',
   `measured_gpu_model` string COMMENT 'projections: the GPU name the measured host reported (nvidia-smi)',
-  `run_id` string COMMENT 'the run that measured the result',
+  `run_id` string COMMENT 'the id the orchestrator gave one run of a target (projections: the run that measured the result)',
   `config_id` string COMMENT 'the stable id (set by the worker) of the benchmark cell',
   `result_source` string COMMENT 'where the figure comes from: the source of the run, or the publication',
   `target` string COMMENT 'where it ran: local | ssh | ec2, or published',
@@ -280,6 +280,60 @@ TBLPROPERTIES (
   'projection.report_date.interval' = '1',
   'projection.report_date.interval.unit' = 'DAYS',
   'storage.location.template' = 's3://your-bucket/reports/report_history/projections/report_date=${report_date}/'
+);
+
+CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.campaign_history (
+  `night` date COMMENT 'campaign: the UTC day the first phase of the run began',
+  `target` string COMMENT 'where it ran: local | ssh | ec2, or published',
+  `kind` string COMMENT 'kind of target: local | ssh | ec2',
+  `provider` string COMMENT 'provider of the machine (aws, leadergpu, local, nvidia, ...)',
+  `instance_type` string COMMENT 'the provider machine name (g5.xlarge, ltbv14, ...)',
+  `region` string COMMENT 'provider region; empty where none applies',
+  `market` string COMMENT 'on_demand | spot',
+  `run_id` string COMMENT 'the id the orchestrator gave one run of a target (projections: the run that measured the result)',
+  `dag_run_id` string COMMENT 'the Airflow run, if any',
+  `started_at` timestamp COMMENT 'campaign: start of the first phase of the run, UTC timestamp',
+  `finished_at` timestamp COMMENT 'campaign: end of the last phase of the run, UTC timestamp',
+  `configurations` bigint COMMENT 'configurations measured ok in the run (count)',
+  `failed_phases` bigint COMMENT 'phases of the run that failed, retried attempts included (count)',
+  `torn_down` boolean COMMENT 'true when the teardown of the run finished ok',
+  `billed_seconds` double COMMENT 'seconds paid for: ec2 from launch to termination; ssh and local the wall time of the sweeps',
+  `timed_seconds` double COMMENT 'seconds inside timed batches, summed over the configurations of the run',
+  `timed_share` double COMMENT 'timed_seconds / sweep_seconds, a fraction (0.75 = 75 %)',
+  `overhead_ratio` double COMMENT 'billed_seconds / timed_seconds (1 = every billed second was timed)',
+  `provision_seconds` double COMMENT 'provisioning: request to SSH or SSM ready, seconds (every attempt)',
+  `deploy_seconds` double COMMENT 'deploy: worker bundle and environment, seconds',
+  `sweep_seconds` double COMMENT 'sweeps: wall time of the worker, seconds',
+  `setup_seconds` double COMMENT 'configurations: process start, symbol, bind, parameters, input, seconds',
+  `warmup_seconds` double COMMENT 'configurations: warm-up batches, seconds',
+  `sweep_other_seconds` double COMMENT 'sweep seconds outside those of the configurations (start-up, failed cells), seconds',
+  `teardown_seconds` double COMMENT 'teardown: giving the machine back, seconds',
+  `idle_seconds` double COMMENT 'ec2: billed seconds outside every phase (waits between tasks, collect)',
+  `price_per_hour` double COMMENT 'price of the machine(s) per hour in the report currency (per instance x num_nodes)',
+  `currency` string COMMENT 'currency of every money column: EUR | USD',
+  `price_source` string COMMENT 'source of the price row; missing (no price) or missing_fx (no exchange rate)',
+  `provision_cost` double COMMENT 'cost of the billed provisioning seconds in the report currency; empty when unpriced',
+  `deploy_cost` double COMMENT 'cost of the billed deploy seconds in the report currency; empty when unpriced',
+  `setup_cost` double COMMENT 'cost of the setup seconds of the configurations in the report currency; empty when unpriced',
+  `warmup_cost` double COMMENT 'cost of the warm-up seconds in the report currency; empty when unpriced',
+  `timed_cost` double COMMENT 'cost of the timed seconds in the report currency; empty when unpriced',
+  `sweep_other_cost` double COMMENT 'cost of sweep_other_seconds in the report currency; empty when unpriced',
+  `teardown_cost` double COMMENT 'cost of the billed teardown seconds in the report currency; empty when unpriced',
+  `idle_cost` double COMMENT 'cost of idle_seconds in the report currency; empty when unpriced',
+  `billed_cost` double COMMENT 'cost of billed_seconds in the report currency (the sum of the phase costs); empty when unpriced'
+)
+PARTITIONED BY (`report_date` date COMMENT 'history tables: the day the report was built (Hive partition)')
+STORED AS PARQUET
+LOCATION 's3://your-bucket/reports/report_history/campaign/'
+TBLPROPERTIES (
+  'parquet.compression' = 'ZSTD',
+  'projection.enabled' = 'true',
+  'projection.report_date.type' = 'date',
+  'projection.report_date.format' = 'yyyy-MM-dd',
+  'projection.report_date.range' = '2026-01-01,NOW',
+  'projection.report_date.interval' = '1',
+  'projection.report_date.interval.unit' = 'DAYS',
+  'storage.location.template' = 's3://your-bucket/reports/report_history/campaign/report_date=${report_date}/'
 );
 
 CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.throughput_matrix_history (

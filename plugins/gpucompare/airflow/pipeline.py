@@ -24,6 +24,10 @@ One target's run, one mapped task group per plan (``gpucompare.config.fleet.plan
   hold a machine (``deploy``, ``collect``) and ``terminate`` retry quickly and boundedly
   (30 s then 60 s), so a finished instance is not paid for idling through a long backoff.
   Every step has an execution timeout.
+* Every step that runs a target's step (prepare, deploy, the sweeps, terminate) writes the
+  phases the target timed into the lake's ``run_phases`` when it ends, failed or not
+  (``targets.phases``): a run that failed in provisioning still shows what it cost, and the
+  teardown's row arrives last, after the results' ingest, in a small append of its own.
 * The steps that hold a machine run in the pool ``$GPUCOMPARE_POOL`` (``gpucompare_instances``),
   whose slots cap how many targets work at once.
 
@@ -195,14 +199,31 @@ def _newest_state(plan: dict[str, Any]) -> Any:
     return TargetState(spec=plan["spec"], run_id=plan["run_id"])
 
 
+@contextlib.contextmanager
+def _phases_recorded(plan: dict[str, Any], target: Any, market: str | None = None) -> Iterator[None]:
+    """After the block, returned or raised: the phases ``target`` timed in it go into the lake's
+    ``run_phases`` (a failure to write them is only logged, see ``targets.phases``)."""
+    try:
+        yield
+    finally:
+        from gpucompare.targets.bundle import local_code_hash
+        from gpucompare.targets.phases import PhaseContext, record_quietly
+
+        context = PhaseContext.of(plan["spec"], plan["run_id"], market=market,
+                                  dag_run_id=get_current_context()["dag_run"].run_id,
+                                  code_hash=local_code_hash())
+        record_quietly(settings.lake_uri(), target.phases, context)
+
+
 def _run_sweep(plan: dict[str, Any], state: dict[str, Any], mode: str) -> dict[str, Any]:
     sweep = plan["sweeps"].get(mode)
     if sweep is None:
         log.info("Profile %s has no %s mode; nothing to run", plan["profile"], mode)
         return state
     log.info("Running the %s sweep of %s (time limit %.0f s)", mode, plan["spec"]["name"], sweep["timeout_s"])
-    with bad_input_fails():
-        done = _target(plan).run_sweep(_state(state), sweep["config"], timeout_s=sweep["timeout_s"])
+    target = _target(plan)
+    with _phases_recorded(plan, target, state.get("market")), bad_input_fails():
+        done = target.run_sweep(_state(state), sweep["config"], timeout_s=sweep["timeout_s"])
     return done.to_dict()
 
 
@@ -231,8 +252,9 @@ def _step(timeout: timedelta, retries: int = 3, *, holds_machine: bool = True, b
 def prepare(plan: dict[str, Any]) -> dict[str, Any]:
     """Provision or reach the machine (the cost guard runs first for paid ones)."""
     _name_map_index(plan)
-    with bad_input_fails():
-        state = _target(plan).prepare(plan["run_id"])
+    target = _target(plan)
+    with _phases_recorded(plan, target), bad_input_fails():
+        state = target.prepare(plan["run_id"])
     log.info("Prepared %s: resource %s, market %s", plan["spec"]["name"], state.resource_id, state.market)
     return state.to_dict()
 
@@ -241,8 +263,9 @@ def prepare(plan: dict[str, Any]) -> dict[str, Any]:
 def deploy(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """Put the worker and its environment on the machine (idempotent)."""
     _name_map_index(plan)
-    with bad_input_fails():
-        return _target(plan).deploy(_state(state)).to_dict()
+    target = _target(plan)
+    with _phases_recorded(plan, target, state.get("market")), bad_input_fails():
+        return target.deploy(_state(state)).to_dict()
 
 
 @_step(timedelta(seconds=SWEEP_TASK_TIMEOUT_S), retries=1)
@@ -316,7 +339,10 @@ def terminate(plan: dict[str, Any]) -> None:
     _name_map_index(plan)
     state = _newest_state(plan)
     log.info("Tearing down %s (run %s, resource %s)", plan["spec"]["name"], state.run_id, state.resource_id)
-    _target(plan).teardown(state)
+    target = _target(plan)
+    # the run's last phase row: an append of its own, whether ingest ran before it, beside it or not
+    with _phases_recorded(plan, target, state.market):
+        target.teardown(state)
 
 
 @task_group(group_id=GROUP_ID)

@@ -1,4 +1,4 @@
-"""Arrow schemas of the lake's tables: results, prices, exchange rates, published scaling.
+"""Arrow schemas of the lake's tables: results, prices, exchange rates, published scaling, run phases.
 
 The results schema is derived from the record contract (``bench_tasks.record.FIELDS``) so a
 field added there appears in the lake without a second list to keep in step; the columns
@@ -132,3 +132,44 @@ PUBLISHED_SCALING_SCHEMA = pa.schema(
 def empty_results() -> pa.Table:
     """A results table with no rows and the full schema."""
     return RESULTS_SCHEMA.empty_table()
+
+
+# ---- run_phases: what each step of a target's run took (issue 14) -----------------------------
+#: Every phase name, in the order a run goes through them. The targets time the run-level
+#: phases (``RUN_LEVEL_PHASES``) and store them in ``run_phases``; the per-configuration phases
+#: (``CONFIG_PHASES``: process start + bind, warm-up, timed batches) are the records'
+#: ``setup_seconds``, ``warmup_seconds`` and ``timed_seconds``, read from ``results`` by the
+#: view ``sql/run_phases_all.sql`` rather than stored a second time.
+PHASES: tuple[str, ...] = ("provision", "deploy", "sweep", "setup", "warmup", "timed", "teardown")
+RUN_LEVEL_PHASES: tuple[str, ...] = ("provision", "deploy", "sweep", "teardown")
+CONFIG_PHASES: tuple[str, ...] = ("setup", "warmup", "timed")
+PHASE_STATUSES: tuple[str, ...] = ("ok", "failed")
+#: The kinds of target that run phases (``published`` figures have none).
+TARGET_KINDS: tuple[str, ...] = ("local", "ssh", "ec2")
+
+RUN_PHASES_SCHEMA = pa.schema(
+    [
+        pa.field("run_id", pa.string(), nullable=False, metadata={"doc": "the orchestrator's run id"}),
+        pa.field("dag_run_id", pa.string(), metadata={"doc": "Airflow run, if any"}),
+        pa.field("target", pa.string(), nullable=False, metadata={"doc": "the fleet entry's name"}),
+        pa.field("kind", pa.string(), nullable=False, metadata={"doc": "local | ssh | ec2"}),
+        pa.field("provider", pa.string(), nullable=False),
+        pa.field("instance_type", pa.string(), nullable=False),
+        pa.field("region", pa.string()),
+        pa.field("market", pa.string(), metadata={"doc": "on_demand | spot: what the run got"}),
+        pa.field("phase", pa.string(), nullable=False, metadata={"doc": "see schema.PHASES"}),
+        pa.field("config_id", pa.string(), metadata={"doc": "null for run-level phases"}),
+        pa.field("started_at", TIMESTAMP, nullable=False),
+        pa.field("finished_at", TIMESTAMP, nullable=False),
+        pa.field("seconds", pa.float64(), nullable=False, metadata={"doc": "monotonic clock, seconds"}),
+        pa.field("billed", pa.bool_(), nullable=False,
+                 metadata={"doc": "the machine was paid for during the phase"}),
+        pa.field("status", pa.string(), nullable=False, metadata={"doc": "ok | failed"}),
+        pa.field("error", pa.string(), metadata={"doc": "why a failed phase failed (short)"}),
+        pa.field("date", pa.date32(), nullable=False, metadata={"doc": "UTC day the phase started"}),
+        pa.field("code_hash", pa.string()),
+        pa.field("ingest_key", pa.string(), nullable=False,
+                 metadata={"doc": "hash of the row: writing the same phase twice writes nothing"}),
+        pa.field("ingested_at", TIMESTAMP),
+    ]
+)

@@ -8,6 +8,7 @@ its Parquet files; no catalog service is needed::
     LAKE/prices/              price history rows (+ ``load_name``: the load they came from)
     LAKE/fx/                  exchange rates (+ ``load_name``)
     LAKE/published_scaling/   published speedup curves (+ ``load_name``)
+    LAKE/run_phases/          what each step of a target's run took (``lake.phases``)
 
 For S3 the endpoint comes from ``AWS_ENDPOINT_URL`` (or ``AWS_ENDPOINT_URL_S3``) when set, e.g.
 moto's server in tests or MinIO; credentials from the usual AWS environment, never from the
@@ -57,7 +58,7 @@ if TYPE_CHECKING:  # pyarrow.dataset imports pandas (~45 MB): only the readers t
     import pyarrow.dataset as ds
 
 DEFAULT_LAKE = "./lake"
-TABLE_KINDS: tuple[str, ...] = ("results", "prices", "fx", "published_scaling")
+TABLE_KINDS: tuple[str, ...] = ("results", "prices", "fx", "published_scaling", "run_phases")
 #: The column that tells apart the loads of the small tables (replaced load by load).
 LOAD_COLUMN = "load_name"
 #: How long removed files stay for time travel (vacuum keeps them this long): 7 days.

@@ -43,6 +43,7 @@ from bench_tasks.constants import IMAGENET_TRAIN_IMAGES
 from gpucompare import resources
 from gpucompare.lake import schema
 from gpucompare.reports import projections
+from gpucompare.reports.campaign import build_campaign
 from gpucompare.reports.inputs import ReportInputs, ResultFiles, connect
 from gpucompare.reports.publish import write_history, write_site, write_tables
 from gpucompare.reports.report_set import (
@@ -81,6 +82,7 @@ class Build:
     the results files and the settings; what each entry of :data:`BUILDERS` is given."""
 
     con: duckdb.DuckDBPyConnection
+    inputs: ReportInputs
     files: ResultFiles
     currency: str
     rule: RegressionRule
@@ -167,6 +169,7 @@ BUILDERS: dict[str, Callable[[Build], pa.Table]] = {
     "projections": lambda build: projections.build_projections(
         build.con, currency=build.currency, epoch_images=IMAGENET_TRAIN_IMAGES,
         report_date=build.options.today),
+    "campaign": lambda build: build_campaign(build.con, build.inputs, build.files, build.currency),
 }
 if set(BUILDERS) != set(HISTORY_TABLES):  # a report named in report_set but not built, or back
     raise ReportError(f"BUILDERS {sorted(BUILDERS)} do not match the reports {sorted(HISTORY_TABLES)}")
@@ -206,7 +209,8 @@ def build_reports(
 
         rows_scanned, newest_dates = _timed(timings, "scan: latest results", lambda: files.run(stage_latest))
         newest = max(newest_dates, default=None)
-        build = Build(con=con, files=files, currency=currency, rule=rule, options=options, newest=newest)
+        build = Build(con=con, inputs=inputs, files=files, currency=currency, rule=rule, options=options,
+                      newest=newest)
         tables: dict[str, pa.Table] = {}
         for name, builder in BUILDERS.items():
             started = time.perf_counter()

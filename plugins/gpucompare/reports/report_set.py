@@ -22,7 +22,7 @@ from gpucompare.errors import PermanentError
 
 #: The reports, in the order they are built (best_value reads cost_per_million).
 REPORTS: tuple[str, ...] = (
-    "cost_per_million", "scaling", "throughput", "best_value", "regressions", "projections"
+    "cost_per_million", "scaling", "throughput", "best_value", "regressions", "projections", "campaign"
 )
 #: Tables written besides the reports themselves.
 DERIVED: tuple[str, ...] = ("throughput_matrix",)
@@ -232,9 +232,44 @@ COLUMN_DOCS: dict[str, str] = {
     "measured_region": "projections: region of the measured machine; empty where none applies",
     "measured_market": "projections: market of the measured machine (on_demand | spot)",
     "measured_gpu_model": "projections: the GPU name the measured host reported (nvidia-smi)",
-    "run_id": "the run that measured the result",
+    "run_id": "the id the orchestrator gave one run of a target (projections: the run that measured the "
+    "result)",
     "price_covers": "projections: instance (the price of the whole machine) | gpus_only (the catalog "
     "prices the GPUs alone, e.g. GCP: the host VM is billed on top, so the cost is a lower bound)",
+    # campaign (sql/campaign.sql): what each target's night cost, phase by phase
+    "night": "campaign: the UTC day the first phase of the run began",
+    "kind": "kind of target: local | ssh | ec2",
+    "dag_run_id": "the Airflow run, if any",
+    "started_at": "campaign: start of the first phase of the run, UTC timestamp",
+    "finished_at": "campaign: end of the last phase of the run, UTC timestamp",
+    "configurations": "configurations measured ok in the run (count)",
+    "failed_phases": "phases of the run that failed, retried attempts included (count)",
+    "torn_down": "true when the teardown of the run finished ok",
+    "billed_seconds": "seconds paid for: ec2 from launch to termination; ssh and local the wall time of "
+    "the sweeps",
+    "timed_seconds": "seconds inside timed batches, summed over the configurations of the run",
+    "timed_share": "timed_seconds / sweep_seconds, a fraction (0.75 = 75 %)",
+    "overhead_ratio": "billed_seconds / timed_seconds (1 = every billed second was timed)",
+    "provision_seconds": "provisioning: request to SSH or SSM ready, seconds (every attempt)",
+    "deploy_seconds": "deploy: worker bundle and environment, seconds",
+    "sweep_seconds": "sweeps: wall time of the worker, seconds",
+    "setup_seconds": "configurations: process start, symbol, bind, parameters, input, seconds",
+    "warmup_seconds": "configurations: warm-up batches, seconds",
+    "sweep_other_seconds": "sweep seconds outside those of the configurations (start-up, failed cells), "
+    "seconds",
+    "teardown_seconds": "teardown: giving the machine back, seconds",
+    "idle_seconds": "ec2: billed seconds outside every phase (waits between tasks, collect)",
+    "provision_cost": "cost of the billed provisioning seconds in the report currency; empty when unpriced",
+    "deploy_cost": "cost of the billed deploy seconds in the report currency; empty when unpriced",
+    "setup_cost": "cost of the setup seconds of the configurations in the report currency; empty when "
+    "unpriced",
+    "warmup_cost": "cost of the warm-up seconds in the report currency; empty when unpriced",
+    "timed_cost": "cost of the timed seconds in the report currency; empty when unpriced",
+    "sweep_other_cost": "cost of sweep_other_seconds in the report currency; empty when unpriced",
+    "teardown_cost": "cost of the billed teardown seconds in the report currency; empty when unpriced",
+    "idle_cost": "cost of idle_seconds in the report currency; empty when unpriced",
+    "billed_cost": "cost of billed_seconds in the report currency (the sum of the phase costs); "
+    "empty when unpriced",
 }
 
 

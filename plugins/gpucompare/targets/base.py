@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from gpucompare.errors import PermanentError
+from gpucompare.targets.phases import PhaseLog
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +145,8 @@ class Target(abc.ABC):
     def __init__(self, spec: TargetSpec, *, line_sink: LineSink | None = None) -> None:
         self.spec = spec
         self.line_sink: LineSink = line_sink or log.info
+        #: how long each step took (targets.phases): the pipeline writes it to run_phases
+        self.phases = PhaseLog(self.kind)
 
     @abc.abstractmethod
     def prepare(self, run_id: str) -> TargetState:

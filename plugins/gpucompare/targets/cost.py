@@ -282,9 +282,12 @@ def estimate_run_cost(instance_type: str, region: str, market: str,
                       on_date: date | None = None,
                       history: Mapping[tuple[str, str], float] | None = None,
                       measured: Mapping[MeasuredKey, float] | None = None,
-                      provisioning_overhead_s: float = PROVISIONING_OVERHEAD_S) -> CostEstimate:
+                      provisioning_overhead_s: float = PROVISIONING_OVERHEAD_S,
+                      time_estimate: SweepTimeEstimate | None = None) -> CostEstimate:
     """Estimate the cost of running ``sweep_configs`` on one instance (see the module doc),
-    in ``currency`` (default: the price table's own) converted at the date's rate."""
+    in ``currency`` (default: the price table's own) converted at the date's rate.
+    ``time_estimate``: the time to price instead of this module's own (the night estimate of
+    ``targets.night``, from the recorded phases, which the guard and ``plan`` share)."""
     if market not in MARKETS:
         raise TargetConfigError(f"cost guard: market={market!r} is not one of {', '.join(MARKETS)}")
     lookup = price_lookup or table_price_lookup()
@@ -310,8 +313,9 @@ def estimate_run_cost(instance_type: str, region: str, market: str,
                               f"{on_date.isoformat()}: {exc}") from exc
         source = f"{source or 'the price table'}, {price:.4f} {price_currency}/h × {rate:.4f}"
         price, price_currency = price * rate, currency.upper()
-    time_estimate = estimate_sweep_time(sweep_configs, history=history, measured=measured,
-                                        provisioning_overhead_s=provisioning_overhead_s)
+    if time_estimate is None:
+        time_estimate = estimate_sweep_time(sweep_configs, history=history, measured=measured,
+                                            provisioning_overhead_s=provisioning_overhead_s)
     return CostEstimate(instance_type=instance_type, region=region, market=market,
                         priced_market=priced_market, price_per_hour=price,
                         currency=price_currency, price_source=source, time=time_estimate)

@@ -98,6 +98,7 @@ from gpucompare.targets.ec2_options import (
     Ec2Options,
     run_key,
 )
+from gpucompare.targets.phases import timed_phase
 
 log = logging.getLogger(__name__)
 
@@ -185,16 +186,23 @@ class Ec2Target(Target):
     # --- the cost guard ---
 
     def estimate(self) -> cost.CostEstimate | None:
-        """The run's cost estimate (None when no budget cap is set)."""
+        """The run's cost estimate (None when no budget cap is set): the night estimate that
+        ``python -m gpucompare plan`` shows (``targets.night``), from the lake's recorded phases."""
         if self.options.budget_cap is None:
             return None
-        from gpucompare import settings
+        night = self.night_estimate()
+        if night.cost_estimate is None:
+            raise TargetConfigError(night.unpriced_reason or "cost guard: no price")
+        return night.cost_estimate
 
-        lake = cost.lake_inputs(self.lake_uri or settings.lake_uri(), instance_type=self.spec.instance_type)
-        return cost.estimate_run_cost(self.spec.instance_type, str(self.spec.region), self.spec.market,
-                                      self.options.sweep_configs, currency=self.options.budget_currency,
-                                      price_lookup=self.price_lookup or lake.price_lookup,
-                                      measured=lake.measured)
+    def night_estimate(self) -> Any:
+        """The run's phases, time and cost as ``plan`` shows them (``targets.night``)."""
+        from gpucompare import settings
+        from gpucompare.targets.night import estimate_night
+
+        return estimate_night(self.spec.to_dict(), self.options.sweep_configs,
+                              lake_uri=self.lake_uri or settings.lake_uri(),
+                              currency=self.options.budget_currency, price_lookup=self.price_lookup)
 
     def ttl_minutes(self) -> int:
         """The instance's time-to-live: the option, else derived from the sweep estimate."""
@@ -215,6 +223,7 @@ class Ec2Target(Target):
 
     # --- prepare ---
 
+    @timed_phase("provision")
     def prepare(self, run_id: str, *, attempt: int | None = None) -> TargetState:
         """Launch (or find) the run's instance and wait until SSM can reach it.
 
@@ -242,6 +251,7 @@ class Ec2Target(Target):
             self.record_region()
             instance_id, market = self._launch(run_id, image_id, ttl, expires_at,
                                                attempt=current_attempt() if attempt is None else attempt)
+        self.phases.mark_billed()  # an instance exists from here on: the provisioning is paid for
         state = TargetState(
             spec=self.spec.to_dict(), run_id=run_id, resource_id=instance_id, market=market,
             extra={"region": self.spec.region, "expires_at": expires_at,
@@ -479,6 +489,7 @@ class Ec2Target(Target):
         self.s3_hook.load_bytes(bundle.data, key, bucket, replace=True)
         return key
 
+    @timed_phase("deploy")
     def deploy(self, state: TargetState) -> TargetState:
         instance_id = self._instance_id(state)
         bundle = build_worker_bundle()
@@ -523,6 +534,7 @@ class Ec2Target(Target):
     def _progress_key(self, state: TargetState, config_json: str) -> str:
         return f"{self._writer_prefix(state)}/progress/{sweep_name(config_json)}.log"
 
+    @timed_phase("sweep")
     def run_sweep(self, state: TargetState, sweep_config: dict[str, Any], *, timeout_s: float) -> TargetState:
         instance_id = self._instance_id(state)
         commands = self.sweep_commands(state, sweep_config)
@@ -663,6 +675,7 @@ class Ec2Target(Target):
                           run_dir=f"{self.options.remote_root}/runs/{run_key(state.run_id)}",
                           poll_interval_s=self.options.poll_interval_s)
 
+    @timed_phase("teardown")
     def teardown(self, state: TargetState | None) -> None:
         """Terminate the run's instance(s) and wait until they are gone. Safe twice.
 

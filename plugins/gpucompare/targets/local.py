@@ -33,6 +33,7 @@ from gpucompare import settings
 from gpucompare.targets import runs as _runs
 from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState
 from gpucompare.targets.bundle import unpacked_bundle
+from gpucompare.targets.phases import timed_phase
 
 DEPLOY_CHECK_TIMEOUT_S = 120
 _READ_CHUNK = 65536
@@ -113,12 +114,14 @@ class LocalTarget(Target):
         return unpacked_bundle()
 
     # -- the interface -----------------------------------------------------------------
+    @timed_phase("provision")
     def prepare(self, run_id: str) -> TargetState:
         run_dir = self.options.work_dir / _runs.run_dir_name(run_id)
         run_dir.mkdir(parents=True, exist_ok=True)
         return TargetState(spec=self.spec.to_dict(), run_id=run_id, resource_id=None,
                            market=self.spec.market, workdir=str(run_dir))
 
+    @timed_phase("deploy")
     def deploy(self, state: TargetState) -> TargetState:
         """Check that the worker interpreter runs and imports the worker and MXNet."""
         python = self.options.python
@@ -142,6 +145,7 @@ class LocalTarget(Target):
         self.line_sink(f"[local] worker interpreter {python}, mxnet {version}")
         return state
 
+    @timed_phase("sweep")
     def run_sweep(self, state: TargetState, sweep_config: dict[str, Any], *,
                   timeout_s: float) -> TargetState:
         config = _runs.with_run_id(sweep_config, state.run_id)
@@ -178,6 +182,7 @@ class LocalTarget(Target):
             raise TargetError(f"collect: results file(s) missing: {', '.join(missing)}")
         return _runs.concatenate_files(sources, Path(local_path))
 
+    @timed_phase("teardown")
     def teardown(self, state: TargetState | None) -> None:
         """Stop any sweep of the run still running; delete the run directory if asked to."""
         if state is None or not state.workdir:

@@ -58,6 +58,7 @@ from gpucompare.errors import PermanentError
 from gpucompare.targets import runs as _runs
 from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState, q
 from gpucompare.targets.bundle import REQUIREMENTS, WorkerBundle, build_bundle
+from gpucompare.targets.phases import timed_phase
 
 if TYPE_CHECKING:
     from airflow.providers.ssh.hooks.ssh import SSHHook
@@ -129,6 +130,7 @@ class SSHTarget(Target):
         self._sftp: paramiko.SFTPClient | None = None
 
     # -- the interface -----------------------------------------------------------------
+    @timed_phase("provision")
     def prepare(self, run_id: str) -> TargetState:
         """Reach the host (host key verified), find its base directory, create the run's."""
         run_name = _runs.run_dir_name(run_id)
@@ -152,6 +154,7 @@ class SSHTarget(Target):
         self.line_sink(f"[ssh] {state.resource_id}: run directory {run_dir}")
         return state
 
+    @timed_phase("deploy")
     def deploy(self, state: TargetState) -> TargetState:
         """Upload the worker code (once per version) and create its environment (once)."""
         base = self._base(state, "deploy")
@@ -172,6 +175,7 @@ class SSHTarget(Target):
         state.extra.update({"code_dir": code_dir, "python": python, "mxnet_version": version})
         return state
 
+    @timed_phase("sweep")
     def run_sweep(self, state: TargetState, sweep_config: dict[str, Any], *,
                   timeout_s: float) -> TargetState:
         if not timeout_s or timeout_s <= 0:
@@ -227,6 +231,7 @@ class SSHTarget(Target):
 
         return SSHChannel(self, state, address=address)
 
+    @timed_phase("teardown")
     def teardown(self, state: TargetState | None) -> None:
         """Stop any sweep of this run still running on the host; remove its directory if asked."""
         try:

@@ -1,0 +1,113 @@
+"""``python -m gpucompare plan``: each target's night before anything runs (``targets.night``).
+
+For every enabled target of a fleet file (or the one named with ``--target``, enabled or not)
+it expands the target's profile into the sweeps the nightly DAG would run
+(``config.fleet.plan_target``) and prints the expected seconds of each phase, which are paid
+for, what they cost, and where each figure came from (the lake's recorded phases, or today's
+constants), then the night's wall, billed and timed time, billed ÷ timed and its cost. For an
+ec2 target it asks the target itself (``Ec2Target.night_estimate``), the very call its cost
+guard makes, so the figures are the guard's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from gpucompare import settings
+from gpucompare.errors import PermanentError, UsageError
+from gpucompare.targets.base import TargetError
+
+#: the DAG run id the plans are made for (it only names the run)
+PLAN_RUN = "plan"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--fleet", default=None,
+                        help="the fleet file (default: the fleet setting, GPUCOMPARE_FLEET, else the shipped "
+                             "one)")
+    parser.add_argument("--target", default=None,
+                        help="only this target of the file (enabled or not); default: every enabled target")
+    parser.add_argument("--lake", default=None,
+                        help="the lake whose recorded phases, prices and results are used (default: the lake "
+                             "setting, as the cost guard reads it)")
+    parser.add_argument("--json", action="store_true", help="print the estimates as JSON")
+
+
+def plan_estimates(fleet_file: str | None, target: str | None, lake_uri: str) -> list[Any]:
+    """The ``NightEstimate`` of each chosen target of the fleet file."""
+    from gpucompare.config import fleet as fleet_config
+    from gpucompare.prices.tables import shipped_fx_rate
+    from gpucompare.targets import make_target
+    from gpucompare.targets.night import estimate_night
+
+    fleet = fleet_config.load_fleet(fleet_file, fx_rate=shipped_fx_rate)
+    if target is None:
+        chosen = fleet.enabled_targets()
+    else:
+        chosen = [t for t in fleet.targets if t.name == target]
+        if not chosen:
+            names = ", ".join(t.name for t in fleet.targets) or "(none)"
+            raise UsageError(f"--target {target!r} is not a target of {fleet.source}: {names}")
+    estimates = []
+    for entry in chosen:
+        plan = fleet_config.plan_target(entry.spec, fleet.profile(entry.profile), PLAN_RUN,
+                                        budget_ceiling=fleet.budget_ceiling, fx_rate=fleet.fx_rate)
+        spec = plan["spec"]
+        if spec["kind"] == "ec2":  # the cost guard's own call: the same figures
+            estimates.append(make_target(spec, lake_uri=lake_uri).night_estimate())
+        else:
+            estimates.append(estimate_night(spec, [s["config"] for s in plan["sweeps"].values()],
+                                            lake_uri=lake_uri))
+    return estimates
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.2f} h"
+
+
+def render(estimate: Any) -> str:
+    """The text of one target's night."""
+    currency = estimate.currency or ""
+    lines = [f"{estimate.target} ({estimate.kind}, {estimate.provider} {estimate.instance_type}"
+             f"{' ' + estimate.region if estimate.region else ''}, {estimate.market}): "
+             f"{estimate.configurations} configuration(s), {estimate.recorded_configurations} with recorded "
+             "timings",
+             f"  {'phase':<12}{'seconds':>10}  {'billed':<7}{'cost ' + currency:>12}  source"]
+    for phase in estimate.phases:
+        cost = estimate.phase_cost(phase)
+        shown = "unpriced" if cost is None else f"{cost:.2f}"
+        lines.append(f"  {phase.phase:<12}{phase.seconds:>10.1f}  {'yes' if phase.billed else 'no':<7}"
+                     f"{shown:>12}  {phase.source}")
+    ratio = estimate.overhead_ratio
+    lines.append(f"  wall {_hours(estimate.wall_seconds)}, billed {_hours(estimate.billed_seconds)} "
+                 f"({estimate.billed_seconds:.0f} s), timed {estimate.timed_seconds:.0f} s; billed / timed = "
+                 + ("n/a (nothing timed)" if ratio is None else f"{ratio:.1f}"))
+    if estimate.cost is None:
+        lines.append(f"  cost: unpriced: no {estimate.provider} price for {estimate.instance_type} in the "
+                     "lake's or the shipped price tables (an empty cost, not 0)")
+    else:
+        lines.append(f"  cost {estimate.cost:.2f} {currency} at {estimate.price_per_hour:.4f} {currency}/h "
+                     f"(on-demand, as the cost guard prices it; from "
+                     f"{estimate.cost_estimate.price_source or 'the price table'})")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    lake_uri = args.lake or settings.lake_uri()
+    try:
+        estimates = plan_estimates(args.fleet, args.target, lake_uri)
+    except (PermanentError, TargetError) as exc:  # a bad fleet file or option: exit 2, the field named
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(json.dumps([e.to_dict() for e in estimates], indent=2))
+        return 0
+    if not estimates:
+        print("no enabled target in the fleet file (name one with --target)")
+    print(f"Night estimates from the lake at {lake_uri} (recorded phases: median of the last runs of the "
+          "same kind and instance type; constants where there are none)")
+    for estimate in estimates:
+        print()
+        print(render(estimate))
+    return 0
