@@ -42,6 +42,7 @@ DEFAULTS: dict[str, str] = {
     "rank_flagged": "false",
     "bench_python": "",
     "lake_s3_commit": "conditional_put",
+    "worker_envs_kept": "2",
 }
 
 #: One line per setting (shown by ``airflow config list`` and in the provider's metadata).
@@ -68,6 +69,10 @@ DESCRIPTIONS: dict[str, str] = {
     "rank_flagged": "best_value: true ranks figures that the published import flagged too.",
     "lake_s3_commit": "How commits to an s3:// lake are made safe: conditional_put (S3 conditional "
                       "writes, If-None-Match; needs a store that honours them) or unsafe (one writer only).",
+    "worker_envs_kept": "How many worker environments an ssh host keeps besides the one in use "
+                        "(each is named by the hash of its requirements file; the least recently "
+                        "used beyond this number are removed at deploy, never one a sweep is "
+                        "running in). 0 to 100.",
     "bench_python": "The worker interpreter of the local target (a venv with MXNet). Empty: "
                     ".venv-bench/bin/python in the current directory (what make envs creates).",
 }
@@ -111,6 +116,13 @@ def fleet_path() -> Path:
     from gpucompare import resources
 
     return resources.fleet_file()
+
+
+def worker_envs_kept() -> int:
+    """How many old worker environments a host keeps (``GPUCOMPARE_WORKER_ENVS_KEPT``)."""
+    from gpucompare.config.validation import check_int
+
+    return check_int("GPUCOMPARE_WORKER_ENVS_KEPT", setting("worker_envs_kept"), minimum=0, maximum=100)
 
 
 def bench_python() -> Path:
