@@ -25,7 +25,10 @@ One target's run, one mapped task group per plan (``gpucompare.config.fleet.plan
   (30 s then 60 s), so a finished instance is not paid for idling through a long backoff.
   Every step has an execution timeout.
 * The steps that hold a machine run in the pool ``$GPUCOMPARE_POOL`` (``gpucompare_instances``),
-  whose slots cap how many targets work at once.
+  whose slots cap how many targets work at once. Nothing chains one target's group to
+  another's, so with a slot per target (``max_instances`` ≥ the enabled targets) every
+  target provisions at once; with fewer slots, a target whose machine is up keeps going
+  before the next one provisions (priority grows along the group, see ``_step``).
 
 The library modules that pull in heavy dependencies (the lake: pyarrow; ec2: boto3) are
 imported inside the tasks, so the DAG files that import this module parse fast.
@@ -42,7 +45,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import Asset, TriggerRule, get_current_context, task, task_group
+from airflow.sdk import Asset, TriggerRule, WeightRule, get_current_context, task, task_group
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from gpucompare import settings
@@ -220,11 +223,17 @@ _POOL = settings.setting("pool")
 def _step(timeout: timedelta, retries: int = 3, *, holds_machine: bool = True, brief: bool = False) -> Any:
     """The decorator of a step of the group: its time limit, retries with backoff (``brief``:
     the bounded schedule of the steps that hold an idle machine), the pool when it holds a
-    machine, and its target's name as the map index label in the UI."""
+    machine, and its target's name as the map index label in the UI.
+
+    Priority grows along the group (``WeightRule.UPSTREAM``): when the pool is short of slots,
+    the next step of a target whose machine is up goes before another target's ``prepare``,
+    so a paid machine does not idle while one more is started (Airflow's default weights
+    the other way round, upstream steps first)."""
     pool = {"pool": _POOL} if holds_machine else {}
     backoff = (network_retries(retries, max_delay=HOLDING_MAX_DELAY, first_delay=HOLDING_FIRST_DELAY)
                if brief else network_retries(retries))
-    return task(map_index_template=MAP_INDEX_TEMPLATE, execution_timeout=timeout, **backoff, **pool)
+    return task(map_index_template=MAP_INDEX_TEMPLATE, execution_timeout=timeout,
+                weight_rule=WeightRule.UPSTREAM, **backoff, **pool)
 
 
 @_step(timedelta(minutes=45))
