@@ -174,3 +174,15 @@ def test_two_concurrent_deploys_to_one_host_build_once(host: Host) -> None:
     assert {r.result[0].extra["mxnet_version"] for r in results} == {"1.9.1"}
     assert host.envs() == [env_dir.name] and (env_dir / ".ready").exists()
     assert not list(host.remote.glob(".unpack-*"))  # both unpacked the code; no leftovers
+
+
+@pytest.mark.parametrize("value", ["-1", "1; rm -rf /"])
+def test_a_bad_number_of_kept_environments_is_refused_before_any_build(
+        host: Host, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    from gpucompare.config.validation import ValidationError
+
+    monkeypatch.setenv("GPUCOMPARE_WORKER_ENVS_KEPT", value)
+    with pytest.raises(ValidationError, match="GPUCOMPARE_WORKER_ENVS_KEPT") as refused:
+        host.deploy("2026-11-30")
+    assert refused.value.field == "GPUCOMPARE_WORKER_ENVS_KEPT"
+    assert host.envs() == []

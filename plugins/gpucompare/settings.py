@@ -118,13 +118,6 @@ def fleet_path() -> Path:
     return resources.fleet_file()
 
 
-def worker_envs_kept() -> int:
-    """How many old worker environments a host keeps (``GPUCOMPARE_WORKER_ENVS_KEPT``)."""
-    from gpucompare.config.validation import check_int
-
-    return check_int("GPUCOMPARE_WORKER_ENVS_KEPT", setting("worker_envs_kept"), minimum=0, maximum=100)
-
-
 def bench_python() -> Path:
     """The local target's worker interpreter: the setting, else ``./.venv-bench/bin/python``."""
     configured = setting("bench_python")

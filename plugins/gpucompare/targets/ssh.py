@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 import paramiko
 
 from gpucompare import settings
+from gpucompare.config.validation import check_int
 from gpucompare.errors import PermanentError
 from gpucompare.targets import runs as _runs
 from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState, q
@@ -300,7 +301,8 @@ class SSHTarget(Target):
             base_python=self.options.base_python, env_dir=env_dir,
             requirements_file=posixpath.join(code_dir, "bench_tasks", REQUIREMENTS[kind]),
             lock_file=posixpath.join(base, ".env.lock"), timeout_s=self.options.env_timeout_s,
-            keep=settings.worker_envs_kept(),
+            keep=check_int("GPUCOMPARE_WORKER_ENVS_KEPT", settings.setting("worker_envs_kept"),
+                           minimum=0, maximum=100),
         ), timeout=self.options.env_timeout_s, stream=True)
         return env_dir
 
