@@ -135,3 +135,27 @@ def test_the_pool_caps_the_machines_and_a_started_target_goes_first(
     # still both slots for the two running machines (their sweeps), the third waits
     assert {task for task, _ in schedule_and_queue(dag_run, db_dagbag)} == {"target.score_sweep"}
     assert waiting not in {index for _, index in following}
+
+
+def test_the_plan_says_when_the_pool_is_too_small_for_the_night() -> None:
+    import logging
+
+    from gpucompare.airflow import pipeline
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    pipeline.log.addHandler(handler)
+    level = pipeline.log.level
+    pipeline.log.setLevel(logging.INFO)
+    try:
+        pipeline.log_pool_fit(3, 3)
+        pipeline.log_pool_fit(3, 2)
+    finally:
+        pipeline.log.removeHandler(handler)
+        pipeline.log.setLevel(level)
+    fits, short = records
+    assert fits.levelname == "INFO" and "every target provisions at once" in fits.getMessage()
+    assert short.levelname == "WARNING"
+    assert "3 targets tonight but the pool gpucompare_instances has max_instances = 2 slots: 1 of them" \
+        in short.getMessage()

@@ -388,6 +388,19 @@ def check_targets(plans_task_id: str) -> list[str]:
     return names
 
 
+def log_pool_fit(targets: int, max_instances: int) -> None:
+    """Say whether tonight's targets all provision at once: the pool has ``max_instances``
+    slots (``gpucompare.airflow.deployment init`` sizes it from the fleet file)."""
+    if targets > max_instances:
+        log.warning("%d targets tonight but the pool %s has max_instances = %d slots: %d of them "
+                    "provision only when a machine is done (raise max_instances in the fleet file "
+                    "and the pool's slots to start them all at once)", targets, _POOL, max_instances,
+                    targets - max_instances)
+    else:
+        log.info("%d target(s) tonight, %d pool slots: every target provisions at once", targets,
+                 max_instances)
+
+
 def run_targets(plans: Any) -> None:
     """Wire the mapped per-target group and the two closing tasks onto a list of plans."""
     runs = target_run.expand(plan=plans)
