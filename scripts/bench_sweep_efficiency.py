@@ -14,7 +14,8 @@ and reports
 * setup: the records' ``setup_seconds`` (starting the measuring process, for the first
   configuration of each, then symbol, bind, parameters and input);
 * between: the rest (sweep start, the sweep's environment capture, ending runner
-  processes, writing records: wall minus the configurations' own seconds).
+  processes, writing records: wall minus the configurations' own seconds);
+* processes: measuring processes started (records with a ``fresh_process_reason``).
 
 ``--profile NAME`` measures a sweep profile of the fleet file instead (``dags/config/fleet.yaml``;
 its score and train sweeps one after the other, as a target runs them), e.g. ``demo``.
@@ -120,11 +121,11 @@ def main() -> None:
     results = [run_sweep(args, policy) for policy in args.isolation.split(",")]
     print(f"load after: {os.getloadavg()}", file=sys.stderr)
     print(f"{'isolation':<10}{'configs':>8}{'wall s':>9}{'timed s':>9}{'warm-up s':>11}{'setup s':>9}"
-          f"{'other s':>9}{'between s':>11}{'timed share':>13}")
+          f"{'other s':>9}{'between s':>11}{'timed share':>13}{'processes':>11}")
     for r in results:
         print(f"{r['isolation']:<10}{r['configurations']:>8}{r['wall_s']:>9.1f}{r['timed_s']:>9.1f}"
               f"{r['warmup_s']:>11.1f}{r['setup_s']:>9.1f}{r['other_in_configs_s']:>9.1f}"
-              f"{r['between_s']:>11.1f}{r['timed_share'] * 100:>12.1f}%")
+              f"{r['between_s']:>11.1f}{r['timed_share'] * 100:>12.1f}%{len(r['fresh_process']):>11}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 
