@@ -12,6 +12,8 @@ On the host, everything lives under ``remote_dir`` (default ``~/gpucompare``)::
 
     bench-<code hash>/bench_tasks/   the worker code, uploaded over SFTP once per version
     env-<cpu|gpu>-<hash>/            its virtual environment, created once per requirements file
+                                     and reused night after night (``.ready`` last; at most
+                                     ``worker_envs_kept`` old ones stay: ``venv_command``)
     runs/<run id>/sweep-<hash>/      one sweep: config, progress.log, results, pid, exit_code
 
 A sweep runs detached from the SSH session (``setsid nohup sh run.sh``) under the remote
