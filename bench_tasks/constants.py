@@ -34,6 +34,16 @@ STOP_RULES: tuple[str, ...] = ("fixed_batches", "min_time", "target_cv_met", "ma
 #: train_imagenet.py does), unsynchronised = no metric (only the step's outputs waited for).
 TRAIN_LOOPS: tuple[str, ...] = ("official", "unsynchronised")
 
+#: Why a configuration ran in a measuring process that had measured nothing before it
+#: (``bench_tasks.sweep``; null in the record when it shared a process with earlier ones):
+#: series_start = the isolation policy starts one here (first of its mode/network series, or
+#: every configuration with ``--isolation config``), after_failure = the previous process was
+#: replaced after a configuration that did not end ok (timeout, crash, oom, error),
+#: oom_retry = an out-of-memory error in a shared process, run again in a fresh one,
+#: low_gpu_memory / gpu_memory_dropped = the GPU free-memory check (``bench_tasks.gpumemory``).
+FRESH_PROCESS_REASONS: tuple[str, ...] = ("series_start", "after_failure", "oom_retry",
+                                          "low_gpu_memory", "gpu_memory_dropped")
+
 #: What happened to a configuration. Every configuration gets exactly one record.
 STATUSES: tuple[str, ...] = (
     "ok",

@@ -20,6 +20,7 @@ from typing import Any
 from bench_tasks.constants import (
     DEVICE_KINDS,
     DTYPES,
+    FRESH_PROCESS_REASONS,
     KVSTORES,
     MAX_MIN_TIME_S,
     MAX_REPEATS,
@@ -93,6 +94,10 @@ FIELDS: tuple[Field, ...] = (
     Field("warmup_seconds", "float", nullable=True, doc="the warm-up batches; null unless ok"),
     Field("timed_seconds", "float", nullable=True,
           doc="inside timed batches, summed over the repeats; null unless ok"),
+    Field("fresh_process_reason", "str", nullable=True, allowed=FRESH_PROCESS_REASONS,
+          doc="why the configuration ran in a fresh measuring process (series_start, after_failure, "
+              "oom_retry, low_gpu_memory, gpu_memory_dropped); null = it shared the process of "
+              "earlier configurations, or ran in none (decided before measuring)"),
     Field("images_per_sec", "float", nullable=True, doc="median of the repeats; null unless ok"),
     Field("images_per_sec_samples", "float_list", doc="one figure per repeat"),
     Field("per_worker_images_per_sec", "float_list",

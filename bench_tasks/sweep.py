@@ -21,7 +21,11 @@ process that hit one is not trusted again. Three policies (``--isolation``):
 An out-of-memory error in a runner that had already measured something is not believed: the
 configuration runs again, once, in a fresh runner (with its full time limit), and that
 attempt decides the record, so memory left over by earlier configurations cannot turn a cell
-into a false ``oom``.
+into a false ``oom``. Before that can happen on a GPU, the free-memory check
+(``bench_tasks.gpumemory``) replaces a runner whose device has too little free memory left
+for the next configuration, or lost more than half of it since the runner started. Each
+record says why its configuration ran in a fresh process (``fresh_process_reason``), or null
+when it shared one with earlier configurations.
 
 The sweep-efficiency benchmark (``scripts/bench_sweep_efficiency.py``) measures the policies.
 
@@ -72,6 +76,7 @@ from typing import IO, Any
 
 from bench_tasks.configs import Config, ConfigError
 from bench_tasks.errors import classify_failure, summarize_error
+from bench_tasks.gpumemory import GpuMemoryGuard, MemoryProbe, ProcessMemory, nvidia_smi_probe
 from bench_tasks.methodology import coefficient_of_variation
 from bench_tasks.record import RecordError, empty_record, validate_record
 from bench_tasks.sysinfo import SystemInfo
@@ -137,6 +142,7 @@ class Outcome:
     finished_at: str = ""
     wall_s: float = 0.0
     process_start_s: float = 0.0  # starting the measuring process, when this configuration did
+    fresh_process_reason: str | None = None  # why it ran in a new process (record field)
 
 
 def _dmlc_num_workers() -> int:
@@ -188,6 +194,7 @@ def build_record(config: Config, outcome: Outcome, info: SystemInfo, run_id: str
         max_repeats=config.max_repeats,
         stop_rule=result.get("stop_rule") if ok else None,
         train_loop=config.train_loop,
+        fresh_process_reason=outcome.fresh_process_reason,
         setup_seconds=_seconds(result.get("setup_s"), outcome.process_start_s) if ok else None,
         warmup_seconds=_seconds(result.get("warmup_s")) if ok else None,
         timed_seconds=_seconds(result.get("timed_s")) if ok else None,
@@ -266,6 +273,8 @@ class RunnerProcess:
         os.set_blocking(self.process.stdout.fileno(), False)
         self._selector.register(self.process.stdout, selectors.EVENT_READ)
         self.hello: dict[str, Any] | None = None
+        self.memory: ProcessMemory | None = None  # its devices' free memory (GPU checks)
+        self.fresh_reason = "series_start"  # why it was started (the record of its first config)
         self.spawned_at = time.monotonic()
         self.start_s: float | None = None  # spawn → ready: interpreter, mxnet import, build details
 
@@ -371,7 +380,8 @@ class Sweep:
     def __init__(self, configs: Sequence[Config], *, info: SystemInfo, run_id: str,
                  writer: RecordWriter, isolation: str = "mode",
                  image_shape_of: Callable[[str], str],
-                 progress: Callable[[str], None] | None = None) -> None:
+                 progress: Callable[[str], None] | None = None,
+                 memory_probe: MemoryProbe = nvidia_smi_probe) -> None:
         if isolation not in ISOLATION_POLICIES:
             raise ConfigError("--isolation", f"{isolation!r} is not one of {', '.join(ISOLATION_POLICIES)}")
         self.isolation = isolation
@@ -387,6 +397,9 @@ class Sweep:
         self.progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
         self._runner: RunnerProcess | None = None
         self._runner_key: tuple[str, ...] | None = None
+        self._memory = GpuMemoryGuard(memory_probe)
+        # why the next runner for this process key starts, when not because a series starts
+        self._pending_reason: tuple[tuple[str, ...], str] | None = None
 
     def _process_key(self, config: Config) -> tuple[str, ...]:
         """Configurations with equal keys may share a runner under this isolation policy."""
@@ -397,9 +410,14 @@ class Sweep:
         reusable = (not fresh and self.isolation != "config" and self._runner is not None
                     and self._runner_key == key and self._runner.process.poll() is None)
         if not reusable:
+            pending = self._pending_reason
+            reason = pending[1] if pending and pending[0] == key and self.isolation != "config" \
+                else "series_start"
             self._drop_runner(graceful=True)
             self._runner = RunnerProcess()
+            self._runner.fresh_reason = reason
             self._runner_key = key
+            self._pending_reason = None
         assert self._runner is not None
         return self._runner
 
@@ -418,6 +436,7 @@ class Sweep:
         outcome, reused = self._attempt(config, fresh=False)
         if outcome.status == "oom" and reused:
             # maybe memory left by earlier configurations: a fresh process decides
+            self._pending_reason = (self._process_key(config), "oom_retry")
             outcome, _ = self._attempt(config, fresh=True)
         outcome.started_at, outcome.finished_at = started_at, now_iso()
         outcome.wall_s = time.monotonic() - start
@@ -429,24 +448,35 @@ class Sweep:
         decided = None
         process_start_s = 0.0
         reused = False
+        fresh_reason = None
         try:
             runner = self._runner_for(config, fresh)
-            reused = runner.measured > 0
             if runner.hello is None:  # this configuration waits for the process to start
-                runner.wait_ready(deadline)
-                process_start_s = runner.start_s or 0.0
+                process_start_s = self._start(runner, config, deadline)
             hello = runner.wait_ready(deadline)
             if not self.info.mxnet_details_known:
                 self.info.add_mxnet_details(hello["mxnet"])
             decided = precheck_build(config, self.info)
+            if not decided and runner.measured > 0 and runner.memory is not None:
+                why = self._memory.before_run(runner.memory, config)
+                if why is not None:  # replace the process before it binds, not after an oom
+                    self.progress(f"[{config.config_id}] {why[1]}: starting a fresh measuring process")
+                    self._pending_reason = (self._process_key(config), why[0])
+                    runner = self._runner_for(config, fresh=True)
+                    process_start_s = self._start(runner, config, deadline)
+            if not decided and runner.measured == 0:
+                fresh_reason = runner.fresh_reason
+            reused = runner.measured > 0
             # a healthy runner is kept for the next configuration when this one cannot run
             result = {"status": decided[0], "error": decided[1]} if decided else runner.run(config, deadline)
         except RunnerTimeout:
             self._drop_runner(graceful=False)
+            self._pending_reason = (self._process_key(config), "after_failure")
             outcome = Outcome("timeout", f"no result within the time limit of {config.timeout_s:g} s; "
                               "the measuring process was killed")
         except RunnerGone as gone:
             self._drop_runner(graceful=False)
+            self._pending_reason = (self._process_key(config), "after_failure")
             outcome = Outcome(classify_failure(gone.text), summarize_error(gone.text))
         except OSError as exc:  # the runner process could not be started
             self._drop_runner(graceful=False)
@@ -457,10 +487,19 @@ class Sweep:
             if status != "ok" and not decided:
                 # Restart after any failure: MXNet does not give back memory after an OOM.
                 self._drop_runner(graceful=False)
+                self._pending_reason = (self._process_key(config), "after_failure")
             elif self.isolation == "config":
                 self._drop_runner(graceful=True)
         outcome.process_start_s = process_start_s
+        outcome.fresh_process_reason = fresh_reason
         return outcome, reused
+
+    def _start(self, runner: RunnerProcess, config: Config, deadline: float) -> float:
+        """Wait for a new runner; note its devices' free memory (GPU checks); its start seconds."""
+        runner.wait_ready(deadline)
+        if self.isolation != "config":
+            runner.memory = self._memory.process_ready(config)
+        return runner.start_s or 0.0
 
     def run(self) -> list[dict[str, Any]]:
         """Run every configuration; return the records written (in order)."""
@@ -517,6 +556,8 @@ class Sweep:
         left = max(0, to_run - ran)
         eta = _format_duration(ran_s / ran * left) if ran else "?"
         started = f", new process {outcome.process_start_s:.1f} s" if outcome.process_start_s else ""
+        if outcome.fresh_process_reason not in (None, "series_start"):
+            started += f" ({outcome.fresh_process_reason})"
         return (f"[{index + 1}/{total}] {_describe(config)}: {what} ({outcome.wall_s:.1f} s{started}) | "
                 f"elapsed {_format_duration(time.monotonic() - sweep_start)}, ETA {eta}")
 

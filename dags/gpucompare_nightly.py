@@ -42,9 +42,11 @@ def load_fleet() -> list[dict[str, Any]]:
     from gpucompare.prices.tables import shipped_fx_rate  # here: pyarrow stays out of the parse
 
     with pipeline.bad_input_fails():
-        plans = fleet.plan_fleet(fleet.load_fleet(fx_rate=shipped_fx_rate), dag_run_id)
+        loaded = fleet.load_fleet(fx_rate=shipped_fx_rate)
+        plans = fleet.plan_fleet(loaded, dag_run_id)
         for plan in plans:
             pipeline.check_plan(plan)
+    pipeline.log_pool_fit(len(plans), loaded.max_instances)
     log.info("%d target(s) tonight: %s", len(plans), ", ".join(p["spec"]["name"] for p in plans) or "none")
     return plans
 

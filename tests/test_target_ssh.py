@@ -415,7 +415,7 @@ def test_environment_is_created_once(tmp_path: Path) -> None:
     (tmp_path / "base").mkdir()
     command = venv_command(base_python=sys.executable, env_dir=str(env_dir),
                            requirements_file=str(requirements),
-                           lock_file=str(tmp_path / "base" / ".env.lock"), timeout_s=300)
+                           lock_file=str(tmp_path / "base" / ".env.lock"), timeout_s=300, keep=2)
     first = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
     assert (env_dir / ".ready").exists() and (env_dir / "bin" / "python").exists()

@@ -43,6 +43,7 @@ DEFAULTS: dict[str, str] = {
     "best_value_with_projections": "false",
     "bench_python": "",
     "lake_s3_commit": "conditional_put",
+    "worker_envs_kept": "2",
 }
 
 #: One line per setting (shown by ``airflow config list`` and in the provider's metadata).
@@ -71,6 +72,10 @@ DESCRIPTIONS: dict[str, str] = {
                                    "with projected machines (other providers' prices) added and labelled.",
     "lake_s3_commit": "How commits to an s3:// lake are made safe: conditional_put (S3 conditional "
                       "writes, If-None-Match; needs a store that honours them) or unsafe (one writer only).",
+    "worker_envs_kept": "How many worker environments an ssh host keeps besides the one in use "
+                        "(each is named by the hash of its requirements file; the least recently "
+                        "used beyond this number are removed at deploy, never one a sweep is "
+                        "running in). 0 to 100.",
     "bench_python": "The worker interpreter of the local target (a venv with MXNet). Empty: "
                     ".venv-bench/bin/python in the current directory (what make envs creates).",
 }

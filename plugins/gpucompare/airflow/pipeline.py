@@ -29,7 +29,10 @@ One target's run, one mapped task group per plan (``gpucompare.config.fleet.plan
   (``targets.phases``): a run that failed in provisioning still shows what it cost, and the
   teardown's row arrives last, after the results' ingest, in a small append of its own.
 * The steps that hold a machine run in the pool ``$GPUCOMPARE_POOL`` (``gpucompare_instances``),
-  whose slots cap how many targets work at once.
+  whose slots cap how many targets work at once. Nothing chains one target's group to
+  another's, so with a slot per target (``max_instances`` ≥ the enabled targets) every
+  target provisions at once; with fewer slots, a target whose machine is up keeps going
+  before the next one provisions (priority grows along the group, see ``_step``).
 
 The library modules that pull in heavy dependencies (the lake: pyarrow; ec2: boto3) are
 imported inside the tasks, so the DAG files that import this module parse fast.
@@ -46,7 +49,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import Asset, TriggerRule, get_current_context, task, task_group
+from airflow.sdk import Asset, TriggerRule, WeightRule, get_current_context, task, task_group
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from gpucompare import settings
@@ -241,11 +244,17 @@ _POOL = settings.setting("pool")
 def _step(timeout: timedelta, retries: int = 3, *, holds_machine: bool = True, brief: bool = False) -> Any:
     """The decorator of a step of the group: its time limit, retries with backoff (``brief``:
     the bounded schedule of the steps that hold an idle machine), the pool when it holds a
-    machine, and its target's name as the map index label in the UI."""
+    machine, and its target's name as the map index label in the UI.
+
+    Priority grows along the group (``WeightRule.UPSTREAM``): when the pool is short of slots,
+    the next step of a target whose machine is up goes before another target's ``prepare``,
+    so a paid machine does not idle while one more is started (Airflow's default weights
+    the other way round, upstream steps first)."""
     pool = {"pool": _POOL} if holds_machine else {}
     backoff = (network_retries(retries, max_delay=HOLDING_MAX_DELAY, first_delay=HOLDING_FIRST_DELAY)
                if brief else network_retries(retries))
-    return task(map_index_template=MAP_INDEX_TEMPLATE, execution_timeout=timeout, **backoff, **pool)
+    return task(map_index_template=MAP_INDEX_TEMPLATE, execution_timeout=timeout,
+                weight_rule=WeightRule.UPSTREAM, **backoff, **pool)
 
 
 @_step(timedelta(minutes=45))
@@ -403,6 +412,19 @@ def check_targets(plans_task_id: str) -> list[str]:
     names = [plan["spec"]["name"] for plan in plans]
     log.info("Every target finished: %s", ", ".join(names) or "(none enabled)")
     return names
+
+
+def log_pool_fit(targets: int, max_instances: int) -> None:
+    """Say whether tonight's targets all provision at once: the pool has ``max_instances``
+    slots (``gpucompare.airflow.deployment init`` sizes it from the fleet file)."""
+    if targets > max_instances:
+        log.warning("%d targets tonight but the pool %s has max_instances = %d slots: %d of them "
+                    "provision only when a machine is done (raise max_instances in the fleet file "
+                    "and the pool's slots to start them all at once)", targets, _POOL, max_instances,
+                    targets - max_instances)
+    else:
+        log.info("%d target(s) tonight, %d pool slots: every target provisions at once", targets,
+                 max_instances)
 
 
 def run_targets(plans: Any) -> None:

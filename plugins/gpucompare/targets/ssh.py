@@ -12,6 +12,8 @@ On the host, everything lives under ``remote_dir`` (default ``~/gpucompare``)::
 
     bench-<code hash>/bench_tasks/   the worker code, uploaded over SFTP once per version
     env-<cpu|gpu>-<hash>/            its virtual environment, created once per requirements file
+                                     and reused night after night (``.ready`` last; at most
+                                     ``worker_envs_kept`` old ones stay: ``venv_command``)
     runs/<run id>/sweep-<hash>/      one sweep: config, progress.log, results, pid, exit_code
 
 A sweep runs detached from the SSH session (``setsid nohup sh run.sh``) under the remote
@@ -54,6 +56,8 @@ from typing import TYPE_CHECKING, Any
 
 import paramiko
 
+from gpucompare import settings
+from gpucompare.config.validation import check_int
 from gpucompare.errors import PermanentError
 from gpucompare.targets import runs as _runs
 from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState, q
@@ -167,12 +171,14 @@ class SSHTarget(Target):
         bundle = build_bundle()
         code_dir = posixpath.join(base, bundle.name)
         self._upload_bundle(bundle, base, code_dir)
-        python = self.options.python or self._ensure_environment(bundle, base, code_dir)
+        env_dir = None if self.options.python else self._ensure_environment(bundle, base, code_dir)
+        python = self.options.python or posixpath.join(env_dir or "", "bin", "python")
         answer = self._run("deploy", check_python_command(python=python, code_dir=code_dir),
                            timeout=COMMAND_TIMEOUT_S).stdout.strip()
         version = answer.splitlines()[-1] if answer else "?"
         self.line_sink(f"[ssh] worker {bundle.name} with {python} (mxnet {version})")
-        state.extra.update({"code_dir": code_dir, "python": python, "mxnet_version": version})
+        state.extra.update({"code_dir": code_dir, "python": python, "mxnet_version": version,
+                            "env_dir": env_dir})
         return state
 
     @timed_phase("sweep")
@@ -290,6 +296,7 @@ class SSHTarget(Target):
         self._run("deploy", unpack_command(upload=upload, code_dir=code_dir, base=base))
 
     def _ensure_environment(self, bundle: WorkerBundle, base: str, code_dir: str) -> str:
+        """The worker environment's directory on the host, made if missing (``venv_command``)."""
         kind = self.options.requirements
         requirements_hash = bundle.requirements_hashes.get(kind)
         if requirements_hash is None:
@@ -301,8 +308,10 @@ class SSHTarget(Target):
             base_python=self.options.base_python, env_dir=env_dir,
             requirements_file=posixpath.join(code_dir, "bench_tasks", REQUIREMENTS[kind]),
             lock_file=posixpath.join(base, ".env.lock"), timeout_s=self.options.env_timeout_s,
+            keep=check_int("GPUCOMPARE_WORKER_ENVS_KEPT", settings.setting("worker_envs_kept"),
+                           minimum=0, maximum=100),
         ), timeout=self.options.env_timeout_s, stream=True)
-        return posixpath.join(env_dir, "bin", "python")
+        return env_dir
 
     # -- run_sweep ---------------------------------------------------------------------
     def _start(self, state: TargetState, paths: SweepPaths, config: dict[str, Any],
@@ -318,7 +327,10 @@ class SSHTarget(Target):
         else:
             container = None
             code_dir = state.extra["code_dir"]
-            argv = venv_worker_command(python=state.extra["python"], paths=paths)
+            env_dir = state.extra.get("env_dir")
+            if env_dir is not None and not (isinstance(env_dir, str) and _is_absolute_path(env_dir)):
+                raise TargetError(f"run_sweep: the state's env_dir {env_dir!r} is not an absolute path")
+            argv = venv_worker_command(python=state.extra["python"], paths=paths, env_dir=env_dir)
             cwd, env = code_dir, {"PYTHONPATH": code_dir, "PYTHONUNBUFFERED": "1"}
         script = run_script(paths=paths, cwd=cwd, worker_argv=argv, env=env,
                             timeout_s=max(1, round(timeout_s)), kill_grace_s=self.options.kill_grace_s,

@@ -65,8 +65,11 @@ def docker_command(*, image: str, gpus: str, sweep_dir: str, container: str, uid
     ]
 
 
-def venv_worker_command(*, python: str, paths: SweepPaths) -> list[str]:
-    return [python, "-m", "bench_tasks", "sweep", "--config", paths.config, "--output", paths.partial]
+def venv_worker_command(*, python: str, paths: SweepPaths, env_dir: str | None = None) -> list[str]:
+    """The worker's command line; in an environment deploy made, under a shared lock on its
+    directory, so pruning (``venv_command``) never removes an environment a sweep runs in."""
+    lock = ["flock", "--shared", env_dir] if env_dir else []
+    return [*lock, python, "-m", "bench_tasks", "sweep", "--config", paths.config, "--output", paths.partial]
 
 
 def run_script(*, paths: SweepPaths, cwd: str, worker_argv: list[str], env: dict[str, str],
@@ -175,17 +178,44 @@ def unpack_command(*, upload: str, code_dir: str, base: str) -> str:
 
 
 def venv_command(*, base_python: str, env_dir: str, requirements_file: str, lock_file: str,
-                 timeout_s: int) -> str:
-    """Create the worker environment once (under a lock; ``.ready`` written last)."""
+                 timeout_s: int, keep: int) -> str:
+    """Create the worker environment once and keep at most ``keep`` others on the host.
+
+    ``env_dir`` is named by the hash of its requirements file, so an environment is reused
+    night after night until that file changes. Everything runs under one exclusive lock per
+    host base directory (concurrent deploys wait; a build is never seen half done). ``.ready``
+    is written last: a directory without it (a build killed or failed half way) is removed
+    and built again, never used. Each use touches ``.ready``, so its time is the last use;
+    beyond the ``keep`` most recently used others, environments are removed, except one a
+    sweep holds its shared lock on (``venv_worker_command``) and the one in use now.
+    """
     ready = posixpath.join(env_dir, ".ready")
+    base = posixpath.dirname(env_dir)
     inner = "\n".join([
         "set -e",
-        f"if [ -f {q(ready)} ]; then echo 'environment ready'; exit 0; fi",
-        f"rm -rf {q(env_dir)}",
-        f"{q(base_python)} -m venv {q(env_dir)}",
-        f"{q(posixpath.join(env_dir, 'bin', 'python'))} -m pip install --disable-pip-version-check "
+        f"if [ -f {q(ready)} ]; then echo 'environment ready'; touch {q(ready)}; else",
+        f"  rm -rf {q(env_dir)}",
+        f"  {q(base_python)} -m venv {q(env_dir)}",
+        f"  {q(posixpath.join(env_dir, 'bin', 'python'))} -m pip install --disable-pip-version-check "
         f"--no-input --progress-bar off -r {q(requirements_file)}",
-        f"touch {q(ready)}",
+        f"  touch {q(ready)}",
+        "  echo 'environment created'",
+        "fi",
+        # newest first by last use; the names are env-<kind>-<hex> (no spaces, nothing to quote)
+        "kept=0",
+        f"for marker in $(ls -1dt {q(base)}/env-*/.ready 2>/dev/null); do",
+        '  d=${marker%/.ready}',
+        f'  [ "$d" = {q(env_dir)} ] && continue',
+        "  kept=$((kept + 1))",
+        f'  [ "$kept" -le {int(keep)} ] && continue',
+        '  if flock -n -x "$d" rm -rf "$d"; then echo "removed old environment $d"; '
+        'else echo "kept $d: a sweep is running in it"; fi',
+        "done",
+        f"for d in {q(base)}/env-*; do",
+        f'  [ -d "$d" ] && [ "$d" != {q(env_dir)} ] && [ ! -f "$d/.ready" ] || continue',
+        '  flock -n -x "$d" rm -rf "$d" && echo "removed half-built environment $d"',
+        "done",
+        "exit 0",
     ])
     return f"flock -w {int(timeout_s)} {q(lock_file)} sh -c {q(inner)}"
 
