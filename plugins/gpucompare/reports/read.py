@@ -106,16 +106,22 @@ def read_history(name: str, *, reports: str | None = None) -> pd.DataFrame:
     if location.fs.get_file_info(folder).type.name != "Directory":
         return to_pandas(pa.table({"report_date": pa.array([], pa.date32())}))
     partitioning = ds.partitioning(pa.schema([pa.field("report_date", pa.date32())]), flavor="hive")
-    days = ds.dataset(folder, filesystem=location.fs, format="parquet", partitioning=partitioning)
+    # list the days' files once and read exactly those: a second listing could see a day a writer
+    # renamed in meanwhile, with columns the first listing's schema does not have
+    fragments = list(ds.dataset(folder, filesystem=location.fs, format="parquet",
+                                partitioning=partitioning).get_fragments())
+    if not fragments:
+        return to_pandas(pa.table({"report_date": pa.array([], pa.date32())}))
     # the days' files may differ in columns (a report gained one since): read them all by name,
     # a column missing from an older day is empty there
     columns = pa.unify_schemas(
-        [fragment.physical_schema for fragment in days.get_fragments()]
+        [fragment.physical_schema for fragment in fragments]
         + [pa.schema([pa.field("report_date", pa.date32())])],
         promote_options="permissive",
     )
     days = ds.dataset(
-        folder, filesystem=location.fs, format="parquet", partitioning=partitioning, schema=columns
+        [fragment.path for fragment in fragments], filesystem=location.fs, format="parquet",
+        partitioning=partitioning, partition_base_dir=folder, schema=columns,
     )
     return to_pandas(days.to_table().sort_by("report_date"))
 
