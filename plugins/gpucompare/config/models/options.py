@@ -56,7 +56,7 @@ class _Options(Strict):
         if not _partial(info):
             for name in self.required:
                 if getattr(self, name) is None:
-                    raise rule(name, "missing: a target of this kind needs it")
+                    raise rule(name, "None is not allowed (missing: a target of this kind needs it)")
         return self
 
     def given(self) -> dict[str, Any]:
