@@ -100,7 +100,7 @@ class Matching(_Marker):
         return value
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "string", "pattern": patterns.anchored(self.pattern), "description": self.what}
+        return {"type": "string", "pattern": patterns.schema_pattern(self.pattern), "description": self.what}
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,13 @@ def has_dot_segment(path: str) -> bool:
 
 
 def anchored(*alternatives: re.Pattern[str]) -> str:
-    """The pattern(s) as one anchored regular expression, for JSON schema (whose ``pattern``
-    searches: without anchors ``aws; rm -rf`` would pass)."""
+    """The pattern(s) as one anchored regular expression, as error messages show it."""
     return "^(?:" + "|".join(p.pattern for p in alternatives) + ")$"
+
+
+def schema_pattern(pattern: re.Pattern[str]) -> str:
+    """The pattern for a JSON schema's ``pattern``, which *searches*: anchored (without anchors
+    ``aws; rm -rf`` would pass), and ``(?!\n)`` after ``$`` because Python's ``jsonschema``
+    (Airflow's form check) lets ``$`` match before a trailing newline (ECMA-262 does not; the
+    lookahead means the same in both)."""
+    return anchored(pattern) + r"(?!\n)"

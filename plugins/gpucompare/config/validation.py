@@ -72,6 +72,8 @@ def field_path(location: tuple[Any, ...]) -> str:
         after_item = index == 0 or isinstance(location[index - 1], int)
         if part in _UNION_TAGS and after_item and isinstance(part, str):
             continue  # the union's tag, not a key the user wrote
+        if part == "[key]":
+            continue  # pydantic's mark of a mapping's key: the key itself is the place
         path = path + f"[{part}]" if isinstance(part, int) else join(path, str(part))
     return path
 
