@@ -119,7 +119,8 @@ def test_networks_are_a_subset_of_the_worker_list() -> None:
 @pytest.mark.parametrize(("sizes", "field", "why"), [
     ([0], "batch_sizes[0]", "out of range"), ([1, -2], "batch_sizes[1]", "out of range"),
     ([1.5], "batch_sizes[0]", "not a whole number"), (["x"], "batch_sizes[0]", "not a whole number"),
-    ([True], "batch_sizes[0]", "not a whole number"), ([MAX_BATCH_SIZE + 1], "batch_sizes[0]", "out of range"),
+    ([True], "batch_sizes[0]", "not a whole number"),
+    ([MAX_BATCH_SIZE + 1], "batch_sizes[0]", "out of range"),
     ([2 ** 70], "batch_sizes[0]", "out of range"), ([], "batch_sizes", "the list is empty"),
     ([8, 8], "batch_sizes[1]", "listed twice"), ({"a": 1}, "batch_sizes", "expected a list")])
 def test_batch_sizes_must_be_distinct_positive_whole_numbers(sizes, field: str, why: str) -> None:
@@ -134,8 +135,10 @@ def test_batch_sizes_accept_lists_and_text() -> None:
 
 
 def test_modes_and_dtypes_name_their_allowed_values() -> None:
-    assert "allowed: score, train" in str(refused(check_request, {**GOOD_EC2_REQUEST, "modes": ["inference"]}))
-    assert "allowed: float32, float16" in str(refused(check_request, {**GOOD_EC2_REQUEST, "dtypes": ["int8"]}))
+    modes = refused(check_request, {**GOOD_EC2_REQUEST, "modes": ["inference"]})
+    assert "'inference' is not allowed; allowed: score, train" in str(modes)
+    dtypes = refused(check_request, {**GOOD_EC2_REQUEST, "dtypes": ["int8"]})
+    assert "'int8' is not allowed; allowed: float32, float16" in str(dtypes)
     assert check_request({**GOOD_EC2_REQUEST, "modes": "train"})["modes"] == ["train"]
 
 
@@ -236,8 +239,8 @@ def test_hostile_fleet_values_are_refused_naming_field_value_and_allowed(
         what: str, where: tuple, value, field: str, shown: str | None, allowed: str | None) -> None:
     import copy
 
-    from tests.test_fleet import SHIPPED
     from gpucompare.config import fleet
+    from tests.test_fleet import SHIPPED
 
     document = copy.deepcopy(fleet.read_document(SHIPPED))
     node = document

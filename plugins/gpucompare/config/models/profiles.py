@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import model_validator
+from pydantic import ConfigDict, model_validator
 
 from bench_tasks.configs import ConfigError, parse_sweep
 from bench_tasks.constants import (
@@ -42,6 +42,12 @@ from gpucompare.config.models.values import (
 
 
 # -- sweep profiles ---------------------------------------------------------------------------------
+def _name_is_the_key(schema: dict[str, Any]) -> None:
+    """JSON schema of a profile as the file states it: its name is its key, not a field."""
+    schema["properties"].pop("name", None)
+    schema["required"] = [key for key in schema.get("required", []) if key != "name"]
+
+
 class ModeOverride(Strict):
     """What a profile sets for one mode only (e.g. fewer networks for training)."""
 
@@ -65,6 +71,8 @@ class _Measurement(Strict):
 
 class SweepProfile(_Measurement):
     """What to measure on a target: networks × batch sizes × modes × dtypes, and how."""
+
+    model_config = ConfigDict(json_schema_extra=_name_is_the_key)
 
     name: Name
     networks: Networks
@@ -138,6 +146,8 @@ class ScalingProfile(_Measurement):
     given. Weak scaling holds ``per_device_batch``; strong scaling holds ``global_batch``.
     Pairs a group cannot host are skipped by ``config.scaling.scaling_points``.
     """
+
+    model_config = ConfigDict(json_schema_extra=_name_is_the_key)
 
     name: Name
     networks: Networks
