@@ -68,7 +68,7 @@ def test_instance_type_refuses_shell_characters_for_every_kind(value: str, kind:
 
 
 def test_instance_type_accepts_real_names_and_ec2_needs_family_size() -> None:
-    for name in ("p3.2xlarge", "g5.xlarge", "p4d.24xlarge", "g4dn.12xlarge", "p5.48xlarge"):
+    for name in ("p3.2xlarge", "g5.xlarge", "p4d.24xlarge", "g4dn.12xlarge", "g6e.xlarge"):
         assert target("ec2", instance_type=name).instance_type == name
     assert target("ssh", instance_type="ltbv14").instance_type == "ltbv14"
     # a label that is fine for a rented host is not an EC2 type

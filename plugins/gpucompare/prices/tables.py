@@ -46,13 +46,13 @@ FX_DIR = DATA_DIR / "fx"
 AWS_GPU_MODELS: dict[str, str] = {
     "p2": "Tesla K80",
     "p3": "Tesla V100",
-    "p3dn": "Tesla V100",
+    "p3dn": "V100-32GB",
     "g4dn": "Tesla T4",
     "g5": "A10G",
     "g6": "L4",
     "g6e": "L40S",
     "p4d": "A100",
-    "p4de": "A100",
+    "p4de": "A100-80GB",
     "p5": "H100",
     "p5e": "H200",
 }

@@ -10,6 +10,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, model_validator
 
+from gpucompare.config import gpus
 from gpucompare.config.fields import Number, OneOf, Whole
 from gpucompare.config.models.values import (
     REQUIREMENTS,
@@ -43,6 +44,7 @@ from gpucompare.config.models.values import (
     _partial,
     rule,
 )
+from gpucompare.config.validation import ValidationError
 
 
 # -- target options, one model per kind -----------------------------------------------------------
@@ -153,6 +155,17 @@ class _TargetFields(Strict):
                 "gpu_count": self.gpu_count, "options": self.options.given()}  # type: ignore[attr-defined]
 
     @model_validator(mode="after")
+    def _runnable_gpu(self) -> Any:
+        """The one place a target's GPU is checked (issue 13, ``config.gpus``): a GPU the worker's
+        MXNet cannot run (H100, K80 …) is refused here, wherever the target comes from (fleet
+        file, trigger form, a target class building from a plan), before anything is provisioned."""
+        try:
+            gpus.check_target(self.spec())
+        except ValidationError as exc:
+            raise rule(exc.field, exc.message, exc.allowed or "") from None
+        return self
+
+    @model_validator(mode="after")
     def _spot_is_ec2(self) -> Any:
         if self.market == "spot" and self.kind != "ec2":  # type: ignore[attr-defined]
             raise rule("market", f"'spot' is not allowed for a {self.kind} target",  # type: ignore[attr-defined]
@@ -184,9 +197,6 @@ class Ec2Target(_TargetFields):
     region: AwsRegion
     options: Ec2Options = Field(default_factory=Ec2Options)
 
-    # The GPU check of an instance type (issue 13: ``gpucompare.config.gpus.check_runnable``)
-    # belongs here, as a model validator of this class: the one place every ec2 target passes
-    # (fleet file, trigger form, the target class building from a plan).
 
 
 Target = Annotated[LocalTarget | SshTarget | Ec2Target, Field(discriminator="kind")]
