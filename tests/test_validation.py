@@ -199,7 +199,7 @@ HOSTILE = [
      "targets[1].options.remote_dir", "'/srv/../../etc'", "an absolute path"),
     ("path traversal (ec2)", ("defaults", "ec2", "remote_root"), "/opt/..", "defaults.ec2.remote_root",
      "'/opt/..'", "an absolute path"),
-    ("unknown key", ("targets", 0, "colour"), "red", "targets[0].colour", None, "name, provider"),
+    ("unknown key", ("targets", 0, "colour"), "red", "targets[0].colour", None, "kind, name, provider"),
     ("unknown option (typo)", ("defaults", "ec2", "instance_profil"), "x", "defaults.ec2.instance_profil",
      None, "ami, instance_profile"),
     ("unknown top-level key", ("profile",), {}, "profile", None, "schedule, max_instances"),

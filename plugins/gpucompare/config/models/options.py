@@ -139,6 +139,7 @@ class Ec2Options(_Options):
 
 # -- targets: a union discriminated on kind -------------------------------------------------------
 class _TargetFields(Strict):
+    kind: str  # each kind's class narrows it to its literal (the union's tag); first in key lists
     name: Name
     provider: Provider
     instance_type: InstanceLabel
@@ -150,7 +151,7 @@ class _TargetFields(Strict):
 
     def spec(self) -> dict[str, Any]:
         """The ``gpucompare.targets.base.TargetSpec`` fields, as JSON for XCom."""
-        return {"name": self.name, "kind": self.kind, "provider": self.provider,  # type: ignore[attr-defined]
+        return {"name": self.name, "kind": self.kind, "provider": self.provider,
                 "instance_type": self.instance_type, "region": self.region, "market": self.market,
                 "gpu_count": self.gpu_count, "options": self.options.given()}  # type: ignore[attr-defined]
 
@@ -167,8 +168,8 @@ class _TargetFields(Strict):
 
     @model_validator(mode="after")
     def _spot_is_ec2(self) -> Any:
-        if self.market == "spot" and self.kind != "ec2":  # type: ignore[attr-defined]
-            raise rule("market", f"'spot' is not allowed for a {self.kind} target",  # type: ignore[attr-defined]
+        if self.market == "spot" and self.kind != "ec2":
+            raise rule("market", f"'spot' is not allowed for a {self.kind} target",
                        "on_demand")
         return self
 
