@@ -9,6 +9,8 @@ median and the best of N runs of each, in milliseconds. A figure for the report,
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import statistics
 import time
 from collections.abc import Callable
@@ -37,19 +39,21 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=50)
     args = parser.parse_args()
 
-    from gpucompare.config import fleet
-
     import gpucompare
+    from gpucompare.config import fleet
 
     root = Path(gpucompare.__file__).resolve().parents[2]
     document = yaml.safe_load((root / "dags" / "config" / "fleet.yaml").read_text())
     print(f"code: {root}")
     timed("parse_fleet(shipped fleet.yaml)", lambda: fleet.parse_fleet(document), args.repeat)
-    try:  # this branch: the models
-        from gpucompare.config.models import check_request, form_fields
-    except ImportError:  # before: hand-written checks
-        from gpucompare.config.validation import check_manual_request as check_request
-        from gpucompare.config.validation import param_schemas as form_fields
+    # this code: the models; code from before them: the hand-written checks (looked up by name,
+    # so this script runs against either)
+    if importlib.util.find_spec("gpucompare.config.models") is not None:
+        module, names = importlib.import_module("gpucompare.config.models"), ("check_request", "form_fields")
+    else:
+        module = importlib.import_module("gpucompare.config.validation")
+        names = ("check_manual_request", "param_schemas")
+    check_request, form_fields = (getattr(module, name) for name in names)
     timed("manual request check", lambda: check_request(REQUEST), args.repeat)
     timed("trigger form schema", form_fields, args.repeat)
 

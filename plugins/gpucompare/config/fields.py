@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -290,7 +290,3 @@ class TextList(_Marker):
 
     def schema(self) -> dict[str, Any]:
         return {"type": "array", "minItems": 1, "uniqueItems": True, "items": self.item.schema()}
-
-
-def names(values: Iterable[str]) -> str:
-    return ", ".join(values)

@@ -41,7 +41,7 @@ from gpucompare.config.models.values import (
     SubnetId,
     Tags,
     TtlMinutes,
-    _partial,
+    partial_options,
     rule,
 )
 from gpucompare.config.validation import ValidationError
@@ -55,7 +55,7 @@ class _Options(Strict):
 
     @model_validator(mode="after")
     def _complete(self, info: ValidationInfo) -> Any:
-        if not _partial(info):
+        if not partial_options(info):
             for name in self.required:
                 if getattr(self, name) is None:
                     raise rule(name, "None is not allowed (missing: a target of this kind needs it)")

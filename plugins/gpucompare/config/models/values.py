@@ -113,7 +113,7 @@ def rule(field: str, message: str, allowed: str = "") -> PydanticCustomError:
                                                             "allowed": allowed})
 
 
-def _partial(info: ValidationInfo) -> bool:
+def partial_options(info: ValidationInfo) -> bool:
     """Whether options may be incomplete: a manual request before the fleet's defaults are merged."""
     return bool(info.context and info.context.get("partial"))
 
