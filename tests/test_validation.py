@@ -335,3 +335,16 @@ def test_the_models_have_a_json_schema() -> None:
     assert {"targets", "profiles"} <= set(fleet_schema["required"])
     trigger = models.TriggerParams.model_json_schema()
     assert set(trigger["properties"]) == set(models.form_fields())
+
+
+@pytest.mark.parametrize(("what", "expected"), [
+    ("fleet", lambda: models.FleetFile.model_json_schema()),
+    ("trigger", lambda: models.TriggerParams.model_json_schema()),
+    ("form", lambda: models.form_fields())])
+def test_the_schema_command_prints_the_models_schema(what: str, expected, capsys) -> None:
+    import json
+
+    from gpucompare.cli import main
+
+    assert main(["schema", what]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(expected()))
