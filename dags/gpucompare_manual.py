@@ -17,10 +17,12 @@ instance type, a rented server reachable over SSH, or this host.
 | `ssh_conn_id` | Airflow SSH connection of the rented host (ssh only) |
 | `budget_cap`, `budget_currency` | refuse an ec2 run estimated above it (≤ fleet `budget_ceiling`) |
 
-Everything is validated twice before anything starts: by the trigger form (types, enums,
-patterns) and by the first task, `validate_request`, which checks the rules between fields
-with the same module (`gpucompare.config.validation`) and fails the run with a message naming the
-field, e.g. `instance_type: 'p3.2xlarge; rm -rf /' is not valid`. Then the same per-target
+Everything is validated twice before anything starts, by one model
+(`gpucompare.config.models.TriggerParams`): the form's JSON schema is generated from it (types,
+enums, patterns, ranges), and the first task, `validate_request`, validates the params with it
+again, then the rules between fields, and fails the run with a message naming the field, the
+value and what is allowed, e.g.
+`instance_type: 'p3.2xlarge; rm -rf /' is not allowed; allowed: …`. Then the same per-target
 task group as `gpucompare_nightly` runs (terminate as a teardown, results into the lake,
 the **gpucompare_results** Asset).
 """
@@ -34,40 +36,15 @@ import pendulum
 from airflow.sdk import Param, dag, get_current_context, task
 
 from gpucompare.airflow import pipeline
-from gpucompare.config import fleet, validation
+from gpucompare.config import fleet
+from gpucompare.config.models import trigger
 
 log = logging.getLogger(__name__)
 
-_SCHEMAS = validation.param_schemas()
-
-
-def _param(default: Any, title: str, description: str, name: str) -> Param:
-    return Param(default, title=title, description=description, **_SCHEMAS[name])
-
-
-PARAMS = {
-    "kind": _param("ec2", "Target kind", "ec2 (provisioned and terminated), ssh (rented host), local",
-                   "kind"),
-    "provider": _param("aws", "Provider", "aws for ec2, local for local, the renter's name for ssh",
-                       "provider"),
-    "instance_type": _param("g5.xlarge", "Instance type",
-                            "EC2 family.size (p3.2xlarge), or the renter's machine name", "instance_type"),
-    "region": _param("us-east-1", "Region", "AWS region for ec2; optional for others", "region"),
-    "market": _param("on_demand", "Market", "spot falls back to on-demand when refused (ec2 only)",
-                     "market"),
-    "gpu_count": _param(1, "GPU count", "GPUs of the machine; 0 for a CPU-only host", "gpu_count"),
-    "networks": _param(["resnet-50"], "Networks", "classic MXNet networks to measure", "networks"),
-    "batch_sizes": _param([1, 8, 32], "Batch sizes", "global batch sizes, each > 0", "batch_sizes"),
-    "modes": _param(["score"], "Modes", "score (inference) and/or train", "modes"),
-    "dtypes": _param(["float32"], "Data types", "float32 and/or float16", "dtypes"),
-    "profile": _param("nightly", "Profile", "fleet profile for warm-up, batches, repeats, time limits",
-                      "profile"),
-    "ssh_conn_id": _param(None, "SSH connection", "Airflow SSH connection of a rented host (ssh only)",
-                          "ssh_conn_id"),
-    "budget_cap": _param(5.0, "Budget cap", "largest estimated cost accepted for an ec2 run",
-                         "budget_cap"),
-    "budget_currency": _param("USD", "Budget currency", "currency of the budget cap", "budget_currency"),
-}
+#: The form: every param's default, title, description and schema from TriggerParams.
+PARAMS = {name: Param(field["default"], title=field["title"], description=field["description"],
+                      **field["schema"])
+          for name, field in trigger.form_fields().items()}
 
 
 @task(retries=0)
@@ -77,7 +54,7 @@ def validate_request() -> list[dict[str, Any]]:
 
     context = get_current_context()
     with pipeline.bad_input_fails():
-        request = validation.check_manual_request(dict(context["params"]))
+        request = trigger.check_request(dict(context["params"]))
         plan = fleet.plan_manual(request, fleet.load_fleet(fx_rate=shipped_fx_rate),
                                  context["dag_run"].run_id)
         pipeline.check_plan(plan)

@@ -24,7 +24,7 @@ from airflow.sdk.exceptions import AirflowSkipException
 
 from gpucompare import settings
 from gpucompare.airflow import pipeline
-from gpucompare.config import fleet, validation
+from gpucompare.config import fleet, models, validation
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def sweep_locations(loaded: fleet.Fleet) -> dict[str, set[str]]:
 
     extra = [r.strip() for r in settings.setting("sweeper_regions").split(",") if r.strip()]
     for region in extra:
-        validation.check_region(region, "ec2", "GPUCOMPARE_SWEEPER_REGIONS")
+        validation.check("GPUCOMPARE_SWEEPER_REGIONS", models.AwsRegion, region)
     return locations([t.spec for t in loaded.targets if t.spec["kind"] == "ec2"], extra,
                      deployment=settings.deployment(), defaults=loaded.defaults.get("ec2"))
 

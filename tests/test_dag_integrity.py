@@ -156,6 +156,32 @@ def test_manual_form_refuses_bad_values_before_a_run_exists(dags: dict[str, Any]
             candidate.validate()
 
 
+def test_manual_form_is_generated_from_the_trigger_model(dags: dict[str, Any]) -> None:
+    """Each Param of the parsed DAG (as the DAG processor serialises it for the form) holds the
+    schema, title, description and default that TriggerParams generates, and nothing else; a
+    value the model refuses is refused by the form too where a schema can say it."""
+    from airflow.sdk.exceptions import ParamValidationError
+
+    from gpucompare.config.models import TriggerParams, form_fields
+
+    params = dags["gpucompare_manual"].params
+    generated = form_fields()
+    assert set(params.keys()) == set(generated) == set(TriggerParams.model_fields)
+    for name, field in generated.items():
+        param = params.get_param(name).serialize()
+        assert param["schema"] == {"title": field["title"], **field["schema"]}, name
+        assert param["description"] == field["description"] and param["value"] == field["default"], name
+        json.dumps(param)  # what the form receives is plain JSON
+    assert "anyOf" not in json.dumps(generated)  # the form has no widget for anyOf
+    assert params.get_param("region").schema["type"] == ["string", "null"]
+    for name, value in [("region", "us-east-1\n"), ("ssh_conn_id", "x; rm -rf /"), ("provider", "AWS"),
+                        ("batch_sizes", [8, 8]), ("gpu_count", 65), ("budget_currency", "GBP")]:
+        candidate = copy.deepcopy(params)
+        with pytest.raises(ParamValidationError, match=name):
+            candidate[name] = value
+            candidate.validate()
+
+
 def test_all_dag_files_parse_fast_without_heavy_imports() -> None:
     """In a fresh interpreter with Airflow loaded (as in the DAG processor), parse every DAG file.
 

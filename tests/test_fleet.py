@@ -173,9 +173,9 @@ def test_nightly_schedule_comes_from_env_then_file(tmp_path: Path, monkeypatch: 
 
 
 def test_manual_plan_uses_the_request_on_the_profile_knobs(shipped: fleet.Fleet) -> None:
-    from gpucompare.config.validation import check_manual_request
+    from gpucompare.config.models import check_request
 
-    request = check_manual_request({
+    request = check_request({
         "kind": "ec2", "provider": "aws", "instance_type": "g6.xlarge", "region": "us-west-2",
         "market": "on_demand", "gpu_count": 1, "networks": ["alexnet"], "batch_sizes": [4],
         "modes": ["score"], "dtypes": ["float16"], "profile": "nightly", "budget_cap": 3.5,
@@ -222,7 +222,7 @@ def test_the_ttl_covers_the_plans_own_limits_and_a_short_fleet_ttl_is_refused(do
 
 def test_the_budget_ceiling_caps_every_target_and_the_manual_form(document: dict,
                                                                    shipped: fleet.Fleet) -> None:
-    from gpucompare.config.validation import check_manual_request
+    from gpucompare.config.models import check_request as check_manual_request
 
     assert shipped.budget_ceiling == (50.0, "USD")
     over = copy.deepcopy(document)

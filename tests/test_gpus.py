@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from gpucompare.config import fleet, gpus
-from gpucompare.config.validation import ValidationError, check_manual_request
+from gpucompare.config.models import check_request as check_manual_request
+from gpucompare.config.validation import ValidationError
 from gpucompare.errors import PermanentError
 
 SHIPPED_FLEET = Path(__file__).resolve().parent.parent / "dags" / "config" / "fleet.yaml"
@@ -150,12 +151,12 @@ def test_fleet_entry_with_an_h100_instance_is_refused_with_the_reason() -> None:
 
 def test_manual_form_refuses_an_h100_instance_before_planning() -> None:
     shipped = fleet.load_fleet(SHIPPED_FLEET)
-    request = check_manual_request({
-        "kind": "ec2", "provider": "aws", "instance_type": "p5.48xlarge", "region": "us-east-1",
-        "market": "on_demand", "gpu_count": 8, "networks": ["alexnet"], "batch_sizes": [4],
-        "modes": ["score"], "profile": "nightly", "budget_cap": 3.5})
+    # the request's own check refuses it (the target model's GPU hook), before any plan
     with pytest.raises(ValidationError, match=r"instance_type: 'p5.48xlarge' has the GPU H100, which cannot"):
-        fleet.plan_manual(request, shipped, "manual__x")
+        check_manual_request({
+            "kind": "ec2", "provider": "aws", "instance_type": "p5.48xlarge", "region": "us-east-1",
+            "market": "on_demand", "gpu_count": 8, "networks": ["alexnet"], "batch_sizes": [4],
+            "modes": ["score"], "profile": "nightly", "budget_cap": 3.5})
     plan = fleet.plan_manual(check_manual_request({
         "kind": "ec2", "provider": "aws", "instance_type": "g6.xlarge", "region": "us-east-1",
         "market": "on_demand", "gpu_count": 1, "networks": ["alexnet"], "batch_sizes": [4],

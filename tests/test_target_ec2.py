@@ -285,14 +285,15 @@ def test_bad_options_are_refused_with_the_field_named():
                       options=base)
     assert isinstance(make_target(good.to_dict()), ec2.Ec2Target)  # the registry builds it from XCom JSON
     cases = [
-        ({**base, "ami": "ubuntu; rm -rf /"}, "'ami'"),
-        ({**base, "results_bucket": "Bad_Bucket"}, "'results_bucket'"),
-        ({**base, "security_group_ids": ["sg-1; echo"]}, "'security_group_ids'"),
-        ({**base, "subnet_id": "vpc-123"}, "'subnet_id'"),
-        ({**base, "ttl_minutes": 1}, "'ttl_minutes'"),
-        ({**base, "budget_cap": 5}, "'budget_cap' needs 'sweep_configs'"),
-        ({**base, "remote_root": "relative/path"}, "'remote_root'"),
-        ({**base, "instance_profil": "typo"}, "'instance_profil' is not known; allowed: ami, "),
+        ({**base, "ami": "ubuntu; rm -rf /"}, r"options\.ami: 'ubuntu; rm -rf /' is not allowed"),
+        ({**base, "results_bucket": "Bad_Bucket"}, r"options\.results_bucket: 'Bad_Bucket' is not allowed"),
+        ({**base, "security_group_ids": ["sg-1; echo"]}, r"options\.security_group_ids\[0\]: "),
+        ({**base, "subnet_id": "vpc-123"}, r"options\.subnet_id: 'vpc-123' is not allowed"),
+        ({**base, "ttl_minutes": 1}, r"options\.ttl_minutes: 1 is not allowed \(out of range\)"),
+        ({**base, "budget_cap": 5}, r"options\.budget_cap needs options\.sweep_configs"),
+        ({**base, "remote_root": "relative/path"}, r"options\.remote_root: 'relative/path' is not allowed"),
+        ({**base, "remote_root": "/opt/../etc"}, r"options\.remote_root: '/opt/\.\./etc' is not allowed"),
+        ({**base, "instance_profil": "typo"}, "options.instance_profil: unknown key; allowed: ami, "),
     ]
     for options, message in cases:
         spec = TargetSpec(name="t", kind="ec2", provider="aws", instance_type="g4dn.xlarge",
@@ -702,7 +703,7 @@ def test_a_trailing_newline_is_refused_in_every_option(option, value):
     base = {"ami": "ami-0123456789abcdef0", "instance_profile": "p", "results_bucket": "my-bucket"}
     spec = TargetSpec(name="t", kind="ec2", provider="aws", instance_type="g4dn.xlarge", region="us-east-1",
                       options={**base, option: value})
-    with pytest.raises(TargetError, match=f"'{option}'"):
+    with pytest.raises(TargetError, match=rf"options\.{option}: .* is not allowed"):
         ec2.Ec2Target(spec)
     with pytest.raises(TargetError, match="instance_type"):
         ec2.Ec2Target(TargetSpec(name="t", kind="ec2", provider="aws", instance_type="g4dn.xlarge\n",

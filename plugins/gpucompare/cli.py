@@ -432,6 +432,34 @@ register("plan", "each target's night before it runs: expected time, cost and bi
          "from the lake's recorded phases (the cost guard's own estimate)", _configure_plan, _run_plan)
 
 
+# ---- schema ------------------------------------------------------------------------------
+#: what ``schema`` prints: the JSON schema of a model of gpucompare.config.models
+SCHEMAS = ("fleet", "trigger", "form")
+
+
+def _configure_schema(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("what", choices=SCHEMAS, help="fleet: the fleet file; trigger: the manual DAG's "
+                        "params; form: the trigger form's Params as the DAG declares them")
+
+
+def _run_schema(args: argparse.Namespace) -> int:
+    import json
+
+    from gpucompare.config import models
+
+    if args.what == "fleet":
+        document = models.FleetFile.model_json_schema()
+    elif args.what == "trigger":
+        document = models.TriggerParams.model_json_schema()
+    else:
+        document = models.form_fields()
+    print(json.dumps(document, indent=2, sort_keys=True))
+    return 0
+
+
+register("schema", "print the JSON schema of the fleet file, the trigger params or the trigger form",
+         _configure_schema, _run_schema)
+
 # ---- entry point -------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpucompare",

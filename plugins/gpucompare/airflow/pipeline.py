@@ -47,14 +47,16 @@ import tempfile
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from airflow.sdk import Asset, TriggerRule, WeightRule, get_current_context, task, task_group
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from gpucompare import settings
+from gpucompare.config import validation
+from gpucompare.config.fields import Number
 from gpucompare.config.fleet import SWEEP_TASK_TIMEOUT_S
-from gpucompare.config.validation import ValidationError, check_number
+from gpucompare.config.validation import ValidationError
 from gpucompare.errors import PermanentError
 
 log = logging.getLogger(__name__)
@@ -67,8 +69,8 @@ STATE_STEPS = ("train_sweep", "score_sweep", "deploy", "prepare")
 
 # -- manners shared by every DAG ----------------------------------------------------------------
 def retry_delay() -> timedelta:
-    seconds = check_number("GPUCOMPARE_RETRY_DELAY_S", settings.setting("retry_delay_s"), minimum=0.0,
-                           maximum=3600.0)
+    seconds = validation.check("GPUCOMPARE_RETRY_DELAY_S", Annotated[float, Number(0.0, 3600.0)],
+                               settings.setting("retry_delay_s"))
     return timedelta(seconds=seconds)
 
 

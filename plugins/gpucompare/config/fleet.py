@@ -13,8 +13,11 @@ The file (``dags/config/fleet.yaml``, or ``$GPUCOMPARE_FLEET``) has four parts::
       - {name: aws-g5-spot, kind: ec2, provider: aws, instance_type: g5.xlarge, region: us-east-1,
          market: spot, gpu_count: 1, profile: nightly, enabled: false, options: {budget_cap: 5}}
 
-Every entry is validated (``gpucompare.config.validation``) when the file is loaded, disabled ones
-too, so an example in the file cannot rot; errors name the file, the entry and the field.
+Every entry is validated by the pydantic models of ``gpucompare.config.models`` (``FleetFile``)
+when the file is loaded, disabled ones too, so an example in the file cannot rot; errors name the
+file, the entry, the field, the value and what is allowed. The rules that need a plan (a scaling
+group's hosts can run its profile, a fleet TTL covers the sweeps' limits, no budget cap above the
+ceiling) are checked here right after.
 
 A *plan* is what one target's task group needs at run time, as plain JSON for XCom: the
 ``TargetSpec`` (with ``options.sweep_configs`` for ec2's cost guard), the target run id
@@ -22,7 +25,7 @@ A *plan* is what one target's task group needs at run time, as plain JSON for XC
 own work and re-ingesting a run replaces it) and one sweep configuration per mode in the
 worker's sweep-file format (``bench_tasks.configs``), with its time limit.
 
-Standard library, PyYAML and ``bench_tasks`` only: the DAG files read the schedule at parse time.
+PyYAML, pydantic and ``bench_tasks``'s contract only: the DAG files read the schedule at parse time.
 """
 
 from __future__ import annotations
@@ -39,22 +42,15 @@ from typing import Any
 from bench_tasks.configs import ConfigError, parse_sweep
 from bench_tasks.constants import MODES
 from gpucompare import settings
-from gpucompare.config import gpus, patterns, validation
+from gpucompare.config import models, validation
+from gpucompare.config.models import (  # noqa: F401  (the planning vocabulary, used by the DAGs)
+    DEFAULT_MAX_INSTANCES,
+    DEFAULT_SCHEDULE,
+    SweepProfile,
+    default_devices,
+    sweep_config,
+)
 from gpucompare.config.validation import ValidationError
-
-DEFAULT_SCHEDULE = "0 2 * * *"
-DEFAULT_MAX_INSTANCES = 2
-TOP_LEVEL_KEYS = ("schedule", "max_instances", "defaults", "profiles", "targets", "scaling_profiles",
-                  "scaling_groups", "budget_ceiling")
-TARGET_KEYS = ("name", "kind", "provider", "instance_type", "region", "market", "gpu_count",
-               "options", "profile", "enabled")
-PROFILE_KEYS = ("description", "networks", "batch_sizes", "modes", "dtypes", "devices", "warmup",
-                "batches", "repeats", "timeout_s", "score", "train", "methodology")
-#: A profile's methodology (bench_tasks.methodology): the named rules only, so each night's
-#: figures say which one they follow.
-PROFILE_METHODOLOGIES = ("official", "robust")
-#: What a profile may set for one mode only (e.g. fewer networks for training).
-MODE_OVERRIDE_KEYS = ("networks", "batch_sizes", "dtypes", "devices", "kvstore", "scaling")
 
 #: Slack on top of the per-configuration limits for a whole sweep: process starts, the
 #: environment capture, copying results.
@@ -84,27 +80,8 @@ FxRate = Callable[[str, str, date], float]
 
 
 @dataclass(frozen=True)
-class SweepProfile:
-    """What to measure on a target: networks × batch sizes × modes × dtypes, and how."""
-
-    name: str
-    networks: tuple[str, ...]
-    batch_sizes: tuple[int, ...]
-    modes: tuple[str, ...]
-    dtypes: tuple[str, ...] = ("float32",)
-    devices: tuple[str, ...] | None = None  # None: derived from the target's gpu_count
-    warmup: int = 5
-    batches: int = 10
-    repeats: int = 3
-    timeout_s: int = 900
-    per_mode: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    description: str = ""
-    methodology: str = "official"
-
-
-@dataclass(frozen=True)
 class FleetTarget:
-    """One machine of the fleet: its ``TargetSpec`` fields, its profile, whether it runs."""
+    """One machine of the fleet: its ``TargetSpec`` fields (JSON), its profile, whether it runs."""
 
     spec: dict[str, Any]
     profile: str
@@ -117,6 +94,8 @@ class FleetTarget:
 
 @dataclass(frozen=True)
 class Fleet:
+    """The validated fleet file as the plans use it (specs as JSON for XCom)."""
+
     schedule: str
     max_instances: int
     defaults: Mapping[str, Mapping[str, Any]]
@@ -124,8 +103,8 @@ class Fleet:
     targets: tuple[FleetTarget, ...]
     source: str = ""
     #: Multi-GPU / multi-node scaling runs (``gpucompare.scaling.launcher``): what, and on which hosts.
-    scaling_profiles: Mapping[str, Any] = field(default_factory=dict)
-    scaling_groups: tuple[Any, ...] = ()
+    scaling_profiles: Mapping[str, models.ScalingProfile] = field(default_factory=dict)
+    scaling_groups: tuple[models.ScalingGroup, ...] = ()
     #: (amount, currency): the most any paid run of this deployment may be estimated to cost;
     #: no fleet entry and no trigger form can set a higher ``budget_cap`` (None: no ceiling).
     budget_ceiling: tuple[float, str] | None = None
@@ -160,7 +139,7 @@ def read_document(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         raise FleetError(path.name, f"not valid YAML: {exc}") from exc
     if not isinstance(document, dict):
-        raise FleetError(path.name, "expected a mapping with " + ", ".join(TOP_LEVEL_KEYS))
+        raise FleetError(path.name, "expected a mapping", ", ".join(models.FleetFile.model_fields))
     return document
 
 
@@ -175,69 +154,44 @@ def load_fleet(path: str | Path | None = None, *, fx_rate: FxRate | None = None)
     except ValidationError as exc:
         if isinstance(exc, FleetError):
             raise
-        raise FleetError(f"{path.name}: {exc.field}", exc.message, exc.allowed) from exc
+        raise FleetError(f"{path.name}: {exc.field}", exc.message, exc.allowed, exc.more) from exc
 
 
 def parse_fleet(document: Mapping[str, Any], source: str = "fleet", *,
                 fx_rate: FxRate | None = None) -> Fleet:
     """Validate a loaded fleet document; errors name the entry and field (``targets[1].region``)."""
-    validation.check_keys(document, TOP_LEVEL_KEYS)
-    schedule = validation.check_schedule(document.get("schedule", DEFAULT_SCHEDULE))
-    max_instances = validation.check_int(
-        "max_instances", document.get("max_instances", DEFAULT_MAX_INSTANCES), minimum=1, maximum=1000)
-    defaults = _parse_defaults(document.get("defaults") or {})
-    profiles_doc = document.get("profiles")
-    if not isinstance(profiles_doc, Mapping) or not profiles_doc:
-        raise ValidationError("profiles", "expected a mapping of profile names to profiles")
-    profiles = {}
-    for name, body in profiles_doc.items():
-        try:
-            profiles[name] = parse_profile(name, body)
+    from gpucompare.config import scaling
+
+    checked = validation.validate(models.FleetFile, document)
+    targets = tuple(FleetTarget(spec=t.spec(), profile=t.profile, enabled=t.enabled) for t in checked.targets)
+    specs = {t.name: t.spec for t in targets}
+    for index, group in enumerate(checked.scaling_groups):
+        try:  # refuses a profile the group's hosts cannot run
+            scaling.group_points(group, [specs[n] for n in group.targets],
+                                 checked.scaling_profiles[group.profile])
         except ValidationError as exc:
-            raise validation.qualify(f"profiles.{name}", exc) from exc
-    targets_doc = document.get("targets")
-    if not isinstance(targets_doc, list) or not targets_doc:
-        raise ValidationError("targets", "expected a non-empty list of targets")
-    targets: list[FleetTarget] = []
-    for index, entry in enumerate(targets_doc):
-        try:
-            target = parse_target(entry, profiles, defaults)
-        except ValidationError as exc:
-            raise validation.qualify(f"targets[{index}]", exc) from exc
-        if any(t.name == target.name for t in targets):
-            raise ValidationError(f"targets[{index}].name", f"{target.name!r} is used twice",
-                                  "a name unique in the fleet")
-        targets.append(target)
-    scaling_profiles, scaling_groups = _parse_scaling(document, targets)
-    ceiling = _parse_budget_ceiling(document.get("budget_ceiling"), defaults)
+            raise validation.qualify(f"scaling_groups[{index}]", exc) from exc
+    ceiling = checked.ceiling()
     for index, target in enumerate(targets):
         if target.spec["kind"] != "ec2":
             continue
         try:
             apply_budget_ceiling(dict(target.spec["options"]), ceiling, fx_rate)
-            ttl = target.spec["options"].get("ttl_minutes")
-            profile = profiles[target.profile]
+            profile = checked.profiles[target.profile]
             plan_ttl_minutes([sweep_time_limit(sweep_config(profile, mode, target.spec["gpu_count"]))
-                              for mode in profile.modes], ttl)
+                              for mode in profile.modes], target.spec["options"].get("ttl_minutes"))
         except ValidationError as exc:
             raise validation.qualify(f"targets[{index}]", exc) from exc
-    return Fleet(schedule, max_instances, defaults, profiles, tuple(targets), source,
-                 scaling_profiles, scaling_groups, ceiling, fx_rate)
+    defaults = {kind: options.given() for kind in models.TARGET_KINDS
+                if (options := getattr(checked.defaults, kind)) is not None}
+    return Fleet(checked.schedule, checked.max_instances, defaults, dict(checked.profiles), targets, source,
+                 dict(checked.scaling_profiles), tuple(checked.scaling_groups), ceiling, fx_rate)
 
 
-def _parse_budget_ceiling(document: Any,
-                          defaults: Mapping[str, Mapping[str, Any]]) -> tuple[float, str] | None:
-    """``budget_ceiling: {amount: 50, currency: USD}``; absent: the ec2 defaults' ``budget_cap``."""
-    if document is None:
-        ec2 = defaults.get("ec2", {})
-        if ec2.get("budget_cap") is None:
-            return None
-        return float(ec2["budget_cap"]), str(ec2.get("budget_currency", "USD"))
-    validation.check_keys(document, ("amount", "currency"), prefix="budget_ceiling.", required=("amount",))
-    amount = validation.check_budget_cap(document["amount"], "budget_ceiling.amount")
-    currency = validation.check_choice("budget_ceiling.currency", document.get("currency", "USD"),
-                                       validation.CURRENCIES)
-    return amount, currency
+def parse_profile(name: Any, body: Any) -> SweepProfile:
+    """One sweep profile, as a fleet file's ``profiles.<name>`` states it."""
+    named = {**body, "name": name} if isinstance(body, Mapping) else body
+    return validation.validate(models.SweepProfile, named)
 
 
 def apply_budget_ceiling(options: dict[str, Any], ceiling: tuple[float, str] | None,
@@ -282,7 +236,7 @@ def plan_ttl_minutes(sweep_limits_s: list[float], fleet_ttl: Any = None) -> int:
     derived = math.ceil((sweeps + TTL_PROVISIONING_S + TTL_COLLECTION_S + TTL_MARGIN_S) / 60)
     if fleet_ttl is None:
         return derived
-    ttl = validation.check_int("options.ttl_minutes", fleet_ttl, minimum=10, maximum=7 * 24 * 60)
+    ttl = validation.check("options.ttl_minutes", models.TtlMinutes, fleet_ttl)
     if ttl < own:
         raise ValidationError(
             "options.ttl_minutes",
@@ -291,104 +245,6 @@ def plan_ttl_minutes(sweep_limits_s: list[float], fleet_ttl: Any = None) -> int:
             f"at least {own}, or leave it out (derived: {derived} min with a "
             f"{TTL_MARGIN_S / 60:.0f} min margin)")
     return max(ttl, derived)
-
-
-def _parse_scaling(document: Mapping[str, Any], targets: list[FleetTarget]) -> tuple[dict[str, Any], tuple]:
-    """The optional ``scaling_profiles`` and ``scaling_groups`` (format: ``gpucompare.config.scaling``)."""
-    from gpucompare.config import scaling as scaling_plan
-
-    profiles_doc = document.get("scaling_profiles") or {}
-    if not isinstance(profiles_doc, Mapping):
-        raise ValidationError("scaling_profiles", "expected a mapping of profile names to scaling profiles")
-    profiles = {}
-    for name, body in profiles_doc.items():
-        try:
-            profiles[name] = scaling_plan.parse_scaling_profile(name, body)
-        except ValidationError as exc:
-            raise validation.qualify(f"scaling_profiles.{name}", exc) from exc
-    groups_doc = document.get("scaling_groups") or []
-    if not isinstance(groups_doc, list):
-        raise ValidationError("scaling_groups", "expected a list of scaling groups")
-    specs = {t.name: t.spec for t in targets}
-    groups: list[Any] = []
-    for index, entry in enumerate(groups_doc):
-        try:
-            group = scaling_plan.parse_scaling_group(entry, specs, profiles)
-        except ValidationError as exc:
-            raise validation.qualify(f"scaling_groups[{index}]", exc) from exc
-        if any(g.name == group.name for g in groups):
-            raise ValidationError(f"scaling_groups[{index}].name", f"{group.name!r} is used twice",
-                                  "a name unique in the fleet")
-        groups.append(group)
-    return profiles, tuple(groups)
-
-
-def _parse_defaults(document: Any) -> dict[str, dict[str, Any]]:
-    if not isinstance(document, Mapping):
-        raise ValidationError("defaults", "expected a mapping of target kinds to options",
-                              ", ".join(validation.TARGET_KINDS))
-    defaults = {}
-    for kind, options in document.items():
-        kind = validation.check_kind(kind, "defaults")
-        defaults[kind] = validation.check_options(kind, options, f"defaults.{kind}", complete=False)
-    return defaults
-
-
-def parse_profile(name: Any, body: Any) -> SweepProfile:
-    name = validation.check_pattern("name", name, patterns.NAME, "a lower-case profile name")
-    validation.check_keys(body, PROFILE_KEYS, required=("networks", "batch_sizes", "modes"))
-    per_mode: dict[str, dict[str, Any]] = {}
-    for mode in MODES:
-        override = validation.check_keys(body.get(mode) or {}, MODE_OVERRIDE_KEYS, prefix=f"{mode}.")
-        per_mode[mode] = _check_override(mode, override)
-    devices = body.get("devices")
-    profile = SweepProfile(
-        name=name,
-        networks=tuple(validation.check_networks(body["networks"])),
-        batch_sizes=tuple(validation.check_batch_sizes(body["batch_sizes"])),
-        modes=tuple(validation.check_modes(body["modes"])),
-        dtypes=tuple(validation.check_dtypes(body.get("dtypes", ["float32"]))),
-        devices=None if devices in (None, "auto") else tuple(validation.check_devices(devices)),
-        **validation.check_measurement(body),
-        per_mode=per_mode,
-        description=str(body.get("description", "")),
-        methodology=validation.check_choice("methodology", body.get("methodology", "official"),
-                                            PROFILE_METHODOLOGIES),
-    )
-    # the worker's own parser has the last word on the sweeps this profile produces
-    for mode in profile.modes:
-        check_sweep(sweep_config(profile, mode, gpu_count=1), f"{mode} sweep")
-    return profile
-
-
-def _check_override(mode: str, override: Mapping[str, Any]) -> dict[str, Any]:
-    checks = {
-        "networks": validation.check_networks,
-        "batch_sizes": validation.check_batch_sizes,
-        "dtypes": validation.check_dtypes,
-        "devices": validation.check_devices,
-    }
-    checked = {}
-    for key, value in override.items():
-        if key in checks:
-            checked[key] = checks[key](value, f"{mode}.{key}")
-        else:  # kvstore, scaling: the worker's vocabulary, checked by check_sweep below
-            checked[key] = value
-    return checked
-
-
-def parse_target(entry: Any, profiles: Mapping[str, SweepProfile],
-                 defaults: Mapping[str, Mapping[str, Any]]) -> FleetTarget:
-    validation.check_keys(entry, TARGET_KEYS)
-    kind = validation.check_kind(entry.get("kind"))
-    options = {**defaults.get(kind, {}), **(entry.get("options") or {})}
-    spec = validation.check_target_fields({**entry, "options": options})
-    gpus.check_target(spec)  # a GPU the worker cannot run is refused before anything is provisioned
-    profile = entry.get("profile", "nightly")
-    if profile not in profiles:
-        raise ValidationError("profile", f"{profile!r} is not defined", ", ".join(sorted(profiles)))
-    enabled = validation.check_bool("enabled", entry.get("enabled", True))
-    return FleetTarget(spec=spec, profile=profile, enabled=enabled)
 
 
 # -- the schedule, read at DAG parse time --------------------------------------------------
@@ -400,10 +256,10 @@ def nightly_schedule() -> str:
     """
     configured = settings.setting("nightly_schedule")
     if configured:
-        return validation.check_schedule(configured, "GPUCOMPARE_NIGHTLY_SCHEDULE")
+        return validation.check("GPUCOMPARE_NIGHTLY_SCHEDULE", models.Cron, configured)
     try:
         document = read_document(settings.fleet_path())
-        return validation.check_schedule(document.get("schedule", DEFAULT_SCHEDULE))
+        return validation.check("schedule", models.Cron, document.get("schedule", DEFAULT_SCHEDULE))
     except ValidationError:
         return DEFAULT_SCHEDULE
 
@@ -423,36 +279,6 @@ def target_run_id(dag_run_id: str, target_name: str, deployment: str | None = No
         return plain
     digest = hashlib.sha256(f"{deployment}\0{dag_run_id}\0{target_name}".encode()).hexdigest()[:12]
     return f"{plain[:_RUN_ID_MAX - 13]}-{digest}"
-
-
-def default_devices(mode: str, gpu_count: int) -> list[str]:
-    """CPU hosts run on ``cpu``; GPU hosts score on one GPU and train on one and on all of them."""
-    if gpu_count <= 0:
-        return ["cpu"]
-    if mode == "score" or gpu_count == 1:
-        return ["gpu:0"]
-    return ["gpu:0", ",".join(f"gpu:{i}" for i in range(gpu_count))]
-
-
-def sweep_config(profile: SweepProfile, mode: str, gpu_count: int) -> dict[str, Any]:
-    """The worker's sweep document for one mode of a profile on a machine with ``gpu_count`` GPUs."""
-    override = dict(profile.per_mode.get(mode, {}))
-    matrix: dict[str, Any] = {
-        "modes": [mode],
-        "networks": list(override.pop("networks", profile.networks)),
-        "batch_sizes": list(override.pop("batch_sizes", profile.batch_sizes)),
-        "dtypes": list(override.pop("dtypes", profile.dtypes)),
-        "devices": list(override.pop("devices", profile.devices or default_devices(mode, gpu_count))),
-        **override,
-    }
-    return {
-        "timeout_s": profile.timeout_s,
-        "warmup": profile.warmup,
-        "batches": profile.batches,
-        "repeats": profile.repeats,
-        "methodology": profile.methodology,
-        "matrix": [matrix],
-    }
 
 
 def check_sweep(document: dict[str, Any], where: str) -> int:
@@ -532,25 +358,20 @@ def plan_scaling(fleet: Fleet, dag_run_id: str) -> list[dict[str, Any]]:
 def plan_manual(request: Mapping[str, Any], fleet: Fleet, dag_run_id: str) -> dict[str, Any]:
     """The plan of a manual run: the request's target and matrix on a fleet profile's knobs.
 
-    ``request`` is the output of ``validation.check_manual_request``; the fleet's defaults
-    for the kind fill in what the form does not ask (AMI, results bucket …).
+    ``request`` is ``models.TriggerParams.request()``; the fleet's defaults for the kind fill
+    in what the form does not ask (AMI, results bucket …), and the merged target is checked
+    whole by its model (``models.Target``), as a fleet entry is.
     """
     base = fleet.profile(request["profile"])
-    profile = SweepProfile(
-        name=f"manual-{base.name}",
-        networks=tuple(request["networks"]),
-        batch_sizes=tuple(request["batch_sizes"]),
-        modes=tuple(request["modes"]),
-        dtypes=tuple(request["dtypes"]),
-        devices=base.devices,
-        warmup=base.warmup,
-        batches=base.batches,
-        repeats=base.repeats,
-        timeout_s=base.timeout_s,
-    )
+    # the base profile's knobs with the request's matrix (already checked by TriggerParams);
+    # methodology and per-mode overrides stay the fleet's business
+    profile = base.model_copy(update={
+        "name": f"manual-{base.name}", "networks": tuple(request["networks"]),
+        "batch_sizes": tuple(request["batch_sizes"]), "modes": tuple(request["modes"]),
+        "dtypes": tuple(request["dtypes"]), "methodology": "official", "score": None, "train": None})
     target = request["target"]
-    gpus.check_target(target)  # a GPU the worker cannot run is refused before anything is provisioned
-    spec = {**target, "options": {**fleet.defaults.get(target["kind"], {}), **target["options"]}}
+    merged = {**target, "options": {**fleet.defaults.get(target["kind"], {}), **target["options"]}}
+    spec = validation.check("", models.Target, merged).spec()
     # the form may lower the budget cap below the deployment's ceiling, never raise it past it
     return plan_target(spec, profile, dag_run_id, budget_ceiling=fleet.budget_ceiling,
                         fx_rate=fleet.fx_rate)

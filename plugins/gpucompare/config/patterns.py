@@ -44,9 +44,38 @@ BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 PREFIX = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
 #: an ISO currency code
 CURRENCY = re.compile(r"[A-Za-z]{3}")
+#: an absolute POSIX path of plain characters (a remote directory or interpreter); a ``.`` or
+#: ``..`` segment is refused with ``has_dot_segment``
+ABSOLUTE_PATH = re.compile(r"(/[A-Za-z0-9._+@%=,-]+)+/?")
+#: the interpreter that builds a worker venv on a rented host
+BASE_PYTHON = re.compile(r"python3(\.[0-9]{1,2})?")
+#: a docker image reference ``name[:tag][@sha256:digest]``
+DOCKER_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:-]{0,254}(@sha256:[0-9a-f]{64})?")
+#: ``docker run --gpus`` values: all, a count or device=0,1
+DOCKER_GPUS = re.compile(r"all|[1-9][0-9]?|device=[0-9]{1,2}(,[0-9]{1,2})*")
+#: an SSM parameter holding an AMI id (``/aws/service/…``), optionally ``resolve:ssm:``
+SSM_PARAMETER = re.compile(r"(resolve:ssm:)?(/[A-Za-z0-9_.\-]+)+")
+SUBNET_ID = re.compile(r"subnet-[0-9a-f]{8,17}")
+SECURITY_GROUP_ID = re.compile(r"sg-[0-9a-f]{8,17}")
+#: an IAM instance profile name
+INSTANCE_PROFILE = re.compile(r"[A-Za-z0-9+=,.@_-]{1,128}")
+#: an EC2 tag key a fleet may add (``aws:`` and ``gpucompare:`` keys are refused apart)
+TAG_KEY = re.compile(r"[A-Za-z0-9 _.:/=+@-]{1,128}")
+
+
+def has_dot_segment(path: str) -> bool:
+    """Whether a path has a ``.`` or ``..`` segment (``/srv/../etc``): refused in every path."""
+    return any(part in {".", ".."} for part in path.split("/"))
 
 
 def anchored(*alternatives: re.Pattern[str]) -> str:
-    """The pattern(s) as one anchored regular expression, for JSON schema (whose ``pattern``
-    searches: without anchors ``aws; rm -rf`` would pass)."""
+    """The pattern(s) as one anchored regular expression, as error messages show it."""
     return "^(?:" + "|".join(p.pattern for p in alternatives) + ")$"
+
+
+def schema_pattern(pattern: re.Pattern[str]) -> str:
+    """The pattern for a JSON schema's ``pattern``, which *searches*: anchored (without anchors
+    ``aws; rm -rf`` would pass), and ``(?!\n)`` after ``$`` because Python's ``jsonschema``
+    (Airflow's form check) lets ``$`` match before a trailing newline (ECMA-262 does not; the
+    lookahead means the same in both)."""
+    return anchored(pattern) + r"(?!\n)"

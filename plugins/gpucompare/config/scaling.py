@@ -1,7 +1,8 @@
 """What a scaling run measures: the fleet file's scaling profiles and groups, their points, the plan.
 
-Parsed from the fleet file (``gpucompare.config.fleet`` reads ``scaling_profiles`` and
-``scaling_groups`` through this module) and planned into the JSON a scaling task receives;
+The fleet file's ``scaling_profiles`` and ``scaling_groups`` are validated by their models
+(``gpucompare.config.models``); this module turns them into points and plans them into the JSON
+a scaling task receives;
 ``gpucompare.scaling.launcher`` launches the planned points. Imports point one way: distributed →
 this module, fleet → this module; nothing here imports either of them.
 """
@@ -13,12 +14,16 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from bench_tasks.constants import DTYPES, NETWORKS, SCALING_KINDS
-from gpucompare.config import patterns, validation
+from gpucompare.config import models, patterns, validation
+from gpucompare.config.models import (  # noqa: F401  (the launcher's vocabulary)
+    DIST_KVSTORES,
+    MAX_NODES,
+    ScalingGroup,
+    ScalingProfile,
+)
 from gpucompare.config.validation import ValidationError
 
-DIST_KVSTORES: tuple[str, ...] = ("dist_sync", "dist_device_sync")
 SINGLE_NODE_KVSTORE = "device"
-MAX_NODES = 256
 
 #: A network interface name (``DMLC_INTERFACE``), e.g. eth0 or ens5.
 INTERFACE_PATTERN = patterns.INTERFACE
@@ -98,102 +103,20 @@ def _point_check(ok: bool, name: str, message: str) -> None:
         raise ValueError(f"scaling point: {name}: {message}")
 
 
-# -- the scaling profile and the group ------------------------------------------------
-
-SCALING_PROFILE_KEYS: tuple[str, ...] = (
-    "description", "networks", "scaling", "per_device_batch", "global_batch", "nodes",
-    "devices_per_node", "points", "kvstore", "dtype", "servers", "warmup", "batches", "repeats",
-    "timeout_s",
-)
-
-
-@dataclass(frozen=True)
-class ScalingProfile:
-    """What a scaling run measures: networks × weak/strong × (nodes, devices per node).
-
-    ``points`` (explicit ``(nodes, devices_per_node)`` pairs) replaces the product of
-    ``nodes`` × ``devices_per_node`` when given. Weak scaling holds ``per_device_batch``;
-    strong scaling holds ``global_batch``. Pairs the group cannot host (more nodes than
-    hosts, more devices than a host has) are skipped by :func:`scaling_points`.
-    """
-
-    name: str
-    networks: tuple[str, ...]
-    scaling: tuple[str, ...] = ("weak",)
-    per_device_batch: int | None = 32
-    global_batch: int | None = None
-    nodes: tuple[int, ...] = (1,)
-    devices_per_node: tuple[int, ...] = (1,)
-    points: tuple[tuple[int, int], ...] = ()
-    kvstore: str = "dist_sync"
-    dtype: str = "float32"
-    servers: int | None = None
-    warmup: int = 5
-    batches: int = 10
-    repeats: int = 3
-    timeout_s: int = 900
-    description: str = ""
-
-    def pairs(self) -> list[tuple[int, int]]:
-        if self.points:
-            return list(self.points)
-        return [(n, d) for n in self.nodes for d in self.devices_per_node]
-
-
-def _int_list(field_name: str, value: Any, *, maximum: int) -> tuple[int, ...]:
-    items = value if isinstance(value, list) else [value]
-    return tuple(sorted({validation.check_int(field_name, v, minimum=1, maximum=maximum) for v in items}))
-
-
-def _pairs(value: Any) -> tuple[tuple[int, int], ...]:
-    if not isinstance(value, list) or not all(
-            isinstance(p, dict) and set(p) == {"nodes", "devices_per_node"} for p in value):
-        raise ValidationError("points", f"expected a list of {{nodes: N, devices_per_node: D}}, "
-                              f"got {value!r}")
-    return tuple((validation.check_int("points.nodes", p["nodes"], minimum=1, maximum=MAX_NODES),
-                  validation.check_int("points.devices_per_node", p["devices_per_node"], minimum=1,
-                                       maximum=validation.MAX_GPU_COUNT)) for p in value)
-
+# -- the scaling profile (``models.ScalingProfile``) and its points ------------------------------
 
 def parse_scaling_profile(name: Any, body: Any) -> ScalingProfile:
-    """Validate one ``scaling_profiles`` entry of the fleet file; errors name the key."""
-    name = validation.check_pattern("name", name, patterns.NAME, "a lower-case profile name")
-    validation.check_keys(body, SCALING_PROFILE_KEYS, required=("networks",))
-    kinds = validation.check_subset("scaling", body.get("scaling", ["weak"]), SCALING_KINDS)
-    for key, kind in (("per_device_batch", "weak"), ("global_batch", "strong")):
-        if kind in kinds and key not in body:
-            raise ValidationError(key, f"missing: {kind} scaling holds it")
-
-    def batch(key: str) -> int | None:
-        if key not in body:
-            return None
-        return validation.check_int(key, body[key], minimum=1, maximum=validation.MAX_BATCH_SIZE)
-
-    servers = body.get("servers")
-    return ScalingProfile(
-        name=name,
-        networks=tuple(validation.check_networks(body["networks"])),
-        scaling=tuple(kinds),
-        per_device_batch=batch("per_device_batch"),
-        global_batch=batch("global_batch"),
-        nodes=_int_list("nodes", body.get("nodes", [1]), maximum=MAX_NODES),
-        devices_per_node=_int_list("devices_per_node", body.get("devices_per_node", [1]),
-                                   maximum=validation.MAX_GPU_COUNT),
-        points=_pairs(body["points"]) if "points" in body else (),
-        kvstore=validation.check_choice("kvstore", body.get("kvstore", "dist_sync"), DIST_KVSTORES),
-        dtype=validation.check_choice("dtype", body.get("dtype", "float32"), DTYPES),
-        servers=None if servers is None else validation.check_int("servers", servers, minimum=1,
-                                                                  maximum=MAX_NODES),
-        **validation.check_measurement(body),
-        description=str(body.get("description", "")),
-    )
+    """One scaling profile, as a fleet file's ``scaling_profiles.<name>`` states it."""
+    named = {**body, "name": name} if isinstance(body, Mapping) else body
+    return validation.validate(models.ScalingProfile, named)
 
 
 def scaling_points(profile: ScalingProfile, *, host_count: int, devices_per_host: int,
                    device_kind: str) -> list[ScalingPoint]:
     """The points a group of ``host_count`` hosts with ``devices_per_host`` devices each can run,
     in the order network, scaling kind, device count, node count."""
-    validation.check_choice("device_kind", device_kind, ("cpu", "gpu"))
+    if device_kind not in ("cpu", "gpu"):
+        raise ValidationError("device_kind", f"{device_kind!r} is not allowed", "cpu, gpu")
     pairs = sorted({(n, d) for n, d in profile.pairs() if n <= host_count and d <= devices_per_host},
                    key=lambda p: (p[0] * p[1], p[0]))
     if not pairs:
@@ -215,56 +138,8 @@ def scaling_points(profile: ScalingProfile, *, host_count: int, devices_per_host
     return points
 
 
-SCALING_GROUP_KEYS: tuple[str, ...] = ("name", "targets", "profile", "enabled", "interface", "ps_verbose")
 #: Seconds on top of the points' own limits for a group's task: prepare, deploy, teardown.
 GROUP_SLACK_S = 1800
-
-
-@dataclass(frozen=True)
-class ScalingGroup:
-    """Hosts of the fleet that run one scaling profile together (a parameter-server job)."""
-
-    name: str
-    targets: tuple[str, ...]
-    profile: str
-    enabled: bool = True
-    interface: str | None = None
-    ps_verbose: int = 0
-
-
-def parse_scaling_group(entry: Any, targets: Mapping[str, Mapping[str, Any]],
-                        profiles: Mapping[str, ScalingProfile]) -> ScalingGroup:
-    """Validate one ``scaling_groups`` entry against the fleet's targets (specs by name) and
-    scaling profiles: ssh or ec2 targets of one provider, instance type and GPU count."""
-    if not isinstance(entry, Mapping):
-        raise ValidationError("", "expected a mapping", ", ".join(SCALING_GROUP_KEYS))
-    unknown = sorted(set(entry) - set(SCALING_GROUP_KEYS))
-    if unknown:
-        raise ValidationError(unknown[0], "unknown key", ", ".join(SCALING_GROUP_KEYS))
-    name = validation.check_pattern("name", entry.get("name"), patterns.NAME,
-                                    "a lower-case group name")
-    names = validation.check_subset("targets", entry.get("targets"), tuple(targets))
-    specs = [targets[n] for n in names]
-    kinds = {s["kind"] for s in specs}
-    if len(kinds) != 1 or not kinds <= {"ssh", "ec2"}:
-        raise ValidationError("targets", f"kinds {sorted(kinds)}: a group's hosts are all ssh or all ec2")
-    for key in ("provider", "instance_type", "gpu_count"):
-        if len({s[key] for s in specs}) != 1:
-            raise ValidationError("targets", f"the hosts differ in {key}: a group is one kind of machine")
-    profile = validation.check_choice("profile", entry.get("profile"), tuple(profiles))
-    interface = entry.get("interface")
-    if interface is not None and (not isinstance(interface, str)
-                                  or not INTERFACE_PATTERN.fullmatch(interface)):
-        raise ValidationError("interface", f"{interface!r} is not a network interface name",
-                              "e.g. eth0, ens5")
-    group = ScalingGroup(
-        name=name, targets=tuple(names), profile=profile,
-        enabled=validation.check_bool("enabled", entry.get("enabled", True)),
-        interface=interface,
-        ps_verbose=validation.check_int("ps_verbose", entry.get("ps_verbose", 0), minimum=0, maximum=2),
-    )
-    group_points(group, specs, profiles[profile])  # refuses a profile the group cannot run
-    return group
 
 
 def group_points(group: ScalingGroup, specs: Sequence[Mapping[str, Any]],
@@ -272,7 +147,7 @@ def group_points(group: ScalingGroup, specs: Sequence[Mapping[str, Any]],
     """The points of ``profile`` the group's hosts can run: GPU hosts up to their GPU count;
     CPU hosts (gpu_count 0) up to the profile's largest devices per node (CPU contexts)."""
     gpus = int(specs[0].get("gpu_count") or 0)
-    devices = gpus or max(max(profile.devices_per_node), max((d for _n, d in profile.points), default=1))
+    devices = gpus or max(d for _n, d in profile.pairs())
     return scaling_points(profile, host_count=len(specs), devices_per_host=devices,
                           device_kind="gpu" if gpus else "cpu")
 

@@ -30,8 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from gpucompare import settings
+from gpucompare.config import models
+from gpucompare.config.validation import ValidationError, validate
 from gpucompare.targets import runs as _runs
-from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState
+from gpucompare.targets.base import LineSink, Target, TargetConfigError, TargetError, TargetSpec, TargetState
 from gpucompare.targets.bundle import unpacked_bundle
 from gpucompare.targets.phases import timed_phase
 
@@ -56,45 +58,20 @@ class LocalOptions:
     kill_grace_s: float
     remove_run_dir: bool
 
-    ALLOWED = ("python", "work_dir", "kill_grace_s", "remove_run_dir")
-
     @classmethod
     def parse(cls, options: dict[str, Any]) -> LocalOptions:
-        """Check the options of a local target; errors name the option and what is allowed."""
-        unknown = sorted(set(options) - set(cls.ALLOWED))
-        if unknown:
-            raise TargetError(f"local target: unknown option {unknown[0]!r} "
-                              f"(allowed: {', '.join(cls.ALLOWED)})")
+        """Check the options of a local target (``config.models.LocalOptions``); an error names
+        the option, the value and what is allowed."""
+        try:
+            checked = validate(models.LocalOptions, options, prefix="options")
+        except ValidationError as exc:
+            raise TargetConfigError(f"local target: {exc}") from None
         return cls(
-            python=_absolute_path(options, "python", default_bench_python()),
-            work_dir=_absolute_path(options, "work_dir", default_work_dir()),
-            kill_grace_s=_number(options, "kill_grace_s", 10.0, low=0.1, high=600.0),
-            remove_run_dir=_flag(options, "remove_run_dir", False),
+            python=Path(checked.python) if checked.python else default_bench_python(),
+            work_dir=Path(checked.work_dir) if checked.work_dir else default_work_dir(),
+            kill_grace_s=checked.kill_grace_s,
+            remove_run_dir=checked.remove_run_dir,
         )
-
-
-def _absolute_path(options: dict[str, Any], name: str, default: Path) -> Path:
-    value = options.get(name)
-    if value is None:
-        return default
-    if not isinstance(value, str) or not os.path.isabs(value):
-        raise TargetError(f"local target: option {name!r} must be an absolute path, got {value!r}")
-    return Path(value)
-
-
-def _number(options: dict[str, Any], name: str, default: float, *, low: float, high: float) -> float:
-    value = options.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-        raise TargetError(f"local target: option {name!r} must be a number from {low} to {high}, "
-                          f"got {value!r}")
-    return float(value)
-
-
-def _flag(options: dict[str, Any], name: str, default: bool) -> bool:
-    value = options.get(name, default)
-    if not isinstance(value, bool):
-        raise TargetError(f"local target: option {name!r} must be true or false, got {value!r}")
-    return value
 
 
 class LocalTarget(Target):

@@ -1,0 +1,62 @@
+"""The pydantic models of everything a user states: one model per thing.
+
+* ``values``: the field types, one definition each (``Name``, ``AwsRegion``, ``BatchSizes``…)
+  over ``config.patterns`` and the worker's limits, and :class:`Strict`, the base of every model
+  (frozen; an unknown key is an error naming the allowed keys);
+* ``options``: the options of each target kind (:class:`LocalOptions`, :class:`SshOptions`,
+  :class:`Ec2Options`) and the target, a union discriminated on ``kind`` (:data:`Target`);
+* ``profiles``: :class:`SweepProfile` (and the worker's sweep document it makes),
+  :class:`ScalingProfile`, :class:`ScalingGroup`;
+* ``fleet_file``: :class:`FleetFile`, the whole fleet file;
+* ``trigger``: :class:`TriggerParams`, the manual DAG's params, and the form's JSON schema.
+
+Validate with ``gpucompare.config.validation.validate`` / ``check`` to get the project's error
+(field, value, allowed values), never pydantic's.
+"""
+
+from __future__ import annotations
+
+from gpucompare.config.models.fleet_file import BudgetCeiling, Defaults, FleetFile
+from gpucompare.config.models.options import (
+    Ec2Options,
+    Ec2Target,
+    LocalOptions,
+    LocalTarget,
+    SshOptions,
+    SshTarget,
+    Target,
+)
+from gpucompare.config.models.profiles import (
+    ModeOverride,
+    ScalingGroup,
+    ScalingPair,
+    ScalingProfile,
+    SweepProfile,
+    default_devices,
+    sweep_config,
+)
+from gpucompare.config.models.trigger import TriggerParams, check_request, form_fields
+from gpucompare.config.models.values import (
+    CURRENCIES,
+    DEFAULT_MAX_INSTANCES,
+    DEFAULT_SCHEDULE,
+    DIST_KVSTORES,
+    KNOWN_PROVIDERS,
+    MARKETS,
+    MAX_GPU_COUNT,
+    MAX_NODES,
+    TARGET_KINDS,
+    AwsRegion,
+    Cron,
+    Strict,
+    TtlMinutes,
+)
+
+__all__ = [
+    "CURRENCIES", "DEFAULT_MAX_INSTANCES", "DEFAULT_SCHEDULE", "DIST_KVSTORES", "KNOWN_PROVIDERS",
+    "MARKETS", "MAX_GPU_COUNT", "MAX_NODES", "TARGET_KINDS", "AwsRegion", "BudgetCeiling", "Cron",
+    "Defaults", "Ec2Options", "Ec2Target", "FleetFile", "LocalOptions", "LocalTarget", "ModeOverride",
+    "ScalingGroup", "ScalingPair", "ScalingProfile", "SshOptions", "SshTarget", "Strict", "SweepProfile",
+    "Target", "TriggerParams", "TtlMinutes", "check_request", "default_devices", "form_fields",
+    "sweep_config",
+]
