@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from bench_tasks.configs import Config, parse_sweep
-from gpucompare.targets import cost, ec2
+from gpucompare.targets import cost
 from gpucompare.targets.base import BudgetExceeded, TargetError, TargetSpec
+from gpucompare.targets.ec2 import target as ec2
 from tests.ec2_support import (
     TINY_SWEEP,
     create_instance_profile,
@@ -182,6 +183,6 @@ def test_the_time_to_live_follows_the_estimate_and_a_short_one_is_flagged(caplog
     derived = target(sweep_configs=[NIGHTLY]).ttl_minutes()
     assert derived == math.ceil(expected * 1.5) + 30
     assert target().ttl_minutes() == ec2.DEFAULT_TTL_MINUTES
-    with caplog.at_level(logging.WARNING, logger="gpucompare.targets.ec2"):
+    with caplog.at_level(logging.WARNING, logger="gpucompare.targets.ec2.target"):
         assert target(sweep_configs=[NIGHTLY], ttl_minutes=30).ttl_minutes() == 30
     assert "ttl_minutes=30 is shorter than the estimated" in caplog.text

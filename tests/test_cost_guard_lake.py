@@ -13,8 +13,9 @@ import pytest
 
 from gpucompare.lake import schema
 from gpucompare.lake.tables import open_lake
-from gpucompare.targets import cost, ec2
+from gpucompare.targets import cost
 from gpucompare.targets.base import BudgetExceeded, TargetSpec
+from gpucompare.targets.ec2 import target as ec2
 from tests import reports_data as data
 
 ON = dt.date(2026, 11, 30)

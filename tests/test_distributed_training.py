@@ -35,8 +35,8 @@ from gpucompare.scaling.launcher import (
 from gpucompare.scaling.run import measure_and_ingest
 from gpucompare.targets import make_target
 from gpucompare.targets.base import TargetSpec
-from gpucompare.targets.ec2_channel import SSMChannel
-from gpucompare.targets.ssh_channel import SSHChannel
+from gpucompare.targets.ec2.channel import SSMChannel
+from gpucompare.targets.ssh.channel import SSHChannel
 from tests.conftest import BENCH_PYTHON
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -349,7 +349,7 @@ def test_an_ec2_scaling_group_gets_an_instance_per_host_and_all_are_terminated_a
     """A scaling group of three ec2 targets on moto's server: one instance each (their own run
     ids), deployed through SSM, then the first point fails (moto runs no command, so the
     scheduler-port probe answers nothing): the run says so and every instance is terminated."""
-    from gpucompare.targets.ec2 import RUN_ID_TAG
+    from gpucompare.targets.ec2.target import RUN_ID_TAG
     from tests.ec2_support import (
         create_instance_profile,
         ec2_spec,

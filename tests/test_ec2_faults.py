@@ -64,8 +64,9 @@ import pytest
 
 from gpucompare.airflow import pipeline
 from gpucompare.config import fleet
-from gpucompare.targets import ec2, make_target, sweeper
+from gpucompare.targets import make_target, sweeper
 from gpucompare.targets.base import TargetState
+from gpucompare.targets.ec2 import target as ec2
 from tests.ec2_support import CONN_ID, create_instance_profile, ec2_spec, publish_ami_parameter
 from tests.fault_proxy import FaultProxy
 

@@ -34,7 +34,7 @@ from gpucompare.scaling.launcher import (
     port_probe_command,
     scheduler_port_start,
 )
-from gpucompare.targets.ec2_channel import SSMChannel
+from gpucompare.targets.ec2.channel import SSMChannel
 
 REPO = Path(__file__).resolve().parent.parent
 FLEET_FILE = REPO / "dags" / "config" / "fleet.yaml"

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from gpucompare import settings
-from gpucompare.targets import ec2, sweeper
+from gpucompare.targets import sweeper
+from gpucompare.targets.ec2 import target as ec2
 from tests.ec2_support import (
     CONN_ID,
     any_image_id,

@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from gpucompare.targets import ec2
 from gpucompare.targets.base import TargetError, TargetSpec, TargetState
+from gpucompare.targets.ec2 import target as ec2
 from tests import iam_policy
 from tests.conftest import BENCH_PYTHON, REPO_ROOT
 from tests.ec2_support import (

@@ -25,7 +25,7 @@ from gpucompare.targets import make_target
 from gpucompare.targets.base import TargetError, TargetSpec, TargetState
 from gpucompare.targets.bundle import build_bundle
 from gpucompare.targets.runs import sweep_dir_name
-from gpucompare.targets.ssh import (
+from gpucompare.targets.ssh.target import (
     HostKeyError,
     SSHOptions,
     SSHTarget,

@@ -76,13 +76,13 @@ from gpucompare.targets.base import (
     TargetSpec,
     TargetState,
 )
-from gpucompare.targets.ec2_channel import SSM_DOCUMENT
-from gpucompare.targets.ec2_commands import (
+from gpucompare.targets.ec2.channel import SSM_DOCUMENT
+from gpucompare.targets.ec2.commands import (
     deploy_commands,
     sweep_commands,
     sweep_name,
 )
-from gpucompare.targets.ec2_options import (
+from gpucompare.targets.ec2.options import (
     _AMI_ID,
     _INSTANCE_ID,
     _RUN_ID,
@@ -649,7 +649,7 @@ class Ec2Target(Target):
         """Roles of a scaling run through this target's SSM client (``SSMChannel``); the
         group's other hosts reach the instance at its private address unless told otherwise."""
         from gpucompare.targets.channel import DistributedRunError
-        from gpucompare.targets.ec2_channel import SSMChannel
+        from gpucompare.targets.ec2.channel import SSMChannel
 
         instance_id = state.resource_id
         if not instance_id or not state.workdir or not state.extra.get("bench_python"):

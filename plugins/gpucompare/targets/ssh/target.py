@@ -62,7 +62,7 @@ from gpucompare.targets.bundle import REQUIREMENTS, WorkerBundle, build_bundle
 if TYPE_CHECKING:
     from airflow.providers.ssh.hooks.ssh import SSHHook
 
-from gpucompare.targets.ssh_commands import (
+from gpucompare.targets.ssh.commands import (
     SweepPaths,
     check_python_command,
     container_name,
@@ -76,7 +76,7 @@ from gpucompare.targets.ssh_commands import (
     venv_command,
     venv_worker_command,
 )
-from gpucompare.targets.ssh_options import (
+from gpucompare.targets.ssh.options import (
     _TAIL_BYTES,
     BACKSTOP_SLACK_S,
     COMMAND_TIMEOUT_S,
@@ -223,7 +223,7 @@ class SSHTarget(Target):
 
     def channel(self, state: TargetState, *, address: str | None = None) -> Any:
         """Roles of a scaling run over this target's own connection (``SSHChannel``)."""
-        from gpucompare.targets.ssh_channel import SSHChannel
+        from gpucompare.targets.ssh.channel import SSHChannel
 
         return SSHChannel(self, state, address=address)
 

@@ -12,7 +12,7 @@ import os
 from gpucompare.targets.base import (
     q,
 )
-from gpucompare.targets.ec2_options import (
+from gpucompare.targets.ec2.options import (
     PROGRESS_UPLOAD_S,
     SCRIPT_PREAMBLE,
     STDERR_TAIL_LINES,
