@@ -28,7 +28,7 @@ for path in (REPO_ROOT, REPO_ROOT / "plugins"):
 
 from gpucompare.targets import make_target  # noqa: E402
 from gpucompare.targets.base import TargetSpec  # noqa: E402
-from tests.fixtures_sshd import start_sshd  # noqa: E402
+from tests.support.fixtures_sshd import start_sshd  # noqa: E402
 
 TINY_SWEEP = {
     "warmup": 1, "batches": 1, "repeats": 1,

@@ -31,7 +31,7 @@ from gpucompare.scaling import run as scaling_run  # noqa: E402
 from gpucompare.targets import make_target  # noqa: E402
 from gpucompare.targets.base import TargetSpec  # noqa: E402
 from gpucompare.targets.ssh.channel import SSHChannel  # noqa: E402
-from tests.fixtures_sshd import start_sshd  # noqa: E402
+from tests.support.fixtures_sshd import start_sshd  # noqa: E402
 
 HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 BENCH_PYTHON = os.environ.get("GPUCOMPARE_BENCH_PYTHON", str(REPO / ".venv-bench" / "bin" / "python"))
