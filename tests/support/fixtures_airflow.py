@@ -60,6 +60,10 @@ if "airflow" in sys.modules:  # pragma: no cover - a fixture module imported air
     warnings.warn("airflow was imported before tests.support.fixtures_airflow set AIRFLOW_HOME; "
                   "the tests may use another Airflow home", stacklevel=1)
 os.environ.update(AIRFLOW_ENV)
+# Importing airflow configures logging (it replaces the root logger's handlers). Done here, once,
+# before any test: inside a test it would drop that test's caplog handler, so whether a test sees
+# its log records would depend on which tier ran it and in which order.
+import airflow  # noqa: E402, F401
 
 
 @pytest.fixture(scope="session", autouse=True)
