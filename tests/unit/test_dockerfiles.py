@@ -4,7 +4,8 @@ What can be checked for real is: the instructions themselves (base images, entry
 packages they install), that every file they copy exists and gets past the image's
 ``.dockerignore``, that the pins they install are the project's, and that the image's
 entrypoint plus the ssh target's ``docker run`` arguments is the worker's command line.
-The ``sed`` that drops the test tools from the Airflow image is run on the real file.
+The ``sed`` that drops the test tools from the Airflow image is run on the real file in
+tests/integration/test_dockerfiles_sed.py.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -138,18 +138,6 @@ def test_airflow_image_matches_the_orchestrator_pins() -> None:
     env = " ".join(args for keyword, args in steps if keyword == "ENV")
     assert "GPUCOMPARE_BENCH_PYTHON=/opt/airflow/.venv-bench/bin/python" in env
     assert "python -m venv /opt/airflow/.venv-bench" in " ".join(a for k, a in steps if k == "RUN")
-
-
-def test_airflow_image_leaves_the_test_tools_out() -> None:
-    command = next(a for k, a in final_stage(AIRFLOW) if k == "RUN" and "sed " in a)
-    sed_expression = re.search(r"sed '([^']+)'", command).group(1)
-    runtime = subprocess.run(["sed", sed_expression, str(REPO_ROOT / "requirements.txt")],
-                             capture_output=True, text=True, check=True).stdout
-    names = {re.split(r"[=<>\[ ]", line)[0].lower() for line in runtime.splitlines()
-             if line and not line.startswith("#")}
-    assert {"apache-airflow", "apache-airflow-providers-ssh", "apache-airflow-providers-amazon",
-            "pyarrow", "duckdb"} <= names
-    assert not names & {"pytest", "moto", "ruff", "playwright", "pytest-timeout"}
 
 
 def test_airflow_image_prepares_the_compose_mount_points() -> None:
