@@ -15,9 +15,6 @@ from gpucompare.lake import schema
 from gpucompare.lake import tables as lake
 from gpucompare.prices import published
 from gpucompare.prices import tables as price_tables
-from tests.conftest import REPO_ROOT
-
-SHARED_REFERENCE = REPO_ROOT.parent / "shared" / "reference"
 
 
 def csv_rows(path: Path) -> list[dict[str, str]]:
@@ -35,12 +32,6 @@ def imported(tmp_path_factory: pytest.TempPathFactory) -> lake.Lake:
     target = lake.open_lake(str(tmp_path_factory.mktemp("published") / "lake"))
     published.import_published(target)
     return target
-
-
-@pytest.mark.skipif(not SHARED_REFERENCE.exists(), reason="no shared reference folder beside the repo")
-@pytest.mark.parametrize("name", ["published_results.csv", "published_prices.csv", "published_scaling.csv"])
-def test_shipped_copies_equal_the_reference(name: str) -> None:
-    assert (published.PUBLISHED_DIR / name).read_bytes() == (SHARED_REFERENCE / name).read_bytes()
 
 
 def test_every_published_cell_is_imported_as_published(imported: lake.Lake) -> None:
@@ -101,37 +92,6 @@ def test_re_import_replaces_the_previous_import(imported: lake.Lake) -> None:
     published.import_published(imported)
     assert imported.list_files("results") == files
     assert imported.results_table().num_rows == 378
-
-
-def test_outlier_rule_on_a_small_series() -> None:
-    def row(batch: int, value: float) -> dict:
-        return {"source": "s", "provider": "p", "instance_type": "i", "gpu_count": 1, "mode": "score",
-                "network": "alexnet", "batch_size": batch, "images_per_sec": value, "flags": []}
-
-    rows = [row(1, 100), row(2, 190), row(4, 2000), row(8, 390), row(16, 30)]
-    published.flag_outliers(rows)
-    assert [r["flags"] for r in rows] == [[], [], ["outlier_vs_neighbours"], [], ["outlier_vs_neighbours"]]
-
-
-def test_a_contradictory_mark_is_refused_naming_the_line(tmp_path: Path) -> None:
-    broken = tmp_path / "results.csv"
-    lines = published.SHIPPED_RESULTS.read_text(encoding="utf-8").splitlines()
-    index = next(i for i, line in enumerate(lines) if line.endswith(",oom,-**,"))
-    lines[index] = lines[index].replace(",oom,-**,", ",error,-**,")
-    broken.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    target = lake.open_lake(str(tmp_path / "lake"))
-    with pytest.raises(published.PublishedError, match=rf"results.csv line {index + 1}: status 'error'"):
-        published.import_published(target, results_csv=broken)
-    assert not (tmp_path / "lake").exists()
-
-
-def test_a_value_that_differs_from_its_cell_is_refused(tmp_path: Path) -> None:
-    broken = tmp_path / "results.csv"
-    text = published.SHIPPED_RESULTS.read_text(encoding="utf-8")
-    text = text.replace(',98.30,ok,"98,30"', ',98.3,ok,"93,80"')
-    broken.write_text(text, encoding="utf-8")
-    with pytest.raises(published.PublishedError, match="is not what the published cell '93,80' shows"):
-        published.read_published_results(broken)
 
 
 @pytest.mark.integration
