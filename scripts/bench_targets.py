@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/bench_targets.py [--repeat 2] [--poll 0.5]
 
-Starts a throwaway OpenSSH server on 127.0.0.1 (``tests/fixtures_sshd.py``; root or the
+Starts a throwaway OpenSSH server on 127.0.0.1 (``tests/support/fixtures_sshd.py``; root or the
 current user), then runs prepare → deploy → run_sweep → collect → teardown on each target
 with AlexNet scoring at batch 1 (one warm-up and one timed batch), and prints each step's
 wall-clock seconds. The ssh target reaches this same machine, using the repository's

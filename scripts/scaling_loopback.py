@@ -1,7 +1,7 @@
 """A scaling run on this machine: three sshd "hosts" on 127.0.0.2-4, a fleet scaling profile,
 the real parameter-server launch, the lake and the scaling report, printed.
 
-It is what ``tests/test_distributed_training.py`` does, at the size of a profile of the fleet
+It is what ``tests/system/test_distributed_training.py`` does, at the size of a profile of the fleet
 file (default ``cpu-check``: GoogleNet, 1 and 2 nodes × 1 and 2 CPU devices, weak and strong
 scaling), to see the figures. The hosts share this machine's cores, so the figures say how
 the launch and the report work, not how MXNet scales on real machines.

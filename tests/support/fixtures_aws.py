@@ -22,7 +22,7 @@ Fixtures:
   that count EC2 instances and the like); it resets all accounts, so use it sparingly.
 
 Moto has no AWS Price List API (``pricing``); tests of price parsing use recorded responses
-in ``tests/data/aws_pricing/`` instead.
+in ``tests/support/data/aws_pricing/`` instead.
 """
 
 from __future__ import annotations

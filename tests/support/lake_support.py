@@ -1,7 +1,7 @@
 """Helpers of the lake's concurrency, SIGKILL and benchmark runs: result files of any size and
 the ``python -m gpucompare`` commands as real processes.
 
-Shared by tests/test_lake_concurrency.py and scripts/bench_lake.py (the measurements with more
+Shared by tests/system/test_lake_concurrency.py and scripts/bench_lake.py (the measurements with more
 repetitions than CI can afford).
 """
 

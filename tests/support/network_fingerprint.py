@@ -1,7 +1,7 @@
 """A fingerprint of a network's graph that ignores names, to tell whether two symbols are the same network.
 
 Standard library only: the test of the networks runs it in the worker interpreter on
-MXNet symbols, and the reference figures in tests/test_networks.py were produced with it
+MXNet symbols, and the reference figures in tests/integration/worker/test_networks.py were produced with it
 from MXNet's own definitions. Two symbols get the same fingerprint when their graphs,
 serialised in MXNet's topological order, have the same operators with the same
 architecture attributes (kernel, stride, pad, filters, pooling, BatchNorm settings,

