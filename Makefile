@@ -11,14 +11,8 @@ export AIRFLOW__CORE__LOAD_EXAMPLES := False
 export AIRFLOW__CORE__UNIT_TEST_MODE := False
 export GPUCOMPARE_BENCH_PYTHON := $(CURDIR)/$(BENCH_VENV)/bin/python
 PYTEST_ARGS ?=
-# The quick tier (`make test-fast`, under 2 minutes): the pure-unit tests. Deselected: the tiers
-# marked integration/dag/distributed/slow, and the unmarked modules that run the real MXNet
-# worker (.venv-bench) in subprocesses.
-FAST_TESTS := -m "not (integration or dag or distributed or slow)" \
-	--ignore=tests/test_networks.py --ignore=tests/test_target_local.py \
-	--ignore=tests/test_worker_cli.py --ignore=tests/test_worker_imports.py \
-	--ignore=tests/test_worker_measure.py --ignore=tests/test_worker_sweep.py \
-	--ignore=tests/test_worker_sysinfo.py
+# The quick tier (`make test-fast`, under 2 minutes): the unit tests, tests/unit/ (see tests/README.md).
+FAST_TESTS := tests/unit
 
 .PHONY: demo test test-fast lint envs system-deps bench-fidelity bench-sweep bench-reports clean
 

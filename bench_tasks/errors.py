@@ -3,7 +3,7 @@
 MXNet reports every failure as an ``MXNetError`` (or, when the failure happens on an engine
 thread, as a fatal log line on standard error before the process aborts). Its wording for
 "out of memory" changed between 1.x releases, so the patterns below cover each wording we
-have seen in MXNet's sources and users' reports; ``tests/data/mxnet_errors/`` holds the
+have seen in MXNet's sources and users' reports; ``tests/support/data/mxnet_errors/`` holds the
 recorded texts the tests check against:
 
 * ``cudaMalloc failed: out of memory`` (pooled GPU storage manager, MXNet 0.9 – 1.5)

@@ -2,7 +2,8 @@
 
     .venv/bin/python scripts/bench_catalog_import.py [--rows 20000] [--kills 6] [--races 3]
 
-Prints one line per measurement. The kill and race trials are the ones tests/test_catalog_concurrency.py
+Prints one line per measurement. The kill and race trials are the ones
+tests/system/test_catalog_concurrency.py
 runs once, repeated: real ``python -m gpucompare import-catalog`` processes on a local Delta lake,
 SIGKILL at spread-out moments, and five importers at once (three of them the same catalog).
 """

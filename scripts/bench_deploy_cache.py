@@ -3,14 +3,14 @@
     .venv/bin/python scripts/bench_deploy_cache.py            # the real requirements, from PyPI
     .venv/bin/python scripts/bench_deploy_cache.py --linked   # no download (tests' stand-in)
 
-Starts a throwaway OpenSSH server on 127.0.0.1 (``tests/fixtures_sshd.py``) and times the ssh
+Starts a throwaway OpenSSH server on 127.0.0.1 (``tests/support/fixtures_sshd.py``) and times the ssh
 target's ``deploy`` on it four times, as four nights would: night 1 on an empty host (uploads
 the worker code, makes ``env-cpu-<hash>`` with ``pip install -r requirements-cpu.txt``, checks
 that the environment imports MXNet), night 2 with nothing changed (code there, ``environment
 ready``), night 3 after a change to the worker's code (a new code upload, the environment
 reused: its name is the requirements file's hash), night 4 after a change to the requirements
 file (a new environment). ``--linked`` swaps the download of MXNet (about 50 MB with numpy)
-for the local wheel of ``tests/env_cache_support.py``, which links ``.venv-bench``'s packages.
+for the local wheel of ``tests/support/env_cache_support.py``, which links ``.venv-bench``'s packages.
 The base interpreter is the one ``.venv-bench`` was made from. Noisy on a shared machine: the
 load average is printed with the figures.
 """
@@ -29,11 +29,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 for path in (REPO_ROOT, REPO_ROOT / "plugins"):
     sys.path.insert(0, str(path))
 
-from gpucompare.targets import make_target, ssh  # noqa: E402
+from gpucompare.targets import make_target  # noqa: E402
 from gpucompare.targets.base import TargetSpec  # noqa: E402
 from gpucompare.targets.bundle import build_bundle, package_dir  # noqa: E402
-from tests.env_cache_support import base_python, linked_worker  # noqa: E402
-from tests.fixtures_sshd import start_sshd  # noqa: E402
+from gpucompare.targets.ssh import target as ssh  # noqa: E402
+from tests.support.env_cache_support import base_python, linked_worker  # noqa: E402
+from tests.support.fixtures_sshd import start_sshd  # noqa: E402
 
 BENCH_PYTHON = REPO_ROOT / ".venv-bench" / "bin" / "python"
 

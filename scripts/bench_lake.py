@@ -41,7 +41,7 @@ import pyarrow as pa  # noqa: E402
 
 from gpucompare.lake import ingest as lake_ingest  # noqa: E402
 from gpucompare.lake import tables as lake  # noqa: E402
-from tests.lake_support import compact_command, ingest_command, run_records, start, write_records  # noqa: E402
+from tests.support.lake_support import compact_command, ingest_command, run_records, start, write_records  # noqa: E402
 
 CONTEXT = lake_ingest.RunContext(provider="local", instance_type="cpu")
 
@@ -195,7 +195,7 @@ class _S3:
     """moto's server in a process, a bucket per trial (the endpoint the lake's S3 code uses)."""
 
     def __enter__(self) -> _S3:
-        from tests.fixtures_aws import FAKE_AWS_ENV, _start_server
+        from tests.support.fixtures_aws import FAKE_AWS_ENV, _start_server
 
         os.environ.update(FAKE_AWS_ENV)
         self.server, url = _start_server()

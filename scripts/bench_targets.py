@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/bench_targets.py [--repeat 2] [--poll 0.5]
 
-Starts a throwaway OpenSSH server on 127.0.0.1 (``tests/fixtures_sshd.py``; root or the
+Starts a throwaway OpenSSH server on 127.0.0.1 (``tests/support/fixtures_sshd.py``; root or the
 current user), then runs prepare → deploy → run_sweep → collect → teardown on each target
 with AlexNet scoring at batch 1 (one warm-up and one timed batch), and prints each step's
 wall-clock seconds. The ssh target reaches this same machine, using the repository's
@@ -28,7 +28,7 @@ for path in (REPO_ROOT, REPO_ROOT / "plugins"):
 
 from gpucompare.targets import make_target  # noqa: E402
 from gpucompare.targets.base import TargetSpec  # noqa: E402
-from tests.fixtures_sshd import start_sshd  # noqa: E402
+from tests.support.fixtures_sshd import start_sshd  # noqa: E402
 
 TINY_SWEEP = {
     "warmup": 1, "batches": 1, "repeats": 1,

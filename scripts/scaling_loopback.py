@@ -1,7 +1,7 @@
 """A scaling run on this machine: three sshd "hosts" on 127.0.0.2-4, a fleet scaling profile,
 the real parameter-server launch, the lake and the scaling report, printed.
 
-It is what ``tests/test_distributed_training.py`` does, at the size of a profile of the fleet
+It is what ``tests/system/test_distributed_training.py`` does, at the size of a profile of the fleet
 file (default ``cpu-check``: GoogleNet, 1 and 2 nodes × 1 and 2 CPU devices, weak and strong
 scaling), to see the figures. The hosts share this machine's cores, so the figures say how
 the launch and the report work, not how MXNet scales on real machines.
@@ -30,8 +30,8 @@ from gpucompare.scaling import launcher as distributed  # noqa: E402
 from gpucompare.scaling import run as scaling_run  # noqa: E402
 from gpucompare.targets import make_target  # noqa: E402
 from gpucompare.targets.base import TargetSpec  # noqa: E402
-from gpucompare.targets.ssh_channel import SSHChannel  # noqa: E402
-from tests.fixtures_sshd import start_sshd  # noqa: E402
+from gpucompare.targets.ssh.channel import SSHChannel  # noqa: E402
+from tests.support.fixtures_sshd import start_sshd  # noqa: E402
 
 HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 BENCH_PYTHON = os.environ.get("GPUCOMPARE_BENCH_PYTHON", str(REPO / ".venv-bench" / "bin" / "python"))

@@ -1,8 +1,10 @@
-"""Test configuration shared by every tier.
+"""Test configuration shared by every tier (tests/README.md: unit/, integration/, system/).
 
-Fixtures that start real local services live in their own modules and are registered here:
+Fixtures that start real local services live in tests/support/ and are registered here:
 ``fixtures_sshd`` (an OpenSSH server on 127.0.0.1), ``fixtures_aws`` (moto's server on
 127.0.0.1 as the AWS endpoint) and ``fixtures_airflow`` (an isolated AIRFLOW_HOME).
+``REPO_ROOT``, ``DATA_DIR`` (the recorded inputs, tests/support/data/) and ``BENCH_PYTHON``
+(the worker's interpreter) are the paths tests import from here.
 """
 
 from __future__ import annotations
@@ -12,10 +14,16 @@ import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+#: Recorded inputs of the tests (AWS pricing pages, nvidia-smi output, MXNet error texts).
+DATA_DIR = REPO_ROOT / "tests" / "support" / "data"
 BENCH_PYTHON = Path(os.environ.get("GPUCOMPARE_BENCH_PYTHON", REPO_ROOT / ".venv-bench" / "bin" / "python"))
 
 for path in (REPO_ROOT, REPO_ROOT / "plugins"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-pytest_plugins = ["tests.fixtures_sshd", "tests.fixtures_aws", "tests.fixtures_airflow"]
+pytest_plugins = [
+    "tests.support.fixtures_sshd",
+    "tests.support.fixtures_aws",
+    "tests.support.fixtures_airflow",
+]

@@ -3,7 +3,7 @@
 These are this project's own definitions of the networks of MXNet's
 ``example/image-classification/symbols`` (not the Gluon model-zoo variants, which are
 different networks), so throughputs are comparable with figures published with MXNet's
-harness. Parameter counts equal those definitions' exactly (see tests/test_networks.py).
+harness. Parameter counts equal those definitions' exactly (see tests/integration/worker/test_networks.py).
 
 Interface (used by bench_tasks.measure and the ``describe`` command):
 ``get_symbol(name, num_classes=1000, dtype="float32")`` returns the symbol ending in

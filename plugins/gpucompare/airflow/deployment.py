@@ -118,7 +118,7 @@ class Layout:
 # (The placeholders below are compose interpolations, not passwords: hence the noqa.)
 # How docker/compose.yaml fills the parameters: service names on compose's network, and
 # ${VAR:?message} placeholders so compose refuses to start without the secrets (none is in
-# the repository). tests/test_compose.py renders the settings with these and compares.
+# the repository). tests/integration/airflow/test_compose.py renders the settings with these and compares.
 COMPOSE_ENDPOINTS = Endpoints(
     postgres_host="postgres",
     postgres_port=5432,

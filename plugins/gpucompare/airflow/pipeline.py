@@ -298,7 +298,7 @@ def collect(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """Bring the run's JSON Lines back into staging (a folder, or S3 when ingest may run on
     another worker)."""
     _name_map_index(plan)
-    from gpucompare.lake.tables import put_file
+    from gpucompare.lake.storage import put_file
 
     location = staged_results_location(plan)
     with tempfile.TemporaryDirectory(prefix="gpucompare-collect-") as scratch:
@@ -316,7 +316,8 @@ def ingest(plan: dict[str, Any], collected: dict[str, Any]) -> dict[str, Any]:
     """Validate the records and write them into the lake: all or nothing, idempotent per run."""
     _name_map_index(plan)
     from gpucompare.lake.ingest import RunContext, ingest_results
-    from gpucompare.lake.tables import delete_file, open_lake
+    from gpucompare.lake.storage import delete_file
+    from gpucompare.lake.tables import open_lake
     from gpucompare.targets.bundle import local_code_hash
 
     spec = plan["spec"]

@@ -23,7 +23,7 @@ SECTION = "gpucompare"
 def _option(name: str) -> dict[str, Any]:
     default = settings.DEFAULTS[name]
     # Airflow calls this while it configures itself, so a setting added without its description
-    # must not break Airflow: it gets a placeholder here, and tests/test_packaging.py fails.
+    # must not break Airflow: it gets a placeholder here, and tests/unit/test_packaging.py fails.
     description = settings.DESCRIPTIONS.get(name) or f"gpucompare setting {name} (no description yet)."
     return {
         "description": f"{description} (environment: GPUCOMPARE_{name.upper()}, which wins over this option)",

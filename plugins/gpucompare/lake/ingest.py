@@ -19,12 +19,12 @@ import pyarrow as pa
 from bench_tasks.record import RecordError, validate_record
 from gpucompare.config import patterns
 from gpucompare.lake import schema
+from gpucompare.lake.storage import filesystem_for
 from gpucompare.lake.tables import (  # noqa: F401  (IngestError: raised here, defined with the table)
     BATCH_ROWS,
     IngestError,
     Lake,
     WriteSummary,
-    _filesystem_for,
     _with_orchestrator_columns,
     check_run_id,
     table_key,
@@ -112,7 +112,7 @@ class _ResultsFile:
         self.name = self.location.rsplit("/", 1)[-1]
         self._temp: str | None = None
         if self.location.startswith("s3://"):
-            fs, path = _filesystem_for(self.location)
+            fs, path = filesystem_for(self.location)
             handle, self._temp = tempfile.mkstemp(prefix="gpucompare-ingest-", suffix=".jsonl")
             try:
                 with os.fdopen(handle, "wb") as out, fs.open_input_stream(path) as stream:

@@ -36,7 +36,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 import random
 import re
 import time
@@ -53,6 +52,7 @@ import pyarrow.parquet as pq
 from gpucompare.config import patterns
 from gpucompare.errors import PermanentError
 from gpucompare.lake import schema
+from gpucompare.lake.storage import LakeError, filesystem_for, storage_options
 
 if TYPE_CHECKING:  # pyarrow.dataset imports pandas (~45 MB): only the readers that need it load it
     import pyarrow.dataset as ds
@@ -81,10 +81,6 @@ _KIND_SCHEMAS: dict[str, pa.Schema] = {
 }
 
 
-class LakeError(PermanentError):
-    """A lake URI or table that cannot be used; the message says which and why."""
-
-
 class NoLakeError(LakeError):
     """The URI holds no lake (no Delta table): reading commands refuse it (exit 2)."""
 
@@ -98,96 +94,10 @@ class IngestError(PermanentError):
         self.field = field
 
 
-
-# ---- where the lake is -------------------------------------------------------------------
-def _s3_endpoint() -> str | None:
-    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
-
-
-def _region() -> str:
-    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-
-
-def _filesystem_for(uri: str) -> tuple[pafs.FileSystem, str]:
-    if uri.startswith("s3://"):
-        bucket_and_prefix = uri[len("s3://") :].strip("/")
-        if not bucket_and_prefix:
-            raise LakeError(f"lake URI {uri!r} names no bucket (expected s3://bucket/prefix)")
-        endpoint = _s3_endpoint()
-        if endpoint is None:
-            fs, path = pafs.FileSystem.from_uri(uri)
-            return fs, path.rstrip("/")
-        scheme, _, host = endpoint.partition("://")
-        if scheme not in ("http", "https") or not host:
-            raise LakeError(f"AWS_ENDPOINT_URL {endpoint!r} must be http(s)://host[:port]")
-        fs = pafs.S3FileSystem(endpoint_override=host.rstrip("/"), scheme=scheme, region=_region())
-        return fs, bucket_and_prefix
-    if "://" in uri and not uri.startswith("file://"):
-        raise LakeError(f"lake URI {uri!r}: scheme not supported (use a local path, file:// or s3://)")
-    local = uri[len("file://") :] if uri.startswith("file://") else uri
-    path = Path(local).expanduser().resolve()
-    return pafs.LocalFileSystem(), path.as_posix()
-
-
-def s3_commit_mode() -> str:
-    """How commits to an S3 lake are made safe (setting ``lake_s3_commit``): ``conditional_put``
-    (the commit file is PUT with ``If-None-Match: *``: S3 refuses the second writer of a version;
-    AWS S3, MinIO, R2 and moto's server honour it) or ``unsafe`` (for a store without conditional
-    writes: a single writer only). delta-rs 1.6 no longer offers the DynamoDB locking provider
-    (it logs "no longer supports S3DynamoDBLogStores"), so there is no third way."""
-    from gpucompare import settings
-
-    mode = settings.setting("lake_s3_commit").strip()
-    if mode not in ("conditional_put", "unsafe"):
-        raise LakeError(f"lake_s3_commit {mode!r} is not one of conditional_put, unsafe")
-    return mode
-
-
-def storage_options(uri: str) -> dict[str, str]:
-    """delta-rs storage options for a lake URI (empty for a local folder)."""
-    if not uri.startswith("s3://"):
-        return {}
-    options = {"AWS_REGION": _region()}
-    endpoint = _s3_endpoint()
-    if endpoint:
-        options["AWS_ENDPOINT_URL"] = endpoint
-        if endpoint.startswith("http://"):
-            options["AWS_ALLOW_HTTP"] = "true"
-    if s3_commit_mode() == "conditional_put":
-        options["conditional_put"] = "etag"
-    else:
-        options["AWS_S3_ALLOW_UNSAFE_RENAME"] = "true"
-    return options
-
-
-def put_file(local_path: str | Path, uri: str) -> None:
-    """Copy a local file to ``uri`` (a local path or ``s3://bucket/key``), whole or not at all."""
-    fs, path = _filesystem_for(uri)
-    if isinstance(fs, pafs.LocalFileSystem):
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f".{target.name}.partial")
-        partial.write_bytes(Path(local_path).read_bytes())
-        partial.replace(target)
-        return
-    with open(local_path, "rb") as source, fs.open_output_stream(path) as out:  # appears when complete
-        while chunk := source.read(8 << 20):
-            out.write(chunk)
-
-
-def delete_file(uri: str) -> None:
-    """Remove the file at ``uri`` (local path or ``s3://``); nothing if it is already gone."""
-    fs, path = _filesystem_for(uri)
-    try:
-        fs.delete_file(path)
-    except FileNotFoundError:
-        pass
-
-
 def open_lake(uri: str | None = None) -> Lake:
     """Open the lake at ``uri`` (default ``./lake``); nothing is created until a write."""
     uri = uri or DEFAULT_LAKE
-    fs, root = _filesystem_for(uri)
+    fs, root = filesystem_for(uri)
     return Lake(uri=uri, fs=fs, root=root)
 
 

@@ -15,8 +15,8 @@ from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, T
 #: kind → the module that implements it (the class is the Target subclass with that kind).
 TARGET_MODULES: dict[str, str] = {
     "local": "gpucompare.targets.local",
-    "ssh": "gpucompare.targets.ssh",
-    "ec2": "gpucompare.targets.ec2",
+    "ssh": "gpucompare.targets.ssh.target",
+    "ec2": "gpucompare.targets.ec2.target",
 }
 KINDS: tuple[str, ...] = tuple(TARGET_MODULES)
 

@@ -50,6 +50,7 @@ from gpucompare.config.models.values import (
     Cron,
     Strict,
     TtlMinutes,
+    WorkerEnvsKept,
 )
 
 __all__ = [
@@ -57,6 +58,6 @@ __all__ = [
     "MARKETS", "MAX_GPU_COUNT", "MAX_NODES", "TARGET_KINDS", "AwsRegion", "BudgetCeiling", "Cron",
     "Defaults", "Ec2Options", "Ec2Target", "FleetFile", "LocalOptions", "LocalTarget", "ModeOverride",
     "ScalingGroup", "ScalingPair", "ScalingProfile", "SshOptions", "SshTarget", "Strict", "SweepProfile",
-    "Target", "TriggerParams", "TtlMinutes", "check_request", "default_devices", "form_fields",
-    "sweep_config",
+    "Target", "TriggerParams", "TtlMinutes", "WorkerEnvsKept", "check_request", "default_devices",
+    "form_fields", "sweep_config",
 ]

@@ -105,6 +105,8 @@ TagKey = _text(patterns.TAG_KEY, "a tag key not starting with aws: or gpucompare
 TagValue = Annotated[str, Predicate(lambda v: len(v) <= 256, "a tag value of at most 256 characters")]
 Tags = Annotated[dict[TagKey, TagValue], Field(strict=True)]
 TtlMinutes = Annotated[int, Whole(10, 7 * 24 * 60)]
+#: the setting worker_envs_kept: worker environments an ssh host keeps besides the one in use
+WorkerEnvsKept = Annotated[int, Whole(0, 100)]
 
 
 def rule(field: str, message: str, allowed: str = "") -> PydanticCustomError:

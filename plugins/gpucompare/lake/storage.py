@@ -1,0 +1,108 @@
+"""Where a lake is stored: its URI (a local path, ``file://`` or ``s3://bucket/prefix``), the
+filesystem and path behind it, the S3 endpoint and region, delta-rs's storage options and how
+commits to S3 are made safe (``s3_commit_mode``), and whole-file copies in and out of it
+(``put_file``, ``delete_file``).
+
+For S3 the endpoint comes from ``AWS_ENDPOINT_URL`` (or ``AWS_ENDPOINT_URL_S3``) when set, e.g.
+moto's server in tests or MinIO; the region from ``AWS_REGION`` (or ``AWS_DEFAULT_REGION``);
+credentials from the usual AWS environment, never from the repository. The Delta tables
+themselves are ``lake.tables``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow.fs as pafs
+
+from gpucompare.errors import PermanentError
+
+
+class LakeError(PermanentError):
+    """A lake URI or table that cannot be used; the message says which and why."""
+
+
+def _s3_endpoint() -> str | None:
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+
+
+def _region() -> str:
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+
+
+def filesystem_for(uri: str) -> tuple[pafs.FileSystem, str]:
+    """The filesystem and the path in it that a lake or staging URI names; LakeError if unusable."""
+    if uri.startswith("s3://"):
+        bucket_and_prefix = uri[len("s3://") :].strip("/")
+        if not bucket_and_prefix:
+            raise LakeError(f"lake URI {uri!r} names no bucket (expected s3://bucket/prefix)")
+        endpoint = _s3_endpoint()
+        if endpoint is None:
+            fs, path = pafs.FileSystem.from_uri(uri)
+            return fs, path.rstrip("/")
+        scheme, _, host = endpoint.partition("://")
+        if scheme not in ("http", "https") or not host:
+            raise LakeError(f"AWS_ENDPOINT_URL {endpoint!r} must be http(s)://host[:port]")
+        fs = pafs.S3FileSystem(endpoint_override=host.rstrip("/"), scheme=scheme, region=_region())
+        return fs, bucket_and_prefix
+    if "://" in uri and not uri.startswith("file://"):
+        raise LakeError(f"lake URI {uri!r}: scheme not supported (use a local path, file:// or s3://)")
+    local = uri[len("file://") :] if uri.startswith("file://") else uri
+    path = Path(local).expanduser().resolve()
+    return pafs.LocalFileSystem(), path.as_posix()
+
+
+def s3_commit_mode() -> str:
+    """How commits to an S3 lake are made safe (setting ``lake_s3_commit``): ``conditional_put``
+    (the commit file is PUT with ``If-None-Match: *``: S3 refuses the second writer of a version;
+    AWS S3, MinIO, R2 and moto's server honour it) or ``unsafe`` (for a store without conditional
+    writes: a single writer only). delta-rs 1.6 no longer offers the DynamoDB locking provider
+    (it logs "no longer supports S3DynamoDBLogStores"), so there is no third way."""
+    from gpucompare import settings
+
+    mode = settings.setting("lake_s3_commit").strip()
+    if mode not in ("conditional_put", "unsafe"):
+        raise LakeError(f"lake_s3_commit {mode!r} is not one of conditional_put, unsafe")
+    return mode
+
+
+def storage_options(uri: str) -> dict[str, str]:
+    """delta-rs storage options for a lake URI (empty for a local folder)."""
+    if not uri.startswith("s3://"):
+        return {}
+    options = {"AWS_REGION": _region()}
+    endpoint = _s3_endpoint()
+    if endpoint:
+        options["AWS_ENDPOINT_URL"] = endpoint
+        if endpoint.startswith("http://"):
+            options["AWS_ALLOW_HTTP"] = "true"
+    if s3_commit_mode() == "conditional_put":
+        options["conditional_put"] = "etag"
+    else:
+        options["AWS_S3_ALLOW_UNSAFE_RENAME"] = "true"
+    return options
+
+
+def put_file(local_path: str | Path, uri: str) -> None:
+    """Copy a local file to ``uri`` (a local path or ``s3://bucket/key``), whole or not at all."""
+    fs, path = filesystem_for(uri)
+    if isinstance(fs, pafs.LocalFileSystem):
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f".{target.name}.partial")
+        partial.write_bytes(Path(local_path).read_bytes())
+        partial.replace(target)
+        return
+    with open(local_path, "rb") as source, fs.open_output_stream(path) as out:  # appears when complete
+        while chunk := source.read(8 << 20):
+            out.write(chunk)
+
+
+def delete_file(uri: str) -> None:
+    """Remove the file at ``uri`` (local path or ``s3://``); nothing if it is already gone."""
+    fs, path = filesystem_for(uri)
+    try:
+        fs.delete_file(path)
+    except FileNotFoundError:
+        pass

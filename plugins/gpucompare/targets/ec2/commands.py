@@ -1,0 +1,99 @@
+"""The shell commands an ``ec2`` target sends to its instance through SSM (pure functions of
+their inputs; the tests run exactly these in bash).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import os
+
+from gpucompare.targets.base import (
+    q,
+)
+from gpucompare.targets.ec2.options import (
+    PROGRESS_UPLOAD_S,
+    SCRIPT_PREAMBLE,
+    STDERR_TAIL_LINES,
+)
+
+log = logging.getLogger(__name__)
+
+
+# --- the commands sent to the instance (module level: pure functions of their inputs) ---
+
+
+def deploy_commands(bundle_uri: str, bundle_sha256: str, workdir: str, python: str, *,
+                    create_venv: bool) -> list[str]:
+    """Fetch (``aws s3 cp`` with the instance's own profile) and check the worker bundle,
+    create the worker environment if missing."""
+    commands = [
+        *SCRIPT_PREAMBLE,
+        f"mkdir -p {q(workdir)}",
+        f"cd {q(workdir)}",
+        # content-addressed directory: a complete one is never fetched again
+        "if [ ! -f .complete ]; then "
+        f"aws s3 cp --only-show-errors {q(bundle_uri)} bundle.tar.gz; "
+        f"echo {q(bundle_sha256 + '  bundle.tar.gz')} | sha256sum -c -; "
+        "tar -xzf bundle.tar.gz; rm -f bundle.tar.gz; touch .complete; fi",
+    ]
+    if create_venv:
+        venv = os.path.dirname(os.path.dirname(python))
+        commands += [
+            # Ubuntu ships venv without ensurepip; the run command is root, so add it if missing
+            "if ! python3 -c 'import ensurepip' 2>/dev/null && command -v apt-get >/dev/null; then "
+            "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv; fi",
+            # marked complete only after pip succeeded: a half-made venv is made again
+            f"if [ ! -f {q(venv + '/.complete')} ]; then rm -rf {q(venv)} && python3 -m venv {q(venv)} && "
+            f"{q(venv + '/bin/pip')} install -q -r bench_tasks/requirements-gpu.txt && "
+            f"touch {q(venv + '/.complete')}; fi",
+        ]
+    commands.append(f"{q(python)} -m bench_tasks sysinfo > /dev/null")
+    return commands
+
+
+def sweep_name(config_json: str) -> str:
+    """The name of one sweep of a run: the hash of its configuration (a retry finds its own)."""
+    return "sweep-" + hashlib.sha256(config_json.encode()).hexdigest()[:16]
+
+
+def sweep_commands(*, config_json: str, workdir: str, rundir: str, python: str,
+                   destination: str, progress_destination: str) -> list[str]:
+    """Run one sweep, merge the run's sweep files into results.jsonl, copy it to S3.
+
+    The config travels base64-encoded, so no character in it can reach the shell. The
+    worker's progress (its standard error) goes to a file that a background loop copies to
+    ``progress_destination`` every ``PROGRESS_UPLOAD_S`` (the orchestrator follows it); its
+    tail is repeated on standard error so SSM's output has it when the worker fails.
+    """
+    name = sweep_name(config_json)
+    encoded = base64.b64encode(config_json.encode()).decode("ascii")
+    config_path, output_path = f"{rundir}/{name}.json", f"{rundir}/{name}.jsonl"
+    progress_path = f"{rundir}/{name}.log"
+    upload_progress = f"aws s3 cp --only-show-errors {q(progress_path)} {q(progress_destination)}"
+    return [
+        *SCRIPT_PREAMBLE,
+        f"mkdir -p {q(rundir)}",
+        f"cd {q(workdir)}",
+        f"echo {q(encoded)} | base64 -d > {q(config_path)}",
+        f": > {q(progress_path)}",
+        # its own stdio: SSM (like any reader of the script's output) waits for open pipes
+        f"( while sleep {PROGRESS_UPLOAD_S}; do {upload_progress} || true; done )"
+        " </dev/null >/dev/null 2>&1 &",
+        "uploader=$!",
+        "trap 'kill $uploader 2>/dev/null || true' EXIT",
+        "status=0",
+        f"{q(python)} -m bench_tasks sweep --config {q(config_path)} --output {q(output_path + '.partial')} "
+        f"2> {q(progress_path)} || status=$?",
+        "kill $uploader 2>/dev/null || true",
+        f"{upload_progress} || true",
+        f"tail -n {STDERR_TAIL_LINES} {q(progress_path)} >&2",
+        'if [ "$status" -ne 0 ]; then exit "$status"; fi',
+        # only a finished sweep counts; a retried one replaces its file instead of adding to it
+        f"mv {q(output_path + '.partial')} {q(output_path)}",
+        f"cat {q(rundir)}/sweep-*.jsonl > {q(rundir + '/results.jsonl')}",
+        f"aws s3 cp --only-show-errors {q(rundir + '/results.jsonl')} {q(destination)}",
+    ]
+
+

@@ -1,0 +1,179 @@
+"""The campaign report (sql/campaign.sql over sql/run_phases_all.sql) on a real lake and DuckDB.
+
+Three nights are written as a run would leave them: the run-level phases in ``run_phases``
+(``lake.phases.write_phases``) and the records, with their setup, warm-up and timed seconds, in
+``results`` (``lake.ingest``). Every phase has its own distinct figure, so a phase dropped or
+counted twice anywhere (the view, the billed span, a cost) changes an asserted number.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from gpucompare.lake import schema
+from gpucompare.lake.ingest import RunContext, ingest_results
+from gpucompare.lake.phases import write_phases
+from gpucompare.lake.tables import Lake, open_lake
+from gpucompare.reports.build import ReportInputs, build_reports
+from gpucompare.reports.report_set import column_doc
+from tests.support.lake_support import run_records, write_records
+
+T0 = dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.UTC)
+#: fictional machines, so that no shipped price row can match them: 3.6 USD/h = 0.001 USD/s
+EC2 = {"kind": "ec2", "provider": "aws", "instance_type": "x9.test", "region": "us-east-1",
+       "market": "on_demand", "target": "aws-x9"}
+SSH = {"kind": "ssh", "provider": "rentco", "instance_type": "box1", "region": "eu-nl",
+       "market": "on_demand", "target": "rented-box"}
+LOCAL = {"kind": "local", "provider": "local", "instance_type": "local-cpu", "region": None,
+         "market": "on_demand", "target": "local"}
+
+
+def phase(machine: dict[str, Any], run_id: str, name: str, start: float, seconds: float, *, billed: bool,
+          status: str = "ok") -> dict[str, Any]:
+    return {**machine, "run_id": run_id, "dag_run_id": "scheduled__2026-11-30T02:00:00+00:00",
+            "phase": name, "started_at": T0 + dt.timedelta(seconds=start),
+            "finished_at": T0 + dt.timedelta(seconds=start + seconds), "seconds": float(seconds),
+            "billed": billed, "status": status, "error": None if status == "ok" else "TargetError: boom",
+            "code_hash": None}
+
+
+def ingest_run(lake: Lake, tmp_path: Path, machine: dict[str, Any], run_id: str,
+               seconds: list[tuple[float, float, float]]) -> None:
+    """One ok record per (setup, warm-up, timed) seconds, ingested as the run's results."""
+    records = run_records(run_id, len(seconds))
+    for record, (setup, warmup, timed) in zip(records, seconds, strict=True):
+        record.update(setup_seconds=setup, warmup_seconds=warmup, timed_seconds=timed)
+    path = write_records(tmp_path / f"{run_id}.jsonl", records)
+    context = RunContext(provider=machine["provider"], instance_type=machine["instance_type"],
+                         region=machine["region"], market=machine["market"], target=machine["kind"])
+    ingest_results(lake, path, context, run_id=run_id)
+
+
+def load_prices(lake: Lake) -> None:
+    rows = [{"provider": "aws", "instance_type": "x9.test", "region": "us-east-1", "market": "on_demand",
+             "gpu_model": "V100", "gpu_count": 1, "price": 3.6, "currency": "USD", "unit": "hour",
+             "effective_from": dt.date(2026, 1, 1), "source": "test price"},
+            {"provider": "rentco", "instance_type": "box1", "region": None, "market": "on_demand",
+             "gpu_model": "GTX 1080", "gpu_count": 1, "price": 0.03, "currency": "USD", "unit": "minute",
+             "effective_from": dt.date(2026, 1, 1), "source": "test price per minute"}]
+    lake.write_table("prices", "test", pa.Table.from_pylist(rows, schema=schema.PRICES_SCHEMA))
+
+
+def ec2_phases() -> list[dict[str, Any]]:
+    return [
+        # a first attempt refused before RunInstances: slow, failed, not billed
+        phase(EC2, "run-ec2", "provision", 0, 50, billed=False, status="failed"),
+        phase(EC2, "run-ec2", "provision", 60, 100, billed=True),
+        phase(EC2, "run-ec2", "deploy", 170, 300, billed=True),
+        phase(EC2, "run-ec2", "sweep", 500, 1000, billed=True),
+        phase(EC2, "run-ec2", "teardown", 1600, 60, billed=True),
+    ]
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Lake:
+    lake = open_lake(str(tmp_path / "lake"))
+    load_prices(lake)
+    write_phases(lake, ec2_phases())
+    ingest_run(lake, tmp_path, EC2, "run-ec2", [(10, 20, 200), (10, 20, 200)])
+    write_phases(lake, [phase(SSH, "run-ssh", "provision", 0, 2, billed=False),
+                        phase(SSH, "run-ssh", "deploy", 2, 30, billed=False),
+                        phase(SSH, "run-ssh", "sweep", 40, 600, billed=True),
+                        phase(SSH, "run-ssh", "teardown", 650, 1, billed=False)])
+    ingest_run(lake, tmp_path, SSH, "run-ssh", [(30, 30, 300)])
+    write_phases(lake, [phase(LOCAL, "run-local", "provision", 0, 0.5, billed=False),
+                        phase(LOCAL, "run-local", "deploy", 1, 4, billed=False),
+                        phase(LOCAL, "run-local", "sweep", 5, 20, billed=True),
+                        phase(LOCAL, "run-local", "teardown", 25, 0.5, billed=False)])
+    ingest_run(lake, tmp_path, LOCAL, "run-local", [(2, 1, 12)])
+    return lake
+
+
+def campaign(lake: Lake) -> dict[str, dict[str, Any]]:
+    table = build_reports(ReportInputs.from_lake(lake.uri), currency="USD").tables["campaign"]
+    return {row["run_id"]: row for row in table.to_pylist()}
+
+
+def test_ec2_night_is_billed_from_launch_to_termination_and_priced_phase_by_phase(lake: Lake) -> None:
+    row = campaign(lake)["run-ec2"]
+    assert (row["night"], row["target"], row["kind"], row["configurations"]) == (
+        dt.date(2026, 11, 30), "aws-x9", "ec2", 2)
+    # launch (the billed attempt's start, 60 s) to terminated (1660 s)
+    assert row["billed_seconds"] == pytest.approx(1600)
+    assert row["provision_seconds"] == pytest.approx(150)  # both attempts took time
+    assert (row["deploy_seconds"], row["sweep_seconds"], row["teardown_seconds"]) == pytest.approx(
+        (300, 1000, 60))
+    assert (row["setup_seconds"], row["warmup_seconds"], row["timed_seconds"]) == pytest.approx((20, 40, 400))
+    assert row["sweep_other_seconds"] == pytest.approx(1000 - 460)
+    assert row["idle_seconds"] == pytest.approx(1600 - (100 + 300 + 1000 + 60))
+    assert row["timed_share"] == pytest.approx(0.4)
+    assert row["overhead_ratio"] == pytest.approx(4.0)
+    assert (row["failed_phases"], row["torn_down"]) == (1, True)
+    assert (row["price_per_hour"], row["currency"], row["price_source"]) == (pytest.approx(3.6), "USD",
+                                                                             "test price")
+    costs = {name: row[f"{name}_cost"] for name in ("provision", "deploy", "setup", "warmup", "timed",
+                                                    "sweep_other", "teardown", "idle")}
+    assert costs == pytest.approx({"provision": 0.1, "deploy": 0.3, "setup": 0.02, "warmup": 0.04,
+                                   "timed": 0.4, "sweep_other": 0.54, "teardown": 0.06, "idle": 0.14})
+    assert row["billed_cost"] == pytest.approx(1.6) == pytest.approx(sum(costs.values()))
+
+
+def test_ssh_night_is_billed_for_its_sweep_only(lake: Lake) -> None:
+    row = campaign(lake)["run-ssh"]
+    assert row["billed_seconds"] == pytest.approx(600)
+    assert row["overhead_ratio"] == pytest.approx(2.0)
+    assert row["timed_share"] == pytest.approx(0.5)
+    assert row["price_per_hour"] == pytest.approx(1.8)  # 0.03 USD a minute
+    assert (row["provision_cost"], row["deploy_cost"], row["teardown_cost"], row["idle_cost"]) == (0, 0, 0, 0)
+    assert row["timed_cost"] == pytest.approx(0.15)
+    assert row["sweep_other_cost"] == pytest.approx(240 * 0.0005)
+    assert row["billed_cost"] == pytest.approx(0.3)
+
+
+def test_unpriced_local_night_has_empty_costs_not_zero(lake: Lake) -> None:
+    row = campaign(lake)["run-local"]
+    assert row["billed_seconds"] == pytest.approx(20)
+    assert row["timed_share"] == pytest.approx(12 / 20)
+    assert row["price_source"] == "missing"
+    assert row["price_per_hour"] is None and row["currency"] is None
+    assert all(row[f"{name}_cost"] is None for name in ("provision", "setup", "timed", "billed"))
+
+
+def test_a_dropped_teardown_changes_the_ec2_bill(tmp_path: Path) -> None:
+    """Without the teardown row (e.g. a teardown that never recorded itself) the night ends at
+    the sweep: the report must show the smaller figure, not the same one."""
+    lake = open_lake(str(tmp_path / "lake"))
+    load_prices(lake)
+    write_phases(lake, ec2_phases()[:-1])
+    ingest_run(lake, tmp_path, EC2, "run-ec2", [(10, 20, 200), (10, 20, 200)])
+    row = campaign(lake)["run-ec2"]
+    assert row["billed_seconds"] == pytest.approx(1500 - 60)
+    assert (row["torn_down"], row["teardown_cost"]) == (False, 0)
+
+
+def test_rewriting_phases_and_reingesting_results_changes_nothing(lake: Lake, tmp_path: Path) -> None:
+    before = campaign(lake)
+    version = lake.version("run_phases")
+    summary = write_phases(lake, list(reversed(ec2_phases())))
+    ingest_run(lake, tmp_path, EC2, "run-ec2", [(10, 20, 200), (10, 20, 200)])
+    assert not summary.changed and lake.version("run_phases") == version
+    assert campaign(lake) == before
+
+
+def test_every_campaign_column_is_documented(lake: Lake) -> None:
+    table = build_reports(ReportInputs.from_lake(lake.uri), currency="USD").tables["campaign"]
+    assert [name for name in table.column_names if column_doc(name) is None] == []
+    assert table.schema.field("billed_cost").metadata[b"doc"].startswith(b"cost of billed_seconds")
+
+
+def test_a_lake_without_phases_gives_an_empty_campaign(tmp_path: Path) -> None:
+    lake = open_lake(str(tmp_path / "lake"))
+    ingest_run(lake, tmp_path, EC2, "run-old", [(1, 1, 1)])  # results from before run_phases existed
+    table = build_reports(ReportInputs.from_lake(lake.uri), currency="USD").tables["campaign"]
+    assert table.num_rows == 0
+    assert "overhead_ratio" in table.column_names

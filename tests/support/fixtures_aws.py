@@ -1,0 +1,154 @@
+"""An AWS API endpoint on 127.0.0.1 for tests: moto's server, shared by the whole session.
+
+No cloud is reachable from CI, so tests talk to moto's server (``python -m moto.server``
+in its own process: a real HTTP server speaking the AWS wire protocols) through the
+ordinary clients: boto3, the amazon provider's hooks, ``pyarrow.fs.S3FileSystem`` and
+delta-rs. It stands in for AWS itself; everything
+on our side of the HTTP connection is the production code path.
+
+Fixtures:
+
+* ``aws_endpoint`` (session): starts the server on a free loopback port, points the process
+  at it and returns its URL (``http://127.0.0.1:PORT``). While the session runs the
+  environment holds fake credentials (``AWS_ACCESS_KEY_ID`` …), ``AWS_DEFAULT_REGION`` =
+  ``us-east-1`` and ``AWS_ENDPOINT_URL`` = the server, so boto3, botocore-based hooks and
+  pyarrow (which all read ``AWS_ENDPOINT_URL``) reach moto without any extra argument, and
+  no ``~/.aws`` file of the machine is read.
+* ``aws_client`` (function): a factory, ``aws_client("ec2", region_name=...)`` → a boto3
+  client bound to the endpoint.
+* ``s3_bucket`` (function): the name of a fresh, empty S3 bucket (unique per test, so tests
+  sharing the session server never see each other's objects).
+* ``moto_reset`` (function): call it to wipe every service's state on the server (for tests
+  that count EC2 instances and the like); it resets all accounts, so use it sparingly.
+
+Moto has no AWS Price List API (``pricing``); tests of price parsing use recorded responses
+in ``tests/support/data/aws_pricing/`` instead.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+FAKE_AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",  # noqa: S105 - moto's documented fake credentials
+    "AWS_SESSION_TOKEN": "testing",  # noqa: S105
+    "AWS_SECURITY_TOKEN": "testing",  # noqa: S105
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+    # never read the developer's real profiles
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class _ServerProcess:
+    """moto's server in a process of its own (``python -m moto.server``).
+
+    Not a thread of the test process: delta-rs (the lake) holds the interpreter lock during some
+    of its blocking S3 calls, so a server thread in the same interpreter could never answer them
+    (the call hangs until its 180 s timeout). A process also is how a real endpoint looks."""
+
+    def __init__(self, port: int) -> None:
+        import subprocess
+        import sys
+
+        self.port = port
+        command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+        self.process = subprocess.Popen(command,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def wait_ready(self, timeout_s: float = 30.0) -> bool:
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                return False
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/moto-api/", timeout=2):  # noqa: S310
+                    return True
+            except OSError:
+                time.sleep(0.1)
+        return False
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except Exception:  # noqa: BLE001 - last resort below
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+def _start_server() -> tuple[Any, str]:
+    last_error: Exception | None = None
+    # another session may grab the port between probe and bind: try a few
+    for _ in range(5):
+        port = _free_port()
+        server = _ServerProcess(port)
+        if server.wait_ready():
+            return server, f"http://127.0.0.1:{port}"
+        server.stop()
+        last_error = OSError(f"moto's server did not start on port {port}")
+    raise RuntimeError(f"could not start moto's server on a free port: {last_error}")
+
+
+@pytest.fixture(scope="session")
+def aws_endpoint() -> Iterator[str]:
+    """URL of moto's server on 127.0.0.1; the environment points every AWS client at it."""
+    server, url = _start_server()
+    patch = pytest.MonkeyPatch()
+    for name, value in FAKE_AWS_ENV.items():
+        patch.setenv(name, value)
+    patch.setenv("AWS_ENDPOINT_URL", url)
+    try:
+        yield url
+    finally:
+        patch.undo()
+        server.stop()
+
+
+@pytest.fixture
+def aws_client(aws_endpoint: str) -> Callable[..., Any]:
+    """Factory of boto3 clients bound to the moto endpoint: ``aws_client("s3")``."""
+    import boto3
+
+    def make(service: str, region_name: str = "us-east-1") -> Any:
+        return boto3.client(service, region_name=region_name, endpoint_url=aws_endpoint)
+
+    return make
+
+
+@pytest.fixture
+def s3_bucket(aws_client: Callable[..., Any]) -> str:
+    """Name of a new, empty bucket in us-east-1 on the moto server."""
+    name = f"gpucompare-test-{uuid.uuid4().hex[:12]}"
+    aws_client("s3").create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def moto_reset(aws_endpoint: str) -> Callable[[], None]:
+    """A function that wipes all state held by the moto server (every service, every account)."""
+
+    def reset() -> None:
+        request = urllib.request.Request(f"{aws_endpoint}/moto-api/reset", method="POST")
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - loopback only
+            response.read()
+
+    return reset

@@ -1,0 +1,117 @@
+"""Helpers shared by the target tests: tiny sweeps, a recording line sink, process checks."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+from bench_tasks.record import validate_record
+from tests.support.proc_helpers import children_of
+
+TINY_SWEEP = {
+    "warmup": 1, "batches": 1, "repeats": 1,
+    "matrix": [{"modes": ["score"], "networks": ["alexnet"], "batch_sizes": [1], "devices": ["cpu"]}],
+}
+#: Runs far longer than any time limit below (thousands of timed batches).
+ENDLESS_SWEEP = {
+    "warmup": 1, "batches": 100000, "repeats": 1,
+    "matrix": [{"modes": ["score"], "networks": ["alexnet"], "batch_sizes": [1], "devices": ["cpu"]}],
+}
+
+
+class Sink:
+    """A line sink that remembers each line and when it arrived."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[float, str]] = []
+
+    def __call__(self, line: str) -> None:
+        self.lines.append((time.monotonic(), line))
+
+    def texts(self) -> list[str]:
+        return [line for _, line in self.lines]
+
+    def first(self, needle: str) -> float:
+        return next(at for at, line in self.lines if needle in line)
+
+
+def worker_processes(marker: str) -> list[int]:
+    """Live processes whose command line contains ``marker`` (a sweep directory)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if marker in cmdline and state != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+class ProcessWatcher(threading.Thread):
+    """Remembers every process of a sweep (the worker and its runners) while it runs.
+
+    The runners' command lines do not name the sweep, so they are found as descendants.
+    """
+
+    def __init__(self, marker: str) -> None:
+        super().__init__(daemon=True)
+        self.marker = marker
+        self.seen: set[int] = set()
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            todo = worker_processes(self.marker) + list(self.seen)
+            visited: set[int] = set()
+            while todo:
+                pid = todo.pop()
+                if pid not in visited:
+                    visited.add(pid)
+                    self.seen.add(pid)
+                    todo.extend(children_of(pid))
+            time.sleep(0.2)
+
+    def stop(self) -> set[int]:
+        self._done.set()
+        self.join(timeout=10)
+        return self.seen
+
+
+def read_records(path: str) -> list[dict]:
+    return [validate_record(json.loads(line)) for line in Path(path).read_text().splitlines() if line]
+
+
+def wait_for(predicate, timeout_s: float, what: str) -> None:
+    """Poll ``predicate`` until it is true; fail the test after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(0.1)
+
+
+class Background(threading.Thread):
+    """Runs a call in a thread and keeps its result or exception for the test to check."""
+
+    def __init__(self, call) -> None:
+        super().__init__(daemon=True)
+        self._call = call
+        self.result = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = self._call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            self.error = exc
+
+    def finish(self, timeout_s: float):
+        self.join(timeout=timeout_s)
+        assert not self.is_alive(), f"still running after {timeout_s}s"
+        return self

@@ -1,0 +1,680 @@
+"""The distributed Airflow deployment, proved on this machine without Docker.
+
+`docker/compose.yaml` runs Airflow with the CeleryExecutor: PostgreSQL, Redis, the scheduler,
+the API server, the DAG processor and Celery workers. Docker cannot run here, so this test
+starts the same parts as plain processes: PostgreSQL and Redis from Debian's packages, then
+`airflow scheduler`, `airflow dag-processor`, `airflow api-server` and `airflow celery worker`
+with the very configuration the compose file spells out (`gpucompare.airflow.deployment`, checked
+against compose.yaml by tests/integration/airflow/test_compose.py). It triggers the nightly DAG on the `local`
+target through the public REST API with a JWT from `/auth/token`, like a user's script
+would, waits for the run to succeed, and reads the results back from the lake.
+
+Stand-ins: containers are processes on 127.0.0.1 with ports chosen at run time; the
+compose file's host names (postgres, redis, airflow-apiserver) become 127.0.0.1.
+Every process is started in its own process group and the group is stopped by a fixture
+finalizer, so nothing is left running even when the test fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from gpucompare.airflow.deployment import (
+    ADMIN_PASSWORD_ENV,
+    ADMIN_USER,
+    API_SERVER_HEALTH_PATH,
+    COMPONENT_COMMANDS,
+    SCHEDULER_HEALTH_PATH,
+    SHARED_STORAGE_SETTINGS,
+    Endpoints,
+    Layout,
+    Secrets,
+    celery_deployment_env,
+)
+from tests.conftest import BENCH_PYTHON, REPO_ROOT
+
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
+
+NIGHTLY_DAG_ID = "gpucompare_nightly"
+STARTUP_TIMEOUT_S = 120.0
+RUN_TIMEOUT_S = 300.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes
+
+
+@dataclass
+class ServiceProcess:
+    """A long-running process in its own process group, with its output in a log file."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+    stop_signal: int = signal.SIGTERM
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def terminate(self) -> None:
+        """Ask the whole group (API workers, Celery pool, task processes) to stop."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, self.stop_signal)
+
+    def kill(self) -> None:
+        # Children sometimes outlive their leader (uvicorn, the Celery pool): sweep the group.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=5)
+
+
+def _stat_fields(pid: int | str) -> list[str]:
+    # The command name may contain spaces and parentheses: the fields after the last ')'.
+    return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+
+
+def descendants(root_pids: list[int]) -> dict[int, str]:
+    """Every live process below ``root_pids`` (pid -> start time), through /proc parent links.
+
+    Needed because some children leave their parent's process group on purpose (the local
+    target runs the benchmark worker in a session of its own), so killpg alone would miss them.
+    The start time lets :func:`kill_if_same` tell one of them from a later process reusing its pid.
+    """
+    children: dict[int, list[tuple[int, str]]] = {}
+    for proc_dir in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = _stat_fields(proc_dir.name)
+            children.setdefault(int(fields[1]), []).append((int(proc_dir.name), fields[19]))
+    found: dict[int, str] = {}
+    pending = list(root_pids)
+    while pending:
+        for child, started in children.get(pending.pop(), []):
+            if child not in found:
+                found[child] = started
+                pending.append(child)
+    return found
+
+
+def kill_if_same(pid: int, started: str) -> None:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        if _stat_fields(pid)[19] == started:
+            os.kill(pid, signal.SIGKILL)
+
+
+@dataclass
+class ProcessRegistry:
+    """Every process the test started, stopped in reverse order by one finalizer."""
+
+    log_dir: Path
+    processes: list[ServiceProcess] = field(default_factory=list)
+
+    def start(
+        self,
+        name: str,
+        argv: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        user: str | None = None,
+        stop_signal: int = signal.SIGTERM,
+    ) -> ServiceProcess:
+        log_path = self.log_dir / f"{name}.log"
+        with log_path.open("wb") as log:
+            popen = subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                user=user,
+                group=user,
+                extra_groups=[] if user else None,
+                start_new_session=True,  # its own process group, so stop() reaches every child
+            )
+        process = ServiceProcess(name, popen, log_path, stop_signal)
+        self.processes.append(process)
+        return process
+
+    def stop_all(self, grace_s: float = 20.0) -> None:
+        """Stop everything at once (graceful first), then kill whatever is left, strays included."""
+        strays = descendants([process.popen.pid for process in self.processes])
+        for process in reversed(self.processes):
+            process.terminate()
+        deadline = time.monotonic() + grace_s
+        for process in reversed(self.processes):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+        for process in reversed(self.processes):
+            process.kill()
+        for pid, started in strays.items():
+            kill_if_same(pid, started)
+
+    def diagnostics(self) -> str:
+        return "\n".join(
+            f"--- {p.name} ({'running' if p.alive() else f'exited {p.popen.returncode}'}) ---\n{p.log_tail()}"
+            for p in self.processes
+        )
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports free on 127.0.0.1 right now, all distinct (held open together while chosen)."""
+    with contextlib.ExitStack() as stack:
+        probes = [
+            stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)
+        ]
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
+
+
+def wait_until(predicate, *, timeout_s: float, what: str, registry: ProcessRegistry, interval_s: float = 1.0):
+    """Poll ``predicate`` until it returns a truthy value; fail with every process's log tail."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for process in registry.processes:
+            if not process.alive():
+                pytest.fail(f"{process.name} exited while waiting for {what}\n{registry.diagnostics()}")
+        result = predicate()
+        if result:
+            return result
+        time.sleep(interval_s)
+    pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}\n{registry.diagnostics()}")
+
+
+# ---------------------------------------------------------------------------------------------
+# PostgreSQL and Redis from Debian's packages
+
+
+def postgres_bin_dir() -> Path | None:
+    candidates = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"), reverse=True)
+    return candidates[0].parent if candidates else None
+
+
+def require_system_services() -> Path:
+    bin_dir = postgres_bin_dir()
+    missing = [
+        name
+        for name, ok in (("postgresql", bin_dir), ("redis-server", shutil.which("redis-server")))
+        if not ok
+    ]
+    if missing:
+        message = f"missing system packages {missing}: run scripts/install-system-deps.sh"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    assert bin_dir is not None
+    return bin_dir
+
+
+def postgres_user() -> str | None:
+    """PostgreSQL refuses to run as root: run it as the ``postgres`` account when we are root."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError:
+        pytest.fail("running as root but there is no 'postgres' account (install the postgresql package)")
+    return "postgres"
+
+
+def start_postgres(registry: ProcessRegistry, data_root: Path, password: str) -> int:
+    """initdb a fresh cluster (password auth) and start it on a free port of 127.0.0.1."""
+    bin_dir = require_system_services()
+    user = postgres_user()
+    password_file = data_root / "pwfile"
+    password_file.write_text(password + "\n")
+    if user:
+        shutil.chown(data_root, user=user)
+        shutil.chown(password_file, user=user)
+    initdb = subprocess.run(
+        [
+            str(bin_dir / "initdb"),
+            "-D",
+            str(data_root / "data"),
+            "-U",
+            "airflow",
+            f"--pwfile={password_file}",
+            "--auth=scram-sha-256",
+            "--no-sync",
+            "-E",
+            "UTF8",
+            "--no-instructions",
+        ],
+        capture_output=True,
+        text=True,
+        user=user,
+        group=user,
+        extra_groups=[] if user else None,
+        timeout=120,
+    )
+    assert initdb.returncode == 0, f"initdb failed:\n{initdb.stdout}\n{initdb.stderr}"
+    (port,) = free_ports(1)
+    registry.start(
+        "postgres",
+        [
+            str(bin_dir / "postgres"),
+            "-D",
+            str(data_root / "data"),
+            "-p",
+            str(port),
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            f"unix_socket_directories={data_root}",
+            "-c",
+            "fsync=off",
+            "-c",
+            "max_connections=200",
+        ],
+        user=user,
+        stop_signal=signal.SIGINT,  # PostgreSQL's "fast shutdown"
+    )
+    return port
+
+
+def postgres_accepts(port: int, password: str, database: str = "postgres") -> bool:
+    import psycopg2
+
+    try:
+        psycopg2.connect(
+            host="127.0.0.1", port=port, user="airflow", password=password, dbname=database, connect_timeout=2
+        ).close()
+    except psycopg2.OperationalError:
+        return False
+    return True
+
+
+def create_database(port: int, password: str, name: str) -> None:
+    import psycopg2
+
+    connection = psycopg2.connect(
+        host="127.0.0.1", port=port, user="airflow", password=password, dbname="postgres"
+    )
+    connection.autocommit = True
+    with connection.cursor() as cursor:
+        cursor.execute(f'CREATE DATABASE "{name}"')
+    connection.close()
+
+
+def start_redis(registry: ProcessRegistry, work_dir: Path) -> int:
+    (port,) = free_ports(1)
+    registry.start(
+        "redis",
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--dir",
+            str(work_dir),
+        ],
+    )
+    return port
+
+
+def redis_accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as connection:
+            connection.sendall(b"PING\r\n")
+            return connection.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
+# The REST API
+
+
+def http_json(
+    method: str, url: str, *, token: str | None = None, body: dict | None = None
+) -> tuple[int, dict]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as error:
+        payload = error.read()
+        try:
+            return error.code, json.loads(payload or b"{}")
+        except json.JSONDecodeError:
+            return error.code, {"raw": payload.decode(errors="replace")}
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return 0, {}
+
+
+def http_ok(url: str) -> bool:
+    return http_json("GET", url)[0] == 200
+
+
+# ---------------------------------------------------------------------------------------------
+# The deployment
+
+
+@dataclass
+class Deployment:
+    """A running Celery deployment: where its API is, how to log in, where the lake is."""
+
+    api_url: str
+    admin_password: str
+    env: dict[str, str]
+    postgres_port: int
+    postgres_password: str
+    registry: ProcessRegistry
+
+    def token(self) -> str:
+        status, payload = http_json(
+            "POST",
+            f"{self.api_url}/auth/token",
+            body={"username": ADMIN_USER, "password": self.admin_password},
+        )
+        assert status == 201, f"/auth/token answered {status}: {payload}"
+        return payload["access_token"]
+
+    def api(self, method: str, path: str, token: str, body: dict | None = None) -> tuple[int, dict]:
+        return http_json(method, f"{self.api_url}/api/v2{path}", token=token, body=body)
+
+
+def airflow_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "airflow", *args]
+
+
+def process_env(airflow_env: dict[str, str], airflow_home: Path, shared_dir: Path) -> dict[str, str]:
+    """The test's environment minus any Airflow or gpucompare settings of its own, plus the deployment's.
+
+    The gpucompare settings that must name shared storage point into ``shared_dir``, the
+    stand-in for compose's shared volumes.
+    """
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("AIRFLOW", "GPUCOMPARE_"))}
+    env.update(airflow_env)
+    env.update(
+        {key: str(shared_dir / key.removeprefix("GPUCOMPARE_").lower()) for key in SHARED_STORAGE_SETTINGS}
+    )
+    env.update(
+        {
+            "AIRFLOW_HOME": str(airflow_home),
+            "GPUCOMPARE_BENCH_PYTHON": str(BENCH_PYTHON),
+            # A cron that has not fired since the DAG's start date (29 February 2028 is next):
+            # unpausing then creates no catch-up run, and the run the test triggers is the only one.
+            "GPUCOMPARE_NIGHTLY_SCHEDULE": "0 2 29 2 *",
+        }
+    )
+    return env
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    base = tmp_path_factory.mktemp("distributed")
+    log_dir = base / "logs"
+    log_dir.mkdir()
+    registry = ProcessRegistry(log_dir)
+    # PostgreSQL's files must be reachable by the postgres account: not under pytest's 0700 root dir.
+    pg_root = Path(tempfile.mkdtemp(prefix="gpucompare-pg-"))
+    try:
+        yield _start_deployment(registry, base, pg_root)
+    finally:
+        registry.stop_all()
+        shutil.rmtree(pg_root, ignore_errors=True)
+
+
+def _start_deployment(registry: ProcessRegistry, base: Path, pg_root: Path) -> Deployment:
+    postgres_password = secrets.token_urlsafe(16)
+    admin_password = secrets.token_urlsafe(16)
+    pg_port = start_postgres(registry, pg_root, postgres_password)
+    redis_port = start_redis(registry, base)
+    wait_until(
+        lambda: postgres_accepts(pg_port, postgres_password),
+        timeout_s=60,
+        what="PostgreSQL",
+        registry=registry,
+        interval_s=0.3,
+    )
+    wait_until(
+        lambda: redis_accepts(redis_port), timeout_s=30, what="Redis", registry=registry, interval_s=0.3
+    )
+    create_database(pg_port, postgres_password, "airflow")
+
+    from cryptography.fernet import Fernet
+
+    api_port, health_port, log_port, trigger_log_port = free_ports(4)
+    api_url = f"http://127.0.0.1:{api_port}"
+    airflow_home = base / "airflow"
+    airflow_home.mkdir()
+    passwords_file = airflow_home / "auth" / "passwords.json"
+    airflow_env = celery_deployment_env(
+        Endpoints(
+            postgres_host="127.0.0.1",
+            postgres_port=pg_port,
+            postgres_user="airflow",
+            postgres_password=postgres_password,
+            postgres_db="airflow",
+            redis_host="127.0.0.1",
+            redis_port=redis_port,
+            api_server_url=api_url,
+            worker_log_server_port=log_port,
+            trigger_log_server_port=trigger_log_port,
+            scheduler_health_port=health_port,
+        ),
+        Secrets(
+            fernet_key=Fernet.generate_key().decode(),
+            jwt_secret=secrets.token_urlsafe(64),
+            api_secret_key=secrets.token_urlsafe(32),
+        ),
+        Layout(
+            dags_folder=str(REPO_ROOT / "dags"),
+            plugins_folder=str(REPO_ROOT / "plugins"),
+            passwords_file=str(passwords_file),
+            worker_concurrency=2,
+        ),
+    )
+    shared_dir = base / "shared"
+    env = process_env(airflow_env, airflow_home, shared_dir)
+
+    # Compose's airflow-init service, the same command: migrate, create the pool, write the passwords file.
+    init = subprocess.run(
+        [sys.executable, "-m", "gpucompare.airflow.deployment", "init", str(passwords_file)],
+        env={**env, ADMIN_PASSWORD_ENV: admin_password},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert init.returncode == 0, f"deployment init failed:\n{init.stdout[-3000:]}\n{init.stderr[-3000:]}"
+
+    # Every Airflow component of compose.yaml, with compose's command; only the API server's
+    # address differs (compose publishes container port 8080).
+    for service, command in COMPONENT_COMMANDS.items():
+        extra: tuple[str, ...] = ()
+        if service == "airflow-apiserver":
+            extra = ("--host", "127.0.0.1", "--port", str(api_port))
+        elif service == "airflow-worker":
+            extra = ("--celery-hostname", f"gpucompare-test-{api_port}")
+        registry.start(service, airflow_argv(*command, *extra), env=env)
+    wait_until(
+        lambda: http_ok(f"{api_url}{API_SERVER_HEALTH_PATH}"),
+        timeout_s=STARTUP_TIMEOUT_S,
+        what="the API server's health endpoint",
+        registry=registry,
+    )
+    wait_until(
+        lambda: http_ok(f"http://127.0.0.1:{health_port}{SCHEDULER_HEALTH_PATH}"),
+        timeout_s=STARTUP_TIMEOUT_S,
+        what="the scheduler's health endpoint",
+        registry=registry,
+    )
+    return Deployment(api_url, admin_password, env, pg_port, postgres_password, registry)
+
+
+def celery_results(deployment: Deployment) -> list[str]:
+    """Statuses of the tasks the Celery result backend recorded (proof the work went through Celery)."""
+    import psycopg2
+
+    connection = psycopg2.connect(
+        host="127.0.0.1",
+        port=deployment.postgres_port,
+        user="airflow",
+        password=deployment.postgres_password,
+        dbname="airflow",
+    )
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT status FROM celery_taskmeta")
+            return [row[0] for row in cursor.fetchall()]
+    finally:
+        connection.close()
+
+
+def trigger_and_wait(deployment: Deployment, dag_id: str, conf: dict) -> tuple[str, dict, list[dict]]:
+    """Unpause and trigger ``dag_id`` through the public API; return run id, run and task instances."""
+    token = deployment.token()
+    wait_until(
+        lambda: deployment.api("GET", f"/dags/{dag_id}", token)[0] == 200,
+        timeout_s=STARTUP_TIMEOUT_S,
+        what=f"the DAG processor to serialize {dag_id}",
+        registry=deployment.registry,
+    )
+    status, payload = deployment.api("PATCH", f"/dags/{dag_id}", token, {"is_paused": False})
+    assert status == 200 and payload["is_paused"] is False, (status, payload)
+    status, run = deployment.api(
+        "POST", f"/dags/{dag_id}/dagRuns", token, {"logical_date": None, "conf": conf}
+    )
+    assert status == 200, f"trigger answered {status}: {run}"
+    run_id = run["dag_run_id"]
+
+    def finished() -> dict | None:
+        code, current = deployment.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}", token)
+        return current if code == 200 and current["state"] in ("success", "failed") else None
+
+    final = wait_until(
+        finished,
+        timeout_s=RUN_TIMEOUT_S,
+        what=f"run {run_id} of {dag_id}",
+        registry=deployment.registry,
+        interval_s=2.0,
+    )
+    _, listing = deployment.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances", token)
+    return run_id, final, listing.get("task_instances", [])
+
+
+# ---------------------------------------------------------------------------------------------
+# Tests
+
+
+def test_api_refuses_a_trigger_without_a_token(deployment: Deployment) -> None:
+    status, _ = http_json(
+        "POST", f"{deployment.api_url}/api/v2/dags/{NIGHTLY_DAG_ID}/dagRuns", body={"logical_date": None}
+    )
+    assert status in (401, 403)
+    status, _ = http_json(
+        "POST",
+        f"{deployment.api_url}/auth/token",
+        body={"username": ADMIN_USER, "password": deployment.admin_password + "x"},
+    )
+    assert status == 401
+
+
+def test_init_created_the_pool_of_the_fleet(deployment: Deployment) -> None:
+    from gpucompare import settings
+    from gpucompare.config import fleet
+
+    status, pool = deployment.api("GET", f"/pools/{settings.DEFAULTS['pool']}", deployment.token())
+    assert status == 200, pool
+    # The deployment runs with the repository's fleet file (the harness sets no GPUCOMPARE_FLEET).
+    assert pool["slots"] == fleet.load_fleet(REPO_ROOT / "dags" / "config" / "fleet.yaml").max_instances
+
+
+def test_nightly_dag_runs_on_celery_workers(deployment: Deployment) -> None:
+    run_id, run, task_instances = trigger_and_wait(deployment, NIGHTLY_DAG_ID, {})
+    summary = [(ti["task_id"], ti["map_index"], ti["state"]) for ti in task_instances]
+    assert run["state"] == "success", (
+        f"{run_id} ended {run['state']}: {summary}\n{deployment.registry.diagnostics()}"
+    )
+    ran = [ti for ti in task_instances if ti["state"] == "success"]
+    assert ran and all(ti["executor"] in (None, "CeleryExecutor") for ti in ran), summary
+    assert {"score_sweep", "train_sweep", "ingest"} <= {ti["task_id"].rsplit(".", 1)[-1] for ti in ran}, (
+        summary
+    )
+
+    # The results are in the lake the workers share, tagged with this run.
+    from gpucompare.lake.tables import open_lake
+
+    rows = [
+        row
+        for row in open_lake(deployment.env["GPUCOMPARE_LAKE"]).results_table().to_pylist()
+        if row["dag_run_id"] == run_id
+    ]
+    assert {row["mode"] for row in rows} == {"score", "train"}, rows
+    assert {row["target"] for row in rows} == {"local"}
+    assert all(row["images_per_sec"] > 0 for row in rows if row["status"] == "ok")
+    assert any(row["status"] == "ok" for row in rows)
+
+    # Each task that ran went through the broker to a Celery worker, which records the outcome in
+    # the result backend just after the task itself reported success (hence the short wait).
+    wait_until(
+        lambda: celery_results(deployment).count("SUCCESS") >= len(ran),
+        timeout_s=60,
+        what=f"{len(ran)} successful tasks in the Celery result backend",
+        registry=deployment.registry,
+    )
+
+
+def test_stop_all_leaves_no_process_behind(tmp_path: Path) -> None:
+    """The finalizer's cleanup itself: a child in its own session (as the local target starts the
+    benchmark worker) and a child that ignores SIGTERM are both gone after stop_all()."""
+    registry = ProcessRegistry(tmp_path)
+    script = "trap '' TERM; setsid sleep 300 & sleep 300 & echo started; wait"
+    leader = registry.start("tree", ["bash", "-c", script])
+    wait_until(
+        lambda: "started" in leader.log_tail(), timeout_s=10, what="the process tree", registry=registry
+    )
+    tree = descendants([leader.popen.pid])
+    assert len(tree) >= 2
+    registry.stop_all(grace_s=1.0)
+    deadline = time.monotonic() + 5  # SIGKILL is delivered asynchronously
+    while (still_running := [pid for pid, started in tree.items() if _is_running(pid, started)]) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.1)
+    assert not still_running and leader.popen.poll() is not None
+
+
+def _is_running(pid: int, started: str) -> bool:
+    try:
+        fields = _stat_fields(pid)
+    except OSError:
+        return False
+    return fields[19] == started and fields[0] != "Z"
