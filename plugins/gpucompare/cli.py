@@ -3,10 +3,8 @@
 Each subcommand is registered once with :func:`register` (a name, a help line, a function
 that adds its arguments and the function that runs it and returns an exit code); the
 library modules they call are imported inside those functions, so ``import gpucompare.cli``
-stays light. Two modules build parsers of their own (several subcommands, nested actions):
-``build_parser`` calls their ``add_cli(subparsers)`` by name (``scaling-run`` from
-scaling.run, ``dags`` from airflow.dag_files); each parser they add sets
-``func(args) -> int``. This file is the one place that lists every subcommand.
+stays light. This file is the one place that lists every subcommand and its arguments: no
+library module adds a parser of its own.
 
 Bad input ends with exit code 2 and a one-line message naming the flag or field at fault;
 nothing is written then.
@@ -460,6 +458,75 @@ def _run_schema(args: argparse.Namespace) -> int:
 register("schema", "print the JSON schema of the fleet file, the trigger params or the trigger form",
          _configure_schema, _run_schema)
 
+# ---- scaling-run ---------------------------------------------------------------------------
+def _configure_scaling_run(parser: argparse.ArgumentParser) -> None:
+    parser.description = ("Prepare and deploy the group's hosts, run every point of its scaling profile "
+                          "(MXNet's parameter server across the hosts), ingest, tear the hosts down.")
+    parser.add_argument("--group", required=True, help="name of a scaling_groups entry")
+    parser.add_argument("--fleet", help="fleet file (default: $GPUCOMPARE_FLEET or dags/config/fleet.yaml)")
+    _lake_argument(parser)
+    parser.add_argument("--results", default="scaling-results.jsonl",
+                        help="where the run's records are written before ingest")
+    parser.add_argument("--run-id", help="run id (default: scaling-<group>-<UTC time>)")
+
+
+def _run_scaling_run(args: argparse.Namespace) -> int:
+    from gpucompare.config import fleet
+    from gpucompare.config.validation import ValidationError
+    from gpucompare.prices.tables import shipped_fx_rate
+    from gpucompare.scaling.launcher import plan_scaling_group
+    from gpucompare.scaling.run import run_scaling_plan
+
+    try:
+        parsed = fleet.load_fleet(args.fleet, fx_rate=shipped_fx_rate)
+        groups = {g.name: g for g in parsed.scaling_groups}
+        if args.group not in groups:
+            raise ValidationError("--group", f"{args.group!r} is not a scaling group of {parsed.source}",
+                                  ", ".join(groups) or "(none defined)")
+        group = groups[args.group]
+        specs = {t.name: t.spec for t in parsed.targets}
+        run_id = args.run_id or f"scaling-{group.name}-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}"
+        plan = plan_scaling_group(group, [specs[n] for n in group.targets],
+                                  parsed.scaling_profiles[group.profile], fleet.target_run_id(run_id, "cli"))
+    except ValueError as exc:  # ValidationError and the plan's refusals: bad input, nothing ran
+        raise UsageError(str(exc)) from None
+    written = run_scaling_plan(plan, lake_uri=args.lake, results_path=args.results,
+                               line_sink=lambda line: print(line, file=sys.stderr, flush=True))
+    print(f"{len(plan['points'])} point(s) of {group.name} ingested: {', '.join(written)}")
+    return 0
+
+
+register("scaling-run", "run one scaling group of the fleet file now and ingest its records",
+         _configure_scaling_run, _run_scaling_run)
+
+
+# ---- dags ----------------------------------------------------------------------------------
+def _configure_dags(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="dags_command", required=True, metavar="ACTION")
+    install = actions.add_parser("install", help="write one thin DAG file per shipped DAG into DIR")
+    install.add_argument("directory", type=Path, metavar="DIR", help="the Airflow DAGs folder")
+    install.add_argument("--force", action="store_true",
+                         help="overwrite files of the same name that gpucompare did not write")
+    actions.add_parser("list", help="the DAGs shipped in the package")
+
+
+def _run_dags(args: argparse.Namespace) -> int:
+    from gpucompare.airflow import dag_files
+
+    if args.dags_command == "list":
+        for name in dag_files.dag_names():
+            print(name)
+        return 0
+    written = dag_files.install(args.directory, force=args.force)
+    for path in written:
+        print(f"wrote {path}")
+    print(f"{len(written)} DAG file(s) in {args.directory}; they run the DAGs of the installed gpucompare")
+    return 0
+
+
+register("dags", "put the shipped DAGs into an Airflow DAGs folder", _configure_dags, _run_dags)
+
+
 # ---- entry point -------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpucompare",
@@ -469,12 +536,6 @@ def build_parser() -> argparse.ArgumentParser:
         sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
         command.configure(sub)
         sub.set_defaults(func=command.run)
-    # imported here, not at the top: `import gpucompare.cli` stays light (no DuckDB)
-    from gpucompare.airflow import dag_files
-    from gpucompare.scaling import run as scaling_run
-
-    for add_cli in (scaling_run.add_cli, dag_files.add_cli):
-        add_cli(subparsers)
     return parser
 
 

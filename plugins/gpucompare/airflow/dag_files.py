@@ -21,12 +21,10 @@ DAG against the thin file, so its ``fileloc`` is the file in the DAGs folder.
 
 from __future__ import annotations
 
-import argparse
 import os
 import runpy
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from gpucompare import resources
 from gpucompare.errors import UsageError
@@ -89,32 +87,3 @@ def install(directory: Path, *, force: bool = False) -> list[Path]:
         os.replace(tmp, path)
         written.append(path)
     return written
-
-
-# ---- command line (registered by gpucompare.cli) ------------------------------------------
-def _run_install(args: argparse.Namespace) -> int:
-    written = install(args.directory, force=args.force)
-    for path in written:
-        print(f"wrote {path}")
-    print(f"{len(written)} DAG file(s) in {args.directory}; they run the DAGs of the installed gpucompare")
-    return 0
-
-
-def _run_list(args: argparse.Namespace) -> int:
-    for name in dag_names():
-        print(name)
-    return 0
-
-
-def add_cli(subparsers: Any) -> None:
-    """``gpucompare dags install DIR`` and ``gpucompare dags list``."""
-    dags = subparsers.add_parser("dags", help="put the shipped DAGs into an Airflow DAGs folder",
-                                 description="put the shipped DAGs into an Airflow DAGs folder")
-    actions = dags.add_subparsers(dest="dags_command", required=True, metavar="ACTION")
-    install_parser = actions.add_parser("install", help="write one thin DAG file per shipped DAG into DIR")
-    install_parser.add_argument("directory", type=Path, metavar="DIR", help="the Airflow DAGs folder")
-    install_parser.add_argument("--force", action="store_true",
-                                help="overwrite files of the same name that gpucompare did not write")
-    install_parser.set_defaults(func=_run_install)
-    list_parser = actions.add_parser("list", help="the DAGs shipped in the package")
-    list_parser.set_defaults(func=_run_list)

@@ -11,13 +11,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpucompare.config.validation import ValidationError
 from gpucompare.scaling.launcher import (
     DistributedRunError,
     HostChannel,
     ParameterServerLauncher,
     ScalingPoint,
-    plan_scaling_group,
 )
 
 log = logging.getLogger(__name__)
@@ -113,47 +111,3 @@ def measure_and_ingest(launcher: ParameterServerLauncher, points: Sequence[Scali
     summary = ingest_results(open_lake(lake_uri), path, context, run_id=launcher.run_id,
                              code_hash=local_code_hash())
     return [summary.describe()]
-
-
-# -- command line: python -m gpucompare scaling-run ---------------------------------------------
-
-def add_cli(subparsers: Any) -> None:
-    """``scaling-run``: one scaling group of the fleet file, now (enabled or not)."""
-    parser = subparsers.add_parser(
-        "scaling-run", help="run one scaling group of the fleet file now and ingest its records",
-        description="Prepare and deploy the group's hosts, run every point of its scaling profile "
-                    "(MXNet's parameter server across the hosts), ingest, tear the hosts down.")
-    parser.add_argument("--group", required=True, help="name of a scaling_groups entry")
-    parser.add_argument("--fleet", help="fleet file (default: $GPUCOMPARE_FLEET or dags/config/fleet.yaml)")
-    parser.add_argument("--lake", default="./lake", help="lake URI: a local path or s3://bucket/prefix")
-    parser.add_argument("--results", default="scaling-results.jsonl",
-                        help="where the run's records are written before ingest")
-    parser.add_argument("--run-id", help="run id (default: scaling-<group>-<UTC time>)")
-    parser.set_defaults(func=_run_cli)
-
-
-def _run_cli(args: Any) -> int:
-    import datetime as dt
-    import sys
-
-    from gpucompare.config import fleet
-    from gpucompare.prices.tables import shipped_fx_rate
-
-    try:
-        parsed = fleet.load_fleet(args.fleet, fx_rate=shipped_fx_rate)
-        groups = {g.name: g for g in parsed.scaling_groups}
-        if args.group not in groups:
-            raise ValidationError("--group", f"{args.group!r} is not a scaling group of {parsed.source}",
-                                  ", ".join(groups) or "(none defined)")
-        group = groups[args.group]
-        specs = {t.name: t.spec for t in parsed.targets}
-        run_id = args.run_id or f"scaling-{group.name}-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}"
-        plan = plan_scaling_group(group, [specs[n] for n in group.targets],
-                                  parsed.scaling_profiles[group.profile], fleet.target_run_id(run_id, "cli"))
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    written = run_scaling_plan(plan, lake_uri=args.lake, results_path=args.results,
-                               line_sink=lambda line: print(line, file=sys.stderr, flush=True))
-    print(f"{len(plan['points'])} point(s) of {group.name} ingested: {', '.join(written)}")
-    return 0
