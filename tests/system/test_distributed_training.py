@@ -383,7 +383,18 @@ def test_an_ec2_scaling_group_gets_an_instance_per_host_and_all_are_terminated_a
     instances = [i for r in reservations for i in r["Instances"]]
     assert len(instances) == 3  # one per host, not one shared by the group's run id
     assert {i["State"]["Name"] for i in instances} == {"terminated"}
-    assert not Path(lake_uri).exists()
+    # no result is written, but what the failed run cost is: every host's phases, all billed
+    # (an instance existed through each), the points' wall time as each host's failed sweep
+    from gpucompare.lake.phases import read_phases
+
+    lake = open_lake(lake_uri)
+    assert not lake.has_table("results")
+    rows = read_phases(lake).to_pylist()
+    assert {r["run_id"] for r in rows} == {run_id}
+    for index in range(3):
+        host = sorted((r["phase"], r["status"]) for r in rows if r["target"] == f"aws-node{index}")
+        assert host == [("deploy", "ok"), ("provision", "ok"), ("sweep", "failed"), ("teardown", "ok")], host
+    assert all(r["billed"] and r["kind"] == "ec2" and r["seconds"] >= 0 for r in rows)
 
 
 def test_a_point_past_its_time_limit_is_stopped_on_every_host(group):

@@ -5,6 +5,7 @@ and the ``scaling-run`` subcommand.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -33,7 +34,12 @@ def run_scaling_plan(plan: Mapping[str, Any], *, lake_uri: str, results_path: st
                      dag_run_id: str | None = None, line_sink: Callable[[str], None] | None = None,
                      poll_interval_s: float = 2.0) -> list[str]:
     """One group's whole scaling run: prepare and deploy every host, run the points, ingest;
-    and, whatever happened, tear every host down (a paid instance is always given back)."""
+    and, whatever happened, tear every host down (a paid instance is always given back).
+
+    Every host's phases (provision, deploy, the points' wall time as its ``sweep``, teardown)
+    go into the lake's ``run_phases`` at the end, under the group's run id and the host's
+    target name, the failed ones too: a failed run's results are not written, but what it
+    cost is (``targets.phases``)."""
     from gpucompare.lake.ingest import RunContext
     from gpucompare.targets import make_target
 
@@ -56,10 +62,30 @@ def run_scaling_plan(plan: Mapping[str, Any], *, lake_uri: str, results_path: st
         context = RunContext(provider=spec["provider"], instance_type=spec["instance_type"],
                              region=spec.get("region"), market=market, target=spec["kind"],
                              dag_run_id=dag_run_id, source=f"gpucompare scaling group {plan['group']}")
-        return measure_and_ingest(launcher, points, results_path=results_path, lake_uri=lake_uri,
-                                  context=context)
+        with contextlib.ExitStack() as timing:  # the points run on every host at once: each one's sweep
+            for target in targets:
+                timing.enter_context(target.phases.timed("sweep"))
+            return measure_and_ingest(launcher, points, results_path=results_path, lake_uri=lake_uri,
+                                      context=context)
     finally:
-        _teardown_all(targets, states, plan["run_id"], sink)
+        try:
+            _teardown_all(targets, states, plan["run_id"], sink)
+        finally:
+            _record_phases(targets, states, plan["run_id"], lake_uri=lake_uri, dag_run_id=dag_run_id)
+
+
+def _record_phases(targets: Sequence[Any], states: Sequence[Any], run_id: str, *, lake_uri: str,
+                   dag_run_id: str | None) -> None:
+    """Each host's timed phases into ``run_phases`` (only logged if that fails: the run's
+    outcome is what it is either way)."""
+    from gpucompare.targets.bundle import local_code_hash
+    from gpucompare.targets.phases import PhaseContext, record_quietly
+
+    code_hash = local_code_hash()
+    for target, state in zip(targets, states, strict=True):
+        context = PhaseContext.of(target.spec.to_dict(), run_id, market=getattr(state, "market", None),
+                                  dag_run_id=dag_run_id, code_hash=code_hash)
+        record_quietly(lake_uri, target.phases, context)
 
 
 def _teardown_all(targets: Sequence[Any], states: Sequence[Any], run_id: str,
