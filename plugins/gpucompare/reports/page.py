@@ -42,6 +42,7 @@ from gpucompare.reports.formatting import (
     _date,
     _esc,
 )
+from gpucompare.reports.page_campaign import campaign_section
 from gpucompare.reports.page_cost import best_per_network, best_table, cost_figures, missing_table
 from gpucompare.reports.page_parts import (
     figures_html,
@@ -258,6 +259,7 @@ def render_page(report_set: ReportSet) -> str:
             ),
         ),
     ]
+    sections.append(campaign_section(report_set))  # what the nights themselves cost
     suspicious = suspicious_published(tables["throughput"])
     if suspicious:
         sections.append(

@@ -9,6 +9,7 @@ counted twice anywhere (the view, the billed span, a cost) changes an asserted n
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,8 @@ from gpucompare.lake import schema
 from gpucompare.lake.ingest import RunContext, ingest_results
 from gpucompare.lake.phases import write_phases
 from gpucompare.lake.tables import Lake, open_lake
-from gpucompare.reports.build import ReportInputs, build_reports
+from gpucompare.reports.build import build_reports
+from gpucompare.reports.inputs import ReportInputs
 from gpucompare.reports.report_set import column_doc
 from tests.support.lake_support import run_records, write_records
 
@@ -177,3 +179,26 @@ def test_a_lake_without_phases_gives_an_empty_campaign(tmp_path: Path) -> None:
     table = build_reports(ReportInputs.from_lake(lake.uri), currency="USD").tables["campaign"]
     assert table.num_rows == 0
     assert "overhead_ratio" in table.column_names
+
+
+def test_the_page_shows_each_night_and_where_its_money_went(lake: Lake) -> None:
+    """The page section renders the campaign rows: the ec2 night's cost split largest phase first,
+    the ssh night's, and the unpriced local night with its time and no money (never 0)."""
+    from gpucompare.reports.page import render_page
+    from gpucompare.reports.page_campaign import KEY
+
+    page = render_page(build_reports(ReportInputs.from_lake(lake.uri), currency="USD"))
+    start = page.index(f"<section id={KEY}")
+    section = page[start:page.index("</section>", start)]
+    body = section[section.index("<tbody>"):]
+    rows = {cells[0]: cells for cells in (re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row)
+                                          for row in body.split("<tr")[1:])}
+    ec2 = rows["aws-x9"]
+    assert ec2[1:5] == ["2026-11-30", "ec2: aws x9.test", "2", "26 min 40 s"]
+    assert ec2[6:9] == ["40.0 %", "4.0", "$1.60"]
+    # sweep_other 0.54 > timed 0.40 > deploy 0.30 > idle 0.14 > provision 0.10 > teardown 0.06 > warm-up 0.04
+    assert ec2[9] == ("other sweep $0.54 · timed $0.40 · deploy $0.30 · idle $0.14 · provision $0.10 · "
+                      "teardown $0.06 · warm-up $0.04 · setup $0.02")
+    assert rows["rented-box"][8] == "$0.30"
+    local = rows["local"]
+    assert local[4] == "20 s" and local[8] == "–" and local[9] == "no price (missing)"
