@@ -203,26 +203,26 @@ def _configure_import_catalog(parser: argparse.ArgumentParser) -> None:
 def _run_import_catalog(args: argparse.Namespace) -> int:
     from gpucompare.lake import tables as lake
     from gpucompare.lake.storage import LakeError
-    from gpucompare.prices import catalogs
+    from gpucompare.prices.catalogs import common, importer
 
     if args.shipped == (args.location is not None):
         raise UsageError("give a catalog LOCATION or --shipped (not both)")
     target = lake.open_lake(args.lake)
     try:
         if args.shipped:
-            results = catalogs.import_shipped(target)
+            results = importer.import_shipped(target)
         else:
             if args.fmt is None:
                 raise UsageError("--format is required with a LOCATION (allowed: skypilot, azure)")
             if args.fmt == "skypilot" and args.provider is None:
                 raise UsageError("--provider is required for a SkyPilot catalog (e.g. gcp, lambda, runpod)")
-            results = [catalogs.import_catalog(target, args.location, fmt=args.fmt, provider=args.provider,
+            results = [importer.import_catalog(target, args.location, fmt=args.fmt, provider=args.provider,
                                                effective_from=args.date)]
-    except (catalogs.CatalogError, LakeError) as exc:
+    except (common.CatalogError, LakeError) as exc:
         raise UsageError(str(exc)) from None
     for result in results:
         print(result.describe())
-    totals = catalogs.coverage(results)
+    totals = importer.coverage(results)
     print(f"stored in {args.lake}: {totals['rows']} price row(s), {totals['providers']} provider(s), "
           f"{totals['instance_types']} instance type(s), {totals['gpu_models']} GPU model(s)")
     return 0
