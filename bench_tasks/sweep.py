@@ -32,7 +32,8 @@ The sweep-efficiency benchmark (``scripts/bench_sweep_efficiency.py``) measures 
 Time limits. Each configuration has ``timeout_s`` from the moment it is handed to a runner
 (for a new runner: from its start, so a hung import counts too). At the limit the runner's
 process group is killed and the cell gets a ``timeout`` record; the next configuration
-starts a new runner.
+starts a new runner. Starting, talking to and killing one runner is
+``bench_tasks.runner_process``; which runner a configuration gets is decided here.
 
 Statuses decided before measuring. Without any process: batch smaller than the number of
 devices (MXNet's "Too many slices"), float16 on CPU devices (MXNet 1.x has no float16 GEMM
@@ -60,12 +61,8 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -76,14 +73,13 @@ from typing import IO, Any
 
 from bench_tasks.configs import Config, ConfigError
 from bench_tasks.errors import classify_failure, summarize_error
-from bench_tasks.gpumemory import GpuMemoryGuard, MemoryProbe, ProcessMemory, nvidia_smi_probe
+from bench_tasks.gpumemory import GpuMemoryGuard, MemoryProbe, nvidia_smi_probe
 from bench_tasks.methodology import coefficient_of_variation
 from bench_tasks.record import RecordError, empty_record, validate_record
+from bench_tasks.runner_process import RunnerGone, RunnerProcess, RunnerTimeout
 from bench_tasks.sysinfo import SystemInfo
 
 ISOLATION_POLICIES: tuple[str, ...] = ("mode", "network", "config")
-STDERR_TAIL_BYTES = 16_384
-_PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 
 
 def now_iso() -> str:
@@ -237,128 +233,6 @@ class RecordWriter:
     def close(self) -> None:
         if not self._to_stdout:
             self._stream.close()
-
-
-# --------------------------------------------------------------------------- runner processes
-
-class RunnerGone(Exception):
-    """The runner process ended without answering; ``text`` is what it left on stderr."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__(text)
-        self.text = text
-
-
-class RunnerTimeout(Exception):
-    pass
-
-
-class RunnerProcess:
-    """One ``python -m bench_tasks _runner`` process and its line protocol."""
-
-    def __init__(self, python: str = sys.executable) -> None:
-        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
-        env["PYTHONUNBUFFERED"] = "1"
-        self.process = subprocess.Popen(
-            [python, "-m", "bench_tasks", "_runner"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-            env=env, start_new_session=True,
-        )
-        self._buffer = b""
-        self.measured = 0  # configurations this process has run
-        self._selector = selectors.DefaultSelector()
-        assert self.process.stdout is not None
-        os.set_blocking(self.process.stdout.fileno(), False)
-        self._selector.register(self.process.stdout, selectors.EVENT_READ)
-        self.hello: dict[str, Any] | None = None
-        self.memory: ProcessMemory | None = None  # its devices' free memory (GPU checks)
-        self.fresh_reason = "series_start"  # why it was started (the record of its first config)
-        self.spawned_at = time.monotonic()
-        self.start_s: float | None = None  # spawn → ready: interpreter, mxnet import, build details
-
-    def _read_line(self, deadline: float) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        while b"\n" not in self._buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise RunnerTimeout()
-            if not self._selector.select(timeout=min(remaining, 1.0)):
-                continue
-            chunk = self.process.stdout.read(65536)
-            if not chunk:  # EOF: the process is gone
-                self.process.wait()
-                raise RunnerGone(self._death_text())
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return json.loads(line)
-
-    def _death_text(self) -> str:
-        code = self.process.returncode
-        if code is not None and code < 0:
-            how = f"measuring process killed by signal {signal.Signals(-code).name}"
-        else:
-            how = f"measuring process exited with code {code}"
-        return f"{how}\n{self.stderr_tail()}"
-
-    def stderr_tail(self) -> str:
-        self._stderr.flush()
-        size = self._stderr.seek(0, os.SEEK_END)
-        self._stderr.seek(max(0, size - STDERR_TAIL_BYTES))
-        return self._stderr.read().decode("utf-8", errors="replace")
-
-    def wait_ready(self, deadline: float) -> dict[str, Any]:
-        """The runner's first line: its pid and MXNet's details (version, features, GPUs)."""
-        if self.hello is None:
-            event = self._read_line(deadline)
-            if event.get("event") != "ready":
-                raise RunnerGone(f"unexpected first line from the measuring process: {event!r}")
-            self.hello = event
-            self.start_s = time.monotonic() - self.spawned_at
-        return self.hello
-
-    def run(self, config: Config, deadline: float) -> dict[str, Any]:
-        self.wait_ready(deadline)
-        assert self.process.stdin is not None
-        try:
-            self.process.stdin.write((json.dumps(config.to_json()) + "\n").encode())
-            self.process.stdin.flush()
-        except BrokenPipeError:
-            self.process.wait()
-            raise RunnerGone(self._death_text()) from None
-        self.measured += 1
-        return self._read_line(deadline)
-
-    def kill(self) -> None:
-        """End the runner and anything it started (its own process group)."""
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.process.wait()
-        self.close()
-
-    def stop(self, grace_s: float = 10.0) -> None:
-        """Let the runner finish (end of its input), or kill it after ``grace_s``."""
-        if self.process.poll() is None and self.process.stdin is not None:
-            try:
-                self.process.stdin.close()
-                self.process.wait(timeout=grace_s)
-            except (BrokenPipeError, subprocess.TimeoutExpired):
-                pass
-        self.kill()
-
-    def close(self) -> None:
-        self._selector.close()
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None and not stream.closed:
-                try:
-                    stream.close()
-                except BrokenPipeError:
-                    pass
-        self._stderr.close()
 
 
 # --------------------------------------------------------------------------- the sweep

@@ -24,14 +24,14 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / "plugins")]
 
 from gpucompare.lake import tables as lake  # noqa: E402
-from gpucompare.prices import catalogs  # noqa: E402
+from gpucompare.prices.catalogs import importer, skypilot  # noqa: E402
 
 HEADER = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,Region,GpuInfo,SpotPrice\n"
 KEY = ("provider", "instance_type", "region", "market", "effective_from")
 
 
 def sample_path(provider: str) -> Path:
-    return next(s.path for s in catalogs.samples() if s.provider == provider)
+    return next(s.path for s in importer.samples() if s.provider == provider)
 
 
 def big_catalog(path: Path, rows: int) -> Path:
@@ -74,7 +74,7 @@ def main() -> int:
     big = big_catalog(work / "vms.csv", args.rows)
 
     started = time.perf_counter()
-    result = catalogs.parse_skypilot(big.read_bytes(), provider="x", effective_from=dt.date(2026, 11, 30),
+    result = skypilot.parse_skypilot(big.read_bytes(), provider="x", effective_from=dt.date(2026, 11, 30),
                                      source="bench")
     parse_s = time.perf_counter() - started
     print(f"parse+check: {args.rows} catalog rows -> {result.rows.num_rows} price rows in {parse_s:.2f} s "
@@ -116,8 +116,8 @@ def main() -> int:
                 assert start(command(uri, path, provider)).wait(timeout=300) == 0
         counts, twice = stored(uri)
         duplicates += twice
-        expected = {s.provider: catalogs.read_sample(s).rows.num_rows
-                    for s in catalogs.samples() if s.provider in ("lambda", "gcp", "runpod")}
+        expected = {s.provider: importer.read_sample(s).rows.num_rows
+                    for s in importer.samples() if s.provider in ("lambda", "gcp", "runpod")}
         races["lake right" if counts == Counter(expected) else "LAKE WRONG"] += 1
     print(f"concurrent imports: {args.races} trials x 5 processes: {dict(races)}, "
           f"duplicate rows: {duplicates}")

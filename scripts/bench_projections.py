@@ -25,7 +25,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
 from gpucompare.lake import schema  # noqa: E402
-from gpucompare.prices import catalogs  # noqa: E402
+from gpucompare.prices.catalogs import importer  # noqa: E402
 from gpucompare.reports import build as reports  # noqa: E402
 from gpucompare.reports import page, page_projections  # noqa: E402
 from gpucompare.reports.report_set import ReportOptions  # noqa: E402
@@ -33,7 +33,7 @@ from gpucompare.reports.report_set import ReportOptions  # noqa: E402
 
 def big_catalog(regions: int) -> pa.Table:
     """The shipped samples, each row copied into ``regions`` made-up regions (<region>-<k>)."""
-    samples = pa.concat_tables([c.rows.cast(schema.PRICES_SCHEMA) for c in catalogs.shipped_catalogs()])
+    samples = pa.concat_tables([c.rows.cast(schema.PRICES_SCHEMA) for c in importer.shipped_catalogs()])
     copies = []
     for k in range(regions):
         named = pc.fill_null(samples["region"], "global")

@@ -81,6 +81,7 @@ def _configure_ingest(parser: argparse.ArgumentParser) -> None:
 def _run_ingest(args: argparse.Namespace) -> int:
     from gpucompare.lake import ingest as lake_ingest
     from gpucompare.lake import tables as lake
+    from gpucompare.lake.storage import LakeError
 
     context = lake_ingest.RunContext(provider=args.provider, instance_type=args.instance_type,
                                      region=args.region, market=args.market, target=args.target,
@@ -89,7 +90,7 @@ def _run_ingest(args: argparse.Namespace) -> int:
     try:
         summary = lake_ingest.ingest_results(target, args.results, context, run_id=args.run_id,
                                              code_hash=args.code_hash or local_code_hash())
-    except (lake.IngestError, lake.LakeError) as exc:
+    except (lake.IngestError, LakeError) as exc:
         raise UsageError(str(exc)) from None
     print(f"ingested {args.results} into {args.lake}: {summary.describe()}")
     return 0
@@ -129,13 +130,14 @@ def _configure_load_prices(parser: argparse.ArgumentParser) -> None:
 
 def _run_load_prices(args: argparse.Namespace) -> int:
     from gpucompare.lake import tables as lake
+    from gpucompare.lake.storage import LakeError
     from gpucompare.prices import tables as prices
 
     target = lake.open_lake(args.lake)
     try:
         written = [target.write_table("prices", "shipped", prices.shipped_prices()),
                    target.write_table("fx", "shipped", prices.shipped_fx())]
-    except lake.LakeError as exc:
+    except LakeError as exc:
         raise UsageError(str(exc)) from None
     print(f"loaded the shipped price and exchange-rate history into {args.lake}: "
           + "; ".join(w.describe() for w in written))
@@ -198,26 +200,27 @@ def _configure_import_catalog(parser: argparse.ArgumentParser) -> None:
 
 def _run_import_catalog(args: argparse.Namespace) -> int:
     from gpucompare.lake import tables as lake
-    from gpucompare.prices import catalogs
+    from gpucompare.lake.storage import LakeError
+    from gpucompare.prices.catalogs import common, importer
 
     if args.shipped == (args.location is not None):
         raise UsageError("give a catalog LOCATION or --shipped (not both)")
     target = lake.open_lake(args.lake)
     try:
         if args.shipped:
-            results = catalogs.import_shipped(target)
+            results = importer.import_shipped(target)
         else:
             if args.fmt is None:
                 raise UsageError("--format is required with a LOCATION (allowed: skypilot, azure)")
             if args.fmt == "skypilot" and args.provider is None:
                 raise UsageError("--provider is required for a SkyPilot catalog (e.g. gcp, lambda, runpod)")
-            results = [catalogs.import_catalog(target, args.location, fmt=args.fmt, provider=args.provider,
+            results = [importer.import_catalog(target, args.location, fmt=args.fmt, provider=args.provider,
                                                effective_from=args.date)]
-    except (catalogs.CatalogError, lake.LakeError) as exc:
+    except (common.CatalogError, LakeError) as exc:
         raise UsageError(str(exc)) from None
     for result in results:
         print(result.describe())
-    totals = catalogs.coverage(results)
+    totals = importer.coverage(results)
     print(f"stored in {args.lake}: {totals['rows']} price row(s), {totals['providers']} provider(s), "
           f"{totals['instance_types']} instance type(s), {totals['gpu_models']} GPU model(s)")
     return 0
@@ -230,12 +233,14 @@ def _configure_lake_info(parser: argparse.ArgumentParser) -> None:
 
 def _run_lake_info(args: argparse.Namespace) -> int:
     from gpucompare.lake import tables as lake
+    from gpucompare.lake.reading import describe as describe_lake
+    from gpucompare.lake.storage import LakeError
 
     try:
         target = lake.open_lake(args.lake).require()
-    except lake.LakeError as exc:
+    except LakeError as exc:
         raise UsageError(str(exc)) from None
-    for line in lake.describe(target):
+    for line in describe_lake(target):
         print(line)
     return 0
 
@@ -277,7 +282,7 @@ def _configure_report(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_report(args: argparse.Namespace) -> int:
-    from gpucompare.lake.tables import LakeError
+    from gpucompare.lake.storage import LakeError
     from gpucompare.reports.build import options_from_settings, run_reports
     from gpucompare.reports.report_set import ReportError, ReportOptions
     from gpucompare.reports.summary import describe_provenance
@@ -359,11 +364,12 @@ def compaction_cutoff(older_than_days: int | None, today: dt.date | None = None)
 
 def _run_compact(args: argparse.Namespace) -> int:
     from gpucompare.lake import tables as lake
+    from gpucompare.lake.storage import LakeError
 
     before = compaction_cutoff(args.older_than_days)
     try:
         summary = lake.open_lake(args.lake).require().compact(before=before)
-    except lake.LakeError as exc:
+    except LakeError as exc:
         raise UsageError(str(exc)) from None
     print(f"{args.lake}: {summary.describe()}")
     return 0
@@ -380,10 +386,11 @@ def _configure_migrate(parser: argparse.ArgumentParser) -> None:
 def _run_migrate(args: argparse.Namespace) -> int:
     from gpucompare.lake import migrate as migration
     from gpucompare.lake import tables as lake
+    from gpucompare.lake.storage import LakeError
 
     try:
         counts = migration.migrate(args.source, lake.open_lake(args.target))
-    except (lake.LakeError, migration.MigrationError) as exc:
+    except (LakeError, migration.MigrationError) as exc:
         raise UsageError(str(exc)) from None
     for kind, (old, new) in counts.items():
         print(f"{kind}: {old} row(s) in {args.source}, {new} row(s) in {args.target}"

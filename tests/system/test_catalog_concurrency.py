@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 from gpucompare.lake import tables as lake
-from gpucompare.prices import catalogs
+from gpucompare.prices.catalogs import importer
 from tests.support.lake_support import start
 
 BIG = 20_000
@@ -43,8 +43,8 @@ def stored(uri: str) -> Counter:
     return Counter(product["provider"].to_pylist())
 
 
-def sample(provider: str) -> catalogs.Sample:
-    return next(s for s in catalogs.samples() if s.provider == provider)
+def sample(provider: str) -> importer.Sample:
+    return next(s for s in importer.samples() if s.provider == provider)
 
 
 def test_concurrent_imports_store_each_catalog_once(tmp_path: Path) -> None:
@@ -60,7 +60,7 @@ def test_concurrent_imports_store_each_catalog_once(tmp_path: Path) -> None:
     for provider, path, _err in failed:  # a writer that lost a commit race says so and is re-run
         rerun = start(command(uri, path, provider))
         assert rerun.wait(timeout=300) == 0, rerun.stderr.read() if rerun.stderr else ""
-    expected = {p: catalogs.read_sample(sample(p)).rows.num_rows for p in ("lambda", "gcp", "runpod")}
+    expected = {p: importer.read_sample(sample(p)).rows.num_rows for p in ("lambda", "gcp", "runpod")}
     assert stored(uri) == Counter(expected)
     assert len(lake.open_lake(uri).loads("prices")) == 3
 

@@ -73,7 +73,9 @@ def _build_wheel(tmp_path: Path) -> Path:
 
 
 def _expected_members() -> set[str]:
-    """The non-Python files of the checkout that an installed package needs, as wheel paths."""
+    """The files of the checkout that an installed package needs, as wheel paths: every module of
+    the library and the worker (a subpackage missing from pyproject's package list is caught here,
+    not by the first command that imports it), and the non-Python files."""
     expected = {f"gpucompare/sql/{p.relative_to(REPO_ROOT / 'sql').as_posix()}"
                 for p in (REPO_ROOT / "sql").rglob("*.sql")}
     expected |= {f"gpucompare/dags/{p.relative_to(REPO_ROOT / 'dags').as_posix()}"
@@ -81,6 +83,9 @@ def _expected_members() -> set[str]:
     expected |= {f"gpucompare/{p.relative_to(REPO_ROOT / 'plugins' / 'gpucompare').as_posix()}"
                  for p in (REPO_ROOT / "plugins" / "gpucompare" / "data").rglob("*.csv")}
     expected |= {f"bench_tasks/{p.name}" for p in (REPO_ROOT / "bench_tasks").glob("requirements-*.txt")}
+    for package in (REPO_ROOT / "plugins" / "gpucompare", REPO_ROOT / "bench_tasks"):
+        expected |= {f"{package.name}/{p.relative_to(package).as_posix()}" for p in package.rglob("*.py")
+                     if "__pycache__" not in p.parts}
     return expected
 
 

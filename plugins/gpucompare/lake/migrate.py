@@ -27,7 +27,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from gpucompare.lake import schema
-from gpucompare.lake.tables import Lake, LakeError, open_lake
+from gpucompare.lake.storage import LakeError
+from gpucompare.lake.tables import Lake, open_lake
 
 _PARTITION = re.compile(r"(?:^|/)mode=([a-z_]+)/date=(\d{4}-\d{2}-\d{2})/([^/]+)$")
 _COMPACTION_METADATA = b"gpucompare.compaction"

@@ -20,7 +20,8 @@ import duckdb
 import pyarrow as pa
 
 from gpucompare.lake import schema
-from gpucompare.lake.tables import Lake, TableSnapshot, open_lake
+from gpucompare.lake.reading import TableSnapshot
+from gpucompare.lake.tables import Lake, open_lake
 from gpucompare.prices import tables as price_tables
 
 T = TypeVar("T")

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from gpucompare import resources
 from gpucompare.config import gpus
-from gpucompare.prices.catalogs import GPU_ONLY_NOTE
+from gpucompare.prices.catalogs.skypilot import GPU_ONLY_NOTE
 
 #: The report's name (its SQL file, Parquet folder and CSV file).
 PROJECTIONS = "projections"

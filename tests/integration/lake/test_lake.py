@@ -28,6 +28,7 @@ from gpucompare import cli
 from gpucompare.lake import ingest as lake_ingest
 from gpucompare.lake import schema
 from gpucompare.lake import tables as lake
+from gpucompare.lake.storage import LakeError
 from gpucompare.reports.build import run_reports
 from tests.conftest import REPO_ROOT
 
@@ -435,7 +436,7 @@ def test_prices_with_unknown_units_or_negative_prices_are_refused(tmp_path: Path
         (price("g5.xlarge", -1.0), "price must be"),
         (price("g5.xlarge", 1.0, currency="GBP"), "currency 'GBP'"),
     ):
-        with pytest.raises(lake.LakeError, match=word):
+        with pytest.raises(LakeError, match=word):
             target.write_table("prices", "bad", pa.Table.from_pylist([row], schema=schema.PRICES_SCHEMA))
     assert target.version("prices") == 0 and target.loads("prices") == ["good"]
     assert target.write_table("prices", "good", good).changed is False
@@ -462,7 +463,7 @@ def test_compaction_is_optimize_plus_vacuum_and_keeps_every_row(lake_uri: str, t
     ingest(target, write_jsonl(tmp_path / "c.jsonl", changed), run_id="run-2")
     assert target.results_table(filter=pc.field("run_id") == "run-2").num_rows == 2
     assert target.results_table().num_rows == 14 and len(plain_rows(target)) == 14
-    with pytest.raises(lake.LakeError, match="7 days"):
+    with pytest.raises(LakeError, match="7 days"):
         target.compact(retention_hours=24)
 
 
@@ -532,9 +533,9 @@ def test_migrate_lake_converts_the_old_layout_with_equal_counts(
 
 
 def test_lake_uri_is_checked(tmp_path: Path) -> None:
-    with pytest.raises(lake.LakeError, match="scheme not supported"):
+    with pytest.raises(LakeError, match="scheme not supported"):
         lake.open_lake("ftp://example.com/lake")
-    with pytest.raises(lake.LakeError, match="names no bucket"):
+    with pytest.raises(LakeError, match="names no bucket"):
         lake.open_lake("s3://")
     assert lake.open_lake(f"file://{tmp_path}/l").root == f"{tmp_path}/l"
     assert lake.open_lake().root == str(Path("./lake").resolve())

@@ -19,7 +19,7 @@ import pytest
 from gpucompare import cli
 from gpucompare.config import gpus
 from gpucompare.lake import tables as lake
-from gpucompare.prices import catalogs
+from gpucompare.prices.catalogs import azure, common, importer, skypilot
 from gpucompare.prices.tables import price_history
 from tests.conftest import DATA_DIR
 
@@ -35,14 +35,14 @@ GOOD_ROW = "gpu_1x_a10,A10,1.0,30.0,200.0,0.75,us-east-1,,\n"
 def test_every_sample_row_names_a_known_gpu() -> None:
     """Every accelerator in every shipped sample resolves; none is imported with an unknown GPU."""
     seen = set()
-    for sample in catalogs.samples():
+    for sample in importer.samples():
         with sample.path.open(encoding="utf-8", newline="") as handle:
             for row in csv.DictReader(handle):
                 name = row["AcceleratorName"].strip()
                 if name:
                     assert gpus.canonical(name) is not None, (sample.provider, name)
                     seen.add(name)
-        result = catalogs.read_sample(sample)
+        result = importer.read_sample(sample)
         assert result.unknown_gpus == {}, sample.provider
         assert result.rows.num_rows > 0 and None not in result.rows["gpu_model"].to_pylist()
         assert set(result.rows["effective_from"].to_pylist()) == {sample.effective_from}
@@ -51,22 +51,22 @@ def test_every_sample_row_names_a_known_gpu() -> None:
 
 
 def test_every_azure_size_of_the_gpu_map_names_a_known_gpu() -> None:
-    sizes = catalogs.azure_skus()
+    sizes = azure.azure_skus()
     assert len(sizes) >= 30 and sizes["Standard_ND96isr_H100_v5"] == ("H100", 8)
     assert {name: gpus.canonical(name) for name, _ in sizes.values() if gpus.canonical(name) is None} == {}
 
 
 def test_samples_cover_five_providers_with_their_date_and_source() -> None:
-    results = catalogs.shipped_catalogs()
+    results = importer.shipped_catalogs()
     assert {r.provider for r in results} >= {"gcp", "azure", "lambda", "runpod", "nebius"}
-    totals = catalogs.coverage(results)
+    totals = importer.coverage(results)
     assert totals["providers"] >= 5 and totals["instance_types"] >= 60 and totals["gpu_models"] >= 15
-    for sample in catalogs.samples():
+    for sample in importer.samples():
         assert sample.source.startswith("SkyPilot catalog") and "https://github.com/" in sample.source
 
 
 def test_gcp_gpu_rows_are_priced_alone_and_zones_collapse() -> None:
-    gcp = next(r for r in catalogs.shipped_catalogs() if r.provider == "gcp")
+    gcp = next(r for r in importer.shipped_catalogs() if r.provider == "gcp")
     rows = {(r["instance_type"], r["region"], r["market"]): r for r in gcp.rows.to_pylist()}
     a100 = rows[("A100-x1", "us-central1", "on_demand")]  # two zones in the file, one row here
     assert (a100["price"], a100["gpu_model"], a100["gpu_count"]) == (2.93391, "A100", 1)
@@ -77,7 +77,7 @@ def test_gcp_gpu_rows_are_priced_alone_and_zones_collapse() -> None:
 
 
 def test_runpod_countries_become_lower_case_regions() -> None:
-    runpod = next(r for r in catalogs.shipped_catalogs() if r.provider == "runpod")
+    runpod = next(r for r in importer.shipped_catalogs() if r.provider == "runpod")
     regions = set(runpod.rows["region"].to_pylist())
     assert regions == {"ca", "nl", "us"}
     sxm = [r for r in runpod.rows.to_pylist() if r["instance_type"] == "1x_A100-80GB-SXM_SECURE"]
@@ -93,16 +93,16 @@ def _catalog(tmp_path: Path, body: str, name: str = "vms.csv") -> Path:
 
 def test_the_same_catalog_twice_is_stored_once(tmp_path: Path) -> None:
     target = lake.open_lake(str(tmp_path / "lake"))
-    sample = next(s for s in catalogs.samples() if s.provider == "lambda")
-    first = catalogs.import_catalog(target, str(sample.path), fmt="skypilot", provider="lambda",
+    sample = next(s for s in importer.samples() if s.provider == "lambda")
+    first = importer.import_catalog(target, str(sample.path), fmt="skypilot", provider="lambda",
                                     effective_from=DAY)
     version = target.version("prices")
-    again = catalogs.import_catalog(target, str(sample.path), fmt="skypilot", provider="lambda",
+    again = importer.import_catalog(target, str(sample.path), fmt="skypilot", provider="lambda",
                                     effective_from=DAY)
     assert target.read_kind("prices").num_rows == first.rows.num_rows == again.rows.num_rows
     assert target.version("prices") == version  # identical rows: no new commit
     # the same catalog named by its file:// URL (another source text): the load is replaced, not added
-    catalogs.import_catalog(target, sample.path.as_uri(), fmt="skypilot", provider="lambda",
+    importer.import_catalog(target, sample.path.as_uri(), fmt="skypilot", provider="lambda",
                             effective_from=DAY)
     assert target.read_kind("prices").num_rows == first.rows.num_rows
     assert target.loads("prices") == ["catalog-skypilot-lambda-2026-11-30"]
@@ -110,10 +110,10 @@ def test_the_same_catalog_twice_is_stored_once(tmp_path: Path) -> None:
 
 def test_a_later_catalog_keeps_the_earlier_prices(tmp_path: Path) -> None:
     target = lake.open_lake(str(tmp_path / "lake"))
-    catalogs.import_catalog(target, str(_catalog(tmp_path, GOOD_ROW)), fmt="skypilot", provider="lambda",
+    importer.import_catalog(target, str(_catalog(tmp_path, GOOD_ROW)), fmt="skypilot", provider="lambda",
                             effective_from=DAY)
     later = _catalog(tmp_path, GOOD_ROW.replace("0.75", "0.86"), "later.csv")
-    catalogs.import_catalog(target, str(later), fmt="skypilot", provider="lambda",
+    importer.import_catalog(target, str(later), fmt="skypilot", provider="lambda",
                             effective_from=DAY + dt.timedelta(days=30))
     history = price_history(target, include_shipped=False).to_pylist()
     a10 = sorted((r["effective_from"], r["price"]) for r in history if r["instance_type"] == "gpu_1x_a10")
@@ -149,8 +149,8 @@ def _recorded_opener(asked: list[str]):
     """Stands in for prices.azure.com: the first query answers page 1, its NextPageLink page 2."""
     page1 = (RECORDED / "page1.json").read_bytes()
     next_link = json.loads(page1)["NextPageLink"]
-    pages = {catalogs._https_url(AZURE_QUERY): page1,
-             catalogs._https_url(next_link): (RECORDED / "page2.json").read_bytes()}
+    pages = {common.https_url(AZURE_QUERY): page1,
+             common.https_url(next_link): (RECORDED / "page2.json").read_bytes()}
 
     def opener(url: str, limit: int) -> bytes:
         asked.append(url)
@@ -160,7 +160,7 @@ def _recorded_opener(asked: list[str]):
 
 def test_azure_pages_are_followed_and_only_linux_gpu_prices_kept(tmp_path: Path) -> None:
     asked: list[str] = []
-    result = catalogs.read_catalog(AZURE_QUERY, fmt="azure", effective_from=DAY,
+    result = importer.read_catalog(AZURE_QUERY, fmt="azure", effective_from=DAY,
                                    opener=_recorded_opener(asked))
     assert len(asked) == 2 and "skip=100" in asked[1]  # NextPageLink followed, then stopped at null
     rows = {(r["instance_type"], r["market"]): r for r in result.rows.to_pylist()}
@@ -175,7 +175,7 @@ def test_azure_pages_are_followed_and_only_linux_gpu_prices_kept(tmp_path: Path)
     assert rows[("Standard_NG16ads_V620_v1", "on_demand")]["gpu_model"] is None
     assert all(r["region"] in ("eastus", "eastus2") and r["currency"] == "USD" for r in rows.values())
     target = lake.open_lake(str(tmp_path / "lake"))
-    catalogs.store(target, result)
+    importer.store(target, result)
     assert target.loads("prices") == ["catalog-azure-azure-2026-11-30"]
 
 
@@ -183,9 +183,9 @@ def test_azure_file_of_recorded_pages_is_read_without_following_links(tmp_path: 
     both = tmp_path / "pages.json"
     pages = [json.loads((RECORDED / n).read_text()) for n in ("page1.json", "page2.json")]
     both.write_text(json.dumps(pages))
-    result = catalogs.read_catalog(str(both), fmt="azure", effective_from=DAY)
+    result = importer.read_catalog(str(both), fmt="azure", effective_from=DAY)
     assert result.rows.num_rows == 11 and not result.notes  # 3 priced rows on page 1, 8 on page 2
-    one = catalogs.read_catalog(str(RECORDED / "page1.json"), fmt="azure", effective_from=DAY)
+    one = importer.read_catalog(str(RECORDED / "page1.json"), fmt="azure", effective_from=DAY)
     assert "NextPageLink" in one.notes[0] and one.rows.num_rows == 3
 
 
@@ -198,26 +198,26 @@ def test_azure_next_page_on_another_host_is_refused(link: str) -> None:
 
     def opener(url: str, limit: int) -> bytes:
         return json.dumps(page).encode()
-    with pytest.raises(catalogs.CatalogError, match="NextPageLink.*not allowed"):
-        catalogs.fetch_azure(AZURE_QUERY, opener=opener)
+    with pytest.raises(common.CatalogError, match="NextPageLink.*not allowed"):
+        azure.fetch_azure(AZURE_QUERY, opener=opener)
 
 
 def test_azure_pages_adding_up_to_too_much_are_refused() -> None:
     asked: list[str] = []
-    with pytest.raises(catalogs.CatalogError, match="add up to more than"):
-        catalogs.fetch_azure(catalogs._https_url(AZURE_QUERY), opener=_recorded_opener(asked),
+    with pytest.raises(common.CatalogError, match="add up to more than"):
+        azure.fetch_azure(common.https_url(AZURE_QUERY), opener=_recorded_opener(asked),
                              max_bytes=len((RECORDED / "page1.json").read_bytes()))
     assert len(asked) == 1  # the second page was never asked for
 
 
 def test_azure_page_loop_is_refused() -> None:
     page = json.loads((RECORDED / "page1.json").read_text())
-    page["NextPageLink"] = catalogs._https_url(AZURE_QUERY)
+    page["NextPageLink"] = common.https_url(AZURE_QUERY)
 
     def opener(url: str, limit: int) -> bytes:
         return json.dumps(page).encode()
-    with pytest.raises(catalogs.CatalogError, match="a loop"):
-        catalogs.fetch_azure(catalogs._https_url(AZURE_QUERY), opener=opener)
+    with pytest.raises(common.CatalogError, match="a loop"):
+        azure.fetch_azure(common.https_url(AZURE_QUERY), opener=opener)
 
 
 # ---- hostile catalogs -------------------------------------------------------------------------
@@ -250,11 +250,11 @@ def test_hostile_skypilot_catalog_names_row_and_field_and_writes_nothing(case: s
     path = tmp_path / "vms.csv"
     path.write_text(body[5:] if body.startswith("full:") else HEADER + body, encoding="utf-8")
     target = lake.open_lake(str(tmp_path / "lake"))
-    catalogs.import_catalog(target, str(_catalog(tmp_path, GOOD_ROW, "good.csv")), fmt="skypilot",
+    importer.import_catalog(target, str(_catalog(tmp_path, GOOD_ROW, "good.csv")), fmt="skypilot",
                             provider="lambda", effective_from=DAY)
     before = (target.version("prices"), target.read_kind("prices").to_pylist())
-    with pytest.raises(catalogs.CatalogError) as caught:
-        catalogs.import_catalog(target, str(path), fmt="skypilot", provider="lambda", effective_from=DAY)
+    with pytest.raises(common.CatalogError) as caught:
+        importer.import_catalog(target, str(path), fmt="skypilot", provider="lambda", effective_from=DAY)
     assert expected in str(caught.value)
     assert (target.version("prices"), target.read_kind("prices").to_pylist()) == before
 
@@ -276,31 +276,31 @@ def test_hostile_input_through_the_cli_exits_2_and_creates_no_lake(tmp_path: Pat
     ("", "not a path or URL"),
 ])
 def test_locations_other_than_https_and_files_are_refused(location: str, expected: str) -> None:
-    with pytest.raises(catalogs.CatalogError, match=expected):
-        catalogs.read_catalog(location, fmt="skypilot", provider="gcp")
+    with pytest.raises(common.CatalogError, match=expected):
+        importer.read_catalog(location, fmt="skypilot", provider="gcp")
 
 
 def test_a_huge_catalog_is_refused_before_it_is_read(tmp_path: Path) -> None:
     """A sparse file: its size is checked, its bytes are never read (nor stored on disk)."""
     huge = tmp_path / "vms.csv"
     with huge.open("wb") as handle:
-        handle.truncate(catalogs.MAX_BYTES + 1)
-    with pytest.raises(catalogs.CatalogError, match="larger than"):
-        catalogs.read_catalog(str(huge), fmt="skypilot", provider="gcp")
+        handle.truncate(common.MAX_BYTES + 1)
+    with pytest.raises(common.CatalogError, match="larger than"):
+        importer.read_catalog(str(huge), fmt="skypilot", provider="gcp")
 
     def endless(url: str, limit: int) -> bytes:
         return b"x" * (limit + 1)  # a server that would send more than allowed
-    with pytest.raises(catalogs.CatalogError, match="larger than"):
-        catalogs.read_catalog("https://example.com/vms.csv", fmt="skypilot", provider="gcp", opener=endless,
+    with pytest.raises(common.CatalogError, match="larger than"):
+        importer.read_catalog("https://example.com/vms.csv", fmt="skypilot", provider="gcp", opener=endless,
                               max_bytes=1000)
 
 
 def test_too_many_rows_and_bad_encoding_are_refused() -> None:
     data = (HEADER + GOOD_ROW * 6).encode()
-    with pytest.raises(catalogs.CatalogError, match="more than 5 rows"):
-        catalogs.parse_skypilot(data, provider="x", effective_from=DAY, source="s", max_rows=5)
-    with pytest.raises(catalogs.CatalogError, match="not UTF-8"):
-        catalogs.parse_skypilot(HEADER.encode() + b"\xff\xfe,A100\n", provider="x", effective_from=DAY,
+    with pytest.raises(common.CatalogError, match="more than 5 rows"):
+        skypilot.parse_skypilot(data, provider="x", effective_from=DAY, source="s", max_rows=5)
+    with pytest.raises(common.CatalogError, match="not UTF-8"):
+        skypilot.parse_skypilot(HEADER.encode() + b"\xff\xfe,A100\n", provider="x", effective_from=DAY,
                                 source="s")
 
 
@@ -318,8 +318,8 @@ def test_hostile_azure_items_are_refused(change: dict, expected: str, tmp_path: 
     page["NextPageLink"] = None
     path = tmp_path / "page.json"
     path.write_text(json.dumps(page))  # json writes NaN as the bare constant NaN, as a hostile server could
-    with pytest.raises(catalogs.CatalogError) as caught:
-        catalogs.read_catalog(str(path), fmt="azure", effective_from=DAY)
+    with pytest.raises(common.CatalogError) as caught:
+        importer.read_catalog(str(path), fmt="azure", effective_from=DAY)
     assert expected in str(caught.value)
 
 
@@ -327,13 +327,13 @@ def test_hostile_azure_items_are_refused(change: dict, expected: str, tmp_path: 
 def test_files_that_are_not_azure_pages_are_refused(text: str, tmp_path: Path) -> None:
     path = tmp_path / "page.json"
     path.write_text(text)
-    with pytest.raises(catalogs.CatalogError, match="page|JSON"):
-        catalogs.read_catalog(str(path), fmt="azure", effective_from=DAY)
+    with pytest.raises(common.CatalogError, match="page|JSON"):
+        importer.read_catalog(str(path), fmt="azure", effective_from=DAY)
 
 
 def test_an_empty_catalog_writes_nothing(tmp_path: Path) -> None:
     target = lake.open_lake(str(tmp_path / "lake"))
-    with pytest.raises(catalogs.CatalogError, match="no price row with a GPU"):
-        catalogs.import_catalog(target, str(_catalog(tmp_path, "cpu_4x,,,4,16,0.2,us-east-1,,\n")),
+    with pytest.raises(common.CatalogError, match="no price row with a GPU"):
+        importer.import_catalog(target, str(_catalog(tmp_path, "cpu_4x,,,4,16,0.2,us-east-1,,\n")),
                                 fmt="skypilot", provider="lambda")
     assert not target.has_table("prices")

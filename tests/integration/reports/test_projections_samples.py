@@ -19,7 +19,7 @@ import pytest
 
 from gpucompare.config import gpus
 from gpucompare.lake.tables import open_lake
-from gpucompare.prices import catalogs
+from gpucompare.prices.catalogs import importer
 from gpucompare.reports import build as reports
 from gpucompare.reports.projections import BEST_VALUE_WITH_PROJECTIONS
 from gpucompare.reports.report_set import ReportOptions
@@ -32,7 +32,7 @@ TODAY = dt.date(2026, 11, 30)
 @pytest.fixture(scope="module")
 def shipped():
     """Every shipped sample parsed (what import-catalog --shipped stores)."""
-    return catalogs.shipped_catalogs()
+    return importer.shipped_catalogs()
 
 
 def _smi_name(model: str) -> str:
@@ -44,7 +44,7 @@ def _smi_name(model: str) -> str:
 
 def test_a_projection_row_for_each_gpu_model_of_the_samples(tmp_path, shipped):
     lake = open_lake(str(tmp_path / "lake"))
-    catalogs.import_shipped(lake)
+    importer.import_shipped(lake)
     configurations = sorted({(m, n) for s in shipped
                              for m, n in zip(s.rows["gpu_model"].to_pylist(), s.rows["gpu_count"].to_pylist(),
                                              strict=True) if m})
@@ -90,7 +90,7 @@ def test_a_t4_measured_on_aws_projected_onto_azure_worked_by_hand(tmp_path):
     train: 90 epochs = 90 x 1,281,167 = 115,305,030 images / 95 = 1,213,737.16 s = 337.1492 h;
            x $0.526 = $177.34 on demand; x $0.062699 = $21.14 spot."""
     lake = open_lake(str(tmp_path / "lake"))
-    catalogs.import_shipped(lake)
+    importer.import_shipped(lake)
     ingest(lake, [record(gpu_model="Tesla T4", images_per_sec=1250.0),
                   record(gpu_model="Tesla T4", mode="train", batch_size=64, images_per_sec=95.0)],
            instance_type="g4dn.xlarge")

@@ -17,7 +17,8 @@ import pytest
 
 import gpucompare
 from bench_tasks.record import validate_record
-from gpucompare.lake.tables import LakeError, open_lake
+from gpucompare.lake.storage import LakeError
+from gpucompare.lake.tables import open_lake
 from gpucompare.prices import published
 from gpucompare.reports.build import run_reports
 from gpucompare.reports.report_set import DERIVED, MATRIX_BATCHES, REPORTS, ReportError, ReportOptions
