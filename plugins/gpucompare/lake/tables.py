@@ -1,7 +1,7 @@
 """The results lake: Delta Lake tables (through ``deltalake``, delta-rs) on a local folder or on S3.
 
 A lake is a URI: a local path (default ``./lake``, or ``file:///…``) or ``s3://bucket/prefix``.
-It holds four Delta tables, each a folder with its transaction log (``_delta_log/``) beside
+It holds five Delta tables, each a folder with its transaction log (``_delta_log/``) beside
 its Parquet files; no catalog service is needed::
 
     LAKE/results/             partitioned by mode (string) and date (the UTC day a configuration started)
