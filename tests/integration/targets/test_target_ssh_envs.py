@@ -41,7 +41,7 @@ class Host:
         self.requirements("v1")
         # the worker the targets upload: this copy (a real bundle of it), not the checkout's
         root = self.source / "bench_tasks"
-        monkeypatch.setattr("gpucompare.targets.ssh.build_bundle",
+        monkeypatch.setattr("gpucompare.targets.ssh.target.build_bundle",
                             lambda: build_bundle(cache_dir=tmp_path / "cache", root=root))
 
     def requirements(self, note: str) -> str:
