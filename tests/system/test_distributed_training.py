@@ -350,7 +350,7 @@ def test_an_ec2_scaling_group_gets_an_instance_per_host_and_all_are_terminated_a
     """A scaling group of three ec2 targets on moto's server: one instance each (their own run
     ids), deployed through SSM, then the first point fails (moto runs no command, so the
     scheduler-port probe answers nothing): the run says so and every instance is terminated."""
-    from gpucompare.targets.ec2.target import RUN_ID_TAG
+    from gpucompare.targets.ec2.options import RUN_ID_TAG
     from tests.support.ec2_support import (
         create_instance_profile,
         ec2_spec,

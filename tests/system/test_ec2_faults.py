@@ -67,6 +67,7 @@ from gpucompare.config import fleet
 from gpucompare.targets import make_target, sweeper
 from gpucompare.targets.base import TargetState
 from gpucompare.targets.ec2 import target as ec2
+from gpucompare.targets.ec2.options import DEPLOYMENT_TAG, EXPIRES_AT_TAG
 from tests.conftest import REPO_ROOT
 from tests.support.ec2_support import CONN_ID, create_instance_profile, ec2_spec, publish_ami_parameter
 from tests.support.fault_proxy import FaultProxy
@@ -220,7 +221,7 @@ def account(rig: Rig, run_id: str, scenario: str, launches_before: int = 0) -> t
     assert rig.proxy.launches - launches_before == launched, (scenario, rig.proxy.launches, launched)
     for instance in instances:
         tags = {t["Key"]: t["Value"] for t in instance["Tags"]}
-        assert tags[ec2.DEPLOYMENT_TAG] == DEPLOYMENT and tags[ec2.EXPIRES_AT_TAG]
+        assert tags[DEPLOYMENT_TAG] == DEPLOYMENT and tags[EXPIRES_AT_TAG]
     print(f"\nTABLE | {scenario} | launched {launched} | left running {len(alive)}")
     return launched, len(alive)
 
@@ -347,7 +348,7 @@ def test_a_worker_killed_mid_launch_leaves_nothing_running(rig: Rig, after: str)
         teardown_like_the_dag(plan, {}, Outcome())
     else:
         expires = datetime.fromisoformat(
-            {t["Key"]: t["Value"] for t in instances[0]["Tags"]}[ec2.EXPIRES_AT_TAG].replace("Z", "+00:00"))
+            {t["Key"]: t["Value"] for t in instances[0]["Tags"]}[EXPIRES_AT_TAG].replace("Z", "+00:00"))
         assert expires - datetime.now(UTC) >= timedelta(minutes=plan["spec"]["options"]["ttl_minutes"] - 2)
         early = sweeper.sweep_expired_instances(["us-east-1"], aws_conn_id=CONN_ID)
         assert instances[0]["InstanceId"] not in {item.instance_id for item in early}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucompare.targets.ssh.target import docker_command
+from gpucompare.targets.ssh.commands import docker_command
 from tests.conftest import REPO_ROOT
 
 DOCKER_DIR = REPO_ROOT / "docker"

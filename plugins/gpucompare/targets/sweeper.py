@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpucompare.targets.base import TargetError
-from gpucompare.targets.ec2.target import DEPLOYMENT_TAG, EXPIRES_AT_TAG, LIVE_STATES, RUN_ID_TAG
+from gpucompare.targets.ec2.options import DEPLOYMENT_TAG, EXPIRES_AT_TAG, LIVE_STATES, RUN_ID_TAG
 
 log = logging.getLogger(__name__)
 

@@ -15,6 +15,7 @@ import pytest
 from gpucompare import settings
 from gpucompare.targets import sweeper
 from gpucompare.targets.ec2 import target as ec2
+from gpucompare.targets.ec2.options import DEPLOYMENT_TAG, EXPIRES_AT_TAG, RUN_ID_TAG
 from tests.support.ec2_support import (
     CONN_ID,
     any_image_id,
@@ -50,19 +51,19 @@ def _state(aws_client: Any, region: str, instance_id: str) -> str:
 def test_sweeper_terminates_expired_instances_and_leaves_the_rest(aws_endpoint, aws_client, monkeypatch):
     point_airflow_connection(monkeypatch, aws_endpoint)
     now = datetime.now(UTC)
-    ours = {ec2.DEPLOYMENT_TAG: settings.deployment()}
-    expired = _launch(aws_client, "us-east-1", {**ours, ec2.RUN_ID_TAG: "old-run",
-                                                ec2.EXPIRES_AT_TAG: _iso(now - timedelta(minutes=5))})
-    fresh = _launch(aws_client, "us-east-1", {**ours, ec2.RUN_ID_TAG: "new-run",
-                                              ec2.EXPIRES_AT_TAG: _iso(now + timedelta(hours=2))})
-    garbled = _launch(aws_client, "us-east-1", {**ours, ec2.RUN_ID_TAG: "bad-run",
-                                                ec2.EXPIRES_AT_TAG: "soon"})
+    ours = {DEPLOYMENT_TAG: settings.deployment()}
+    expired = _launch(aws_client, "us-east-1", {**ours, RUN_ID_TAG: "old-run",
+                                                EXPIRES_AT_TAG: _iso(now - timedelta(minutes=5))})
+    fresh = _launch(aws_client, "us-east-1", {**ours, RUN_ID_TAG: "new-run",
+                                              EXPIRES_AT_TAG: _iso(now + timedelta(hours=2))})
+    garbled = _launch(aws_client, "us-east-1", {**ours, RUN_ID_TAG: "bad-run",
+                                                EXPIRES_AT_TAG: "soon"})
     not_ours = _launch(aws_client, "us-east-1", {"Name": "someone-elses-box"})
     # expired, but another deployment's (a staging Airflow in the same account): its own sweeper's
-    foreign = _launch(aws_client, "us-east-1", {ec2.DEPLOYMENT_TAG: "staging", ec2.RUN_ID_TAG: "old-run",
-                                                ec2.EXPIRES_AT_TAG: _iso(now - timedelta(minutes=5))})
-    expired_west = _launch(aws_client, "us-west-2", {**ours, ec2.RUN_ID_TAG: "west-run",
-                                                     ec2.EXPIRES_AT_TAG: _iso(now - timedelta(days=1))})
+    foreign = _launch(aws_client, "us-east-1", {DEPLOYMENT_TAG: "staging", RUN_ID_TAG: "old-run",
+                                                EXPIRES_AT_TAG: _iso(now - timedelta(minutes=5))})
+    expired_west = _launch(aws_client, "us-west-2", {**ours, RUN_ID_TAG: "west-run",
+                                                     EXPIRES_AT_TAG: _iso(now - timedelta(days=1))})
 
     swept = sweeper.sweep_expired_instances(["us-east-1", "us-west-2"], aws_conn_id=CONN_ID, wait=True,
                                             poll_interval_s=0.2)
@@ -96,10 +97,10 @@ def test_a_refused_batch_is_retried_per_instance_and_the_refused_one_is_named(aw
 
     point_airflow_connection(monkeypatch, aws_endpoint)
     now = datetime.now(UTC)
-    ours = {ec2.DEPLOYMENT_TAG: settings.deployment(), ec2.EXPIRES_AT_TAG: _iso(now - timedelta(minutes=1))}
-    first = _launch(aws_client, "eu-west-1", {**ours, ec2.RUN_ID_TAG: "a"})
-    protected = _launch(aws_client, "eu-west-1", {**ours, ec2.RUN_ID_TAG: "protected"})
-    second = _launch(aws_client, "eu-west-1", {**ours, ec2.RUN_ID_TAG: "b"})
+    ours = {DEPLOYMENT_TAG: settings.deployment(), EXPIRES_AT_TAG: _iso(now - timedelta(minutes=1))}
+    first = _launch(aws_client, "eu-west-1", {**ours, RUN_ID_TAG: "a"})
+    protected = _launch(aws_client, "eu-west-1", {**ours, RUN_ID_TAG: "protected"})
+    second = _launch(aws_client, "eu-west-1", {**ours, RUN_ID_TAG: "b"})
     calls: list[list[str]] = []
 
     def deny(params: dict[str, Any], **_: Any) -> None:

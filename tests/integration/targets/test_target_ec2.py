@@ -28,6 +28,9 @@ from botocore.exceptions import ClientError
 
 from gpucompare.targets.base import TargetError, TargetSpec, TargetState
 from gpucompare.targets.ec2 import target as ec2
+from gpucompare.targets.ec2.launch import client_token
+from gpucompare.targets.ec2.options import DEPLOYMENT_TAG, EXPIRES_AT_TAG, RUN_ID_TAG, run_key
+from gpucompare.targets.ec2.storage import build_worker_bundle
 from tests.conftest import BENCH_PYTHON, REPO_ROOT
 from tests.support import iam_policy
 from tests.support.ec2_support import (
@@ -222,7 +225,7 @@ def _commands_of_run(aws_client: Any, state: TargetState) -> dict[str, dict[str,
     """The Run Commands the endpoint received for this run, by purpose (from their comment)."""
     commands = aws_client("ssm").list_commands(InstanceId=state.resource_id)["Commands"]
     return {command["Comment"].split()[1]: command for command in commands
-            if command["Comment"].endswith(" " + ec2.run_key(state.run_id))}
+            if command["Comment"].endswith(" " + run_key(state.run_id))}
 
 
 def test_what_run_command_is_sent_and_polled(aws, aws_client):
@@ -241,7 +244,7 @@ def test_what_run_command_is_sent_and_polled(aws, aws_client):
         state = target.run_sweep(state, sweep, timeout_s=321)
         writer_prefix = f"{target.run_prefix(run_id)}/{state.extra['writer']}"
         deployment = target.options.deployment
-        assert writer_prefix.startswith(f"gpucompare/results/{deployment}/{ec2.run_key(run_id)}/")
+        assert writer_prefix.startswith(f"gpucompare/results/{deployment}/{run_key(run_id)}/")
         assert state.remote_results == f"s3://{aws['bucket']}/{writer_prefix}/results.jsonl"
         commands = _commands_of_run(aws_client, state)
         assert sorted(commands) == ["deploy", "sweep"]
@@ -465,12 +468,12 @@ def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances
         for request in iam_policy.requests_of_call(service, operation, params, region="us-east-1",
                                                    instance_tags=tags_of):
             assert iam_policy.allows(orchestrator, request), request
-    assert sweeper.DEPLOYMENT_TAG == ec2.DEPLOYMENT_TAG
+    assert sweeper.DEPLOYMENT_TAG == DEPLOYMENT_TAG
 
     # foreign instances, types and volumes are refused
     arn = f"arn:aws:ec2:us-east-1:{iam_policy.ACCOUNT}:instance/i-0123456789abcdef0"
-    for tags in ({ec2.DEPLOYMENT_TAG: "other-deployment", ec2.RUN_ID_TAG: run_id},
-                 {ec2.EXPIRES_AT_TAG: "2026-01-01T00:00:00Z"}, {}):
+    for tags in ({DEPLOYMENT_TAG: "other-deployment", RUN_ID_TAG: run_id},
+                 {EXPIRES_AT_TAG: "2026-01-01T00:00:00Z"}, {}):
         for action, key in (("ec2:TerminateInstances", "aws:ResourceTag"),
                             ("ssm:SendCommand", "ssm:resourceTag")):
             request = iam_policy.Request(action, arn, {f"{key}/{k}": v for k, v in tags.items()})
@@ -480,8 +483,8 @@ def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances
                     {**launch, "BlockDeviceMappings": [{**launch["BlockDeviceMappings"][0], "Ebs": {
                         **launch["BlockDeviceMappings"][0]["Ebs"], "VolumeSize": 2000}}]},
                     {**launch, "TagSpecifications": [
-                        {**spec, "Tags": [t for t in spec["Tags"] if t["Key"] != ec2.DEPLOYMENT_TAG]
-                         + [{"Key": ec2.DEPLOYMENT_TAG, "Value": "other-deployment"}]}
+                        {**spec, "Tags": [t for t in spec["Tags"] if t["Key"] != DEPLOYMENT_TAG]
+                         + [{"Key": DEPLOYMENT_TAG, "Value": "other-deployment"}]}
                         for spec in launch["TagSpecifications"]]}):
         requests = iam_policy.requests_of_call("ec2", "RunInstances", changed, region="us-east-1",
                                                instance_tags=tags_of)
@@ -664,10 +667,10 @@ def test_launch_carries_a_client_token_per_run_attempt_and_market(aws):
         return target.run_instances_request(run_id, aws["image_id"], 60, "x", spot=spot,
                                             attempt=attempt)["ClientToken"]
 
-    others = {token_of(True, 1), token_of(False, 2), ec2.client_token("other", run_id, 1, "on_demand")}
+    others = {token_of(True, 1), token_of(False, 2), client_token("other", run_id, 1, "on_demand")}
     assert token not in others and len(others) == 3
     tags = {t["Key"]: t["Value"] for t in request["TagSpecifications"][0]["Tags"]}
-    assert tags[ec2.DEPLOYMENT_TAG] == target.options.deployment
+    assert tags[DEPLOYMENT_TAG] == target.options.deployment
 
 
 def test_a_poisoned_bundle_is_replaced_and_the_region_is_recorded(aws, aws_client):
@@ -676,7 +679,7 @@ def test_a_poisoned_bundle_is_replaced_and_the_region_is_recorded(aws, aws_clien
     (no presigned URL, no credential in SSM history). prepare recorded its region first."""
     run_id = new_run_id()
     target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
-    bundle = ec2.build_worker_bundle()
+    bundle = build_worker_bundle()
     key = target.bundle_key(bundle.sha256)
     aws_client("s3").put_object(Bucket=aws["bucket"], Key=key, Body=b"poisoned")
     state = target.prepare(run_id)

@@ -25,21 +25,20 @@ from gpucompare.targets import make_target
 from gpucompare.targets.base import TargetError, TargetSpec
 from gpucompare.targets.bundle import build_bundle
 from gpucompare.targets.runs import sweep_dir_name
-from gpucompare.targets.ssh.target import (
-    HostKeyError,
-    SSHTarget,
+from gpucompare.targets.ssh.commands import (
     SweepPaths,
     check_python_command,
     container_name,
     docker_command,
     docker_image_command,
-    known_host_key,
     launch_command,
     run_script,
     stop_script,
     unpack_command,
     venv_command,
 )
+from gpucompare.targets.ssh.connection import HostKeyError, known_host_key
+from gpucompare.targets.ssh.target import SSHTarget
 from tests.conftest import BENCH_PYTHON
 from tests.support.fixtures_sshd import SshdServer
 from tests.support.proc_helpers import is_alive
@@ -105,9 +104,9 @@ def test_full_sweep_over_ssh_collects_valid_records(sshd: SshdServer, tmp_path: 
     assert any("already finished" in line for line in sink.texts())
     assert not any("starting sweep" in line for line in sink.texts())
 
-    assert target.run_command(f"cat {state.remote_results}").stdout == Path(out).read_text()
+    assert target.connection.run("check", f"cat {state.remote_results}").stdout == Path(out).read_text()
     with pytest.raises(TargetError, match="exit status 3"):
-        target.run_command("echo oops >&2; exit 3", step="check")
+        target.connection.run("check", "echo oops >&2; exit 3")
 
     target.teardown(state)
     target.teardown(state)  # safe twice

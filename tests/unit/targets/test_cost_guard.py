@@ -14,6 +14,7 @@ from bench_tasks.configs import Config, parse_sweep
 from gpucompare.targets import cost
 from gpucompare.targets.base import BudgetExceeded, TargetError, TargetSpec
 from gpucompare.targets.ec2 import target as ec2
+from gpucompare.targets.ec2.options import DEFAULT_TTL_MINUTES
 from tests.support.ec2_support import TINY_SWEEP
 
 #: The published matrix, as the fleet's nightly profile runs it: 7 networks × 6 batch sizes
@@ -137,7 +138,7 @@ def test_the_time_to_live_follows_the_estimate_and_a_short_one_is_flagged(caplog
     expected = cost.estimate_sweep_time([NIGHTLY]).hours * 60
     derived = target(sweep_configs=[NIGHTLY]).ttl_minutes()
     assert derived == math.ceil(expected * 1.5) + 30
-    assert target().ttl_minutes() == ec2.DEFAULT_TTL_MINUTES
+    assert target().ttl_minutes() == DEFAULT_TTL_MINUTES
     with caplog.at_level(logging.WARNING, logger="gpucompare.targets.ec2.target"):
         assert target(sweep_configs=[NIGHTLY], ttl_minutes=30).ttl_minutes() == 30
     assert "ttl_minutes=30 is shorter than the estimated" in caplog.text

@@ -46,7 +46,7 @@ class SSHChannel:
         self.label = f"{target.spec.name} ({self.address})"
 
     def _run(self, command: str, timeout: float = COMMAND_TIMEOUT_S) -> Any:
-        return self.target.run_command(command, step="distributed", timeout=timeout, check=False)
+        return self.target.connection.run("distributed", command, timeout=timeout, check=False)
 
     def point_dir(self, marker: str) -> str:
         return posixpath.join(self.run_dir, f"dist-{marker}")

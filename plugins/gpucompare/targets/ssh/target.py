@@ -7,6 +7,8 @@ connection's ``host_key`` extra, in a known_hosts file (target option or connect
 key are refused at once (``HostKeyError``, no retries) with an error that says which,
 unless the connection explicitly opts out with the provider's ``no_host_key_check``
 (unknown keys accepted) or ``allow_host_key_change`` (known_hosts files ignored) extras.
+That session, with its retries, is ``connection.SSHConnection``; files on the host are
+written and read through ``remote_files``. This module holds the target's steps.
 
 On the host, everything lives under ``remote_dir`` (default ``~/gpucompare``)::
 
@@ -43,30 +45,20 @@ image instead, ``docker run --gpus …``), ``image``, ``docker_gpus`` (``all``, 
 
 from __future__ import annotations
 
-import errno
 import posixpath
-import random
 import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import paramiko
+from typing import Any
 
 from gpucompare import settings
 from gpucompare.config import models, validation
-from gpucompare.errors import PermanentError
 from gpucompare.targets import runs as _runs
 from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState, q
 from gpucompare.targets.bundle import REQUIREMENTS, WorkerBundle, build_bundle
 from gpucompare.targets.phases import timed_phase
-
-if TYPE_CHECKING:
-    from airflow.providers.ssh.hooks.ssh import SSHHook
-
 from gpucompare.targets.ssh.commands import (
     SweepPaths,
     check_python_command,
@@ -81,40 +73,23 @@ from gpucompare.targets.ssh.commands import (
     venv_command,
     venv_worker_command,
 )
+from gpucompare.targets.ssh.connection import SSHConnection
 from gpucompare.targets.ssh.options import (
-    _TAIL_BYTES,
     BACKSTOP_SLACK_S,
     COMMAND_TIMEOUT_S,
-    DEFAULT_CONN_TIMEOUT_S,
     LIVENESS_EVERY_POLLS,
     LOST_AFTER_S,
     SSHOptions,
-    T,
     _is_absolute_path,
 )
-
-# -- connection errors -------------------------------------------------------------------------
-
-class HostKeyError(TargetError, PermanentError):
-    """The host's key is unknown or changed: a configuration problem no retry can fix.
-
-    Also a ValueError, so callers that fail bad input at once (no Airflow retry) do so here.
-    """
-
-
-class _TransientError(Exception):
-    """A connection failure worth retrying (refused, reset, timed out, dropped)."""
-
-
-_REMOTE_FILE_ERRNOS = {errno.ENOENT, errno.EACCES, errno.EPERM, errno.EEXIST, errno.ENOTDIR,
-                       errno.EISDIR, errno.ENOSPC}
-
-
-@dataclass
-class ExecResult:
-    exit_code: int
-    stdout: str
-    stderr: str
+from gpucompare.targets.ssh.remote_files import (
+    ProgressReader,
+    get_file,
+    poll_exit_code,
+    put_file,
+    read_tail,
+    write_text,
+)
 
 
 class SSHTarget(Target):
@@ -129,16 +104,15 @@ class SSHTarget(Target):
             raise TargetError(f"kind: expected {self.kind!r} for SSHTarget, got {spec.kind!r}")
         self.options = SSHOptions.parse(spec.options, gpu_count=spec.gpu_count)
         self._sleep = sleep
-        self._hook: SSHHook | None = None
-        self._client: paramiko.SSHClient | None = None
-        self._sftp: paramiko.SFTPClient | None = None
+        #: the verified, reconnecting session every step (and the scaling channel) goes through
+        self.connection = SSHConnection(self.options, line_sink=self.line_sink, sleep=sleep)
 
     # -- the interface -----------------------------------------------------------------
     @timed_phase("provision")
     def prepare(self, run_id: str) -> TargetState:
         """Reach the host (host key verified), find its base directory, create the run's."""
         run_name = _runs.run_dir_name(run_id)
-        facts = self._run("prepare", 'printf "%s\\n" "$HOME"; id -u; id -g').stdout.split()
+        facts = self.connection.run("prepare", 'printf "%s\\n" "$HOME"; id -u; id -g').stdout.split()
         if len(facts) != 3:
             raise TargetError(f"prepare: unexpected answer from the host: {facts!r}")
         home, uid, gid = facts
@@ -149,8 +123,8 @@ class SSHTarget(Target):
                                   "set the target option 'remote_dir'")
             base = posixpath.join(home, "gpucompare")
         run_dir = posixpath.join(base, "runs", run_name)
-        self._run("prepare", f"mkdir -p {q(run_dir)}")
-        hook = self._get_hook()
+        self.connection.run("prepare", f"mkdir -p {q(run_dir)}")
+        hook = self.connection.hook()
         state = TargetState(spec=self.spec.to_dict(), run_id=run_id,
                             resource_id=f"{hook.username}@{hook.remote_host}:{hook.port}",
                             market=self.spec.market, workdir=run_dir)
@@ -164,8 +138,8 @@ class SSHTarget(Target):
         base = self._base(state, "deploy")
         if self.options.use_docker:
             self.line_sink(f"[ssh] making sure image {self.options.image} is on the host")
-            self._run("deploy", docker_image_command(self.options.image, self.options.docker_gpus),
-                      timeout=self.options.env_timeout_s, stream=True)
+            self.connection.run("deploy", docker_image_command(self.options.image, self.options.docker_gpus),
+                                timeout=self.options.env_timeout_s, stream=True)
             state.extra["image"] = self.options.image
             return state
         bundle = build_bundle()
@@ -173,8 +147,8 @@ class SSHTarget(Target):
         self._upload_bundle(bundle, base, code_dir)
         env_dir = None if self.options.python else self._ensure_environment(bundle, base, code_dir)
         python = self.options.python or posixpath.join(env_dir or "", "bin", "python")
-        answer = self._run("deploy", check_python_command(python=python, code_dir=code_dir),
-                           timeout=COMMAND_TIMEOUT_S).stdout.strip()
+        answer = self.connection.run("deploy", check_python_command(python=python, code_dir=code_dir),
+                                     timeout=COMMAND_TIMEOUT_S).stdout.strip()
         version = answer.splitlines()[-1] if answer else "?"
         self.line_sink(f"[ssh] worker {bundle.name} with {python} (mxnet {version})")
         state.extra.update({"code_dir": code_dir, "python": python, "mxnet_version": version,
@@ -196,7 +170,7 @@ class SSHTarget(Target):
         config = _runs.with_run_id(sweep_config, state.run_id)
         sweep_name = _runs.sweep_dir_name(config)
         paths = SweepPaths(posixpath.join(run_dir, sweep_name))
-        status = self._run("run_sweep", probe_script(paths)).stdout.strip()
+        status = self.connection.run("run_sweep", probe_script(paths)).stdout.strip()
         if status == "exit 0":
             self.line_sink(f"[ssh] sweep {sweep_name} already finished; reusing its results")
         elif status == "running":
@@ -225,7 +199,8 @@ class SSHTarget(Target):
             local_files = []
             for index, remote in enumerate(remote_files):
                 local = Path(tmp) / f"{index}.jsonl"
-                self._retrying("collect", lambda client, r=remote, lf=local: self._get(client, r, lf))
+                self.connection.retrying("collect", lambda client, r=remote, lf=local:
+                                         get_file(self.connection.sftp(client), r, lf))
                 local_files.append(local)
             _runs.concatenate_files(local_files, destination)
         self.line_sink(f"[ssh] collected {len(remote_files)} results file(s) into {destination}")
@@ -244,38 +219,20 @@ class SSHTarget(Target):
             if state is None or not state.workdir:
                 return
             run_dir = _checked_run_dir(state, "teardown")
-            stopped = self._run("teardown", stop_script(run_dir, grace_s=self.options.kill_grace_s),
-                                timeout=self.options.kill_grace_s + COMMAND_TIMEOUT_S).stdout.split()
+            stopped = self.connection.run(
+                "teardown", stop_script(run_dir, grace_s=self.options.kill_grace_s),
+                timeout=self.options.kill_grace_s + COMMAND_TIMEOUT_S).stdout.split()
             for sweep_dir in stopped:
                 self.line_sink(f"[ssh] teardown stopped the sweep still running in {sweep_dir}")
             if self.options.remove_run_dir:
-                self._run("teardown", f"rm -rf {q(run_dir)}")
+                self.connection.run("teardown", f"rm -rf {q(run_dir)}")
                 self.line_sink(f"[ssh] teardown removed {run_dir}")
         finally:
             self.close()
 
     def close(self) -> None:
         """Close the SSH connection (the next step opens a new one)."""
-        for closable in (self._sftp, self._client):
-            if closable is not None:
-                try:
-                    closable.close()
-                except Exception:  # noqa: S110 - closing a connection that is already broken
-                    pass
-        self._sftp = None
-        self._client = None
-        if self._hook is not None:
-            self._hook.client = None
-
-    def run_command(self, command: str, *, step: str = "command", timeout: float = COMMAND_TIMEOUT_S,
-                    check: bool = True) -> ExecResult:
-        """Run a shell command on the host through the target's verified, retrying connection.
-
-        For code that drives the host beyond the interface (the distributed launcher). The
-        caller quotes every value it puts in ``command`` (``base.q``). With ``check`` a
-        non-zero exit status raises TargetError with the command's stderr tail.
-        """
-        return self._run(step, command, timeout=timeout, check=check)
+        self.connection.close()
 
     # -- deploy ------------------------------------------------------------------------
     def _base(self, state: TargetState, step: str) -> str:
@@ -285,15 +242,16 @@ class SSHTarget(Target):
         return base
 
     def _upload_bundle(self, bundle: WorkerBundle, base: str, code_dir: str) -> None:
-        present = self._run("deploy", f"test -d {q(posixpath.join(code_dir, 'bench_tasks'))} && echo yes"
-                            " || echo no").stdout.strip()
+        present = self.connection.run("deploy", f"test -d {q(posixpath.join(code_dir, 'bench_tasks'))} "
+                                                "&& echo yes || echo no").stdout.strip()
         if present == "yes":
             self.line_sink(f"[ssh] worker code {bundle.name} already on the host")
             return
         upload = posixpath.join(base, f".upload-{bundle.content_hash}-{uuid.uuid4().hex[:8]}.tar.gz")
         self.line_sink(f"[ssh] uploading worker code {bundle.name} ({bundle.tarball.stat().st_size} bytes)")
-        self._retrying("deploy", lambda client: self._put(client, bundle.tarball, upload))
-        self._run("deploy", unpack_command(upload=upload, code_dir=code_dir, base=base))
+        self.connection.retrying(
+            "deploy", lambda client: put_file(self.connection.sftp(client), bundle.tarball, upload))
+        self.connection.run("deploy", unpack_command(upload=upload, code_dir=code_dir, base=base))
 
     def _ensure_environment(self, bundle: WorkerBundle, base: str, code_dir: str) -> str:
         """The worker environment's directory on the host, made if missing (``venv_command``)."""
@@ -304,7 +262,7 @@ class SSHTarget(Target):
         env_dir = posixpath.join(base, f"env-{kind}-{requirements_hash}")
         self.line_sink(f"[ssh] making sure the worker environment {env_dir} exists "
                        f"({REQUIREMENTS[kind]}; the first time installs MXNet)")
-        self._run("deploy", venv_command(
+        self.connection.run("deploy", venv_command(
             base_python=self.options.base_python, env_dir=env_dir,
             requirements_file=posixpath.join(code_dir, "bench_tasks", REQUIREMENTS[kind]),
             lock_file=posixpath.join(base, ".env.lock"), timeout_s=self.options.env_timeout_s,
@@ -335,22 +293,23 @@ class SSHTarget(Target):
         script = run_script(paths=paths, cwd=cwd, worker_argv=argv, env=env,
                             timeout_s=max(1, round(timeout_s)), kill_grace_s=self.options.kill_grace_s,
                             container=container)
-        self._run("run_sweep", f"rm -rf {q(paths.sweep_dir)} && mkdir -p {q(paths.sweep_dir)}")
-        self._retrying("run_sweep", lambda client: self._write(client, paths.config,
-                                                               _runs.config_json(config)))
-        self._retrying("run_sweep", lambda client: self._write(client, paths.script, script))
+        self.connection.run("run_sweep", f"rm -rf {q(paths.sweep_dir)} && mkdir -p {q(paths.sweep_dir)}")
+        for remote, text in ((paths.config, _runs.config_json(config)), (paths.script, script)):
+            self.connection.retrying("run_sweep", lambda client, r=remote, t=text:
+                                     write_text(self.connection.sftp(client), r, t))
         self.line_sink(f"[ssh] starting sweep {posixpath.basename(paths.sweep_dir)} "
                        f"(time limit {timeout_s:.0f}s)")
-        self._run("run_sweep", launch_command(paths))
+        self.connection.run("run_sweep", launch_command(paths))
 
     def _follow(self, paths: SweepPaths, timeout_s: float) -> None:
         """Stream the sweep's progress until it exits; raise if it failed or ran out of time."""
-        reader = _ProgressReader(paths.progress)
+        reader = ProgressReader(paths.progress)
         deadline = time.monotonic() + timeout_s + self.options.kill_grace_s + BACKSTOP_SLACK_S
         polls = 0
         not_alive_since: float | None = None
         while True:
-            exit_code = self._retrying("run_sweep", lambda client: self._poll(client, reader, paths))
+            exit_code = self.connection.retrying(
+                "run_sweep", lambda client: poll_exit_code(self.connection.sftp(client), reader, paths))
             for line in reader.take_lines():
                 self.line_sink(line)
             if exit_code is not None:
@@ -362,7 +321,7 @@ class SSHTarget(Target):
                                   f"{self._remote_tail(paths)}")
             polls += 1
             if polls % LIVENESS_EVERY_POLLS == 0:
-                status = self._run("run_sweep", probe_script(paths)).stdout.strip()
+                status = self.connection.run("run_sweep", probe_script(paths)).stdout.strip()
                 if status in {"running"} or status.startswith("exit"):
                     not_alive_since = None
                 else:
@@ -385,225 +344,23 @@ class SSHTarget(Target):
         if exit_code == 98:
             raise TargetError(f"run_sweep: the worker exited with 0 but wrote no results. Its stderr "
                               f"ended with:\n{tail}")
-        raise TargetError(f"run_sweep: the worker failed on {self._describe_host()} with exit status "
-                          f"{exit_code}. Its stderr ended with:\n{tail}")
-
-    def _poll(self, client: paramiko.SSHClient, reader: _ProgressReader, paths: SweepPaths) -> int | None:
-        sftp = self._get_sftp(client)
-        reader.read_from(sftp)
-        try:
-            with sftp.open(paths.exit_code, "r") as handle:
-                text = handle.read().decode().strip()
-        except FileNotFoundError:
-            return None
-        # The exit status is written before the last progress lines may have been read.
-        reader.read_from(sftp)
-        try:
-            return int(text)
-        except ValueError:
-            return None  # being written (never happens with mv, but harmless)
+        raise TargetError(f"run_sweep: the worker failed on {self.connection.describe_host()} with exit "
+                          f"status {exit_code}. Its stderr ended with:\n{tail}")
 
     def _kill_sweep(self, paths: SweepPaths) -> None:
-        self._run("run_sweep", stop_script(posixpath.dirname(paths.sweep_dir),
-                                           grace_s=self.options.kill_grace_s, only=paths.sweep_dir),
-                  timeout=self.options.kill_grace_s + COMMAND_TIMEOUT_S)
+        self.connection.run("run_sweep", stop_script(posixpath.dirname(paths.sweep_dir),
+                                                     grace_s=self.options.kill_grace_s, only=paths.sweep_dir),
+                            timeout=self.options.kill_grace_s + COMMAND_TIMEOUT_S)
 
     def _remote_tail(self, paths: SweepPaths, path: str | None = None) -> str:
         """The last lines of the sweep's progress log (or of ``path``), for an error message."""
         path = path or paths.progress
         try:
-            text = self._retrying("run_sweep", lambda client: _read_tail(self._get_sftp(client), path))
+            text = self.connection.retrying(
+                "run_sweep", lambda client: read_tail(self.connection.sftp(client), path))
         except TargetError as exc:
             return f"(could not read {path}: {exc})"
         return _runs.tail_text(text)
-
-    # -- SFTP helpers ------------------------------------------------------------------
-    def _write(self, client: paramiko.SSHClient, remote: str, text: str) -> None:
-        sftp = self._get_sftp(client)
-        tmp = f"{remote}.tmp-{uuid.uuid4().hex[:8]}"
-        with sftp.open(tmp, "w") as handle:
-            handle.write(text.encode())
-        sftp.posix_rename(tmp, remote)
-
-    def _put(self, client: paramiko.SSHClient, local: Path, remote: str) -> None:
-        self._get_sftp(client).put(str(local), remote)
-
-    def _get(self, client: paramiko.SSHClient, remote: str, local: Path) -> None:
-        try:
-            self._get_sftp(client).get(remote, str(local))
-        except FileNotFoundError as exc:
-            raise TargetError(
-                f"collect: {remote} is not on the host (was the run directory removed?)") from exc
-
-    # -- the connection ------------------------------------------------------------------
-    def _describe_host(self) -> str:
-        hook = self._hook
-        if hook is None:
-            return f"connection {self.options.ssh_conn_id!r}"
-        return f"{hook.username}@{hook.remote_host}:{hook.port} (connection {self.options.ssh_conn_id!r})"
-
-    def _get_hook(self) -> SSHHook:
-        if self._hook is None:
-            self._hook = self._make_hook()
-        return self._hook
-
-    def _make_hook(self) -> SSHHook:
-        from airflow.providers.ssh.hooks.ssh import SSHHook
-
-        conn_id = self.options.ssh_conn_id
-        try:
-            # Our own retry loop (with backoff, and none for refused host keys) replaces the hook's.
-            hook = SSHHook(ssh_conn_id=conn_id, conn_retry_attempts=1, keepalive_interval=10,
-                           cmd_timeout=None)
-        except Exception as exc:  # the provider raises several types for a bad connection
-            raise TargetError(f"ssh connection {conn_id!r}: {exc}") from exc
-        if hook.conn_timeout is None:
-            hook.conn_timeout = DEFAULT_CONN_TIMEOUT_S
-        if hook.no_host_key_check or hook.allow_host_key_change:
-            self.line_sink(f"[ssh] WARNING: connection {conn_id!r} turns host key verification off "
-                           "(no_host_key_check / allow_host_key_change)")
-            return hook
-        if hook.host_key is None:
-            known_hosts = (self.options.known_hosts_file
-                           or self._connection_extra(conn_id).get("known_hosts_file"))
-            if known_hosts:
-                key = known_host_key(str(known_hosts), hook.remote_host, int(hook.port))
-                if key is not None:
-                    hook.host_key = key
-        return hook
-
-    @staticmethod
-    def _connection_extra(conn_id: str) -> dict[str, Any]:
-        from airflow.providers.ssh.hooks.ssh import SSHHook
-
-        return SSHHook.get_connection(conn_id).extra_dejson
-
-    def _connect(self) -> paramiko.SSHClient:
-        """The open client, or a new connection; refused host keys and logins are final."""
-        if self._client is not None:
-            transport = self._client.get_transport()
-            if transport is not None and transport.is_active():
-                return self._client
-            self.close()
-        hook = self._get_hook()
-        name = self._describe_host()
-        try:
-            self._client = hook.get_conn()
-        except paramiko.BadHostKeyException as exc:
-            raise HostKeyError(
-                f"ssh {name}: the host key CHANGED (the host offers {_fingerprint(exc.key)}, the known "
-                f"key is {_fingerprint(exc.expected_key)}). Refusing to connect. If the host was "
-                "really reinstalled, put its new key in the connection's host_key extra or the "
-                "known_hosts file; allow_host_key_change turns this check off") from exc
-        except paramiko.AuthenticationException as exc:
-            raise TargetError(f"ssh {name}: login refused: {exc}") from exc
-        except paramiko.SSHException as exc:
-            if "not found in known_hosts" in str(exc):
-                raise HostKeyError(
-                    f"ssh {name}: the host key is UNKNOWN. Refusing to connect. Put the host's key in "
-                    "the connection's host_key extra (\"ssh-ed25519 AAAA...\", e.g. from "
-                    "`ssh-keyscan -p PORT HOST`, checked out of band) or in a known_hosts file "
-                    "(target option or connection extra known_hosts_file)") from exc
-            raise _TransientError(f"{type(exc).__name__}: {exc}") from exc
-        except (OSError, EOFError) as exc:
-            raise _TransientError(f"{type(exc).__name__}: {exc}") from exc
-        return self._client
-
-    def _get_sftp(self, client: paramiko.SSHClient) -> paramiko.SFTPClient:
-        if self._sftp is None:
-            self._sftp = client.open_sftp()
-            channel = self._sftp.get_channel()
-            if channel is not None:
-                channel.settimeout(60)
-        return self._sftp
-
-    def _connection_lost(self) -> bool:
-        transport = self._client.get_transport() if self._client is not None else None
-        return transport is None or not transport.is_active()
-
-    def _retrying(self, step: str, operation: Callable[[paramiko.SSHClient], T]) -> T:
-        """Run ``operation`` on a live connection, reconnecting with backoff when it drops.
-
-        Operations must be safe to repeat (they are: writes go to a temporary name and are
-        renamed, the launch is guarded by the claim directory, reads resume at an offset).
-        """
-        attempts = self.options.connect_retries
-        for attempt in range(1, attempts + 1):
-            try:
-                client = self._connect()
-                return operation(client)
-            except _TransientError as exc:
-                reason = str(exc)
-            except (OSError, EOFError, paramiko.SSHException) as exc:
-                remote_file_error = isinstance(exc, OSError) and exc.errno in _REMOTE_FILE_ERRNOS
-                if remote_file_error or not self._connection_lost():
-                    raise TargetError(
-                        f"{step}: {self._describe_host()}: {type(exc).__name__}: {exc}") from exc
-                reason = f"connection lost ({type(exc).__name__}: {exc})"
-            self.close()
-            if attempt == attempts:
-                raise TargetError(
-                    f"{step}: {self._describe_host()} unreachable after {attempts} attempts: {reason}. "
-                    "A sweep already started keeps running on the host under its time limit; a retry "
-                    "of this step re-attaches to it")
-            delay = min(self.options.retry_backoff_s * 2 ** (attempt - 1), 60.0)
-            delay *= 1 + random.uniform(0, 0.25)  # jitter: parallel tasks do not retry in step
-            self.line_sink(f"[ssh] {step}: {reason}; reconnecting in {delay:.1f}s "
-                           f"(attempt {attempt + 1} of {attempts})")
-            self._sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _run(self, step: str, command: str, *, timeout: float = COMMAND_TIMEOUT_S,
-             stream: bool = False, check: bool = True) -> ExecResult:
-        """Run a shell command on the host (retrying dropped connections); raise if it fails."""
-        result = self._retrying(step, lambda client: self._exec(client, command, timeout, stream))
-        if check and result.exit_code != 0:
-            raise TargetError(f"{step}: a command failed on {self._describe_host()} with exit status "
-                              f"{result.exit_code}; its stderr ended with:\n"
-                              f"{_runs.tail_text(result.stderr or result.stdout)}")
-        return result
-
-    def _exec(self, client: paramiko.SSHClient, command: str, timeout: float, stream: bool) -> ExecResult:
-        transport = client.get_transport()
-        if transport is None:
-            raise _TransientError("no transport")
-        channel = transport.open_session()
-        try:
-            channel.settimeout(1.0)
-            channel.exec_command(command)
-            channel.shutdown_write()
-            out, err = bytearray(), bytearray()
-            splitter = _runs.LineSplitter()
-            deadline = time.monotonic() + timeout
-            while True:
-                got = False
-                while channel.recv_ready():
-                    chunk = channel.recv(65536)
-                    got = got or bool(chunk)
-                    out += chunk
-                    if stream:
-                        for line in splitter.feed(chunk):
-                            self.line_sink(line)
-                while channel.recv_stderr_ready():
-                    chunk = channel.recv_stderr(65536)
-                    got = got or bool(chunk)
-                    err += chunk
-                drained = not channel.recv_ready() and not channel.recv_stderr_ready()
-                if channel.exit_status_ready() and drained:
-                    break
-                if channel.closed or not transport.is_active():
-                    raise EOFError("the SSH channel closed before the command finished")
-                if time.monotonic() > deadline:
-                    raise TargetError(f"a command on {self._describe_host()} took over {timeout:.0f}s")
-                if not got:
-                    time.sleep(0.05)
-            if stream:
-                for line in splitter.flush():
-                    self.line_sink(line)
-            return ExecResult(channel.recv_exit_status(), out.decode(errors="replace"),
-                              err.decode(errors="replace"))
-        finally:
-            channel.close()
 
 
 def _checked_run_dir(state: TargetState, step: str) -> str:
@@ -617,71 +374,3 @@ def _checked_run_dir(state: TargetState, step: str) -> str:
         raise TargetError(f"{step}: the state's run directory {run_dir!r} is not <remote_base>/runs/<run> "
                           f"(remote_base {base!r}); was prepare run by this target?")
     return run_dir
-
-
-class _ProgressReader:
-    """Reads a remote progress file from where it stopped, across reconnections."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.offset = 0
-        self._splitter = _runs.LineSplitter()
-        self._lines: list[str] = []
-
-    def read_from(self, sftp: paramiko.SFTPClient) -> None:
-        try:
-            handle = sftp.open(self.path, "r")
-        except FileNotFoundError:
-            return  # not started yet
-        with handle:
-            handle.seek(self.offset)
-            while True:
-                chunk = handle.read(65536)
-                if not chunk:
-                    break
-                # Offset and lines advance together, chunk by chunk: a connection dropped
-                # mid-read neither repeats nor skips a line when the read resumes.
-                self.offset += len(chunk)
-                self._lines.extend(self._splitter.feed(chunk))
-
-    def take_lines(self) -> list[str]:
-        lines, self._lines = self._lines, []
-        return lines
-
-    def flush(self) -> list[str]:
-        return self.take_lines() + self._splitter.flush()
-
-
-def _read_tail(sftp: paramiko.SFTPClient, path: str) -> str:
-    try:
-        with sftp.open(path, "r") as handle:
-            size = handle.stat().st_size or 0
-            handle.seek(max(0, size - _TAIL_BYTES))
-            return handle.read().decode(errors="replace")
-    except FileNotFoundError:
-        return ""
-
-
-def known_host_key(known_hosts_file: str, host: str, port: int) -> paramiko.PKey | None:
-    """The key a known_hosts file holds for ``host:port`` (``[host]:port`` unless port 22)."""
-    try:
-        host_keys = paramiko.HostKeys(known_hosts_file)
-    except OSError as exc:
-        raise TargetError(f"known_hosts_file: cannot read {known_hosts_file}: {exc}") from exc
-    name = host if port == 22 else f"[{host}]:{port}"
-    entry = host_keys.lookup(name)
-    if not entry:
-        return None
-    preferred = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",
-                 "ssh-rsa")
-    for key_type in preferred:
-        if key_type in entry:
-            return entry[key_type]
-    return None
-
-
-def _fingerprint(key: paramiko.PKey | None) -> str:
-    if key is None:
-        return "(none)"
-    return f"{key.get_name()} {key.fingerprint}"
-

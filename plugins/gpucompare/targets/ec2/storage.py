@@ -1,0 +1,123 @@
+"""Where an ``ec2`` target's run lives in S3, and the worker bundle it uploads there.
+
+Keys: the region marker the sweeper reads (``<prefix>/<deployment>/regions/<region>``), the
+run's prefix (``<prefix>/<deployment>/<run key>``), below it the instance's own writer
+prefix (its ``aws:userid``, the only one its instance profile may write) with the results,
+progress and SSM output, and the content-addressed bundles
+(``<prefix>/<deployment>/bundles/<sha256>.tar.gz``). ``upload_bundle`` puts the worker code
+there unless exactly its bytes are already present. ``RunStorageMixin`` needs the target's
+hooks and options; ``Ec2Target`` mixes it in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gpucompare.targets.base import TargetError, TargetSpec, TargetState
+from gpucompare.targets.ec2.aws_errors import client_error_code
+from gpucompare.targets.ec2.commands import sweep_name
+from gpucompare.targets.ec2.options import _WRITER, Ec2Options, run_key
+
+log = logging.getLogger(__name__)
+
+
+class RunStorageMixin:
+    """The run's S3 keys and the bundle upload (see the module docstring)."""
+
+    # provided by Ec2Target
+    spec: TargetSpec
+    options: Ec2Options
+    s3_hook: Any
+    iam_client: Any
+
+    _instance_id: Callable[[TargetState], str]
+
+    def _writer_of(self, instance_id: str) -> str:
+        """The instance's ``aws:userid`` (``<role id>:<instance id>``): the one S3 prefix of the
+        run its instance profile may write (``docker/iam/instance-profile-policy.json``)."""
+        try:
+            profile = self.iam_client.get_instance_profile(InstanceProfileName=self.options.instance_profile)
+            role_id = profile["InstanceProfile"]["Roles"][0]["RoleId"]
+        except Exception as exc:
+            raise TargetError(f"IAM GetInstanceProfile {self.options.instance_profile!r}: {exc}") from exc
+        return f"{role_id}:{instance_id}"
+
+    def region_marker_key(self) -> str:
+        return f"{self.options.results_prefix}/{self.options.deployment}/regions/{self.spec.region}"
+
+    def record_region(self) -> None:
+        """Leave ``<prefix>/<deployment>/regions/<region>`` before launching: the sweeper reads
+        these, so an instance in a region no fleet entry names is still swept."""
+        try:
+            self.s3_hook.conn.put_object(Bucket=self.options.results_bucket, Key=self.region_marker_key(),
+                                         Body=b"")
+        except Exception as exc:
+            raise TargetError(f"could not record region {self.spec.region} at s3://"
+                              f"{self.options.results_bucket}/{self.region_marker_key()} before launching: "
+                              f"{exc}") from exc
+
+    def run_prefix(self, run_id: str) -> str:
+        """Everything of one run lives below this key prefix (the deployment's own prefix first)."""
+        return f"{self.options.results_prefix}/{self.options.deployment}/{run_key(run_id)}"
+
+    def _writer_prefix(self, state: TargetState) -> str:
+        """The run's keys the instance may write: below its own ``aws:userid``."""
+        writer = state.extra.get("writer")
+        if not isinstance(writer, str) or not _WRITER.fullmatch(writer):
+            writer = self._writer_of(self._instance_id(state))
+            state.extra["writer"] = writer
+        return f"{self.run_prefix(state.run_id)}/{writer}"
+
+    def _results_key(self, state: TargetState) -> str:
+        return f"{self._writer_prefix(state)}/results.jsonl"
+
+    def bundle_key(self, sha256: str) -> str:
+        return f"{self.options.results_prefix}/{self.options.deployment}/bundles/{sha256}.tar.gz"
+
+    def upload_bundle(self, bundle: UploadableBundle) -> str:
+        """Put the bundle at its content-addressed key unless an object with exactly its bytes
+        is there already; an object with other bytes (poisoned, truncated) is replaced."""
+        from botocore.exceptions import ClientError
+
+        key, bucket = self.bundle_key(bundle.sha256), self.options.results_bucket
+        try:
+            present = self.s3_hook.conn.get_object(Bucket=bucket, Key=key)["Body"].read()
+        except ClientError as exc:
+            if client_error_code(exc) not in ("NoSuchKey", "404"):
+                raise TargetError(f"could not read s3://{bucket}/{key}: {exc}") from exc
+            present = None
+        if present is not None and hashlib.sha256(present).hexdigest() == bundle.sha256:
+            return key
+        if present is not None:
+            log.warning("s3://%s/%s does not hold the bytes its name promises (sha256 %s): "
+                        "uploading it again", bucket, key, hashlib.sha256(present).hexdigest())
+        self.s3_hook.load_bytes(bundle.data, key, bucket, replace=True)
+        return key
+
+    def _progress_key(self, state: TargetState, config_json: str) -> str:
+        return f"{self._writer_prefix(state)}/progress/{sweep_name(config_json)}.log"
+
+
+@dataclass(frozen=True)
+class UploadableBundle:
+    """The worker bundle as bytes, with the hashes that name it here and check it there."""
+
+    data: bytes
+    content_hash: str  # the shared helper's name of this code version
+    sha256: str  # of the tarball's bytes: checked on the instance after download
+    requirements_hash: str  # of requirements-gpu.txt: names the worker venv
+
+
+def build_worker_bundle() -> UploadableBundle:
+    """The worker code (``bench_tasks/``) from the targets' shared bundle helper."""
+    from gpucompare.targets import bundle as _worker_bundle
+
+    bundle = _worker_bundle.build_bundle()
+    data = bundle.tarball.read_bytes()
+    return UploadableBundle(data=data, content_hash=bundle.content_hash,
+                            sha256=hashlib.sha256(data).hexdigest(),
+                            requirements_hash=bundle.requirements_hashes.get("gpu", bundle.content_hash))
