@@ -12,11 +12,8 @@ import os
 from gpucompare.targets.base import (
     q,
 )
-from gpucompare.targets.ec2.options import (
-    PROGRESS_UPLOAD_S,
-    SCRIPT_PREAMBLE,
-    STDERR_TAIL_LINES,
-)
+from gpucompare.targets.ec2.options import PROGRESS_UPLOAD_S, SCRIPT_PREAMBLE
+from gpucompare.targets.runs import STDERR_TAIL_LINES
 
 log = logging.getLogger(__name__)
 

@@ -45,7 +45,6 @@ SCRIPT_PREAMBLE = ("#!/bin/bash", "set -euo pipefail")
 
 DEFAULT_TTL_MINUTES = 240
 DEFAULT_VOLUME_GB = 150  # the Deep Learning Base AMI's root snapshot is ~100 GB
-STDERR_TAIL_LINES = 40
 #: Seconds between uploads of a running sweep's progress file (what the task log follows).
 PROGRESS_UPLOAD_S = 20
 

@@ -19,7 +19,8 @@ from typing import Any
 from gpucompare.targets.base import LineSink, TargetError, TargetState
 from gpucompare.targets.ec2.aws_errors import client_error_code
 from gpucompare.targets.ec2.channel import SSM_DOCUMENT
-from gpucompare.targets.ec2.options import SSM_FINAL_STATUSES, STDERR_TAIL_LINES, Ec2Options, run_key
+from gpucompare.targets.ec2.options import SSM_FINAL_STATUSES, Ec2Options, run_key
+from gpucompare.targets.runs import STDERR_TAIL_LINES
 
 log = logging.getLogger(__name__)
 
