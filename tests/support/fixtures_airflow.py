@@ -26,6 +26,7 @@ Fixtures:
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -54,6 +55,9 @@ AIRFLOW_ENV: dict[str, str] = {
     "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
     "GPUCOMPARE_RETRY_DELAY_S": "1",
     "GPUCOMPARE_POOL": POOL_NAME,
+    # the API's tokens are signed with HS512: a key of 64 bytes or more, as RFC 7518 asks (Airflow
+    # would otherwise generate a short one per process, and PyJWT warns about it)
+    "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(48),
 }
 
 if "airflow" in sys.modules:  # pragma: no cover - a fixture module imported airflow too early
