@@ -27,8 +27,11 @@ for path in (REPO, REPO / "plugins"):
         sys.path.insert(0, str(path))
 
 from gpucompare.lake.tables import open_lake  # noqa: E402
-from gpucompare.reports.build import load_sql  # noqa: E402
-from gpucompare.reports.inputs import ResultFiles, connect  # noqa: E402
+from gpucompare.reports.inputs import (  # noqa: E402
+    ResultFiles,
+    connect,
+    load_sql,  # noqa: E402
+)
 from gpucompare.reports.report_set import RegressionRule  # noqa: E402
 
 QUERIES = ("latest_dates", "regressions", "latest_results")

@@ -103,14 +103,6 @@ price_match AS (
      AND (p.market IS NULL OR s.market IS NULL OR p.market = s.market)
      AND p.effective_from <= s.night
 ),
-fx_both_ways AS (
-    SELECT * FROM (
-        SELECT base AS from_currency, quote AS to_currency, rate, effective_from, 0 AS inverse FROM fx
-        UNION ALL
-        SELECT quote, base, 1.0 / rate, effective_from, 1 FROM fx WHERE rate > 0
-    )
-    QUALIFY row_number() OVER (PARTITION BY from_currency, to_currency, effective_from ORDER BY inverse) = 1
-),
 priced AS (
     SELECT
         s.*, m.price_source, m.price_effective_from, m.price_currency,

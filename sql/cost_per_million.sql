@@ -64,15 +64,6 @@ matched AS (
      AND p.gpu_count_key = c.gpu_count_key
      AND p.effective_from <= c.result_date
 ),
-fx_both_ways AS (
-    -- every rate in both directions; a direct quote beats the inverse of another on one date
-    SELECT * FROM (
-        SELECT base AS from_currency, quote AS to_currency, rate, effective_from, 0 AS inverse FROM fx
-        UNION ALL
-        SELECT quote, base, 1.0 / rate, effective_from, 1 FROM fx WHERE rate > 0
-    )
-    QUALIFY row_number() OVER (PARTITION BY from_currency, to_currency, effective_from ORDER BY inverse) = 1
-),
 priced AS (
     SELECT ok.*, m.price_per_instance_hour, m.price_currency, m.price_source, m.price_effective_from
     FROM ok

@@ -62,13 +62,9 @@ catalog AS (
         ORDER BY p.effective_from DESC, p.source
     ) = 1
 ),
-fx_both_ways AS (
-    -- every rate in both directions; a direct quote beats the inverse of another on one date
-    SELECT * FROM (
-        SELECT base AS from_currency, quote AS to_currency, rate, effective_from, 0 AS inverse FROM fx
-        UNION ALL
-        SELECT quote, base, 1.0 / rate, effective_from, 1 FROM fx WHERE rate > 0
-    )
+fx_on_report_date AS (
+    -- per currency pair, the latest rate on the report date (fx_both_ways: each rate both ways)
+    SELECT * FROM fx_both_ways
     WHERE effective_from <= $report_date
     QUALIFY row_number() OVER (PARTITION BY from_currency, to_currency ORDER BY effective_from DESC, inverse) = 1
 ),
@@ -79,7 +75,7 @@ projected AS (
         CASE WHEN c.price_currency = $currency THEN 1.0 ELSE f.rate END AS fx_rate
     FROM measured AS m
     JOIN catalog AS c ON c.canonical_model = m.canonical_model AND c.gpu_count = m.gpus_per_node
-    LEFT JOIN fx_both_ways AS f ON f.from_currency = c.price_currency AND f.to_currency = $currency
+    LEFT JOIN fx_on_report_date AS f ON f.from_currency = c.price_currency AND f.to_currency = $currency
 ),
 money AS (
     SELECT *,

@@ -210,23 +210,6 @@ def test_nightly_on_an_ssh_target(run_dag, write_fleet, gpucompare_dirs, sshd, t
     assert list((tmp_path / "remote" / "runs").iterdir()) == []  # teardown removed the run
 
 
-@pytest.fixture
-def moto_account(aws_endpoint, aws_client, monkeypatch, s3_bucket) -> dict[str, Any]:
-    """The AWS account on moto's server: Airflow connection, instance profile, AMI, bucket."""
-    from tests.support.ec2_support import (
-        AMI_PARAMETER,
-        create_instance_profile,
-        point_airflow_connection,
-        publish_ami_parameter,
-    )
-
-    conn_id = point_airflow_connection(monkeypatch, aws_endpoint)
-    publish_ami_parameter(aws_client)
-    return {"aws_conn_id": conn_id, "ami": f"resolve:ssm:{AMI_PARAMETER}",
-            "instance_profile": create_instance_profile(aws_client), "results_bucket": s3_bucket,
-            "poll_interval_s": 0.2, "agent_timeout_s": 5, "launch_timeout_s": 30}
-
-
 def run_instances(aws_client, dag_run_id: str) -> list[dict[str, Any]]:
     reservations = aws_client("ec2").describe_instances(Filters=[
         {"Name": "tag:gpucompare:run-id", "Values": [f"*{dag_run_id}*"]}])["Reservations"]

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from gpucompare.lake.phases import read_phases
@@ -41,23 +39,6 @@ def test_a_night_records_every_phase_of_the_target_and_its_teardown_last(
     assert campaign["timed_seconds"] == pytest.approx(sum(r["timed_seconds"] for r in results))
     assert campaign["billed_seconds"] == pytest.approx(rows[2]["seconds"] + rows[3]["seconds"])
     assert campaign["torn_down"] is True
-
-
-@pytest.fixture
-def moto_account(aws_endpoint, aws_client, monkeypatch, s3_bucket) -> dict[str, Any]:
-    """The AWS account on moto's server (as in test_dags_e2e): connection, profile, AMI, bucket."""
-    from tests.support.ec2_support import (
-        AMI_PARAMETER,
-        create_instance_profile,
-        point_airflow_connection,
-        publish_ami_parameter,
-    )
-
-    conn_id = point_airflow_connection(monkeypatch, aws_endpoint)
-    publish_ami_parameter(aws_client)
-    return {"aws_conn_id": conn_id, "ami": f"resolve:ssm:{AMI_PARAMETER}",
-            "instance_profile": create_instance_profile(aws_client), "results_bucket": s3_bucket,
-            "poll_interval_s": 0.2, "agent_timeout_s": 5, "launch_timeout_s": 30}
 
 
 def test_a_run_refused_in_provisioning_still_records_its_provision_phase(

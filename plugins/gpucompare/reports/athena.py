@@ -14,8 +14,8 @@ import pyarrow as pa
 
 from gpucompare.lake import schema
 from gpucompare.lake.tables import open_lake
-from gpucompare.reports.build import SQL_DIR, build_reports
-from gpucompare.reports.inputs import ReportInputs
+from gpucompare.reports.build import build_reports
+from gpucompare.reports.inputs import SQL_DIR, ReportInputs
 from gpucompare.reports.report_set import HISTORY_TABLES, ReportError, column_doc
 
 ATHENA_DIR = SQL_DIR / "athena"

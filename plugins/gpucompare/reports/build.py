@@ -40,11 +40,10 @@ import duckdb
 import pyarrow as pa
 
 from bench_tasks.constants import IMAGENET_TRAIN_IMAGES
-from gpucompare import resources
 from gpucompare.lake import schema
 from gpucompare.reports import projections
 from gpucompare.reports.campaign import build_campaign
-from gpucompare.reports.inputs import ReportInputs, ResultFiles, connect
+from gpucompare.reports.inputs import ReportInputs, ResultFiles, connect, load_sql, register_side_tables
 from gpucompare.reports.publish import write_history, write_site, write_tables
 from gpucompare.reports.report_set import (
     HISTORY_TABLES,
@@ -56,16 +55,7 @@ from gpucompare.reports.report_set import (
     with_docs,
 )
 
-SQL_DIR = resources.sql_dir()
 T = TypeVar("T")
-
-
-def load_sql(name: str) -> str:
-    """The text of ``sql/<name>.sql``."""
-    path = SQL_DIR / f"{name}.sql"
-    if not path.is_file():
-        raise ReportError(f"no SQL for report {name!r} at {path}")
-    return path.read_text(encoding="utf-8")
 
 
 def _timed(timings: dict[str, float], name: str, action: Callable[[], T]) -> T:
@@ -193,9 +183,7 @@ def build_reports(
     timings: dict[str, float] = {}
     con = connect()
     try:
-        con.register("prices", inputs.prices)
-        con.register("fx", inputs.fx)
-        con.register("published_scaling", inputs.published_scaling)
+        register_side_tables(con, inputs)
         files = ResultFiles.of(inputs.lake, con, inputs.results)
 
         def stage_latest() -> tuple[int, list[dt.date]]:

@@ -14,12 +14,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpucompare import resources
 from gpucompare.lake.phases import read_phases
-
-
-def _sql(name: str) -> str:
-    return resources.sql_file(f"{name}.sql").read_text(encoding="utf-8")
+from gpucompare.reports.inputs import load_sql
 
 
 def phases_as_of(inputs: Any) -> pa.Table:
@@ -42,7 +38,7 @@ def register_phase_views(con: Any, phases: pa.Table, files: Any) -> None:
     else:
         # a run's records may start the day before its first recorded phase ends; a day's margin
         files.register("results", since=first - dt.timedelta(days=1))
-    con.execute(f"CREATE OR REPLACE TEMP VIEW run_phases_all AS {_sql('run_phases_all')}")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW run_phases_all AS {load_sql('run_phases_all')}")
 
 
 def build_campaign(con: Any, inputs: Any, files: Any, currency: str) -> pa.Table:
@@ -50,7 +46,7 @@ def build_campaign(con: Any, inputs: Any, files: Any, currency: str) -> pa.Table
 
     def run() -> pa.Table:
         register_phase_views(con, phases, files)
-        return con.sql(_sql("campaign"), params={"currency": currency}).to_arrow_table()
+        return con.sql(load_sql("campaign"), params={"currency": currency}).to_arrow_table()
 
     phases = phases_as_of(inputs)
     return files.run(run)

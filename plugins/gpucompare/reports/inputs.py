@@ -19,12 +19,16 @@ from typing import TypeVar
 import duckdb
 import pyarrow as pa
 
+from gpucompare import resources
 from gpucompare.lake import schema
 from gpucompare.lake.reading import TableSnapshot
 from gpucompare.lake.tables import Lake, open_lake
 from gpucompare.prices import tables as price_tables
+from gpucompare.reports.report_set import ReportError
 
 T = TypeVar("T")
+#: the reports' SQL, one file per report (plus the views they share), shipped in the package
+SQL_DIR = resources.sql_dir()
 
 
 def connect() -> duckdb.DuckDBPyConnection:
@@ -38,6 +42,23 @@ def connect() -> duckdb.DuckDBPyConnection:
     # the first pass reads every footer; the second pass and the regressions reuse them
     con.execute("SET parquet_metadata_cache = true")
     return con
+
+
+def load_sql(name: str) -> str:
+    """The text of ``sql/<name>.sql``."""
+    path = SQL_DIR / f"{name}.sql"
+    if not path.is_file():
+        raise ReportError(f"no SQL for report {name!r} at {path}")
+    return path.read_text(encoding="utf-8")
+
+
+def register_side_tables(con: duckdb.DuckDBPyConnection, inputs: ReportInputs) -> None:
+    """What every report may read besides the results: ``prices``, ``fx``, ``published_scaling``
+    and the view ``fx_both_ways`` (sql/fx_both_ways.sql: each rate in both directions)."""
+    con.register("prices", inputs.prices)
+    con.register("fx", inputs.fx)
+    con.register("published_scaling", inputs.published_scaling)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW fx_both_ways AS {load_sql('fx_both_ways')}")
 
 
 @dataclass

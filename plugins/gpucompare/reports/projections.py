@@ -26,9 +26,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from gpucompare import resources
 from gpucompare.config import gpus
 from gpucompare.prices.catalogs.skypilot import GPU_ONLY_NOTE
+from gpucompare.reports.inputs import connect, load_sql
 
 #: The report's name (its SQL file, Parquet folder and CSV file).
 PROJECTIONS = "projections"
@@ -36,10 +36,6 @@ PROJECTIONS = "projections"
 BEST_VALUE_WITH_PROJECTIONS = "best_value_with_projections"
 #: ``origin`` of a projected row in best_value_with_projections.
 PROJECTED = "projected"
-
-
-def _sql(name: str) -> str:
-    return (resources.sql_dir() / f"{name}.sql").read_text(encoding="utf-8")
 
 
 def gpu_canonical_table(names: Iterable[str | None]) -> pa.Table:
@@ -62,7 +58,7 @@ def build_projections(
     ).fetchall()
     con.register("gpu_canonical", gpu_canonical_table(row[0] for row in names))
     table = con.sql(
-        _sql(PROJECTIONS),
+        load_sql(PROJECTIONS),
         params={"currency": currency, "epoch_images": epoch_images, "report_date": report_date,
                 "gpu_only_note": GPU_ONLY_NOTE},
     ).to_arrow_table()
@@ -110,12 +106,9 @@ def best_value_with_projections(con: duckdb.DuckDBPyConnection, ranking: dict[st
     ).to_arrow_table()
     # best_value.sql reads a table named cost_per_million: give it the union in a connection of its own
     # (the report set's connection keeps the measured table under that name)
-    view = duckdb.connect(":memory:")
+    view = connect()
     try:
-        view.execute("SET autoinstall_known_extensions = false")
-        view.execute("SET autoload_known_extensions = false")
-        view.execute("SET TimeZone = 'UTC'")
         view.register("cost_per_million", union)
-        return view.sql(_sql("best_value"), params=ranking).to_arrow_table()
+        return view.sql(load_sql("best_value"), params=ranking).to_arrow_table()
     finally:
         view.close()
