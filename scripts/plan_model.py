@@ -65,7 +65,8 @@ def main() -> int:
             "idle": (args.idle, 1), "sweep_other": (1.0, 1)})
         for config in configs:
             per_batch = config.worker_batch / cost.DEFAULT_IMAGES_PER_SEC[(config.network, config.mode)]
-            history.per_config[cost.measured_key(config)] = night.ConfigHistory(setup, per_batch, per_batch, 1)
+            recorded = night.ConfigHistory(setup, per_batch, per_batch, 1)
+            history.per_config[cost.measured_key(config)] = recorded
         _show(f"after (deploy {args.deploy:.0f} s, setup {setup:.0f} s a configuration)", kind, sweeps,
               history, args.price)
     return 0
