@@ -36,7 +36,8 @@ from bench_tasks.methodology import ROBUST_MAX_REPEATS, ROBUST_MIN_TIME_S, ROBUS
 
 #: 2: timed_batches counts every timed batch of all repeats (1: per repeat); methodology,
 #: stopping values and rule, training loop and phase times added.
-SCHEMA_VERSION = 2
+#: 3: energy of the timed window (energy_joules, energy_method, avg_power_watts).
+SCHEMA_VERSION = 3
 
 _TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
 _DEVICE = re.compile(r"^(cpu|gpu):\d+$")
@@ -98,6 +99,14 @@ FIELDS: tuple[Field, ...] = (
           doc="why the configuration ran in a fresh measuring process (series_start, after_failure, "
               "oom_retry, low_gpu_memory, gpu_memory_dropped); null = it shared the process of "
               "earlier configurations, or ran in none (decided before measuring)"),
+    Field("energy_joules", "float", nullable=True,
+          doc="energy of the devices used over the timed batches of all repeats, joules; null when not "
+              "measured (energy_method says why)"),
+    Field("energy_method", "str", nullable=True,
+          doc="how energy_joules was measured: nvml_energy_counter | nvml_power_sampling | rapl, or "
+              "'unavailable: <reason>' when it was not"),
+    Field("avg_power_watts", "float", nullable=True,
+          doc="energy_joules / the seconds of the timed window, watts; null when not measured"),
     Field("images_per_sec", "float", nullable=True, doc="median of the repeats; null unless ok"),
     Field("images_per_sec_samples", "float_list", doc="one figure per repeat"),
     Field("per_worker_images_per_sec", "float_list",

@@ -12,6 +12,8 @@
 --                   $rank_flagged;
 --   'old_published' a published figure dated before $published_cutoff, unless
 --                   $rank_old_published.
+-- Ties (reports/uncertainty.py, after this query): rank_group, tied_with_best, tie_p_value from a
+-- Mann-Whitney U test over the cost samples of each ranked row against the cheapest.
 -- on_pareto_front (ranked rows only): no other ranked machine of the same network, mode and
 -- methodology is at most as expensive per hour and at least as fast, and strictly better in one of the two.
 WITH priced AS (
@@ -37,7 +39,8 @@ SELECT
     END AS rank,
     ranked, not_ranked_reason,
     provider, instance_type, region, market, gpu_model, device_kind, gpu_count, num_nodes, dtype,
-    batch_size, images_per_sec, price_per_hour, cost_per_million, currency, epochs90_hours, epochs90_cost,
+    batch_size, images_per_sec, images_per_sec_low, images_per_sec_high, price_per_hour, cost_per_million,
+    cost_per_million_low, cost_per_million_high, samples, nights, currency, epochs90_hours, epochs90_cost,
     ranked AND NOT EXISTS (
         SELECT 1 FROM best AS other
         WHERE other.ranked AND other.network = b.network AND other.mode = b.mode
@@ -46,7 +49,8 @@ SELECT
           AND other.images_per_sec >= b.images_per_sec
           AND (other.price_per_hour < b.price_per_hour OR other.images_per_sec > b.images_per_sec)
     ) AS on_pareto_front,
-    origin, result_date, measured_at, price_effective_from, price_source, result_source, target, flags
+    origin, result_date, measured_at, price_effective_from, price_source, result_source, target, flags,
+    joules_per_image, kwh_per_million, gco2e_per_million, sample_key
 FROM best AS b
 ORDER BY network, mode, methodology, ranked DESC, cost_per_million, provider, instance_type, region,
          market

@@ -16,6 +16,9 @@
 -- methodologies are separate rows, never one figure.
 -- Provenance of every row: result_date and measured_at (when the figure was measured or
 -- published), price_effective_from (the price's date), origin, result_source, target, flags.
+-- Uncertainty: cost is price / throughput, so its 95 % interval is the price over the ends of the
+-- throughput's (cost_per_million_low from images_per_sec_high); samples, nights and the energy
+-- columns are carried from latest (reports/uncertainty.py); sample_key is dropped before writing.
 WITH ok AS (
     SELECT *, row_number() OVER () AS result_row
     FROM latest
@@ -95,6 +98,9 @@ SELECT
     secs_per_million AS seconds_per_million,
     money_per_hour AS price_per_hour,
     money_per_hour * secs_per_million / 3600 AS cost_per_million,
+    money_per_hour * 1e6 / images_per_sec_high / 3600 AS cost_per_million_low,
+    money_per_hour * 1e6 / images_per_sec_low / 3600 AS cost_per_million_high,
+    images_per_sec_low, images_per_sec_high, samples, nights,
     $currency AS currency,
     CASE
         WHEN price_source IS NULL THEN 'missing'
@@ -114,7 +120,9 @@ SELECT
     money_per_hour * secs_per_epoch / 3600 AS epoch_cost,
     90 * secs_per_epoch AS epochs90_seconds,
     90 * secs_per_epoch / 3600 AS epochs90_hours,
-    money_per_hour * 90 * secs_per_epoch / 3600 AS epochs90_cost
+    money_per_hour * 90 * secs_per_epoch / 3600 AS epochs90_cost,
+    energy_method, avg_power_watts, joules_per_image, kwh_per_million, gco2e_per_million,
+    sample_key
 FROM money
 ORDER BY mode, network, methodology, cost_per_million NULLS LAST, provider, instance_type, region,
          market, gpu_count, batch_size, dtype

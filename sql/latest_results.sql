@@ -13,6 +13,8 @@
 -- finished; a published figure, which has no run, gets its publication date at 00:00 UTC),
 -- flags (always a list, empty when none), run_id and config_id (which run and cell it was:
 -- the projections report names the measured result it projects from).
+-- For the statistics (reports/uncertainty.py, which adds the interval, energy and sample_key columns):
+-- images_per_sec_samples (the repeats), timed_batches and the energy fields of the same result.
 SELECT
     provider, instance_type, region, market, mode, network, dtype, batch_size,
     gpu_count, num_nodes, device_kind, kvstore, methodology,
@@ -20,7 +22,10 @@ SELECT
     CASE WHEN r.target = 'published' THEN 'published' ELSE 'measured' END AS origin,
     r.source AS result_source, r.result_date, r.run_id, r.config_id,
     coalesce(r.measured_at, CAST(r.result_date AS TIMESTAMPTZ)) AS measured_at,
-    coalesce(r.flags, CAST([] AS VARCHAR[])) AS flags
+    coalesce(r.flags, CAST([] AS VARCHAR[])) AS flags,
+    coalesce(r.samples, CAST([] AS DOUBLE[])) AS images_per_sec_samples, r.timed_batches,
+    r.energy_joules, r.energy_method, r.avg_power_watts,
+    row_number() OVER () AS sample_key
 FROM (
     SELECT
         provider, instance_type, region, market, mode, network, dtype, batch_size,
@@ -30,7 +35,9 @@ FROM (
                 target := target, gpu_model := gpu_model, per_device_batch := per_device_batch,
                 images_per_sec := images_per_sec, cv := cv, status := status, source := source,
                 result_date := CAST("date" AS DATE), measured_at := finished_at, flags := flags,
-                run_id := run_id, config_id := config_id
+                run_id := run_id, config_id := config_id, samples := images_per_sec_samples,
+                timed_batches := timed_batches, energy_joules := energy_joules,
+                energy_method := energy_method, avg_power_watts := avg_power_watts
             ),
             coalesce(finished_at, CAST("date" AS TIMESTAMPTZ))
         ) AS r

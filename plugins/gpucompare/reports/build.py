@@ -41,7 +41,7 @@ import pyarrow as pa
 
 from bench_tasks.constants import IMAGENET_TRAIN_IMAGES
 from gpucompare.lake import schema
-from gpucompare.reports import projections
+from gpucompare.reports import projections, uncertainty
 from gpucompare.reports.campaign import build_campaign
 from gpucompare.reports.inputs import ReportInputs, ResultFiles, connect, load_sql, register_side_tables
 from gpucompare.reports.publish import write_history, write_site, write_tables
@@ -98,7 +98,9 @@ def _ranking(options: ReportOptions) -> dict[str, object]:
 
 
 def _best_value(build: Build) -> pa.Table:
-    return build.sql("best_value", _ranking(build.options))
+    table = uncertainty.tie_groups(build.con, build.sql("best_value", _ranking(build.options)))
+    build.con.register("best_value", table)
+    return table
 
 
 def _throughput_matrix(build: Build) -> pa.Table:
@@ -184,6 +186,7 @@ def build_reports(
     con = connect()
     try:
         register_side_tables(con, inputs)
+        con.register("carbon_intensity", uncertainty.carbon_intensity())
         files = ResultFiles.of(inputs.lake, con, inputs.results)
 
         def stage_latest() -> tuple[int, list[dt.date]]:
@@ -193,6 +196,9 @@ def build_reports(
                 newest = con.execute(load_sql("latest_dates_by_key")).fetchall()
             files.register("results", dates={row[0] for row in newest})
             con.execute(f"CREATE TEMP TABLE latest AS {load_sql('latest_results')}")
+            if options.nights > 1:
+                files.register("pooled")
+            uncertainty.annotate_latest(con, nights=options.nights)
             return sum(int(row[1]) for row in newest), [row[0] for row in newest]
 
         rows_scanned, newest_dates = _timed(timings, "scan: latest results", lambda: files.run(stage_latest))
@@ -211,7 +217,7 @@ def build_reports(
     finally:
         con.close()
 
-    tables = {name: with_docs(table) for name, table in tables.items()}
+    tables = {name: with_docs(uncertainty.without_sample_key(table)) for name, table in tables.items()}
     report_set = ReportSet(
         tables=tables,
         currency=currency,

@@ -34,6 +34,8 @@ HISTORY_TABLES: tuple[str, ...] = (*REPORTS, *DERIVED)
 MATRIX_BATCHES: tuple[int, ...] = tuple(2**i for i in range(11))  # 1 … 1024
 #: Where a result comes from: run by gpucompare, or imported from a publication.
 ORIGINS: tuple[str, ...] = ("measured", "published")
+#: The most runs --nights may pool.
+MAX_NIGHTS = 365
 #: Why a best_value row is shown but not ranked.
 NOT_RANKED_REASONS: tuple[str, ...] = ("flagged", "old_published")
 
@@ -72,6 +74,7 @@ class ReportOptions:
     * ``rank_old_published``: rank them anyway;
     * ``rank_flagged``: rank rows carrying flags (suspicions of the published import) too;
     * ``report_date``: the day the ages are counted from (default: today, UTC);
+    * ``nights``: intervals and ties from the samples of the last N runs (``--nights``);
     * ``with_projections``: also build ``best_value_with_projections``, best_value with the
       projected machines of the projections report added (labelled origin ``projected``).
     """
@@ -81,6 +84,9 @@ class ReportOptions:
     rank_flagged: bool = False
     report_date: dt.date | None = None
     with_projections: bool = False
+    #: the samples of the last N ok runs of each configuration on its machine are pooled (1: the
+    #: latest run's repeats alone); see reports/uncertainty.py
+    nights: int = 1
 
     def validate(self) -> None:
         if isinstance(self.published_max_age_years, bool) or not isinstance(
@@ -90,6 +96,9 @@ class ReportOptions:
                 "published_max_age_years must be a whole number of years, "
                 f"got {self.published_max_age_years!r}"
             )
+        whole = isinstance(self.nights, int) and not isinstance(self.nights, bool)
+        if not whole or not 1 <= self.nights <= MAX_NIGHTS:
+            raise ReportError(f"nights must be a whole number from 1 to {MAX_NIGHTS}, got {self.nights!r}")
         if not 0 <= self.published_max_age_years <= 100:
             raise ReportError(
                 f"published_max_age_years must be between 0 and 100, got {self.published_max_age_years}"
@@ -224,6 +233,34 @@ COLUMN_DOCS: dict[str, str] = {
     "verdict": "regression | improvement | steady | failed | not_run | insufficient_history",
     "regression": "true for verdict regression or failed",
     "report_date": "history tables: the day the report was built (Hive partition)",
+    # uncertainty and energy (reports/uncertainty.py over reports/stats.py)
+    "images_per_sec_low": "lower end of the 95 % interval of the median throughput (order statistics of the "
+    "samples, binomial: distribution-free), images per second; empty with fewer than 6 samples or none",
+    "images_per_sec_high": "upper end of the 95 % interval of the median throughput, images per second; "
+    "empty with fewer than 6 samples or none",
+    "cost_per_million_low": "lower end of the 95 % interval of cost_per_million (the price over "
+    "images_per_sec_high); empty when that is",
+    "cost_per_million_high": "upper end of the 95 % interval of cost_per_million (the price over "
+    "images_per_sec_low); empty when that is",
+    "samples": "repeat samples behind the figure (count); empty for a figure without samples (published)",
+    "nights": "runs whose samples were pooled (count; the report's --nights N at most); empty without "
+    "samples",
+    "rank_group": "machines whose cost the Mann-Whitney U test cannot tell apart share a group (1 = tied "
+    "with the cheapest); empty when not ranked",
+    "tied_with_best": "true when the U test over the cost samples finds no significant difference (p >= "
+    "0.05) from the cheapest ranked machine; empty when not ranked",
+    "tie_p_value": "two-sided p-value of that U test against the cheapest; empty for the cheapest itself and "
+    "where a side has no samples (then only an equal cost ties)",
+    "energy_method": "how the energy was measured: nvml_energy_counter | nvml_power_sampling | rapl, or "
+    "'unavailable: <reason>'",
+    "avg_power_watts": "average power of the devices used over the timed batches, watts; empty when not "
+    "measured",
+    "joules_per_image": "energy per image over the timed batches, joules (energy_joules / (timed_batches x "
+    "batch_size)); empty when not measured, never 0",
+    "kwh_per_million": "energy of 1,000,000 images, kWh (joules_per_image x 10^6 / 3.6 x 10^6); empty when "
+    "not measured",
+    "gco2e_per_million": "grid emissions of 1,000,000 images, grams CO2e (kwh_per_million x the region's "
+    "gCO2e/kWh, data/carbon/grid_intensity.csv); empty without a measurement or a region in that table",
     "basis": "projections: projected = the throughput of a measured result priced on a catalog machine "
     "with the same GPU model and GPUs per instance (never ranked with measured rows)",
     "measured_machine": "projections: true when the catalog machine is the very instance type measured",
