@@ -121,9 +121,10 @@ def _tie(row: dict, leader: dict, samples: dict[int, list[float]]) -> tuple[bool
 def tie_groups(con: duckdb.DuckDBPyConnection, best_value: pa.Table) -> pa.Table:
     """best_value with ``rank_group``, ``tied_with_best`` and ``tie_p_value`` (ranked rows only).
 
-    Per network, mode and methodology, the ranked rows in order of cost: the cheapest leads
-    group 1; each next row joins the current group when the U test over the cost samples cannot
-    tell it from the group's leader (p >= 1 - confidence), else it leads the next group.
+    Per network, mode and methodology: group 1 is the cheapest ranked row and every row the U test
+    over the cost samples cannot tell from it (p >= 1 - confidence); the other rows, in order of
+    cost, join the current group while the test cannot tell them from its leader (its first row),
+    else lead the next group.
     ``tied_with_best``: the test against the cheapest finds no difference; ``tie_p_value`` is
     that test's p (empty for the cheapest itself and where a side has no samples)."""
     rows = best_value.to_pylist()
@@ -135,13 +136,14 @@ def tie_groups(con: duckdb.DuckDBPyConnection, best_value: pa.Table) -> pa.Table
             groups.setdefault((row["network"], row["mode"], row["methodology"]), []).append(row)
     for ranked in groups.values():
         ranked.sort(key=lambda r: r["cost_per_million"])
-        best, leader, group = ranked[0], ranked[0], 1
-        for row in ranked:
-            if row is best:
-                row.update(rank_group=1, tied_with_best=True)
-                continue
+        best, leader, group = ranked[0], None, 1
+        best.update(rank_group=1, tied_with_best=True)
+        for row in ranked[1:]:
             row["tied_with_best"], row["tie_p_value"] = _tie(row, best, samples)
-            if not (_tie(row, leader, samples)[0] if leader is not best else row["tied_with_best"]):
+            if row["tied_with_best"]:
+                row["rank_group"] = 1
+                continue
+            if leader is None or not _tie(row, leader, samples)[0]:
                 leader, group = row, group + 1
             row["rank_group"] = group
     extra = pa.table({"rank_group": pa.array([r["rank_group"] for r in rows], pa.int64()),
