@@ -273,12 +273,65 @@ def _configure_report(parser: argparse.ArgumentParser) -> None:
     ranking.add_argument("--with-projections", action="store_true", default=None,
                          help="also write best_value_with_projections: the ranking with projected machines "
                               "added, labelled (default GPUCOMPARE_BEST_VALUE_WITH_PROJECTIONS, false)")
+    parser.add_argument("--nights", type=_nights, default=1, metavar="N",
+                        help="intervals and ties from the repeats of the last N runs of each configuration "
+                             "on its machine, pooled (default 1: the latest run's repeats)")
     parser.add_argument("--history", default=None,
                         help="also keep the day's copy of each report under HISTORY/report_history/ "
                              "(the reports root)")
     parser.add_argument("--as-of", default=None, metavar="VERSION|TIMESTAMP",
                         help="rebuild the reports as they were: a results table version (0, 1, …) "
                              "or an ISO timestamp")
+
+
+def _nights(text: str) -> int:
+    from gpucompare.reports.report_set import MAX_NIGHTS
+
+    if not text.strip().isdigit() or not 1 <= int(text) <= MAX_NIGHTS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of nights from 1 to {MAX_NIGHTS}")
+    return int(text)
+
+
+def _configure_compare(parser: argparse.ArgumentParser) -> None:
+    from gpucompare.reports.compare import COMPARE_BY
+
+    parser.description = ("Two machines, nights or worker runtimes side by side per configuration: "
+                          "median images/s with its 95 % interval, the change B vs A with its interval "
+                          "and the Mann-Whitney U p-value ('~' where not significant), a geomean row.")
+    _lake_argument(parser)
+    parser.add_argument("--by", required=True, choices=COMPARE_BY,
+                        help="machine: provider/instance_type[/region[/market]]; night: a date "
+                             "YYYY-MM-DD or a run id; runtime: a worker runtime")
+    parser.add_argument("a", help="side A (the base)")
+    parser.add_argument("b", help="side B (compared with A)")
+    parser.add_argument("--nights", type=_nights, default=1, metavar="N",
+                        help="pool the repeats of each side's last N runs per configuration (default 1)")
+    parser.add_argument("--out", default=None,
+                        help="also write compare.parquet and compare.csv into this local directory")
+
+
+def _run_compare(args: argparse.Namespace) -> int:
+    from gpucompare.lake.storage import LakeError
+    from gpucompare.reports import compare
+    from gpucompare.reports.inputs import ReportInputs
+    from gpucompare.reports.report_set import ReportError
+
+    try:
+        inputs = ReportInputs.from_lake(args.lake)
+        table = compare.compare(inputs, args.by, args.a, args.b, nights=args.nights)
+    except (ReportError, LakeError) as exc:
+        raise UsageError(str(exc)) from None
+    print(compare.render(table, args.by, args.a, args.b))
+    if args.out:
+        import pyarrow.csv as pa_csv
+        import pyarrow.parquet as pq
+
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, out / "compare.parquet")
+        pa_csv.write_csv(table, out / "compare.csv")
+        print(f"wrote {out / 'compare.parquet'} and {out / 'compare.csv'}")
+    return 0
 
 
 def _run_report(args: argparse.Namespace) -> int:
@@ -295,6 +348,7 @@ def _run_report(args: argparse.Namespace) -> int:
             rank_old_published=args.rank_old_published or defaults.rank_old_published,
             rank_flagged=args.rank_flagged or defaults.rank_flagged,
             with_projections=args.with_projections or defaults.with_projections,
+            nights=args.nights,
         )
         report_set = run_reports(args.lake, args.out, currency=args.currency, options=options,
                                  history=args.history, as_of=args.as_of)
@@ -416,6 +470,8 @@ register("lake-info", "what the lake holds: files and rows per table, results pe
          _configure_lake_info, _run_lake_info)
 register("report", "build every report (Parquet + CSV), index.html and summary.md from the lake",
          _configure_report, _run_report)
+register("compare", "benchstat-style comparison of two machines, nights or runtimes per configuration",
+         _configure_compare, _run_compare)
 register("athena-ddl", "write the Athena/Glue DDL of the results lake and the reports for your S3 paths",
          _configure_athena_ddl, _run_athena_ddl)
 
