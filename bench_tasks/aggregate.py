@@ -49,11 +49,13 @@ def merge_worker_records(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             error=worst["error"] if failed else f"{len(records)} worker records for {expected} workers",
             images_per_sec=None, images_per_sec_samples=[], per_worker_images_per_sec=[], cv=None,
             stop_rule=None, warmup_seconds=None, timed_seconds=None,
+            energy_joules=None, energy_method=None, avg_power_watts=None,
         )
         return validate_record(merged)
     per_worker = [float(r["images_per_sec"]) for r in records]
     samples = [sum(values) for values in zip(*(r["images_per_sec_samples"] for r in records),
                                               strict=True)]
+    merged.update(_merged_energy(records))
     merged.update(
         images_per_sec=sum(per_worker),
         per_worker_images_per_sec=per_worker,
@@ -61,3 +63,17 @@ def merge_worker_records(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         cv=statistics.stdev(samples) / statistics.mean(samples) if len(samples) >= 2 else None,
     )
     return validate_record(merged)
+
+
+def _merged_energy(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Energy of a multi-node run: the workers' sum when every worker measured it, else none
+    (a partial sum would understate it) with the first missing worker's reason."""
+    missing = [r for r in records if r.get("energy_joules") is None]
+    if missing:
+        reason = missing[0].get("energy_method") or "unavailable: not measured"
+        return {"energy_joules": None, "avg_power_watts": None,
+                "energy_method": reason if reason.startswith("unavailable") else f"unavailable: {reason}"}
+    methods = sorted({r["energy_method"] for r in records})
+    return {"energy_joules": sum(float(r["energy_joules"]) for r in records),
+            "avg_power_watts": sum(float(r["avg_power_watts"] or 0.0) for r in records),
+            "energy_method": methods[0] if len(methods) == 1 else "unavailable: workers measured differently"}

@@ -75,3 +75,8 @@ MAX_MIN_TIME_S = 3_600.0
 MIN_TARGET_CV_PCT = 0.1
 MAX_TARGET_CV_PCT = 100.0
 MAX_CONFIG_TIMEOUT_S = 24 * 3600.0
+
+#: How a record's energy_joules was measured (bench_tasks.energy); a record without a figure says
+#: "unavailable: <reason>" in energy_method instead.
+ENERGY_METHODS: tuple[str, ...] = ("nvml_energy_counter", "nvml_power_sampling", "rapl")
+ENERGY_UNAVAILABLE_PREFIX = "unavailable: "

@@ -43,6 +43,7 @@ import mxnet as mx
 import numpy as np
 
 from bench_tasks.constants import NUM_CLASSES
+from bench_tasks.energy import EnergyMeter, EnergyReading
 from bench_tasks.methodology import StopPolicy
 
 SCORE_INITIALIZER = {"magnitude": 2.0}
@@ -76,6 +77,7 @@ class Measurement:
     stop_rule: str = "fixed_batches"
     num_workers: int = 1
     worker_batch: int = 0
+    energy: EnergyReading | None = None  # of the timed repeats (bench_tasks.energy)
 
 
 def contexts(devices: tuple[str, ...]) -> list[mx.Context]:
@@ -143,10 +145,11 @@ class _Timing:
     timed_s: float
     timed_batches: int
     stop_rule: str
+    energy: EnergyReading
 
 
 def _timed_runs(step: Callable[[], None], finish: Callable[[], None], warmup: int,
-                policy: StopPolicy, batch_images: int) -> _Timing:
+                policy: StopPolicy, batch_images: int, devices: tuple[str, ...]) -> _Timing:
     warmup_start = time.perf_counter()
     for _ in range(warmup):
         step()
@@ -155,6 +158,8 @@ def _timed_runs(step: Callable[[], None], finish: Callable[[], None], warmup: in
     samples: list[float] = []
     timed_s = 0.0
     timed_batches = 0
+    meter = EnergyMeter(devices)  # opened before the window: its set-up is not measured
+    meter.start()
     while policy.more_repeats(samples):
         done = 0
         tic = time.perf_counter()
@@ -168,7 +173,8 @@ def _timed_runs(step: Callable[[], None], finish: Callable[[], None], warmup: in
         timed_s += elapsed
         timed_batches += done
         samples.append(done * batch_images / elapsed)
-    return _Timing(samples, warmup_s, timed_s, timed_batches, policy.stop_rule(samples))
+    energy = meter.stop()
+    return _Timing(samples, warmup_s, timed_s, timed_batches, policy.stop_rule(samples), energy)
 
 
 def _wait_outputs(module: mx.mod.Module) -> None:
@@ -205,9 +211,9 @@ def score(symbol: mx.sym.Symbol, image_shape: tuple[int, int, int], batch_size: 
         module.forward(batch, is_train=False)
         _wait_outputs(module)
 
-    timing = _timed_runs(step, lambda: None, warmup, policy, batch_size)
+    timing = _timed_runs(step, lambda: None, warmup, policy, batch_size, devices)
     return Measurement(timing.samples, setup_s, timing.warmup_s, timing.timed_s, timing.timed_batches,
-                       timing.stop_rule, worker_batch=batch_size)
+                       timing.stop_rule, worker_batch=batch_size, energy=timing.energy)
 
 
 def create_kvstore(kvstore: str) -> mx.kvstore.KVStore:
@@ -259,6 +265,7 @@ def train(symbol: mx.sym.Symbol, image_shape: tuple[int, int, int], batch_size: 
     else:
         raise ValueError(f"train_loop: {train_loop!r} is not one of official, unsynchronised")
 
-    timing = _timed_runs(step, mx.nd.waitall, warmup, policy, batch_size)
+    timing = _timed_runs(step, mx.nd.waitall, warmup, policy, batch_size, devices)
     return Measurement(timing.samples, setup_s, timing.warmup_s, timing.timed_s, timing.timed_batches,
-                       timing.stop_rule, num_workers=kvstore.num_workers, worker_batch=batch_size)
+                       timing.stop_rule, num_workers=kvstore.num_workers, worker_batch=batch_size,
+                       energy=timing.energy)

@@ -20,6 +20,8 @@ from typing import Any
 from bench_tasks.constants import (
     DEVICE_KINDS,
     DTYPES,
+    ENERGY_METHODS,
+    ENERGY_UNAVAILABLE_PREFIX,
     FRESH_PROCESS_REASONS,
     KVSTORES,
     MAX_MIN_TIME_S,
@@ -223,7 +225,26 @@ def validate_record(record: Any) -> dict[str, Any]:
         raise RecordError("kvstore", "scoring uses no kvstore; must be null")
     _check_hostile(record)
     _check_methodology(record)
+    _check_energy(record)
     return record
+
+
+def _check_energy(record: dict[str, Any]) -> None:
+    """A measured energy says how; a missing one says why (or is null: records made elsewhere)."""
+    joules, method, watts = record["energy_joules"], record["energy_method"], record["avg_power_watts"]
+    if joules is not None:
+        if joules < 0:
+            raise RecordError("energy_joules", f"must be >= 0, got {joules}")
+        if method not in ENERGY_METHODS:
+            raise RecordError("energy_method", f"{method!r} is not one of {', '.join(ENERGY_METHODS)} "
+                              "(a measured energy says how)")
+        if record["status"] != "ok":
+            raise RecordError("energy_joules", f"a {record['status']} record was not timed; must be null")
+    elif method is not None and not method.startswith(ENERGY_UNAVAILABLE_PREFIX):
+        raise RecordError("energy_method", f"{method!r}: without energy_joules it must say "
+                          f"'{ENERGY_UNAVAILABLE_PREFIX}<reason>'")
+    if watts is not None and (joules is None or watts < 0):
+        raise RecordError("avg_power_watts", "needs energy_joules and must be >= 0")
 
 
 # ---- limits against hostile or broken input (shared by the worker and the orchestrator) ------

@@ -157,6 +157,7 @@ def run_one(config: Config, session: _Session) -> dict[str, Any]:
         "stop_rule": result.stop_rule,
         "total_s": time.perf_counter() - started,
         "parameters": session.parameter_count(config.network),
+        **(result.energy.record_fields() if result.energy is not None else {}),
     }
 
 
