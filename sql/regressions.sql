@@ -17,14 +17,19 @@
 --            'not_run' (the latest did not run ok, nor did any earlier one: e.g. always oom),
 --            'insufficient_history' (fewer than min_history ok results before),
 --            'regression' (images_per_sec < median − noise),
---            'improvement' (images_per_sec > median + noise), else 'steady'.
+--            'improvement' (images_per_sec > median + noise), else 'steady';
+--            then (reports/uncertainty.py) a regression or improvement stands only where the
+--            Mann-Whitney U test of the latest repeats against the history's repeats finds the
+--            difference significant (p < 0.05): the thresholds are the minimum effect size, the
+--            test the evidence. Where the sample sizes cannot reach 5 % at all (one repeat a night
+--            against a short history), the thresholds alone decide and p_value is empty.
 -- regression = verdict in ('regression', 'failed').
 -- One window (row_number) and one hash aggregation over the recent rows: linear, no self-join.
 WITH numbered AS (
     SELECT
         provider, instance_type, region, market, mode, network, dtype, batch_size, gpu_count,
         num_nodes, device_kind, kvstore, config_id, gpu_model, images_per_sec, status,
-        finished_at, CAST("date" AS DATE) AS result_date,
+        finished_at, CAST("date" AS DATE) AS result_date, images_per_sec_samples,
         methodology,
         row_number() OVER (
             PARTITION BY provider, instance_type, region, market, mode, network, dtype, batch_size,
@@ -50,7 +55,10 @@ summary AS (
         mad(images_per_sec) FILTER (WHERE age > 1 AND age <= $history_runs + 1 AND status = 'ok')
             AS history_mad,
         min(result_date) FILTER (WHERE age > 1 AND age <= $history_runs + 1 AND status = 'ok')
-            AS history_from
+            AS history_from,
+        flatten(list(images_per_sec_samples) FILTER (WHERE age = 1)) AS current_samples,
+        flatten(list(images_per_sec_samples) FILTER (WHERE age > 1 AND age <= $history_runs + 1
+                                                        AND status = 'ok')) AS history_sample_list
     FROM numbered
     WHERE age <= $history_runs + 1
     GROUP BY ALL
@@ -77,7 +85,8 @@ SELECT
         (status IS DISTINCT FROM 'ok' AND history_runs > 0)
         OR (status = 'ok' AND history_runs >= $min_history AND images_per_sec < history_median - noise),
         false
-    ) AS regression
+    ) AS regression,
+    current_samples, history_sample_list
 FROM judged
 ORDER BY regression DESC, change NULLS FIRST, provider, instance_type, region, market, mode, network,
          dtype, batch_size, gpu_count, methodology

@@ -143,8 +143,9 @@ def _regressions(build: Build) -> pa.Table:
 
     def query() -> pa.Table:
         build.files.register("recent", since=cutoff)
-        return build.sql("regressions", {"history_runs": rule.history_runs, "min_history": rule.min_history,
-                                         "mad_factor": rule.mad_factor, "min_drop": rule.min_drop})
+        table = build.sql("regressions", {"history_runs": rule.history_runs, "min_history": rule.min_history,
+                                          "mad_factor": rule.mad_factor, "min_drop": rule.min_drop})
+        return uncertainty.test_regressions(table)
 
     return build.files.run(query)
 

@@ -232,6 +232,10 @@ COLUMN_DOCS: dict[str, str] = {
     "change": "images_per_sec / history_median - 1, a fraction (-0.1 = 10 % slower)",
     "verdict": "regression | improvement | steady | failed | not_run | insufficient_history",
     "regression": "true for verdict regression or failed",
+    "history_samples": "regressions: repeat samples of the history compared with (count)",
+    "p_value": "regressions: two-sided Mann-Whitney U p-value of the latest repeats against the history's; "
+    "a regression or improvement needs p < 0.05 besides the noise threshold; empty where not tested "
+    "(steady rows, or sample sizes that can never reach 5 %: then the threshold alone decides)",
     "report_date": "history tables: the day the report was built (Hive partition)",
     # uncertainty and energy (reports/uncertainty.py over reports/stats.py)
     "images_per_sec_low": "lower end of the 95 % interval of the median throughput (order statistics of the "

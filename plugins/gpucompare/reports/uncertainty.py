@@ -158,3 +158,33 @@ def tie_groups(con: duckdb.DuckDBPyConnection, best_value: pa.Table) -> pa.Table
 def without_sample_key(table: pa.Table) -> pa.Table:
     """The table as written: without the hidden ``sample_key``."""
     return table.drop_columns([SAMPLE_KEY]) if SAMPLE_KEY in table.column_names else table
+
+
+#: the regressions' verdicts that need the U test's agreement
+_TESTED_VERDICTS = ("regression", "improvement")
+
+
+def test_regressions(table: pa.Table, confidence: float = stats.CONFIDENCE) -> pa.Table:
+    """sql/regressions.sql's table with the U test applied: ``p_value`` (latest repeats against
+    the history's), ``samples`` and ``history_samples`` (counts); a regression or improvement
+    the test does not find significant becomes ``steady``. Where the sizes cannot reach
+    significance at all, the thresholds alone decide (p_value empty)."""
+    rows = table.to_pylist()
+    alpha = 1 - confidence
+    for row in rows:
+        current = [float(v) for v in row.pop("current_samples") or []]
+        history = [float(v) for v in row.pop("history_sample_list") or []]
+        row.update(samples=len(current) or None, history_samples=len(history) or None, p_value=None)
+        if row["verdict"] not in _TESTED_VERDICTS or not current or not history:
+            continue
+        test = stats.mann_whitney(current, history)
+        if test.min_p_value >= alpha:
+            continue  # these sizes can never show a difference: the thresholds decide alone
+        row["p_value"] = test.p_value
+        if not test.significant(confidence):
+            row.update(verdict="steady", regression=False)
+    names = [n for n in table.column_names if n not in ("current_samples", "history_sample_list")]
+    names += ["samples", "history_samples", "p_value"]
+    types = {"samples": pa.int64(), "history_samples": pa.int64(), "p_value": pa.float64()}
+    fields = [table.schema.field(n) if n in table.column_names else pa.field(n, types[n]) for n in names]
+    return pa.Table.from_pylist([{n: row[n] for n in names} for row in rows], schema=pa.schema(fields))
