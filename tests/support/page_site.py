@@ -59,3 +59,6 @@ def demo_site(root: Path) -> tuple[ReportSet, Path]:
     write_site(report_set, str(site))
     return report_set, site
 
+
+#: The time a test page states (the page reads no clock).
+GENERATED_AT = dt.datetime(2026, 12, 1, 23, 0, tzinfo=dt.UTC)

@@ -1,5 +1,7 @@
 """The page's scaling section: speedup and efficiency against GPU count per network, with the
-ideal line and the published curves. Renders strings from scaling rows.
+ideal line and the published curves. Prepares the chart models and tables the section template
+draws, from scaling rows; strong and weak series of one machine differ in dash and marker and carry
+their rule at the line's end.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from gpucompare.reports.charts import Series, line_chart
 from gpucompare.reports.formatting import (
     CURVE_COLOURS,
     IDEAL_COLOUR,
@@ -22,10 +25,10 @@ from gpucompare.reports.formatting import (
 )
 from gpucompare.reports.page_parts import (
     Figure,
-    html_table,
+    data_table,
+    finite,
     num,
 )
-from gpucompare.reports.svg import Series, line_chart
 
 
 def scaling_figures(scaling: list[dict[str, Any]], colours: Colours, metric: str = "speedup") -> list[Figure]:
@@ -72,7 +75,8 @@ def scaling_figures(scaling: list[dict[str, Any]], colours: Colours, metric: str
         chosen = _one_series_per_machine(measured)[:MAX_LINES]
         series = [
             Series(
-                labels[k], mine[k], colours(first_row[k]), "published" if k[1] == "published" else "measured"
+                labels[k], mine[k], colours(first_row[k]), "published" if k[1] == "published" else "measured",
+                tag=str(k[8] or ""),
             )
             for k in chosen
         ]
@@ -82,15 +86,18 @@ def scaling_figures(scaling: list[dict[str, Any]], colours: Colours, metric: str
             for n, k in enumerate(curve_keys)
         ]
         top = max(x for s in series for x, _ in s.points)
+        batches = sorted({int(k[9]) for k in chosen if k[9] is not None})
+        sizes = ("" if not batches else f", b = {batches[0]}" if len(batches) == 1
+                 else f", b = {batches[0]}–{batches[-1]}")
         ideal = [(1, 1), (top, top)] if metric == "speedup" else [(1, 1.0), (top, 1.0)]
         series.insert(0, Series("ideal (linear)", ideal, IDEAL_COLOUR, "ideal"))
         ticks = sorted({x for s in series for x, _ in s.points} | {1})
         chart_id = _slug("scaling", metric, network, *([] if method == "official" else [method]))
         if metric == "speedup":
-            title = titled(f"{network}: speedup over one GPU", method)
+            title = titled(f"{network}{sizes}: speedup over one GPU", method)
             svg = line_chart(chart_id, series, "GPUs", "speedup over 1 GPU", x_ticks=ticks, title=title)
         else:
-            title = titled(f"{network}: efficiency (speedup ÷ GPUs)", method)
+            title = titled(f"{network}{sizes}: efficiency (speedup ÷ GPUs)", method)
             svg = line_chart(chart_id, series, "GPUs", "speedup ÷ GPUs", x_ticks=ticks, title=title)
         counts = sorted({int(x) for k in (*chosen, *curve_keys) for x, _ in mine[k]})
         table_rows = []
@@ -99,7 +106,7 @@ def scaling_figures(scaling: list[dict[str, Any]], colours: Colours, metric: str
             figure = "published curve: " + str(k[4]) if k[1] == "curve" else provenance(first_row[k])
             table_rows.append([labels[k], figure] + [num(values.get(c)) for c in counts])
         best = max(
-            ((k, x, y) for k in chosen for x, y in mine[k] if x > 1),
+            ((k, x, y) for k in chosen for x, y in mine[k] if x > 1 and finite(y)),
             key=lambda t: t[1] * 1000 + t[2],
             default=None,
         )
@@ -108,14 +115,15 @@ def scaling_figures(scaling: list[dict[str, Any]], colours: Colours, metric: str
             f"{best[2]:.2f}. "
             if best
             else ""
-        ) + f"{len(chosen)} series and {len(curve_keys)} published curve(s) drawn; dotted: ideal (linear)."
+        ) + (f"{len(chosen)} series and {len(curve_keys)} published curve(s) drawn, each numbered at its "
+             "end (strong and weak apart); dotted: ideal (linear).")
         figures.append(
             Figure(
                 chart_id,
                 title,
                 svg,
                 summary,
-                html_table(
+                data_table(
                     ["series", "figure"] + [f"{c} GPU{'s' if c > 1 else ''}" for c in counts],
                     table_rows,
                     [False, False] + [True] * len(counts),
