@@ -51,6 +51,13 @@ def duration(seconds: float | None) -> str:
     return f"{secs} s"
 
 
+def time_per_million(images_per_sec: float | None) -> str:
+    """How long a million images take at ``images_per_sec`` ('–' for 0, negative or not finite)."""
+    if images_per_sec is None or not math.isfinite(images_per_sec) or images_per_sec <= 0:
+        return "–"
+    return duration(1e6 / images_per_sec)
+
+
 def money(value: float | None, currency: str, digits: int = 3) -> str:
     if value is None or not math.isfinite(value):
         return "–"

@@ -25,6 +25,7 @@ from gpucompare.reports.formatting import (
     money,
     price_label,
     provenance,
+    time_per_million,
     titled,
     when,
 )
@@ -182,8 +183,7 @@ def best_table(rows: list[dict[str, Any]], currency: str) -> Table:
             with_interval(r, "images_per_sec", num(r["images_per_sec"])),
             money(r["price_per_hour"], currency, 2),
             with_interval(r, "cost_per_million", money(r["cost_per_million"], currency)),
-            duration(1e6 / r["images_per_sec"]) if finite(r["images_per_sec"]) and r["images_per_sec"] > 0
-            else "–",
+            time_per_million(r["images_per_sec"]),
             _epochs90(r, currency),
             provenance(r),
             price_label(r),

@@ -16,6 +16,7 @@ from gpucompare.reports.formatting import (
     methodology,
     money,
     provenance,
+    time_per_million,
 )
 from gpucompare.reports.page_cost import best_per_network
 from gpucompare.reports.page_parts import (
@@ -59,7 +60,7 @@ def _published_cost_table(cost: pa.Table, currency: str) -> list[str]:
     ]
     for r in sorted(rows, key=lambda r: (str(r["gpu_model"]), r["network"])):
         lines.append(
-            f"| {r['gpu_model']} | {r['network']} | {r['images_per_sec']:,.2f} | "
+            f"| {r['gpu_model']} | {r['network']} | {num(r['images_per_sec'])} | "
             f"{duration(r['seconds_per_million'])} | {money(r['price_per_hour'], currency, 2)} | "
             f"{money(r['cost_per_million'], currency)} |"
         )
@@ -101,7 +102,7 @@ def render_summary(report_set: ReportSet) -> str:
         lines.append(
             f"| {r['mode']} | {r['network']} | {methodology(r)} | {machine_label(r)} | {devices(r)} | "
             f"{r['batch_size']} | "
-            f"{r['images_per_sec']:,.2f} | {duration(1e6 / r['images_per_sec'])} | "
+            f"{num(r['images_per_sec'])} | {time_per_million(r['images_per_sec'])} | "
             f"{money(r['cost_per_million'], currency)} | {provenance(r)} | "
             f"{_date(r['price_effective_from'])} |"
         )

@@ -17,8 +17,8 @@ from gpucompare.reports.page import render_page
 from gpucompare.reports.page_throughput import throughput_figures
 from gpucompare.reports.report_set import ReportSet
 from gpucompare.reports.summary import render_summary
-from tests.support.reports_data import fx, ingest, inputs, price, record
 from tests.support.page_site import GENERATED_AT
+from tests.support.reports_data import fx, ingest, inputs, price, record
 
 NIGHT = dt.date(2026, 3, 10)
 

@@ -46,12 +46,13 @@ def _stats_columns(table: pa.Table, *, best: bool) -> pa.Table:
         columns["kwh_per_million"] = [0.139] * len(rows)
         columns["gco2e_per_million"] = [None if r["instance_type"] == "g4dn.xlarge" else 52.0 for r in rows]
         declared = [r["instance_type"] == "g4dn.xlarge" for r in rows]
-        columns["price_source"] = ["declared" if d else r["price_source"] for d, r in zip(declared, rows)]
+        columns["price_source"] = ["declared" if d else r["price_source"]
+                                   for d, r in zip(declared, rows, strict=True)]
         columns["price_note"] = ["example price for this test machine" if d else None for d in declared]
     if best:
         # alexnet scoring: the two ranked machines cannot be told apart
         tied = [r["network"] == "alexnet" and r["mode"] == "score" and r["rank"] in (1, 2) for r in rows]
-        columns["rank_group"] = [1 if t else r["rank"] for t, r in zip(tied, rows)]
+        columns["rank_group"] = [1 if t else r["rank"] for t, r in zip(tied, rows, strict=True)]
         columns["tied_with_best"] = tied
         columns["tie_p_value"] = [0.42 if t else None for t in tied]
     return _with(table, columns)
@@ -97,3 +98,26 @@ def test_energy_runtime_and_declared_prices_are_labelled(plain, extended):
     assert "2025-01-01, declared: example price for this test machine" in page
     before = render_page(plain, GENERATED_AT)
     assert "energy</th>" not in before and "runtime " not in before and "declared" not in before
+
+
+def _every_figure(table: pa.Table, value: float) -> pa.Table:
+    """Every throughput, cost and speedup figure of ``table`` replaced by ``value``."""
+    columns = {name: [value] * table.num_rows for name in
+               ("images_per_sec", "cost_per_million", "seconds_per_million", "speedup", "efficiency")
+               if name in table.column_names}
+    return _with(table, columns)
+
+
+@pytest.mark.parametrize("value", [0.0, 1e-100, 1e13, 1e300, float("nan"), float("inf"), -1.0])
+def test_the_page_and_summary_survive_any_figure(plain, value):
+    """A lake row at 1e13 images/s made `report` exit 1 (ZeroDivisionError in the old svg.py); any
+    value now renders, and what cannot be drawn is listed under its chart."""
+    from gpucompare.reports.summary import render_summary
+
+    tables = {name: _every_figure(table, value) for name, table in plain.tables.items()}
+    odd = dataclasses.replace(plain, tables=tables)
+    page = render_page(odd, GENERATED_AT)
+    assert page.count("<svg") == render_page(plain, GENERATED_AT).count("<svg")
+    drawable = value >= 0 and value < float("inf")
+    assert ("not drawn: " in page) == (not drawable)
+    assert render_summary(odd).startswith("# gpucompare report")

@@ -79,8 +79,9 @@ def test_every_series_is_told_apart_without_colour_and_measured_lines_stand_off_
         """() => [...document.querySelectorAll('figure.chart svg')].map(svg => ({
             id: svg.closest('figure').id,
             entries: [...svg.querySelectorAll('g.legend-entry[data-dash]')]
-                .map(g => g.dataset.dash + '|' + g.dataset.marker + '|' + (g.querySelector('text') || {}).textContent),
-            axis: svg.querySelector('path.axis') ? svg.querySelector('path.axis').getBoundingClientRect().bottom : null,
+                .map(g => [g.dataset.dash, g.dataset.marker, g.querySelector('text').textContent].join('|')),
+            axis: svg.querySelector('path.axis')
+                ? svg.querySelector('path.axis').getBoundingClientRect().bottom : null,
             measured: [...svg.querySelectorAll("g.series[data-measured='yes'] :is(circle, rect, polygon)")]
                 .map(m => { const r = m.getBoundingClientRect(); return r.top + r.height / 2; }),
         }))"""

@@ -20,8 +20,8 @@ from gpucompare.reports import page as html
 from gpucompare.reports.page_projections import CAVEAT, MEASURED_MARK, candidate_rows, cheapest_providers
 from gpucompare.reports.projections import BEST_VALUE_WITH_PROJECTIONS
 from gpucompare.reports.report_set import ReportError, ReportOptions
-from tests.support.reports_data import fx, ingest, inputs, price, record, rows
 from tests.support.page_site import GENERATED_AT
+from tests.support.reports_data import fx, ingest, inputs, price, record, rows
 
 TODAY = dt.date(2026, 11, 30)
 RATES = [fx(1.10, dt.date(2025, 1, 1))]  # 1 EUR = 1.10 USD

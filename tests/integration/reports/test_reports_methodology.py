@@ -19,8 +19,8 @@ from gpucompare.reports.build import build_reports
 from gpucompare.reports.page import render_page
 from gpucompare.reports.report_set import COLUMN_DOCS, RegressionRule
 from gpucompare.reports.summary import render_summary
-from tests.support.reports_data import ingest, inputs, price, record
 from tests.support.page_site import GENERATED_AT
+from tests.support.reports_data import ingest, inputs, price, record
 
 NIGHT = dt.date(2026, 3, 10)
 RULE = RegressionRule(history_runs=7, min_history=3, mad_factor=3.0, min_drop=0.05, lookback_days=28)
@@ -184,7 +184,8 @@ def test_the_page_names_each_figures_methodology_and_notes_mixed_networks(lake):
 
 def test_a_page_of_one_methodology_has_no_mixed_note(lake):
     ingest(lake, [record(images_per_sec=1000.0, night=NIGHT, methodology="robust")])
-    page = render_page(build_reports(inputs(lake, [price("g5.xlarge", 1.0)], []), currency="USD"), GENERATED_AT)
+    report = build_reports(inputs(lake, [price("g5.xlarge", 1.0)], []), currency="USD")
+    page = render_page(report, GENERATED_AT)
     assert "More than one methodology" not in page
     assert "cost per million images (robust methodology)" in page
 

@@ -28,8 +28,8 @@ from gpucompare.reports.publish import write_history
 from gpucompare.reports.report_set import COLUMN_DOCS, ReportError, ReportOptions, column_doc
 from gpucompare.reports.summary import describe_provenance
 from tests.conftest import REPO_ROOT
-from tests.support.reports_data import fx, ingest, inputs, price, record, rows
 from tests.support.page_site import GENERATED_AT
+from tests.support.reports_data import fx, ingest, inputs, price, record, rows
 
 NIGHT = dt.date(2026, 3, 10)
 TODAY = dt.date(2026, 11, 30)

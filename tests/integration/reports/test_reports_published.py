@@ -20,8 +20,8 @@ from gpucompare.reports.build import build_reports
 from gpucompare.reports.inputs import ReportInputs
 from gpucompare.reports.page import render_page
 from gpucompare.reports.summary import render_summary
-from tests.support.reports_data import rows
 from tests.support.page_site import GENERATED_AT
+from tests.support.reports_data import rows
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,8 @@ ODD = (0.0, 1e-100, 1e13, NAN, INF, -INF, -1.0, None, 1e300, 1e-320)
 def _numbers(svg: str) -> list[float]:
     """Every coordinate-like attribute value of the SVG."""
     values = re.findall(r'\b(?:x|y|x1|x2|y1|y2|cx|cy|width|height)="([^"]+)"', svg)
-    values += [v for path in re.findall(r'\bd="([^"]+)"', svg) for v in re.findall(r"-?[\d.]+(?:e-?\d+)?", path)]
+    paths = re.findall(r'\bd="([^"]+)"', svg)
+    values += [v for path in paths for v in re.findall(r"-?[\d.]+(?:e-?\d+)?", path)]
     return [float(v) for v in values]
 
 
@@ -72,7 +73,8 @@ def test_a_bar_chart_of_every_odd_value_draws_the_drawable_and_lists_the_rest():
 
 @pytest.mark.parametrize("value", ODD)
 def test_a_line_chart_of_any_value_renders(value):
-    series = [Series("a", [(1, value), (2, 10.0)], "#123456"), Series("b", [(1, value)], "#654321", "published")]
+    series = [Series("a", [(1, value), (2, 10.0)], "#123456"),
+              Series("b", [(1, value)], "#654321", "published")]
     for log2_x in (False, True):
         chart = line_chart("c", series, "x", "y", log2_x=log2_x)
         svg = render_chart(chart)
@@ -132,10 +134,11 @@ def test_intervals_draw_error_bars_and_odd_bounds_are_skipped():
                                     intervals={1: (9.0, 11.0), 2: (None, 25.0)})], "x", "y")
     errors = [p.error for p in lines.lines[0].points]
     assert errors[0] is not None and errors[1] is None
-    assert render_chart(bars).count('class="error-bar"') == 1 and render_chart(lines).count('class="error-bar"') == 1
+    assert render_chart(bars).count('class="error-bar"') == 1
+    assert render_chart(lines).count('class="error-bar"') == 1
 
 
 def test_text_in_a_chart_is_escaped():
-    svg = render_chart(bar_chart("c", [Bar("<script>x</script>", 1.0, "#111111", "1 & 2", note="a\"b")], "<€>",
-                                 title="<t>"))
+    bars = [Bar("<script>x</script>", 1.0, "#111111", "1 & 2", note="a\"b")]
+    svg = render_chart(bar_chart("c", bars, "<€>", title="<t>"))
     assert "<script>" not in svg and "&lt;script&gt;" in svg and "1 &amp; 2" in svg and "&lt;€&gt;" in svg
