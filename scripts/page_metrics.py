@@ -5,7 +5,7 @@ of the first screen at each width (for the closing note; not a test: no bounds a
 
 Without ``--site`` it builds the demo-like site of tests/support/page_site.py into OUT_DIR/site
 (two nights of the unpriced local CPU, the published figures, the catalog samples);
-``--priced`` declares a price for the local machine first.
+``--fresh`` builds a fresh install's site instead (the reference data only, nothing measured).
 """
 
 from __future__ import annotations
@@ -49,13 +49,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--site", type=Path)
+    parser.add_argument("--fresh", action="store_true", help="a fresh install: nothing measured yet")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     site = args.site
     if site is None:
         from tests.support.page_site import demo_site
 
-        _report_set, site = demo_site(args.out)
+        _report_set, site = demo_site(args.out, measured=not args.fresh)
     for width, figures in measure(site, args.out).items():
         print(f"{width} px: page height {figures['height']} px, scroll width {figures['width']} px")
         for section, height in figures["sections"].items():

@@ -3,8 +3,8 @@
 What ``make demo`` leaves behind, built without Airflow: two nights of the ``local`` target
 (a CPU, no price: AlexNet scoring at batch 1 and 2 and training at batch 2, about 60 images/s)
 plus the shipped published figures and the shipped catalog samples, through the real ingest,
-import and report code. ``priced=True`` also declares an hourly price for the local machine
-(what the demo does once declared prices exist), so something measured is ranked.
+import and report code. ``measured=False`` gives a fresh install's site (the reference data
+loaded, nothing measured yet).
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ def cpu_record(**kwargs) -> dict:
     return validate_record({**rec, "device_kind": "cpu", "devices": ["cpu:0"]})
 
 
-def demo_lake(lake_dir: Path) -> None:
+def demo_lake(lake_dir: Path, *, measured: bool = True) -> None:
+    """The demo's lake; ``measured=False``: a fresh install's (reference data only, nothing run yet)."""
     lake = open_lake(str(lake_dir))
-    for n, night in enumerate(NIGHTS):
+    for n, night in enumerate(NIGHTS if measured else ()):
         ingest(
             lake,
             [
@@ -51,9 +52,9 @@ def demo_lake(lake_dir: Path) -> None:
     import_shipped(lake)
 
 
-def demo_site(root: Path) -> tuple[ReportSet, Path]:
+def demo_site(root: Path, *, measured: bool = True) -> tuple[ReportSet, Path]:
     """The demo-like lake under ``root/lake`` and its report site under ``root/site``."""
-    demo_lake(root / "lake")
+    demo_lake(root / "lake", measured=measured)
     site = root / "site"
     report_set = build_reports(ReportInputs.from_lake(str(root / "lake")), str(site))
     write_site(report_set, str(site))

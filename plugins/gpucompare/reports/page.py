@@ -132,10 +132,15 @@ def first_answer(
             "Declare its price: gpucompare add-price (per hour, per month or an amortised purchase), or a "
             f"prices entry for the target in the fleet file; {PRICE_DOCS} shows both. The next report "
             "ranks it, labelled as declared.")
+    elif _counts(report_set)["measured"] == 0:
+        answer.reasons.append("nothing has been measured yet: the nightly DAG has not run, or its results "
+                              "are in another lake")
+        answer.steps.append(
+            "Run the nightly DAG (airflow dags trigger gpucompare_nightly) on a target with a price, or "
+            f"declare a price for your own machine (gpucompare add-price; {PRICE_DOCS}).")
     elif not any(r.get("origin") == "measured" for r in best):
-        answer.reasons.append("no measured result has a price yet (or none was measured)")
-        answer.steps.append("Run the nightly DAG on a priced target, or declare a price for your own machine "
-                            f"(gpucompare add-price; {PRICE_DOCS}).")
+        answer.reasons.append("no measured result has a price")
+        answer.steps.append(f"Declare a price for your machine (gpucompare add-price; {PRICE_DOCS}).")
     options = report_set.options
     if any(r.get("not_ranked_reason") == "old_published" for r in best):
         answer.reasons.append(

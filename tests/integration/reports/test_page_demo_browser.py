@@ -131,3 +131,17 @@ def test_the_first_screen_says_why_nothing_is_ranked_and_what_to_do(browser, dem
     assert "published figures, from 2017" in cards
     assert "your results without a price · published figures without a price: 152" in cards
     page.close()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_fresh_install_says_nothing_was_measured_and_what_to_run(browser, tmp_path, width):  # noqa: F811
+    """A fresh install (reference data loaded, no night run yet): the first screen says so."""
+    _report_set, site = demo_site(tmp_path, measured=False)
+    page, errors, _outside = _open(browser, site, width)
+    assert errors == []
+    answer = page.locator("#first-answer")
+    assert answer.bounding_box()["y"] < page.locator(".cards").bounding_box()["y"]  # before the cards
+    text = answer.inner_text()
+    assert "nothing has been measured yet" in text and "airflow dags trigger gpucompare_nightly" in text
+    assert "--rank-old-published" in text
+    page.close()
