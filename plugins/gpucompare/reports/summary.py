@@ -113,7 +113,12 @@ def render_summary(report_set: ReportSet) -> str:
             "and flagged ones are not ranked (best_value.csv lists them with not_ranked_reason).",
         ]
     lines += _published_cost_table(report_set.tables["cost_per_million"], currency)
-    lines += ["", f"## Regressions: {len(regressions)}", ""]
+    return "\n".join(lines + _tail(report_set, regressions, missing))
+
+
+def _tail(report_set: ReportSet, regressions: list[dict], missing: int) -> list[str]:
+    """The regressions, the count of unpriced results and what the set was built from."""
+    lines = ["", f"## Regressions: {len(regressions)}", ""]
     for r in regressions[:20]:
         lines.append(
             f"- {machine_label(r)} {r['mode']} {r['network']} batch {r['batch_size']} "
@@ -133,7 +138,7 @@ def render_summary(report_set: ReportSet) -> str:
                              for table, version in dict(manifest.get("table_versions") or {}).items())
         as_of = f" (as of {manifest['as_of']})" if manifest.get("as_of") else ""
         lines += [f"Built from the lake {manifest.get('lake')} at table versions: {versions}{as_of}.", ""]
-    return "\n".join(lines)
+    return lines
 
 
 def describe_provenance(report_set: ReportSet) -> str:
