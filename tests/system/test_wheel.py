@@ -82,6 +82,9 @@ def _expected_members() -> set[str]:
                  for p in (REPO_ROOT / "dags").rglob("*") if p.suffix in {".py", ".yaml"}}
     expected |= {f"gpucompare/{p.relative_to(REPO_ROOT / 'plugins' / 'gpucompare').as_posix()}"
                  for p in (REPO_ROOT / "plugins" / "gpucompare" / "data").rglob("*.csv")}
+    templates = REPO_ROOT / "plugins" / "gpucompare" / "reports" / "templates"
+    expected |= {f"gpucompare/reports/templates/{p.relative_to(templates).as_posix()}"
+                 for p in templates.rglob("*.j2")}
     expected |= {f"bench_tasks/{p.name}" for p in (REPO_ROOT / "bench_tasks").glob("requirements-*.txt")}
     for package in (REPO_ROOT / "plugins" / "gpucompare", REPO_ROOT / "bench_tasks"):
         expected |= {f"{package.name}/{p.relative_to(package).as_posix()}" for p in package.rglob("*.py")

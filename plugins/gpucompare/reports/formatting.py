@@ -1,11 +1,10 @@
 """How the page writes figures, machines and dates (durations, money, labels, colours):
-pure functions over one report row.
+pure functions over one report row, returning plain text (the templates escape it).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import html
 import math
 import re
 from typing import Any
@@ -32,11 +31,7 @@ PALETTE = (
 #: Published speedup curves (white papers) are not machines: their own muted colours.
 CURVE_COLOURS = ("#6c757d", "#a0522d", "#8e6c8a")
 IDEAL_COLOUR = "#8a939c"
-KEY_COLOUR = "#4a5560"
 CURRENCY_SIGN = {"EUR": "€", "USD": "$"}
-#: Dash patterns: published lines, and the ideal line (dotted, distinct from published).
-PUBLISHED_DASH = "7 4"
-IDEAL_DASH = "1.5 4"
 
 
 # ---- formatting --------------------------------------------------------------------------
@@ -54,6 +49,13 @@ def duration(seconds: float | None) -> str:
     if minutes:
         return f"{minutes} min {secs} s"
     return f"{secs} s"
+
+
+def time_per_million(images_per_sec: float | None) -> str:
+    """How long a million images take at ``images_per_sec`` ('–' for 0, negative or not finite)."""
+    if images_per_sec is None or not math.isfinite(images_per_sec) or images_per_sec <= 0:
+        return "–"
+    return duration(1e6 / images_per_sec)
 
 
 def money(value: float | None, currency: str, digits: int = 3) -> str:
@@ -82,10 +84,22 @@ def _device(row: dict[str, Any]) -> str | None:
 
 
 def machine_label(row: dict[str, Any], *, with_gpu: bool = True) -> str:
-    """Machine name with its GPU model (or CPU)."""
+    """Machine name with its GPU model (or CPU), and the worker runtime that measured it when the
+    report says (``worker_runtime``)."""
     device = _device(row) if with_gpu else None
     name = machine_name(row)
-    return f"{name} ({device})" if device else name
+    label = f"{name} ({device})" if device else name
+    runtime = row.get("worker_runtime")
+    return f"{label} · runtime {runtime}" if runtime else label
+
+
+def price_label(row: dict[str, Any]) -> str:
+    """The price's date, and for a price the user declared: 'declared: <note>'."""
+    date = _date(row.get("price_effective_from"))
+    if row.get("price_source") == "declared":
+        note = row.get("price_note")
+        return f"{date}, declared" + (f": {note}" if note else "")
+    return date
 
 
 def _hardware_label(row: dict[str, Any]) -> str:
@@ -142,10 +156,6 @@ def provenance(row: dict[str, Any]) -> str:
     if _is_published(row):
         return f"published {date}: {row.get('result_source') or '?'} ({methodology(row)})"
     return f"measured {date} on {row.get('target') or '?'} ({methodology(row)})"
-
-
-def _esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
 
 
 def _slug(*parts: Any) -> str:

@@ -1,6 +1,6 @@
 """The page section "What the benchmark itself cost": the ``campaign`` report, night by night.
 
-Rendering only (strings from the built ``campaign`` table, no I/O), like the rest of the page.
+Data for the section template (from the built ``campaign`` table, no I/O), like the rest of the page.
 One row per target run of the last nights: how long the machine was paid for, how much of that
 was timed batches (the figures the reports are made of), billed ÷ timed, and the money each
 phase took. An unpriced run (the local machine, a host without a price) shows its seconds and
@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from gpucompare.reports.formatting import _date, duration, money
-from gpucompare.reports.page_parts import html_table, links
+from gpucompare.reports.page_parts import Section, data_table
 from gpucompare.reports.report_set import ReportSet
 
 KEY = "campaign"
@@ -54,13 +54,14 @@ def _where_the_money_went(row: dict[str, Any]) -> str:
                       for cost, label in sorted(parts, reverse=True) if cost > 0.005) or "–"
 
 
-def campaign_section(report_set: ReportSet) -> tuple[str, str, str, str]:
-    """The section as the page lists them: (key, title, note, content HTML)."""
+def campaign_section(report_set: ReportSet) -> Section:
+    """The section: the recent runs as a table, or why there is none."""
     table = report_set.tables.get("campaign")
     rows = recent_runs(table) if table is not None else []
+    section = Section(KEY, TITLE, NOTE, "campaign.html.j2", ("campaign",), {"table": None, "empty": ""})
     if not rows:
-        return (KEY, TITLE, NOTE, links("campaign")
-                + "<p class=empty>No run recorded its phases yet (the nightly DAG records them).</p>")
+        section.data["empty"] = "No run recorded its phases yet (the nightly DAG records them)."
+        return section
     headers = ["target", "night", "machine", "configurations", "billed", "timed", "timed share",
                "billed ÷ timed", "cost", "where the money went"]
     numeric = [False, False, False, True, True, True, True, True, True, False]
@@ -80,5 +81,5 @@ def campaign_section(report_set: ReportSet) -> tuple[str, str, str, str]:
         for r in rows
     ]
     caption = f"Target runs of the last {NIGHTS_SHOWN} nights with phases recorded"
-    return (KEY, TITLE, NOTE, links("campaign") + "<div class=scroll>"
-            + html_table(headers, body, numeric, caption=caption, reflow=True) + "</div>")
+    section.data["table"] = data_table(headers, body, numeric, caption=caption)
+    return section

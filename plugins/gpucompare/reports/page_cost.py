@@ -1,5 +1,7 @@
 """The page's cost section: cost per million images per network (bars), the best buy per network
-and mode, and the results without a price. Renders strings from best_value / cost_per_million rows.
+and mode with the ranking's tie groups, and the results without a price (the user's own apart from
+the published figures). Prepares the data the section templates draw, from best_value /
+cost_per_million rows.
 """
 
 from __future__ import annotations
@@ -7,11 +9,11 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from gpucompare.reports.charts import Bar, bar_chart
 from gpucompare.reports.formatting import (
     CURRENCY_SIGN,
     MAX_BARS,
     Colours,
-    _date,
     _flags,
     _is_published,
     _slug,
@@ -21,18 +23,25 @@ from gpucompare.reports.formatting import (
     machine_name,
     methodology,
     money,
+    price_label,
     provenance,
+    time_per_million,
     titled,
     when,
 )
 from gpucompare.reports.page_parts import (
     Figure,
+    Table,
     by_methodology,
-    html_table,
+    data_table,
+    energy,
+    finite,
+    interval,
     num,
+    tie_groups,
+    with_interval,
 )
 from gpucompare.reports.report_set import ReportSet
-from gpucompare.reports.svg import Bar, bar_chart
 
 
 def _not_ranked_text(row: dict[str, Any], report_set: ReportSet) -> str:
@@ -42,6 +51,29 @@ def _not_ranked_text(row: dict[str, Any], report_set: ReportSet) -> str:
     if reason == "old_published":
         return f"not ranked: published over {report_set.options.published_max_age_years} years ago"
     return ""
+
+
+def batch_text(rows: list[dict[str, Any]]) -> str:
+    """'batch 32' when every figure has one batch size, else 'batch 16–64' (each machine at its best)."""
+    sizes = sorted({int(r["batch_size"]) for r in rows if r.get("batch_size") is not None})
+    if not sizes:
+        return "batch –"
+    return f"batch {sizes[0]}" if len(sizes) == 1 else f"batch {sizes[0]}–{sizes[-1]}"
+
+
+def _bar(row: dict[str, Any], currency: str, colours: Colours, several_batches: bool) -> Bar:
+    low, high = interval(row, "cost_per_million")
+    batch = f" · b{row['batch_size']}" if several_batches else ""
+    return Bar(
+        machine_name(row) + batch,
+        row["cost_per_million"],
+        colours(row),
+        money(row["cost_per_million"], currency),
+        published=_is_published(row),
+        note=f"{when(row)} · price of {price_label(row)}" + ("" if row["ranked"] else " · not ranked"),
+        low=low,
+        high=high,
+    )
 
 
 def cost_figures(
@@ -58,154 +90,134 @@ def cost_figures(
     figures = []
     for network, method in sorted(by_network, key=lambda k: (k[0], k[1] != "official", k[1])):
         group = by_network[(network, method)]
-        rows = _cheapest_with_unranked(group)
-        bars = [
-            Bar(
-                machine_name(r),
-                r["cost_per_million"],
-                colours(r),
-                money(r["cost_per_million"], currency),
-                published=_is_published(r),
-                note=f"{when(r)} · price of {_date(r['price_effective_from'])}"
-                + ("" if r["ranked"] else " · not ranked"),
-            )
-            for r in rows
-        ]
+        drawn = _cheapest_with_unranked(group)
+        several = len({r["batch_size"] for r in drawn}) > 1
         chart_id = _slug("cost", mode, network, *([] if method == "official" else [method]))
-        title = titled(f"{network}, {mode}: cost per million images", method)
-        ranked = [r for r in group if r["ranked"]]
-        figures.append(
-            Figure(
-                chart_id,
-                title,
-                bar_chart(
-                    chart_id, bars, f"{CURRENCY_SIGN.get(currency, currency)} per million images", title=title
-                ),
-                _cost_summary(ranked, group, report_set),
-                html_table(
-                    [
-                        "machine",
-                        "rank",
-                        "devices",
-                        "batch",
-                        "images/s",
-                        "per hour",
-                        "per million",
-                        "figure",
-                        "price date",
-                        "ranking",
-                    ],
-                    (
-                        [
-                            machine_label(r),
-                            r["rank"] if r["rank"] is not None else "–",
-                            devices(r),
-                            r["batch_size"],
-                            num(r["images_per_sec"]),
-                            money(r["price_per_hour"], currency, 2),
-                            money(r["cost_per_million"], currency),
-                            provenance(r),
-                            _date(r["price_effective_from"]),
-                            _not_ranked_text(r, report_set) or "ranked",
-                        ]
-                        for r in sorted(group, key=lambda r: r["cost_per_million"])
-                    ),
-                    [False, True, False, True, True, True, True, False, False, False],
-                    caption=f"{title}, every priced machine ({currency})",
-                ),
-            )
-        )
+        title = titled(f"{network}, {mode}, {batch_text(drawn)}: cost per million images", method)
+        chart = bar_chart(chart_id, [_bar(r, currency, colours, several) for r in drawn],
+                          f"{CURRENCY_SIGN.get(currency, currency)} per million images", title=title)
+        figures.append(Figure(chart_id, title, chart, _cost_summary(drawn, group, report_set),
+                              _cost_table(group, title, report_set)))
     return figures
 
 
-def _cost_summary(ranked: list[dict[str, Any]], rows: list[dict[str, Any]], report_set: ReportSet) -> str:
+def _cost_table(group: list[dict[str, Any]], title: str, report_set: ReportSet) -> Table:
     currency = report_set.currency
-    unranked = [r for r in rows if not r["ranked"]]
-    text = ""
+    with_energy = energy(group[0]) is not None
+    headers = ["machine", "rank", "devices", "batch", "images/s", "per hour", "per million", "figure",
+               "price", "ranking", *(["energy"] if with_energy else [])]
+    numeric = [False, True, False, True, True, True, True, False, False, False]
+    numeric += [False] if with_energy else []
+    rows = [
+        [
+            machine_label(r),
+            r["rank"] if r["rank"] is not None else "–",
+            devices(r),
+            r["batch_size"],
+            with_interval(r, "images_per_sec", num(r["images_per_sec"])),
+            money(r["price_per_hour"], currency, 2),
+            with_interval(r, "cost_per_million", money(r["cost_per_million"], currency)),
+            provenance(r),
+            price_label(r),
+            _not_ranked_text(r, report_set) or "ranked",
+            *([energy(r)] if with_energy else []),
+        ]
+        for r in sorted(group, key=_by_cost)
+    ]
+    return data_table(headers, rows, numeric, caption=f"{title}, every priced machine ({currency})")
+
+
+def _by_cost(row: dict[str, Any]) -> tuple:
+    value = row["cost_per_million"]
+    return (not finite(value), value if finite(value) else 0.0)
+
+
+def _cost_summary(drawn: list[dict[str, Any]], rows: list[dict[str, Any]], report_set: ReportSet) -> str:
+    """What the chart draws, in words: the best buy, then the counts of the bars themselves."""
+    currency = report_set.currency
+    ranked = [r for r in rows if r["ranked"] and finite(r["cost_per_million"])]
     if ranked:
-        best = min(ranked, key=lambda r: r["cost_per_million"])
+        best = min(ranked, key=_by_cost)
         text = (
             f"Best buy: {machine_label(best)}, {devices(best)}, batch {best['batch_size']}: "
             f"{money(best['cost_per_million'], currency)} per million images ({provenance(best)}; "
-            f"price of {_date(best['price_effective_from'])}). "
+            f"price of {price_label(best)}). "
         )
     else:
         text = "No machine ranked: every priced figure here is flagged or an old published one. "
-    measured = sum(1 for r in rows if not _is_published(r))
-    published_years = sorted({r["result_date"].year for r in rows if _is_published(r) and r["result_date"]})
-    text += f"{len(ranked)} machine(s) ranked, {measured} measured, {len(rows) - measured} published"
-    if published_years:
-        text += " (" + ", ".join(str(y) for y in published_years) + ")"
-    if unranked:
-        text += f"; {len(unranked)} shown but not ranked"
-    return text + "."
+    drawn_ranked = sum(1 for r in drawn if r["ranked"])
+    drawn_published = sum(1 for r in drawn if _is_published(r))
+    text += (f"{len(drawn)} bar(s) drawn of {len(rows)} priced figure(s): {drawn_ranked} ranked, "
+             f"{len(drawn) - drawn_ranked} not ranked (drawn for comparison); "
+             f"{len(drawn) - drawn_published} measured, {drawn_published} published")
+    years = sorted({r["result_date"].year for r in drawn if _is_published(r) and r["result_date"]})
+    if years:
+        text += " (" + ", ".join(str(y) for y in years) + ")"
+    ties = tie_groups(ranked)
+    return text + "." + "".join(f" {t}." for t in ties)
 
 
 def _cheapest_with_unranked(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The cheapest ranked machines, and up to two cheaper-looking unranked ones for context."""
-    ranked = sorted((r for r in rows if r["ranked"]), key=lambda r: r["cost_per_million"])
-    others = sorted((r for r in rows if not r["ranked"]), key=lambda r: r["cost_per_million"])[:2]
+    ranked = sorted((r for r in rows if r["ranked"]), key=_by_cost)
+    others = sorted((r for r in rows if not r["ranked"]), key=_by_cost)[:2]
     chosen = ranked[: MAX_BARS - len(others)] + others
-    return sorted(chosen, key=lambda r: r["cost_per_million"])
+    return sorted(chosen, key=_by_cost)
 
 
-def best_table(rows: list[dict[str, Any]], currency: str) -> str:
-    return html_table(
+def best_table(rows: list[dict[str, Any]], currency: str) -> Table:
+    with_energy = bool(rows) and energy(rows[0]) is not None
+    headers = ["network", "mode", "methodology", "best buy", "devices", "batch", "images/s", "per hour",
+               "per million", "time per million", "90 ImageNet epochs", "figure", "price", "tied with",
+               "Pareto machines", *(["energy"] if with_energy else [])]
+    numeric = [False, False, False, False, False, True, True, True, True, True, True, False, False, False,
+               False, *([False] if with_energy else [])]
+    body = [
         [
-            "network",
-            "mode",
-            "methodology",
-            "best buy",
-            "devices",
-            "batch",
-            "images/s",
-            "per hour",
-            "per million",
-            "time per million",
-            "90 ImageNet epochs",
-            "figure",
-            "price date",
-            "Pareto machines",
-        ],
-        (
-            [
-                r["network"],
-                r["mode"],
-                methodology(r),
-                machine_label(r),
-                devices(r),
-                r["batch_size"],
-                num(r["images_per_sec"]),
-                money(r["price_per_hour"], currency, 2),
-                money(r["cost_per_million"], currency),
-                duration(1e6 / r["images_per_sec"]),
-                _epochs90(r, currency),
-                provenance(r),
-                _date(r["price_effective_from"]),
-                r["pareto"],
-            ]
-            for r in rows
-        ),
-        [False, False, False, False, False, True, True, True, True, True, True, False, False, False],
-        caption=f"Best buy per network, mode and methodology (ranked rows only, {currency})",
-        reflow=True,
-    )
+            r["network"],
+            r["mode"],
+            methodology(r),
+            machine_label(r),
+            devices(r),
+            r["batch_size"],
+            with_interval(r, "images_per_sec", num(r["images_per_sec"])),
+            money(r["price_per_hour"], currency, 2),
+            with_interval(r, "cost_per_million", money(r["cost_per_million"], currency)),
+            time_per_million(r["images_per_sec"]),
+            _epochs90(r, currency),
+            provenance(r),
+            price_label(r),
+            r["ties"] or "–",
+            r["pareto"],
+            *([energy(r)] if with_energy else []),
+        ]
+        for r in rows
+    ]
+    return data_table(headers, body, numeric,
+                      caption=f"Best buy per network, mode and methodology (ranked rows only, {currency})",
+                      reflow=True)
 
 
 def best_per_network(best_value: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rank-1 row of each network, mode and methodology (each ranked on its own), with the
-    names of its Pareto partners (of the same methodology)."""
+    names of its Pareto partners (of the same methodology) and the tie groups of its ranking."""
     front: dict[tuple, list[str]] = defaultdict(list)
+    members: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     firsts = {}
     for row in best_value:
         key = (row["mode"], row["network"], methodology(row) != "official", methodology(row))
+        members[key].append(row)
         if row["on_pareto_front"]:
             front[key].append(
                 machine_name({"provider": row["provider"], "instance_type": row["instance_type"]})
             )
         if row["rank"] == 1 and key not in firsts:
             firsts[key] = row
-    return [dict(firsts[key], pareto=_short_list(sorted(set(front[key])))) for key in sorted(firsts)]
+    return [
+        dict(firsts[key], pareto=_short_list(sorted(set(front[key]))),
+             ties="; ".join(tie_groups([r for r in members[key] if r["ranked"]])))
+        for key in sorted(firsts)
+    ]
 
 
 def _short_list(names: list[str], limit: int = 4) -> str:
@@ -221,23 +233,29 @@ def _epochs90(row: dict[str, Any], currency: str) -> str:
     return f"{duration(row['epochs90_hours'] * 3600)}, {money(row['epochs90_cost'], currency, 0)}"
 
 
-def missing_table(rows: list[dict[str, Any]]) -> str:
-    return html_table(
-        ["machine", "mode", "network", "batch", "devices", "images/s", "why", "figure"],
-        (
-            [
-                machine_label(r),
-                r["mode"],
-                r["network"],
-                r["batch_size"],
-                devices(r),
-                num(r["images_per_sec"]),
-                "no price" if r["price_source"] == "missing" else "no exchange rate",
-                provenance(r),
-            ]
-            for r in rows
-        ),
-        [False, False, False, True, False, True, False, False],
-        caption="Results without a price",
-        reflow=True,
+def missing_tables(rows: list[dict[str, Any]]) -> tuple[Table, Table]:
+    """The results without a price: the user's own measurements, and the published figures (which
+    the page collapses with their count)."""
+    headers = ["machine", "mode", "network", "batch", "devices", "images/s", "why", "figure"]
+    numeric = [False, False, False, True, False, True, False, False]
+
+    def body(chosen: list[dict[str, Any]]) -> list[list[Any]]:
+        return [
+            [machine_label(r), r["mode"], r["network"], r["batch_size"], devices(r), num(r["images_per_sec"]),
+             "no price" if r["price_source"] == "missing" else "no exchange rate", provenance(r)]
+            for r in chosen
+        ]
+
+    own = [r for r in rows if not _is_published(r)]
+    published = [r for r in rows if _is_published(r)]
+    return (
+        data_table(headers, body(own), numeric, caption=f"Your results without a price: {len(own)}"),
+        data_table(headers, body(published), numeric,
+                   caption=f"Published figures without a price: {len(published)}"),
     )
+
+
+def unpriced_machines(rows: list[dict[str, Any]]) -> list[str]:
+    """The measured machines (not published ones) that have results but no price, by name."""
+    return sorted({machine_label(r) for r in rows if not _is_published(r)})
+

@@ -1,8 +1,9 @@
-"""The page's building blocks: an accessible table, a chart figure with its summary and data
-table, links to a table's files, how a number or a change is written in a cell, and the
-grouping of figures by methodology (never compared across) with the page's note about it.
+"""The page's building blocks as data: a table (caption, columns, rows), a chart figure with its
+summary and data table, a section, and the helpers every section module shares (how a number or a
+change is written, the grouping of figures by methodology, the note about it, the tie groups of a
+ranking, the energy and runtime columns other reports may add).
 
-Pure functions returning HTML strings; every section module builds on them.
+Pure data: nothing here writes HTML; ``templates/macros.html.j2`` draws these objects.
 """
 
 from __future__ import annotations
@@ -10,56 +11,53 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpucompare.reports.formatting import _esc, methodology
+from gpucompare.reports.charts import BarChart, LineChart
+from gpucompare.reports.formatting import machine_name, methodology
+
+#: Text columns that may wrap inside their cell (long provenance and notes) instead of widening
+#: the table past its box.
+WRAPPED = frozenset({"figure", "why", "flags", "ranking", "Pareto machines", "where the money went",
+                     "series", "machine", "best buy", "tied with", "energy", "price"})
 
 
-def html_table(
+@dataclass(frozen=True)
+class Column:
+    name: str
+    numeric: bool = False
+    wrap: bool = False
+
+
+@dataclass
+class Table:
+    """A table with a caption, column headers (scope col) and the first cell of each row as its row
+    header. ``reflow``: on a narrow screen each row becomes a list of label: value lines."""
+
+    caption: str
+    columns: list[Column]
+    rows: list[list[Any]]
+    reflow: bool = False
+
+
+def data_table(
     headers: Sequence[str],
     rows: Iterable[Sequence[Any]],
     numeric: Sequence[bool],
     *,
     caption: str,
     reflow: bool = False,
-) -> str:
-    """A table with a caption, column headers (scope col) and the first cell of each row as its
-    row header (scope row). ``reflow``: on a narrow screen each row becomes a list of
-    label: value lines instead of a wide row."""
-    head = "".join(
-        f"<th scope=col{' class=num' if n else ''}>{_esc(h)}</th>"
-        for h, n in zip(headers, numeric, strict=True)
-    )
-    body = []
-    for row in rows:
-        cells = []
-        for index, (value, n, header) in enumerate(zip(row, numeric, headers, strict=True)):
-            tag, scope = ("th", " scope=row") if index == 0 else ("td", "")
-            cells.append(
-                f"<{tag}{scope}{' class=num' if n else ''} data-label='{_esc(header)}'>{_esc(value)}</{tag}>"
-            )
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    css = " class=reflow" if reflow else ""
-    return (
-        f"<table{css}><caption>{_esc(caption)}</caption><thead><tr>{head}</tr></thead>"
-        f"<tbody>{''.join(body)}</tbody></table>"
-    )
-
-
-def rows_of(table: pa.Table) -> list[dict[str, Any]]:
-    return table.to_pylist()
-
-
-def pct(value: float | None) -> str:
-    return "–" if value is None or not math.isfinite(value) else f"{value * 100:+.1f} %"
-
-
-def num(value: float | None, digits: int = 2) -> str:
-    return "–" if value is None or not math.isfinite(value) else f"{value:,.{digits}f}"
+) -> Table:
+    columns = [Column(h, n, not n and h in WRAPPED) for h, n in zip(headers, numeric, strict=True)]
+    body = [list(row) for row in rows]
+    for row in body:
+        if len(row) != len(columns):
+            raise ValueError(f"table {caption!r}: a row of {len(row)} cells under {len(columns)} columns")
+    return Table(caption, columns, body, reflow)
 
 
 @dataclass
@@ -68,26 +66,38 @@ class Figure:
 
     chart_id: str
     title: str
-    svg: str
+    chart: BarChart | LineChart
     summary: str
-    table: str
+    table: Table
 
 
-def figure_html(figure: Figure) -> str:
-    return (
-        f"<figure class=chart id='{figure.chart_id}'>"
-        f"<h3 id='{figure.chart_id}-title'>{_esc(figure.title)}</h3>"
-        f"<div class=plot>{figure.svg}</div>"
-        f"<p class=summary id='{figure.chart_id}-summary'>{_esc(figure.summary)}</p>"
-        f"<details><summary>Data table: {_esc(figure.title)}</summary><div class=scroll>{figure.table}</div>"
-        "</details></figure>"
-    )
+@dataclass
+class Section:
+    """One section of the page: its anchor, heading, note, the data files it links, and what its
+    template (``templates/sections/<template>``) draws from ``data``."""
+
+    key: str
+    title: str
+    note: str
+    template: str
+    links: tuple[str, ...] = ()
+    data: dict[str, Any] = field(default_factory=dict)
 
 
-def figures_html(figures: list[Figure]) -> str:
-    if not figures:
-        return "<p class=empty>No data for this chart yet.</p>"
-    return "<div class=charts>" + "".join(figure_html(f) for f in figures) + "</div>"
+def rows_of(table: pa.Table) -> list[dict[str, Any]]:
+    return table.to_pylist()
+
+
+def finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def pct(value: float | None) -> str:
+    return f"{value * 100:+.1f} %" if finite(value) else "–"
+
+
+def num(value: float | None, digits: int = 2) -> str:
+    return f"{value:,.{digits}f}" if finite(value) else "–"
 
 
 def flagged_rows(regressions: pa.Table) -> list[dict[str, Any]]:
@@ -95,18 +105,6 @@ def flagged_rows(regressions: pa.Table) -> list[dict[str, Any]]:
     if regressions.num_rows == 0:
         return []
     return regressions.filter(pc.fill_null(regressions["regression"], False)).to_pylist()
-
-
-def links(*names: str) -> str:
-    """Links to the CSV and the Parquet file of each named table (relative: they sit beside the page)."""
-    return (
-        "<p class=files>Data: "
-        + " · ".join(
-            f"{_esc(name)} (<a href='{name}.csv'>CSV</a>, <a href='{name}/{name}.parquet'>Parquet</a>)"
-            for name in names
-        )
-        + "</p>"
-    )
 
 
 def by_methodology(rows: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -128,9 +126,66 @@ def methodology_note(rows: Iterable[dict[str, Any]]) -> str:
              for network, found in sorted(seen.items()) if len(found) > 1]
     if not mixed:
         return ""
-    return (
-        "<p class='note methodology'>More than one methodology: " + _esc("; ".join(mixed))
-        + ". Figures timed differently are charted, ranked and checked for regressions apart, "
-        "never against each other.</p>"
-    )
+    return ("More than one methodology: " + "; ".join(mixed)
+            + ". Figures timed differently are charted, ranked and checked for regressions apart, "
+            "never against each other.")
 
+
+def interval(row: dict[str, Any], column: str) -> tuple[float | None, float | None]:
+    """The 95 % interval of ``column`` (``<column>_low``/``_high``) when the report has one."""
+    return row.get(f"{column}_low"), row.get(f"{column}_high")
+
+
+def with_interval(row: dict[str, Any], column: str, text: str) -> str:
+    """'€0.115 (0.110–0.121)' when the row carries an interval of ``column``, else ``text``."""
+    low, high = interval(row, column)
+    if finite(low) and finite(high):
+        return f"{text} ({low:,.3g}–{high:,.3g})"
+    return text
+
+
+def tie_groups(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The ranking's tie groups (best_value's ``rank_group``, ``tied_with_best``, ``tie_p_value``):
+    'A and B: no significant difference, n = 10, p = 0.42', one line per group of two or more."""
+    if not rows or "rank_group" not in rows[0]:
+        return []
+    groups: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        if row.get("rank_group") is not None and row.get("ranked", True):
+            groups[row["rank_group"]].append(row)
+    lines = []
+    for _, members in sorted(groups.items(), key=lambda g: str(g[0])):
+        if len(members) < 2:
+            continue
+        members = sorted(members, key=lambda r: (r.get("rank") is None, r.get("rank") or 0))
+        names = [machine_name(r) for r in members]
+        samples = sorted({r["samples"] for r in members if finite(r.get("samples"))})
+        p_values = [r["tie_p_value"] for r in members if finite(r.get("tie_p_value"))]
+        text = (", ".join(names[:-1]) + " and " + names[-1]) + ": no significant difference"
+        if samples:
+            text += ", n = " + "/".join(str(int(s)) for s in samples)
+        if p_values:
+            text += f", p = {min(p_values):.2g}"
+        if any(r.get("tied_with_best") for r in members):
+            text += " (tied with the best)"
+        lines.append(text)
+    return lines
+
+
+def energy(row: dict[str, Any]) -> str | None:
+    """'0.12 kWh per million · 45 gCO₂e' when the report has energy columns, None when it has none
+    ('–' for a row without a measurement: never 0)."""
+    if not any(k in row for k in ("joules_per_image", "kwh_per_million", "gco2e_per_million")):
+        return None
+    parts = []
+    if finite(row.get("kwh_per_million")):
+        parts.append(f"{row['kwh_per_million']:,.3g} kWh per million")
+    elif finite(row.get("joules_per_image")):
+        parts.append(f"{row['joules_per_image']:,.3g} J per image")
+    if finite(row.get("gco2e_per_million")):
+        parts.append(f"{row['gco2e_per_million']:,.3g} gCO₂e")
+    return " · ".join(parts) or "–"
+
+
+def has_column(rows: Sequence[dict[str, Any]], column: str) -> bool:
+    return bool(rows) and column in rows[0]

@@ -1,11 +1,11 @@
 """The page section "Where else could this run?": the projections report as the reader sees it.
 
-Rendering only (strings from the built ``projections`` table, no I/O), like the rest of the page.
+Data for the section template (from the built ``projections`` table, no I/O), like the rest of the page.
 Per network and mode, the cheapest providers for the GPUs measured: for each market (on-demand,
 spot) the cheapest projection of each provider (any region, instance type and measured
 configuration), the top :data:`TOP_PROVIDERS`, and always the measured machine's own catalog
-rows, marked. A caveat says what a projection assumes. Its tables come from the page's one table
-renderer (page_parts.html_table), so every table on the page is built one way.
+rows, marked. A caveat says what a projection assumes. Its tables are the page's one table model
+(page_parts.Table), so every table on the page is drawn one way.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpucompare.reports.formatting import _date, _esc, _slug, duration, money
-from gpucompare.reports.page_parts import html_table
+from gpucompare.reports.formatting import _date, _slug, duration, money
+from gpucompare.reports.page_parts import Section, data_table
 from gpucompare.reports.report_set import ReportSet
 
 #: Providers listed per network, mode and market.
@@ -145,7 +145,7 @@ def _figure_note(row: dict[str, Any]) -> str:
 
 
 def _network_table(mode: str, network: str, methodology: str, rows: list[dict[str, Any]],
-                   measured: list[str], currency: str) -> str:
+                   measured: list[str], currency: str) -> dict[str, Any]:
     by_market = cheapest_providers(rows)
     train = mode == "train"
     headers = ["provider · instance", "GPUs", "region", "market", "images/s (measured)", "batch",
@@ -181,32 +181,28 @@ def _network_table(mode: str, network: str, methodology: str, rows: list[dict[st
     # one table per methodology (how the figure was timed): projections of two are never ranked together
     chart_id = _slug("where-else", mode, network, *([] if methodology == "official" else [methodology]))
     title = f"{network}, {mode}: cheapest providers for the GPUs measured ({methodology} methodology)"
-    return (
-        f"<div class=where-else id='{chart_id}'><h3 id='{chart_id}-title'>{_esc(title)}</h3>"
-        f"<p class=summary id='{chart_id}-summary'>{_esc(summary)}</p><div class=scroll>"
-        + html_table(headers, body, numeric,
-                caption=f"{title}: top {TOP_PROVIDERS} providers per market ({currency})", reflow=True)
-        + "</div></div>"
-    )
+    table = data_table(headers, body, numeric,
+                       caption=f"{title}: top {TOP_PROVIDERS} providers per market ({currency})")
+    return {"id": chart_id, "title": title, "summary": summary, "table": table}
 
 
-def where_else_section(report_set: ReportSet) -> tuple[str, str, str, str]:
-    """The section as the page lists them: (key, title, note, content HTML)."""
+def where_else_section(report_set: ReportSet) -> Section:
+    """The section: one table per network, mode and methodology, or why there is none."""
     projections = report_set.tables.get("projections")
     rows = candidate_rows(projections) if projections is not None else []
-    links = ("<p class=files>Data: projections (<a href='projections.csv'>CSV</a>, "
-             "<a href='projections/projections.parquet'>Parquet</a>)</p>")
+    section = Section(KEY, TITLE, CAVEAT, "where_else.html.j2", ("projections",), {"tables": [], "empty": ""})
     if not rows:
-        return (KEY, TITLE, CAVEAT, links + "<p class=empty>No projection yet: no measured GPU result shares "
-                "its GPU model and GPU count with a priced catalog instance (python -m gpucompare "
-                "import-catalog adds other providers' prices).</p>")
+        section.data["empty"] = (
+            "No projection yet: no measured GPU result shares its GPU model and GPU count with a priced "
+            "catalog instance (python -m gpucompare import-catalog adds other providers' prices).")
+        return section
     grouped: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         grouped[(row["mode"], row["network"], row["methodology"])].append(row)
     measured = measured_machines(projections)
-    content = "".join(
+    section.data["tables"] = [
         _network_table(mode, network, methodology, grouped[key], measured[key], report_set.currency)
         for key in sorted(grouped)
         for mode, network, methodology in [key]
-    )
-    return (KEY, TITLE, CAVEAT, links + content)
+    ]
+    return section

@@ -1,4 +1,5 @@
-"""The page's regressions section: the flagged results against their history, as a table."""
+"""The page's regressions section: the flagged results against their history, as a table (data for
+the section template)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,16 @@ from gpucompare.reports.formatting import (
     methodology,
 )
 from gpucompare.reports.page_parts import (
-    html_table,
+    Table,
+    data_table,
     num,
     pct,
 )
 
 
-def regressions_table(rows: list[dict[str, Any]], limit: int = 60) -> str:
+def regressions_table(rows: list[dict[str, Any]], limit: int = 60) -> Table:
     flagged = [r for r in rows if r["regression"]][:limit]
-    return html_table(
+    return data_table(
         [
             "machine",
             "mode",
@@ -55,5 +57,4 @@ def regressions_table(rows: list[dict[str, Any]], limit: int = 60) -> str:
         ),
         [False, False, False, False, True, False, False, True, True, True, True, False, False],
         caption="Flagged regressions: tonight's result against the history of its own methodology",
-        reflow=True,
     )

@@ -1,5 +1,7 @@
 """The page's scaling section: speedup and efficiency against GPU count per network, with the
-ideal line and the published curves. Renders strings from scaling rows.
+ideal line and the published curves. Prepares the chart models and tables the section template
+draws, from scaling rows; strong and weak series of one machine differ in dash and marker and carry
+their rule at the line's end.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from gpucompare.reports.charts import Series, line_chart
 from gpucompare.reports.formatting import (
     CURVE_COLOURS,
     IDEAL_COLOUR,
@@ -22,10 +25,10 @@ from gpucompare.reports.formatting import (
 )
 from gpucompare.reports.page_parts import (
     Figure,
-    html_table,
+    data_table,
+    finite,
     num,
 )
-from gpucompare.reports.svg import Series, line_chart
 
 
 def scaling_figures(scaling: list[dict[str, Any]], colours: Colours, metric: str = "speedup") -> list[Figure]:
@@ -34,6 +37,19 @@ def scaling_figures(scaling: list[dict[str, Any]], colours: Colours, metric: str
     of different methodologies are never drawn on one chart."""
     if metric not in ("speedup", "efficiency"):
         raise ValueError(f"metric {metric!r} is not one of speedup, efficiency")
+    curves, labels, first_row = _curves(scaling, metric)
+    groups = {key[0] for key, points in curves.items() if len(points) > 1}
+    return [
+        _figure(network, method,
+                {k: v for k, v in curves.items() if k[0] == (network, method) and len(v) > 1},
+                labels, first_row, colours, metric)
+        for network, method in sorted(groups, key=lambda g: (g[0], g[1] != "official", g[1]))
+    ]
+
+
+def _curves(scaling: list[dict[str, Any]], metric: str) -> tuple[dict, dict, dict]:
+    """The points of each series (machine, scaling rule, baseline batch) and published curve, its label
+    and its first row."""
     curves: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     labels: dict[tuple, str] = {}
     first_row: dict[tuple, dict[str, Any]] = {}
@@ -45,18 +61,9 @@ def scaling_figures(scaling: list[dict[str, Any]], colours: Colours, metric: str
                    row["result_source"])
             labels[key] = f"{row['framework']} {row['gpu_model']}, published curve"
         else:
-            key = (
-                (row["network"], methodology(row)),
-                row["origin"],
-                row["provider"],
-                row["instance_type"],
-                row["region"],
-                row["market"],
-                row["mode"],
-                row["dtype"],
-                row["scaling"],
-                row["baseline_batch"],
-            )
+            key = ((row["network"], methodology(row)), row["origin"], row["provider"], row["instance_type"],
+                   row["region"], row["market"], row["mode"], row["dtype"], row["scaling"],
+                   row["baseline_batch"])
             labels[key] = (
                 f"{_hardware_label(row)} {row['scaling']}, b{row['baseline_batch']}"
                 + (" (score)" if row["mode"] == "score" else "")
@@ -64,66 +71,47 @@ def scaling_figures(scaling: list[dict[str, Any]], colours: Colours, metric: str
             )
         curves[key].append((row["gpu_count"], row[metric]))
         first_row.setdefault(key, row)
-    figures = []
-    groups = {key[0] for key, points in curves.items() if len(points) > 1}
-    for network, method in sorted(groups, key=lambda g: (g[0], g[1] != "official", g[1])):
-        mine = {k: v for k, v in curves.items() if k[0] == (network, method) and len(v) > 1}
-        measured = sorted((k for k in mine if k[1] != "curve"), key=lambda k: (-len(mine[k]), -(k[-1] or 0)))
-        chosen = _one_series_per_machine(measured)[:MAX_LINES]
-        series = [
-            Series(
-                labels[k], mine[k], colours(first_row[k]), "published" if k[1] == "published" else "measured"
-            )
-            for k in chosen
-        ]
-        curve_keys = [k for k in mine if k[1] == "curve"]
-        series += [
-            Series(labels[k], mine[k], CURVE_COLOURS[n % len(CURVE_COLOURS)], "published")
-            for n, k in enumerate(curve_keys)
-        ]
-        top = max(x for s in series for x, _ in s.points)
-        ideal = [(1, 1), (top, top)] if metric == "speedup" else [(1, 1.0), (top, 1.0)]
-        series.insert(0, Series("ideal (linear)", ideal, IDEAL_COLOUR, "ideal"))
-        ticks = sorted({x for s in series for x, _ in s.points} | {1})
-        chart_id = _slug("scaling", metric, network, *([] if method == "official" else [method]))
-        if metric == "speedup":
-            title = titled(f"{network}: speedup over one GPU", method)
-            svg = line_chart(chart_id, series, "GPUs", "speedup over 1 GPU", x_ticks=ticks, title=title)
-        else:
-            title = titled(f"{network}: efficiency (speedup ÷ GPUs)", method)
-            svg = line_chart(chart_id, series, "GPUs", "speedup ÷ GPUs", x_ticks=ticks, title=title)
-        counts = sorted({int(x) for k in (*chosen, *curve_keys) for x, _ in mine[k]})
-        table_rows = []
-        for k in (*chosen, *curve_keys):
-            values = dict(mine[k])
-            figure = "published curve: " + str(k[4]) if k[1] == "curve" else provenance(first_row[k])
-            table_rows.append([labels[k], figure] + [num(values.get(c)) for c in counts])
-        best = max(
-            ((k, x, y) for k in chosen for x, y in mine[k] if x > 1),
-            key=lambda t: t[1] * 1000 + t[2],
-            default=None,
-        )
-        summary = (
-            f"Widest measured or published run: {labels[best[0]]} at {int(best[1])} GPUs, {metric} "
-            f"{best[2]:.2f}. "
-            if best
-            else ""
-        ) + f"{len(chosen)} series and {len(curve_keys)} published curve(s) drawn; dotted: ideal (linear)."
-        figures.append(
-            Figure(
-                chart_id,
-                title,
-                svg,
-                summary,
-                html_table(
-                    ["series", "figure"] + [f"{c} GPU{'s' if c > 1 else ''}" for c in counts],
-                    table_rows,
-                    [False, False] + [True] * len(counts),
-                    caption=f"{title}, per GPU count",
-                ),
-            )
-        )
-    return figures
+    return curves, labels, first_row
+
+
+def _figure(network: str, method: str, mine: dict[tuple, list[tuple[float, float]]], labels: dict[tuple, str],
+            first_row: dict[tuple, dict[str, Any]], colours: Colours, metric: str) -> Figure:
+    measured = sorted((k for k in mine if k[1] != "curve"), key=lambda k: (-len(mine[k]), -(k[-1] or 0)))
+    chosen = _one_series_per_machine(measured)[:MAX_LINES]
+    curve_keys = [k for k in mine if k[1] == "curve"]
+    series = [Series(labels[k], mine[k], colours(first_row[k]),
+                     "published" if k[1] == "published" else "measured", tag=str(k[8] or "")) for k in chosen]
+    series += [Series(labels[k], mine[k], CURVE_COLOURS[n % len(CURVE_COLOURS)], "published")
+               for n, k in enumerate(curve_keys)]
+    top = max(x for s in series for x, _ in s.points)
+    ideal = [(1, 1), (top, top)] if metric == "speedup" else [(1, 1.0), (top, 1.0)]
+    series.insert(0, Series("ideal (linear)", ideal, IDEAL_COLOUR, "ideal"))
+    batches = sorted({int(k[9]) for k in chosen if k[9] is not None})
+    sizes = ("" if not batches else f", b = {batches[0]}" if len(batches) == 1
+             else f", b = {batches[0]}–{batches[-1]}")
+    chart_id = _slug("scaling", metric, network, *([] if method == "official" else [method]))
+    what, y_label = (("speedup over one GPU", "speedup over 1 GPU") if metric == "speedup"
+                     else ("efficiency (speedup ÷ GPUs)", "speedup ÷ GPUs"))
+    title = titled(f"{network}{sizes}: {what}", method)
+    ticks = sorted({x for s in series for x, _ in s.points} | {1})
+    chart = line_chart(chart_id, series, "GPUs", y_label, x_ticks=ticks, title=title)
+    counts = sorted({int(x) for k in (*chosen, *curve_keys) for x, _ in mine[k]})
+    table_rows = []
+    for k in (*chosen, *curve_keys):
+        values = dict(mine[k])
+        figure = "published curve: " + str(k[4]) if k[1] == "curve" else provenance(first_row[k])
+        table_rows.append([labels[k], figure] + [num(values.get(c)) for c in counts])
+    best = max(((k, x, y) for k in chosen for x, y in mine[k] if x > 1 and finite(y)),
+               key=lambda t: (t[1], t[2]), default=None)
+    summary = (
+        f"Widest measured or published run: {labels[best[0]]} at {int(best[1])} GPUs, {metric} "
+        f"{best[2]:.2f}. "
+        if best else ""
+    ) + (f"{len(chosen)} series and {len(curve_keys)} published curve(s) drawn, each numbered at its end "
+         "(strong and weak apart); dotted: ideal (linear).")
+    table = data_table(["series", "figure"] + [f"{c} GPU{'s' if c > 1 else ''}" for c in counts], table_rows,
+                       [False, False] + [True] * len(counts), caption=f"{title}, per GPU count")
+    return Figure(chart_id, title, chart, summary, table)
 
 
 def _one_series_per_machine(keys: Iterable[tuple]) -> list[tuple]:

@@ -1,5 +1,6 @@
 """The page's throughput section: images/s against batch size per machine (one device, float32),
-and the published values flagged as suspicious. Renders strings from throughput rows.
+and the published values flagged as suspicious. Prepares the chart models and tables the section
+template draws, from throughput rows.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gpucompare.reports.charts import Series, line_chart
 from gpucompare.reports.formatting import (
     MAX_LINES,
     Colours,
@@ -26,10 +28,12 @@ from gpucompare.reports.formatting import (
 )
 from gpucompare.reports.page_parts import (
     Figure,
-    html_table,
+    Table,
+    data_table,
+    finite,
+    interval,
     num,
 )
-from gpucompare.reports.svg import Series, line_chart
 
 
 def chartable_throughput(table: pa.Table) -> pa.Table:
@@ -47,6 +51,7 @@ def throughput_figures(throughput: list[dict[str, Any]], mode: str, colours: Col
         lambda: defaultdict(list)
     )
     info: dict[tuple, dict[str, Any]] = {}
+    intervals: dict[tuple, dict[float, tuple[Any, Any]]] = defaultdict(dict)
     for row in throughput:
         if row["mode"] != mode or row["images_per_sec"] is None or row["gpu_count"] != 1:
             continue
@@ -55,6 +60,7 @@ def throughput_figures(throughput: list[dict[str, Any]], mode: str, colours: Col
         method = methodology(row)
         machine = (row["provider"], row["instance_type"], row["region"], row["market"], row["origin"], method)
         lines[(row["network"], method)][machine].append((row["batch_size"], row["images_per_sec"]))
+        intervals[machine][row["batch_size"]] = interval(row, "images_per_sec")
         info[machine] = row
     figures = []
     for network, method in sorted(lines, key=lambda k: (k[0], k[1] != "official", k[1])):
@@ -66,34 +72,29 @@ def throughput_figures(throughput: list[dict[str, Any]], mode: str, colours: Col
                 chart[m],
                 colours(info[m]),
                 "published" if _is_published(info[m]) else "measured",
+                intervals=intervals[m],
             )
             for m in chosen
         ]
         chart_id = _slug("throughput", mode, network, *([] if method == "official" else [method]))
-        title = titled(f"{network}, {mode}: images/s against batch size (one device, float32)", method)
         batches = sorted({int(x) for m in chosen for x, _ in chart[m]})
+        sizes = f"batch {batches[0]}" if len(batches) == 1 else f"batch {batches[0]}–{batches[-1]}"
+        title = titled(f"{network}, {mode}, {sizes}: images/s against batch size (one device, float32)",
+                       method)
         table_rows = []
         for m in chosen:
             values = dict(chart[m])
             table_rows.append(
                 [_hardware_label(info[m]), provenance(info[m])] + [num(values.get(b)) for b in batches]
             )
-        fastest = max(chosen, key=lambda m: max(y for _, y in chart[m]))
-        best_batch, best_speed = max(chart[fastest], key=lambda p: p[1])
-        published = [m for m in chosen if _is_published(info[m])]
-        summary = (
-            f"Fastest: {_hardware_label(info[fastest])} at {best_speed:,.2f} images/s "
-            f"(batch {int(best_batch)}, "
-            f"{when(info[fastest])}). {len(chosen) - len(published)} measured and {len(published)} published "
-            "machine(s) drawn; every value is in the data table."
-        )
+        model = line_chart(chart_id, series, "batch size (log scale)", "images/s", log2_x=True, title=title)
         figures.append(
             Figure(
                 chart_id,
                 title,
-                line_chart(chart_id, series, "batch size (log scale)", "images/s", log2_x=True, title=title),
-                summary,
-                html_table(
+                model,
+                _summary(chosen, chart, info, model.log_y),
+                data_table(
                     ["machine", "figure"] + [f"batch {b}" for b in batches],
                     table_rows,
                     [False, False] + [True] * len(batches),
@@ -104,13 +105,32 @@ def throughput_figures(throughput: list[dict[str, Any]], mode: str, colours: Col
     return figures
 
 
+def _best(points: list[tuple[float, float]]) -> float:
+    values = [y for _, y in points if finite(y)]
+    return max(values, default=float("-inf"))
+
+
+def _summary(chosen: list[tuple], chart: dict[tuple, list[tuple[float, float]]],
+             info: dict[tuple, dict[str, Any]], log_y: bool) -> str:
+    published = [m for m in chosen if _is_published(info[m])]
+    drawn = (f"{len(chosen) - len(published)} measured and {len(published)} published machine(s) drawn"
+             + ("; images/s on a log scale so the slowest line stays readable" if log_y else "")
+             + "; every value is in the data table.")
+    fastest = max(chosen, key=lambda m: _best(chart[m]))
+    if not finite(_best(chart[fastest])):
+        return "No finite images/s to compare. " + drawn
+    best_batch, best_speed = max(((x, y) for x, y in chart[fastest] if finite(y)), key=lambda p: p[1])
+    return (f"Fastest: {_hardware_label(info[fastest])} at {best_speed:,.2f} images/s "
+            f"(batch {int(best_batch)}, {when(info[fastest])}). " + drawn)
+
+
 def _top_machines(
     lines: dict[tuple, list[tuple[float, float]]], info: dict[tuple, dict[str, Any]]
 ) -> list[tuple]:
     """The fastest machines (by best images/s); published ones fill what measured ones leave, two at least."""
     ranked = []
     seen_types: set[tuple] = set()
-    for machine in sorted(lines, key=lambda m: -max(y for _, y in lines[m])):
+    for machine in sorted(lines, key=lambda m: -_best(lines[m])):
         # the same instance type in another region or market is the same hardware: draw it once
         identity = (machine[0], machine[1], machine[4])
         if identity not in seen_types:
@@ -126,7 +146,7 @@ def _top_machines(
 SUSPICIOUS_FLAGS = ("outlier_vs_neighbours",)
 
 
-def suspicious_published(throughput: pa.Table) -> str | None:
+def suspicious_published(throughput: pa.Table) -> Table | None:
     """A table of the published cells whose value is flagged as suspicious, or None."""
     if throughput.num_rows == 0:
         return None
@@ -137,7 +157,7 @@ def suspicious_published(throughput: pa.Table) -> str | None:
     ]
     if not rows:
         return None
-    return html_table(
+    return data_table(
         ["machine", "mode", "network", "batch", "devices", "images/s as published", "flags", "figure"],
         (
             [
@@ -154,5 +174,4 @@ def suspicious_published(throughput: pa.Table) -> str | None:
         ),
         [False, False, False, True, False, True, False, False],
         caption="Published values flagged as suspicious",
-        reflow=True,
     )

@@ -103,11 +103,13 @@ def write_history(tables: dict[str, pa.Table], history: str, report_date: dt.dat
     ]
 
 
-def write_site(report_set: ReportSet, out: str) -> list[str]:
+def write_site(report_set: ReportSet, out: str, *, generated_at: dt.datetime | None = None) -> list[str]:
     """Write index.html, summary.md and (when the set knows what it was built from)
-    manifest.json below ``out`` (local path or s3://); returns their paths."""
+    manifest.json below ``out`` (local path or s3://); returns their paths. ``generated_at`` is the
+    time the page states (default: now, read here at the edge; the page itself reads no clock)."""
+    generated_at = generated_at or dt.datetime.now(dt.UTC)
     written = [
-        write_bytes(out, "index.html", render_page(report_set).encode("utf-8")),
+        write_bytes(out, "index.html", render_page(report_set, generated_at).encode("utf-8")),
         write_bytes(out, "summary.md", render_summary(report_set).encode("utf-8")),
     ]
     if report_set.manifest:

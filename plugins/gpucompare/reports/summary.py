@@ -16,6 +16,7 @@ from gpucompare.reports.formatting import (
     methodology,
     money,
     provenance,
+    time_per_million,
 )
 from gpucompare.reports.page_cost import best_per_network
 from gpucompare.reports.page_parts import (
@@ -59,7 +60,7 @@ def _published_cost_table(cost: pa.Table, currency: str) -> list[str]:
     ]
     for r in sorted(rows, key=lambda r: (str(r["gpu_model"]), r["network"])):
         lines.append(
-            f"| {r['gpu_model']} | {r['network']} | {r['images_per_sec']:,.2f} | "
+            f"| {r['gpu_model']} | {r['network']} | {num(r['images_per_sec'])} | "
             f"{duration(r['seconds_per_million'])} | {money(r['price_per_hour'], currency, 2)} | "
             f"{money(r['cost_per_million'], currency)} |"
         )
@@ -101,7 +102,7 @@ def render_summary(report_set: ReportSet) -> str:
         lines.append(
             f"| {r['mode']} | {r['network']} | {methodology(r)} | {machine_label(r)} | {devices(r)} | "
             f"{r['batch_size']} | "
-            f"{r['images_per_sec']:,.2f} | {duration(1e6 / r['images_per_sec'])} | "
+            f"{num(r['images_per_sec'])} | {time_per_million(r['images_per_sec'])} | "
             f"{money(r['cost_per_million'], currency)} | {provenance(r)} | "
             f"{_date(r['price_effective_from'])} |"
         )
@@ -112,7 +113,12 @@ def render_summary(report_set: ReportSet) -> str:
             "and flagged ones are not ranked (best_value.csv lists them with not_ranked_reason).",
         ]
     lines += _published_cost_table(report_set.tables["cost_per_million"], currency)
-    lines += ["", f"## Regressions: {len(regressions)}", ""]
+    return "\n".join(lines + _tail(report_set, regressions, missing))
+
+
+def _tail(report_set: ReportSet, regressions: list[dict], missing: int) -> list[str]:
+    """The regressions, the count of unpriced results and what the set was built from."""
+    lines = ["", f"## Regressions: {len(regressions)}", ""]
     for r in regressions[:20]:
         lines.append(
             f"- {machine_label(r)} {r['mode']} {r['network']} batch {r['batch_size']} "
@@ -132,7 +138,7 @@ def render_summary(report_set: ReportSet) -> str:
                              for table, version in dict(manifest.get("table_versions") or {}).items())
         as_of = f" (as of {manifest['as_of']})" if manifest.get("as_of") else ""
         lines += [f"Built from the lake {manifest.get('lake')} at table versions: {versions}{as_of}.", ""]
-    return "\n".join(lines)
+    return lines
 
 
 def describe_provenance(report_set: ReportSet) -> str:

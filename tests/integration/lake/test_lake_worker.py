@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from gpucompare.lake import tables as lake
-from tests.support.bench_helpers import run_bench_python
 from tests.conftest import REPO_ROOT
+from tests.support.bench_helpers import run_bench_python
 
 
 @pytest.mark.integration

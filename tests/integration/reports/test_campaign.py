@@ -24,6 +24,7 @@ from gpucompare.reports.build import build_reports
 from gpucompare.reports.inputs import ReportInputs
 from gpucompare.reports.report_set import column_doc
 from tests.support.lake_support import run_records, write_records
+from tests.support.page_site import GENERATED_AT
 
 T0 = dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.UTC)
 #: fictional machines, so that no shipped price row can match them: 3.6 USD/h = 0.001 USD/s
@@ -187,8 +188,8 @@ def test_the_page_shows_each_night_and_where_its_money_went(lake: Lake) -> None:
     from gpucompare.reports.page import render_page
     from gpucompare.reports.page_campaign import KEY
 
-    page = render_page(build_reports(ReportInputs.from_lake(lake.uri), currency="USD"))
-    start = page.index(f"<section id={KEY}")
+    page = render_page(build_reports(ReportInputs.from_lake(lake.uri), currency="USD"), GENERATED_AT)
+    start = page.index(f"<section id=\"{KEY}\"")
     section = page[start:page.index("</section>", start)]
     body = section[section.index("<tbody>"):]
     rows = {cells[0]: cells for cells in (re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row)

@@ -21,6 +21,7 @@ from gpucompare.reports.inputs import ReportInputs
 from gpucompare.reports.page import render_page
 from gpucompare.reports.publish import write_site
 from tests.integration.reports.test_html import small_report
+from tests.support.page_site import GENERATED_AT
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -84,7 +85,7 @@ def _open(browser, site_dir: Path, width: int):
 
 def test_page_loads_offline_without_errors_and_draws_its_charts(browser, site, tmp_path):
     report_set, site_dir = site
-    expected_charts = render_page(report_set).count("<svg")
+    expected_charts = render_page(report_set, GENERATED_AT).count("<svg")
     page, errors, outside = _open(browser, site_dir, 1400)
 
     assert errors == []
@@ -101,7 +102,7 @@ def test_page_loads_offline_without_errors_and_draws_its_charts(browser, site, t
     assert page.locator("#regressions table tbody tr").count() == 1
     missing = report_set.missing_prices.num_rows
     assert page.locator("#missing table tbody tr").count() == missing >= 1
-    assert "local laptop (NVIDIA A10G)" in page.locator("#missing table").inner_text()
+    assert "local laptop (NVIDIA A10G)" in page.locator("#missing table").first.inner_text()
     page.screenshot(path=str(tmp_path / "index.png"), full_page=True)
     assert (tmp_path / "index.png").stat().st_size > 10_000
     page.close()

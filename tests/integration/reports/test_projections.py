@@ -20,6 +20,7 @@ from gpucompare.reports import page as html
 from gpucompare.reports.page_projections import CAVEAT, MEASURED_MARK, candidate_rows, cheapest_providers
 from gpucompare.reports.projections import BEST_VALUE_WITH_PROJECTIONS
 from gpucompare.reports.report_set import ReportError, ReportOptions
+from tests.support.page_site import GENERATED_AT
 from tests.support.reports_data import fx, ingest, inputs, price, record, rows
 
 TODAY = dt.date(2026, 11, 30)
@@ -189,15 +190,15 @@ def test_the_flag_comes_from_the_settings_and_is_checked(monkeypatch):
 
 def test_the_page_section_lists_the_cheapest_providers_with_the_caveat(tmp_path):
     built = _build(tmp_path)
-    page = html.render_page(built)
-    start = page.index("<section id=where-else")
+    page = html.render_page(built, GENERATED_AT)
+    start = page.index('<section id="where-else"')
     section = page[start:page.index("</section>", start)]
     assert "Where else could this run?" in section and "CPU, storage and interconnect differ" in section
-    assert CAVEAT.split(";")[0].replace("'", "&#x27;") in section
+    assert CAVEAT.split(";")[0].replace("'", "&#39;") in section
     assert section.count("<table") == 2  # resnet-50 score and train
     assert "aws g5.xlarge ★" in section and MEASURED_MARK in section
     assert "a10g-1x" in section and "spot" in section
-    assert page.index("id=where-else") > page.index("<section id=cost")  # after the measured costs
+    assert page.index('id="where-else"') > page.index('<section id="cost"')  # after the measured costs
 
 
 def test_the_page_keeps_one_row_per_provider_and_market_and_the_measured_machine(tmp_path):
@@ -224,13 +225,13 @@ def test_the_page_keeps_one_row_per_provider_and_market_and_the_measured_machine
 def test_without_catalog_rows_the_section_says_so(tmp_path):
     built = _build(tmp_path, [catalog("g5.12xlarge", 5.672, "A10G", 4)])
     assert built.tables["projections"].num_rows == 0
-    assert "No projection yet" in html.render_page(built)
+    assert "No projection yet" in html.render_page(built, GENERATED_AT)
 
 
 def test_hostile_catalog_names_are_escaped_on_the_page(tmp_path):
     hostile = catalog("<script>alert(1)</script>", 0.01, "A10G", 1, provider="evil'><img src=x>",
                       region="<b>r</b>")
-    page = html.render_page(_build(tmp_path, [*PRICES, hostile]))
+    page = html.render_page(_build(tmp_path, [*PRICES, hostile]), GENERATED_AT)
     assert "<script>alert(1)" not in page and "<img src=x>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
 
@@ -274,7 +275,7 @@ def test_without_an_exchange_rate_the_row_stays_unpriced_and_out_of_the_views(tm
     assert {(r["price_source"], r["cost_per_million"], r["fx_rate"]) for r in table.to_pylist()} == {
         ("missing_fx", None, None)}
     assert "projected" not in built.tables[BEST_VALUE_WITH_PROJECTIONS]["origin"].to_pylist()
-    assert "No projection yet" in html.render_page(built)
+    assert "No projection yet" in html.render_page(built, GENERATED_AT)
 
 
 def test_two_sources_pricing_one_series_on_one_day_are_chosen_the_same_way_every_time(tmp_path):

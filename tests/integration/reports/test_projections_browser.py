@@ -1,4 +1,5 @@
-"""The page section "Where else could this run?" in a real headless Chromium (as tests/integration/reports/test_html_browser.py).
+"""The page section "Where else could this run?" in a real headless Chromium (as
+tests/integration/reports/test_html_browser.py).
 
 The site is built from the small measured lake of the page tests, the shipped published figures,
 the shipped price lists and exchange rates, plus other providers' catalog rows (canonical GPU model
@@ -20,9 +21,9 @@ from gpucompare.prices import published
 from gpucompare.prices import tables as price_tables
 from gpucompare.reports import build as reports
 from gpucompare.reports.page_projections import CAVEAT, MEASURED_MARK
-from tests.support.reports_data import price
 from tests.integration.reports.test_html import small_report
 from tests.integration.reports.test_html_browser import WIDTHS, _open, browser  # noqa: F401 (browser: the Chromium fixture)
+from tests.support.reports_data import price
 
 pytestmark = pytest.mark.integration
 

@@ -19,6 +19,7 @@ from gpucompare.reports.build import build_reports
 from gpucompare.reports.page import render_page
 from gpucompare.reports.report_set import COLUMN_DOCS, RegressionRule
 from gpucompare.reports.summary import render_summary
+from tests.support.page_site import GENERATED_AT
 from tests.support.reports_data import ingest, inputs, price, record
 
 NIGHT = dt.date(2026, 3, 10)
@@ -166,12 +167,12 @@ def test_the_page_names_each_figures_methodology_and_notes_mixed_networks(lake):
                   record(network="alexnet", images_per_sec=3000.0, night=NIGHT, methodology="official",
                          minute=2)])
     report = build_reports(inputs(lake, [price("g5.xlarge", 1.0)], []), currency="USD")
-    page = render_page(report)
+    page = render_page(report, GENERATED_AT)
     # one chart per methodology, each titled with it; never one chart holding both
-    assert "resnet-50, score: cost per million images (official methodology)" in page
-    assert "resnet-50, score: cost per million images (robust methodology)" in page
-    assert "alexnet, score: cost per million images (official methodology)" in page
-    assert "id='cost-score-resnet-50-robust'" in page
+    assert "resnet-50, score, batch 32: cost per million images (official methodology)" in page
+    assert "resnet-50, score, batch 32: cost per million images (robust methodology)" in page
+    assert "alexnet, score, batch 32: cost per million images (official methodology)" in page
+    assert 'id="cost-score-resnet-50-robust"' in page
     # the note names the network with figures under two methodologies, and only that one
     note = page.split("More than one methodology: ", 1)[1].split(".", 1)[0]
     assert note == "resnet-50 (official, robust)"
@@ -183,7 +184,8 @@ def test_the_page_names_each_figures_methodology_and_notes_mixed_networks(lake):
 
 def test_a_page_of_one_methodology_has_no_mixed_note(lake):
     ingest(lake, [record(images_per_sec=1000.0, night=NIGHT, methodology="robust")])
-    page = render_page(build_reports(inputs(lake, [price("g5.xlarge", 1.0)], []), currency="USD"))
+    report = build_reports(inputs(lake, [price("g5.xlarge", 1.0)], []), currency="USD")
+    page = render_page(report, GENERATED_AT)
     assert "More than one methodology" not in page
     assert "cost per million images (robust methodology)" in page
 
@@ -203,6 +205,6 @@ def test_a_hostile_methodology_in_the_lake_stays_apart_and_is_escaped_on_the_pag
     report = build_reports(inputs(lake, [price("g5.xlarge", 1.0)], []), currency="USD")
     best = {r["methodology"]: r for r in report.tables["best_value"].to_pylist()}
     assert best["official"]["rank"] == 1 and best[hostile]["rank"] == 1  # two rankings, one row each
-    page = render_page(report)
+    page = render_page(report, GENERATED_AT)
     assert "<script>" not in page and "&lt;script&gt;" in page
     assert "More than one methodology" in page

@@ -28,6 +28,7 @@ from gpucompare.reports.publish import write_history
 from gpucompare.reports.report_set import COLUMN_DOCS, ReportError, ReportOptions, column_doc
 from gpucompare.reports.summary import describe_provenance
 from tests.conftest import REPO_ROOT
+from tests.support.page_site import GENERATED_AT
 from tests.support.reports_data import fx, ingest, inputs, price, record, rows
 
 NIGHT = dt.date(2026, 3, 10)
@@ -129,7 +130,7 @@ def test_old_published_and_flagged_figures_are_shown_but_not_ranked_by_default(l
     assert best["g5.xlarge"]["on_pareto_front"] and not best["ltbv14"]["on_pareto_front"]
     assert best["ltbv15"]["flags"] == ["batch_scaled_x8"]
     # the page says so next to the ranking and on the bars
-    page = render_page(report)
+    page = render_page(report, GENERATED_AT)
     assert "published figures dated before 2023-11-30 (older than 3 years) are shown but not ranked" in page
     assert "not ranked: flagged (batch_scaled_x8)" in page
     assert "Best buy: aws g5.xlarge" in page
@@ -193,8 +194,8 @@ def test_cpu_runs_say_cpu_never_gpus(lake_inputs):
     [laptop] = rows(report.tables["throughput"], instance_type="laptop")
     assert formatting.devices(laptop) == "CPU"
     assert formatting.machine_label(laptop) == "local laptop (CPU)"
-    page = render_page(report)
-    missing = page[page.index("id=missing") :]
+    page = render_page(report, GENERATED_AT)
+    missing = page[page.index('id="missing"') :]
     assert "local laptop (CPU)" in missing and ">CPU</td>" in missing
     assert "GPUs 1" not in page and "1 GPU</td>" not in missing
 

@@ -1,0 +1,123 @@
+"""The page with the report columns other work adds (COMMON "Shared contracts"): 95 % intervals,
+tie groups, energy, the worker runtime and declared prices. Stands in for the reports of the
+``stats``, ``hopper`` and ``firstanswer`` work: the small lake's real report frames with those
+columns appended, rendered through the real templates. Without the columns the page is as before."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pyarrow as pa
+import pytest
+
+from gpucompare.reports.page import render_page
+from gpucompare.reports.report_set import ReportSet
+from tests.integration.reports.test_html import small_report
+from tests.support.page_site import GENERATED_AT
+
+pytestmark = pytest.mark.integration
+
+
+def _with(table: pa.Table, columns: dict[str, list]) -> pa.Table:
+    for name, values in columns.items():
+        if name in table.column_names:
+            table = table.set_column(table.column_names.index(name), name, pa.array(values))
+        else:
+            table = table.append_column(name, pa.array(values))
+    return table
+
+
+def _stats_columns(table: pa.Table, *, best: bool) -> pa.Table:
+    rows = table.to_pylist()
+    speed = [r["images_per_sec"] for r in rows]
+    columns: dict[str, list] = {
+        "images_per_sec_low": [None if s is None else s * 0.95 for s in speed],
+        "images_per_sec_high": [None if s is None else s * 1.05 for s in speed],
+        "samples": [10] * len(rows),
+        "nights": [1] * len(rows),
+        "worker_runtime": ["pip-cu112"] * len(rows),
+    }
+    if "cost_per_million" in table.column_names:
+        cost = [r["cost_per_million"] for r in rows]
+        columns["cost_per_million_low"] = [None if c is None else c * 0.9 for c in cost]
+        columns["cost_per_million_high"] = [None if c is None else c * 1.1 for c in cost]
+        columns["joules_per_image"] = [0.5] * len(rows)
+        columns["kwh_per_million"] = [0.139] * len(rows)
+        columns["gco2e_per_million"] = [None if r["instance_type"] == "g4dn.xlarge" else 52.0 for r in rows]
+        declared = [r["instance_type"] == "g4dn.xlarge" for r in rows]
+        columns["price_source"] = ["declared" if d else r["price_source"]
+                                   for d, r in zip(declared, rows, strict=True)]
+        columns["price_note"] = ["example price for this test machine" if d else None for d in declared]
+    if best:
+        # alexnet scoring: the two ranked machines cannot be told apart
+        tied = [r["network"] == "alexnet" and r["mode"] == "score" and r["rank"] in (1, 2) for r in rows]
+        columns["rank_group"] = [1 if t else r["rank"] for t, r in zip(tied, rows, strict=True)]
+        columns["tied_with_best"] = tied
+        columns["tie_p_value"] = [0.42 if t else None for t in tied]
+    return _with(table, columns)
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory) -> ReportSet:
+    return small_report(tmp_path_factory.mktemp("contracts") / "lake")
+
+
+@pytest.fixture(scope="module")
+def extended(plain) -> ReportSet:
+    tables = dict(plain.tables)
+    tables["best_value"] = _stats_columns(tables["best_value"], best=True)
+    tables["cost_per_million"] = _stats_columns(tables["cost_per_million"], best=False)
+    tables["throughput"] = _stats_columns(tables["throughput"], best=False)
+    return dataclasses.replace(plain, tables=tables)
+
+
+def test_intervals_become_error_bars_on_cost_and_throughput_charts(plain, extended):
+    page = render_page(extended, GENERATED_AT)
+    cost = page[page.index('<section id="cost"'):page.index('<section id="where-else"')]
+    speed = page[page.index('<section id="throughput"'):page.index('<section id="scaling"')]
+    assert cost.count('class="error-bar"') >= 3 and speed.count('class="error-bar"') >= 3
+    assert 'class="error-bar"' not in render_page(plain, GENERATED_AT)
+    # and the tables write each figure with its interval
+    assert re.search(r"€[\d.]+ \([\d.]+–[\d.]+\)", cost)
+
+
+def test_tie_groups_show_in_the_ranking(extended):
+    page = render_page(extended, GENERATED_AT)
+    tie = ("aws g4dn.xlarge · us-east-1 and aws g5.xlarge · us-east-1: no significant difference, "
+           "n = 10, p = 0.42 (tied with the best)")
+    assert page.count(tie) == 2  # the alexnet chart's summary and the best-buy table
+
+
+def test_energy_runtime_and_declared_prices_are_labelled(plain, extended):
+    page = render_page(extended, GENERATED_AT)
+    assert '<th scope="col" class="wrap">energy</th>' in page
+    assert "0.139 kWh per million · 52 gCO₂e" in page
+    assert "0.139 kWh per million<" in page  # g4dn: no carbon figure, never 0 gCO₂e
+    assert "runtime pip-cu112" in page
+    assert "2025-01-01, declared: example price for this test machine" in page
+    before = render_page(plain, GENERATED_AT)
+    assert "energy</th>" not in before and "runtime " not in before and "declared" not in before
+
+
+def _every_figure(table: pa.Table, value: float) -> pa.Table:
+    """Every throughput, cost and speedup figure of ``table`` replaced by ``value``."""
+    columns = {name: [value] * table.num_rows for name in
+               ("images_per_sec", "cost_per_million", "seconds_per_million", "speedup", "efficiency")
+               if name in table.column_names}
+    return _with(table, columns)
+
+
+@pytest.mark.parametrize("value", [0.0, 1e-100, 1e13, 1e300, float("nan"), float("inf"), -1.0])
+def test_the_page_and_summary_survive_any_figure(plain, value):
+    """A lake row at 1e13 images/s made `report` exit 1 (ZeroDivisionError in the old svg.py); any
+    value now renders, and what cannot be drawn is listed under its chart."""
+    from gpucompare.reports.summary import render_summary
+
+    tables = {name: _every_figure(table, value) for name, table in plain.tables.items()}
+    odd = dataclasses.replace(plain, tables=tables)
+    page = render_page(odd, GENERATED_AT)
+    assert page.count("<svg") == render_page(plain, GENERATED_AT).count("<svg")
+    drawable = value >= 0 and value < float("inf")
+    assert ("not drawn: " in page) == (not drawable)
+    assert render_summary(odd).startswith("# gpucompare report")
