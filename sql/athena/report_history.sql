@@ -22,6 +22,12 @@ CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.cost_per_million_history (
   `seconds_per_million` double COMMENT 'seconds to process 1,000,000 images (10^6 / images_per_sec)',
   `price_per_hour` double COMMENT 'price of the machine(s) per hour in the report currency (per instance x num_nodes)',
   `cost_per_million` double COMMENT 'cost of 1,000,000 images in the report currency (price_per_hour x seconds_per_million / 3600)',
+  `cost_per_million_low` double COMMENT 'lower end of the 95 % interval of cost_per_million (the price over images_per_sec_high); empty when that is',
+  `cost_per_million_high` double COMMENT 'upper end of the 95 % interval of cost_per_million (the price over images_per_sec_low); empty when that is',
+  `images_per_sec_low` double COMMENT 'lower end of the 95 % interval of the median throughput (order statistics of the samples, binomial: distribution-free), images per second; empty with fewer than 6 samples or none',
+  `images_per_sec_high` double COMMENT 'upper end of the 95 % interval of the median throughput, images per second; empty with fewer than 6 samples or none',
+  `samples` bigint COMMENT 'repeat samples behind the figure (count); empty for a figure without samples (published)',
+  `nights` bigint COMMENT 'runs whose samples were pooled (count; at most the --nights N of the report); empty without samples',
   `currency` string COMMENT 'currency of every money column: EUR | USD',
   `price_source` string COMMENT 'source of the price row; missing (no price) or missing_fx (no exchange rate)',
   `price_effective_from` date COMMENT 'price date: the day the price used became valid (latest <= result_date; projections: latest <= the report date)',
@@ -37,7 +43,12 @@ CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.cost_per_million_history (
   `epoch_cost` double COMMENT 'training: cost of one ImageNet epoch in the report currency',
   `epochs90_seconds` double COMMENT 'training: seconds for 90 ImageNet epochs',
   `epochs90_hours` double COMMENT 'training: hours for 90 ImageNet epochs',
-  `epochs90_cost` double COMMENT 'training: cost of 90 ImageNet epochs in the report currency'
+  `epochs90_cost` double COMMENT 'training: cost of 90 ImageNet epochs in the report currency',
+  `energy_method` string COMMENT 'how the energy was measured: nvml_energy_counter | nvml_power_sampling | rapl, or unavailable: <reason> when it was not',
+  `avg_power_watts` double COMMENT 'average power of the devices used over the timed batches, watts; empty when not measured',
+  `joules_per_image` double COMMENT 'energy per image over the timed batches, joules (energy_joules / (timed_batches x batch_size)); empty when not measured, never 0',
+  `kwh_per_million` double COMMENT 'energy of 1,000,000 images, kWh (joules_per_image x 10^6 / 3.6 x 10^6); empty when not measured',
+  `gco2e_per_million` double COMMENT 'grid emissions of 1,000,000 images, grams CO2e (kwh_per_million x the gCO2e/kWh of the region, data/carbon/grid_intensity.csv); empty without a measurement or a region in that table'
 )
 PARTITIONED BY (`report_date` date COMMENT 'history tables: the day the report was built (Hive partition)')
 STORED AS PARQUET
@@ -112,6 +123,10 @@ CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.throughput_history (
   `batch_size` bigint COMMENT 'global batch: images per step over all devices and nodes',
   `methodology` string COMMENT 'how the figure was timed: official (fixed 5 + 10 batches as in the MXNet harness; also every published figure and every result recorded before the field existed) | robust (at least 2 s per repeat, repeats until the CV is under 3 %, at most 10) | custom (the stopping values recorded). Figures of different methodologies are never ranked, paired or compared with each other',
   `images_per_sec` double COMMENT 'throughput, images per second',
+  `images_per_sec_low` double COMMENT 'lower end of the 95 % interval of the median throughput (order statistics of the samples, binomial: distribution-free), images per second; empty with fewer than 6 samples or none',
+  `images_per_sec_high` double COMMENT 'upper end of the 95 % interval of the median throughput, images per second; empty with fewer than 6 samples or none',
+  `samples` bigint COMMENT 'repeat samples behind the figure (count); empty for a figure without samples (published)',
+  `nights` bigint COMMENT 'runs whose samples were pooled (count; at most the --nights N of the report); empty without samples',
   `cv` double COMMENT 'coefficient of variation of the repeats, a fraction (0.01 = 1 %)',
   `status` string COMMENT 'ok, or why the cell did not run (oom, batch_smaller_than_devices, ...)',
   `origin` string COMMENT 'measured (run by gpucompare) | published (imported from a publication) | published_curve (scaling: a speedup curve from a white paper) | projected (best_value_with_projections: a measured throughput priced on another machine with the same GPUs)',
@@ -119,7 +134,12 @@ CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.throughput_history (
   `target` string COMMENT 'where it ran: local | ssh | ec2, or published',
   `result_date` date COMMENT 'result date: the UTC day of the measurement, or the publication date',
   `measured_at` timestamp COMMENT 'when the result was measured, UTC timestamp; published figures: the publication date',
-  `flags` array<string> COMMENT 'suspicions raised by the published import (list of decimal_comma, outlier_vs_neighbours, batch_scaled_x8); empty list when none. In CSV: joined, separated by semicolons'
+  `flags` array<string> COMMENT 'suspicions raised by the published import (list of decimal_comma, outlier_vs_neighbours, batch_scaled_x8); empty list when none. In CSV: joined, separated by semicolons',
+  `energy_method` string COMMENT 'how the energy was measured: nvml_energy_counter | nvml_power_sampling | rapl, or unavailable: <reason> when it was not',
+  `avg_power_watts` double COMMENT 'average power of the devices used over the timed batches, watts; empty when not measured',
+  `joules_per_image` double COMMENT 'energy per image over the timed batches, joules (energy_joules / (timed_batches x batch_size)); empty when not measured, never 0',
+  `kwh_per_million` double COMMENT 'energy of 1,000,000 images, kWh (joules_per_image x 10^6 / 3.6 x 10^6); empty when not measured',
+  `gco2e_per_million` double COMMENT 'grid emissions of 1,000,000 images, grams CO2e (kwh_per_million x the gCO2e/kWh of the region, data/carbon/grid_intensity.csv); empty without a measurement or a region in that table'
 )
 PARTITIONED BY (`report_date` date COMMENT 'history tables: the day the report was built (Hive partition)')
 STORED AS PARQUET
@@ -140,6 +160,9 @@ CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.best_value_history (
   `mode` string COMMENT 'score (inference) | train',
   `methodology` string COMMENT 'how the figure was timed: official (fixed 5 + 10 batches as in the MXNet harness; also every published figure and every result recorded before the field existed) | robust (at least 2 s per repeat, repeats until the CV is under 3 %, at most 10) | custom (the stopping values recorded). Figures of different methodologies are never ranked, paired or compared with each other',
   `rank` bigint COMMENT '1 = cheapest per million among the ranked rows of the network and mode; empty when not ranked',
+  `rank_group` bigint COMMENT 'machines whose cost the Mann-Whitney U test cannot tell apart share a group (1 = tied with the cheapest); empty when not ranked',
+  `tied_with_best` boolean COMMENT 'true when the U test over the cost samples finds no significant difference (p >= 0.05) from the cheapest ranked machine; empty when not ranked',
+  `tie_p_value` double COMMENT 'two-sided p-value of that U test against the cheapest; empty for the cheapest itself and where a side has no samples (then only an equal cost ties)',
   `ranked` boolean COMMENT 'true when the row takes part in the ranking',
   `not_ranked_reason` string COMMENT 'why a row is shown but not ranked: flagged (it carries flags) | old_published (a published figure older than the age limit of the report); empty when ranked',
   `provider` string COMMENT 'provider of the machine (aws, leadergpu, local, nvidia, ...)',
@@ -153,8 +176,14 @@ CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.best_value_history (
   `dtype` string COMMENT 'float32 | float16',
   `batch_size` bigint COMMENT 'global batch: images per step over all devices and nodes',
   `images_per_sec` double COMMENT 'throughput, images per second',
+  `images_per_sec_low` double COMMENT 'lower end of the 95 % interval of the median throughput (order statistics of the samples, binomial: distribution-free), images per second; empty with fewer than 6 samples or none',
+  `images_per_sec_high` double COMMENT 'upper end of the 95 % interval of the median throughput, images per second; empty with fewer than 6 samples or none',
   `price_per_hour` double COMMENT 'price of the machine(s) per hour in the report currency (per instance x num_nodes)',
   `cost_per_million` double COMMENT 'cost of 1,000,000 images in the report currency (price_per_hour x seconds_per_million / 3600)',
+  `cost_per_million_low` double COMMENT 'lower end of the 95 % interval of cost_per_million (the price over images_per_sec_high); empty when that is',
+  `cost_per_million_high` double COMMENT 'upper end of the 95 % interval of cost_per_million (the price over images_per_sec_low); empty when that is',
+  `samples` bigint COMMENT 'repeat samples behind the figure (count); empty for a figure without samples (published)',
+  `nights` bigint COMMENT 'runs whose samples were pooled (count; at most the --nights N of the report); empty without samples',
   `currency` string COMMENT 'currency of every money column: EUR | USD',
   `epochs90_hours` double COMMENT 'training: hours for 90 ImageNet epochs',
   `epochs90_cost` double COMMENT 'training: cost of 90 ImageNet epochs in the report currency',
@@ -166,7 +195,10 @@ CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.best_value_history (
   `price_source` string COMMENT 'source of the price row; missing (no price) or missing_fx (no exchange rate)',
   `result_source` string COMMENT 'where the figure comes from: the source of the run, or the publication',
   `target` string COMMENT 'where it ran: local | ssh | ec2, or published',
-  `flags` array<string> COMMENT 'suspicions raised by the published import (list of decimal_comma, outlier_vs_neighbours, batch_scaled_x8); empty list when none. In CSV: joined, separated by semicolons'
+  `flags` array<string> COMMENT 'suspicions raised by the published import (list of decimal_comma, outlier_vs_neighbours, batch_scaled_x8); empty list when none. In CSV: joined, separated by semicolons',
+  `joules_per_image` double COMMENT 'energy per image over the timed batches, joules (energy_joules / (timed_batches x batch_size)); empty when not measured, never 0',
+  `kwh_per_million` double COMMENT 'energy of 1,000,000 images, kWh (joules_per_image x 10^6 / 3.6 x 10^6); empty when not measured',
+  `gco2e_per_million` double COMMENT 'grid emissions of 1,000,000 images, grams CO2e (kwh_per_million x the gCO2e/kWh of the region, data/carbon/grid_intensity.csv); empty without a measurement or a region in that table'
 )
 PARTITIONED BY (`report_date` date COMMENT 'history tables: the day the report was built (Hive partition)')
 STORED AS PARQUET
@@ -208,7 +240,10 @@ CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.regressions_history (
   `noise` double COMMENT 'tolerated drop, images per second: max(k x 1.4826 x MAD, min_drop x median)',
   `change` double COMMENT 'images_per_sec / history_median - 1, a fraction (-0.1 = 10 % slower)',
   `verdict` string COMMENT 'regression | improvement | steady | failed | not_run | insufficient_history',
-  `regression` boolean COMMENT 'true for verdict regression or failed'
+  `regression` boolean COMMENT 'true for verdict regression or failed',
+  `samples` bigint COMMENT 'repeat samples behind the figure (count); empty for a figure without samples (published)',
+  `history_samples` bigint COMMENT 'regressions: repeat samples of the history compared with (count)',
+  `p_value` double COMMENT 'regressions: two-sided Mann-Whitney U p-value of the latest repeats against those of the history; a regression or improvement needs p < 0.05 besides the noise threshold; empty where not tested (steady rows, or sample sizes that can never reach 5 %: then the threshold alone decides)'
 )
 PARTITIONED BY (`report_date` date COMMENT 'history tables: the day the report was built (Hive partition)')
 STORED AS PARQUET

@@ -214,7 +214,8 @@ def build_reports(
         if options.with_projections:  # the optional ranking view; best_value itself stays measured-only
             tables[projections.BEST_VALUE_WITH_PROJECTIONS] = _timed(
                 timings, projections.BEST_VALUE_WITH_PROJECTIONS,
-                lambda: projections.best_value_with_projections(con, _ranking(options)))
+                lambda: uncertainty.tie_groups(
+                    con, projections.best_value_with_projections(con, _ranking(options))))
     finally:
         con.close()
 

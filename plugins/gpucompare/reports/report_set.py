@@ -233,8 +233,8 @@ COLUMN_DOCS: dict[str, str] = {
     "verdict": "regression | improvement | steady | failed | not_run | insufficient_history",
     "regression": "true for verdict regression or failed",
     "history_samples": "regressions: repeat samples of the history compared with (count)",
-    "p_value": "regressions: two-sided Mann-Whitney U p-value of the latest repeats against the history's; "
-    "a regression or improvement needs p < 0.05 besides the noise threshold; empty where not tested "
+    "p_value": "regressions: two-sided Mann-Whitney U p-value of the latest repeats against those of the "
+    "history; a regression or improvement needs p < 0.05 besides the noise threshold; empty where not tested "
     "(steady rows, or sample sizes that can never reach 5 %: then the threshold alone decides)",
     "report_date": "history tables: the day the report was built (Hive partition)",
     # uncertainty and energy (reports/uncertainty.py over reports/stats.py)
@@ -247,7 +247,7 @@ COLUMN_DOCS: dict[str, str] = {
     "cost_per_million_high": "upper end of the 95 % interval of cost_per_million (the price over "
     "images_per_sec_low); empty when that is",
     "samples": "repeat samples behind the figure (count); empty for a figure without samples (published)",
-    "nights": "runs whose samples were pooled (count; the report's --nights N at most); empty without "
+    "nights": "runs whose samples were pooled (count; at most the --nights N of the report); empty without "
     "samples",
     "rank_group": "machines whose cost the Mann-Whitney U test cannot tell apart share a group (1 = tied "
     "with the cheapest); empty when not ranked",
@@ -256,15 +256,15 @@ COLUMN_DOCS: dict[str, str] = {
     "tie_p_value": "two-sided p-value of that U test against the cheapest; empty for the cheapest itself and "
     "where a side has no samples (then only an equal cost ties)",
     "energy_method": "how the energy was measured: nvml_energy_counter | nvml_power_sampling | rapl, or "
-    "'unavailable: <reason>'",
+    "unavailable: <reason> when it was not",
     "avg_power_watts": "average power of the devices used over the timed batches, watts; empty when not "
     "measured",
     "joules_per_image": "energy per image over the timed batches, joules (energy_joules / (timed_batches x "
     "batch_size)); empty when not measured, never 0",
     "kwh_per_million": "energy of 1,000,000 images, kWh (joules_per_image x 10^6 / 3.6 x 10^6); empty when "
     "not measured",
-    "gco2e_per_million": "grid emissions of 1,000,000 images, grams CO2e (kwh_per_million x the region's "
-    "gCO2e/kWh, data/carbon/grid_intensity.csv); empty without a measurement or a region in that table",
+    "gco2e_per_million": "grid emissions of 1,000,000 images, grams CO2e (kwh_per_million x the gCO2e/kWh "
+    "of the region, data/carbon/grid_intensity.csv); empty without a measurement or a region in that table",
     "basis": "projections: projected = the throughput of a measured result priced on a catalog machine "
     "with the same GPU model and GPUs per instance (never ranked with measured rows)",
     "measured_machine": "projections: true when the catalog machine is the very instance type measured",

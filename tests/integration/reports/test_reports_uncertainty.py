@@ -154,3 +154,22 @@ def test_one_repeat_a_night_leaves_the_threshold_to_decide(lake):
     ingest(lake, [measured([100.0], night=n) for n in nights] + [measured([80.0], night=NIGHT)])
     [row] = build_reports(inputs(lake, [], RATES)).tables["regressions"].to_pylist()
     assert row["verdict"] == "regression" and row["p_value"] is None
+
+
+def test_rows_written_before_schema_3_read_with_empty_energy(lake):
+    """A lake whose first run was written by a schema-2 worker (no energy columns in its files or
+    in the table's schema then) still reads: that run's energy columns are empty, the next run's
+    (schema 3, with energy) are filled, and the intervals work for both."""
+    from gpucompare.lake.ingest import RunContext, results_rows
+
+    context = RunContext(provider="aws", instance_type="g5.xlarge", region="us-east-1", market="on_demand",
+                         target="ec2").validated()
+    old = results_rows([dict(measured([100.0 + i for i in range(6)]), run_id="old")], context)
+    old = old.drop_columns(["energy_joules", "energy_method", "avg_power_watts"])
+    lake.write_results(old, run_id="old")
+    ingest(lake, [measured([200.0 + i for i in range(6)], energy=10.0, batch_size=16)])
+    rows_by_batch = {r["batch_size"]: r for r in build_reports(inputs(lake, [], RATES)).tables["throughput"]
+                     .to_pylist()}
+    assert rows_by_batch[32]["energy_method"] is None and rows_by_batch[32]["joules_per_image"] is None
+    assert rows_by_batch[32]["images_per_sec_low"] == 100.0 and rows_by_batch[32]["samples"] == 6
+    assert rows_by_batch[16]["joules_per_image"] == pytest.approx(10.0 / (60 * 16))
