@@ -43,6 +43,7 @@ import json
 import random
 import re
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,8 +62,14 @@ DEFAULT_LAKE = "./lake"
 RETENTION_HOURS = 7 * 24
 #: Whole-transaction attempts when a commit meets a real conflict (delta-rs retries the rest).
 COMMIT_ATTEMPTS = 12
-#: Rows per Arrow batch while streaming a results file into the table.
+#: Rows per Arrow batch while streaming a results file into the table (at most; see BATCH_BYTES).
 BATCH_ROWS = 2048
+#: Bytes of record text per Arrow batch: a batch closes at BATCH_ROWS rows or this many bytes,
+#: whichever comes first, so records of 64 KiB each do not make 128 MiB batches.
+BATCH_BYTES = 8 * 1024 * 1024
+#: Commit metadata key of a write's own token, and how far back the log is searched for it.
+COMMIT_ID_KEY = "gpucompare_commit"
+COMMIT_SEARCH = 200
 #: Parquet row group and file size of the writes (memory of a streamed ingest stays flat).
 ROW_GROUP_ROWS = 8192
 TARGET_FILE_BYTES = 32 * 1024 * 1024
@@ -125,8 +132,10 @@ class Lake(LakeReader):
         uri = self.table_uri(kind)
         if self.is_local:
             Path(uri).mkdir(parents=True, exist_ok=True)
+        token = uuid.uuid4().hex  # finds this commit's version in the log (not the latest's)
         properties = CommitProperties(
-            custom_metadata={"writer": "gpucompare", **(metadata or {})}, max_commit_retries=50
+            custom_metadata={"writer": "gpucompare", **(metadata or {}), COMMIT_ID_KEY: token},
+            max_commit_retries=50,
         )
         for attempt in range(COMMIT_ATTEMPTS):
             try:
@@ -142,13 +151,21 @@ class Lake(LakeReader):
                     writer_properties=_writer_properties(),
                     target_file_size=TARGET_FILE_BYTES,
                 )
-                table = self.delta(kind)
-                return int(table.version())
+                return self._committed_version(kind, token)
             except (CommitFailedError, DeltaError) as exc:
                 if not _retryable(exc) or attempt == COMMIT_ATTEMPTS - 1:
                     raise
                 time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))  # apart from the other writers
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _committed_version(self, kind: str, token: str) -> int:
+        """The version of the commit carrying ``token`` (another writer may have committed after
+        it: the table's latest version is not this commit's)."""
+        table = self.delta(kind)
+        for entry in table.history(COMMIT_SEARCH):
+            if entry.get(COMMIT_ID_KEY) == token and entry.get("version") is not None:
+                return int(entry["version"])
+        return int(table.version())  # pragma: no cover - more than COMMIT_SEARCH commits since
 
     def write_results(
         self,
