@@ -554,6 +554,14 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"{parser.prog} {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # a storage failure says what to do (exit 2); anything else shows
+        from gpucompare.lake.storage import explain_storage_error
+
+        explained = explain_storage_error(exc, str(getattr(args, "lake", None) or getattr(args, "out", "")))
+        if explained is None:
+            raise
+        print(f"{parser.prog} {args.command}: error: {explained}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

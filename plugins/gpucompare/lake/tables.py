@@ -50,12 +50,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from gpucompare.config import patterns
 from gpucompare.errors import PermanentError
 from gpucompare.lake import schema
 from gpucompare.lake.reading import KIND_SCHEMAS, LOAD_COLUMN, LakeReader, NoLakeError
-from gpucompare.lake.storage import LakeError, filesystem_for
+from gpucompare.lake.storage import LakeError, check_local_folder, check_uri_characters, filesystem_for
 
 DEFAULT_LAKE = "./lake"
 #: How long removed files stay for time travel (vacuum keeps them this long): 7 days.
@@ -90,7 +91,10 @@ class IngestError(PermanentError):
 def open_lake(uri: str | None = None) -> Lake:
     """Open the lake at ``uri`` (default ``./lake``); nothing is created until a write."""
     uri = uri or DEFAULT_LAKE
+    check_uri_characters(uri)
     fs, root = filesystem_for(uri)
+    if isinstance(fs, pafs.LocalFileSystem):
+        check_local_folder(root)
     return Lake(uri=uri, fs=fs, root=root)
 
 
