@@ -285,6 +285,9 @@ def _check_hostile(record: dict[str, Any]) -> None:
 #: published single-node figures are around 10^5 images/s (AlexNet scoring on 8 GPUs); a node
 #: cannot feed more than 10^7 images a second through any network here, a CPU 10^6.
 MAX_IMAGES_PER_SEC: dict[str, float] = {"gpu": 1e7, "cpu": 1e6}
+#: The floor of an ok record's ``images_per_sec``: one image in 27.8 hours, slower than any
+#: configuration can finish inside the 24-hour configuration time limit.
+MIN_IMAGES_PER_SEC = 1e-5
 #: Fields that count things: at least 1 when given (null allowed where the field is nullable).
 _COUNTS = ("batch_size", "per_device_batch", "gpu_count", "num_nodes", "repeats", "parameters")
 #: Fields that must not be negative when given.
@@ -294,13 +297,18 @@ _NON_NEGATIVE = ("warmup_batches", "timed_batches", "cv", "gpu_memory_mib", "set
 
 def _check_plausible(record: dict[str, Any]) -> None:
     """Values no measurement can produce: counts below 1, negative samples, cv, memory or
-    times, throughput above the device kind's ceiling (``MAX_IMAGES_PER_SEC``)."""
+    times, throughput above the device kind's ceiling (``MAX_IMAGES_PER_SEC``) or below the floor
+    (``MIN_IMAGES_PER_SEC``)."""
     for name in _COUNTS:
         if record[name] is not None and record[name] < 1:
             raise RecordError(name, f"counts something: must be >= 1, got {record[name]}")
     for name in _NON_NEGATIVE:
         if record[name] is not None and record[name] < 0:
             raise RecordError(name, f"must be >= 0, got {record[name]}")
+    ips = record["images_per_sec"]
+    if ips is not None and ips < MIN_IMAGES_PER_SEC:
+        raise RecordError("images_per_sec", f"{ips:g} images/s is below the floor of {MIN_IMAGES_PER_SEC:g} "
+                          "(one image in 27.8 hours: MIN_IMAGES_PER_SEC)")
     ceiling = MAX_IMAGES_PER_SEC[record["device_kind"]]
     figures = [("images_per_sec", record["images_per_sec"])]
     figures += [("images_per_sec_samples", v) for v in record["images_per_sec_samples"]]

@@ -284,7 +284,7 @@ def _configure_report(parser: argparse.ArgumentParser) -> None:
 def _run_report(args: argparse.Namespace) -> int:
     from gpucompare.lake.storage import LakeError
     from gpucompare.reports.build import options_from_settings, run_reports
-    from gpucompare.reports.report_set import ReportError, ReportOptions
+    from gpucompare.reports.report_set import ReportError, ReportOptions, ReportsIncomplete
     from gpucompare.reports.summary import describe_provenance
 
     try:
@@ -298,6 +298,10 @@ def _run_report(args: argparse.Namespace) -> int:
         )
         report_set = run_reports(args.lake, args.out, currency=args.currency, options=options,
                                  history=args.history, as_of=args.as_of)
+    except ReportsIncomplete as incomplete:  # the rest is written; say what failed, exit 1
+        report_set = incomplete.report_set
+        for name, message in incomplete.failures.items():
+            print(f"gpucompare report: {name} failed: {message}", file=sys.stderr)
     except (ReportError, LakeError) as exc:
         raise UsageError(str(exc)) from None
     counts = ", ".join(f"{name} {table.num_rows}" for name, table in report_set.tables.items())
@@ -306,9 +310,10 @@ def _run_report(args: argparse.Namespace) -> int:
     missing = report_set.missing_prices.num_rows
     if missing:
         print(f"  {missing} result(s) without a price: see cost_per_million.csv (price_source missing)")
-    flagged = sum(1 for value in report_set.tables["regressions"]["regression"].to_pylist() if value)
+    regressions = report_set.tables.get("regressions")
+    flagged = 0 if regressions is None else sum(1 for value in regressions["regression"].to_pylist() if value)
     print(f"  {flagged} regression(s) flagged; open {args.out.rstrip('/')}/index.html")
-    return 0
+    return 1 if report_set.failures else 0
 
 
 def _configure_athena_ddl(parser: argparse.ArgumentParser) -> None:

@@ -52,6 +52,7 @@ from gpucompare.reports.report_set import (
     ReportError,
     ReportOptions,
     ReportSet,
+    ReportsIncomplete,
     with_docs,
 )
 
@@ -172,8 +173,11 @@ def build_reports(
     currency: str = "EUR",
     rule: RegressionRule | None = None,
     options: ReportOptions | None = None,
+    keep_going: bool = False,
 ) -> ReportSet:
-    """Run every report; write each as Parquet and CSV under ``out`` when given."""
+    """Run every report; write each as Parquet and CSV under ``out`` when given. A report that
+    fails is recorded in the set's ``failures`` and the others are still built and written; then
+    ``ReportsIncomplete`` is raised, unless ``keep_going`` (the caller reports the failures)."""
     if currency not in schema.CURRENCIES:
         raise ReportError(f"--currency {currency!r} is not one of {', '.join(schema.CURRENCIES)}")
     rule = rule or RegressionRule()
@@ -199,31 +203,33 @@ def build_reports(
         newest = max(newest_dates, default=None)
         build = Build(con=con, inputs=inputs, files=files, currency=currency, rule=rule, options=options,
                       newest=newest)
-        tables: dict[str, pa.Table] = {}
-        for name, builder in BUILDERS.items():
-            started = time.perf_counter()
-            tables[name] = builder(build)
-            timings[name] = time.perf_counter() - started
+        report_set = ReportSet(tables={}, currency=currency, rule=rule, rows_scanned=int(rows_scanned),
+                               newest_date=newest, options=options, timings=timings)
+        builders = dict(BUILDERS)
         if options.with_projections:  # the optional ranking view; best_value itself stays measured-only
-            tables[projections.BEST_VALUE_WITH_PROJECTIONS] = _timed(
-                timings, projections.BEST_VALUE_WITH_PROJECTIONS,
-                lambda: projections.best_value_with_projections(con, _ranking(options)))
+            builders[projections.BEST_VALUE_WITH_PROJECTIONS] = (
+                lambda build: projections.best_value_with_projections(build.con, _ranking(options)))
+        for name, builder in builders.items():
+            _build_one(report_set, build, name, builder)
     finally:
         con.close()
-
-    tables = {name: with_docs(table) for name, table in tables.items()}
-    report_set = ReportSet(
-        tables=tables,
-        currency=currency,
-        rule=rule,
-        rows_scanned=int(rows_scanned),
-        newest_date=newest,
-        options=options,
-    )
-    report_set.timings = timings
     if out is not None:
-        report_set.written = _timed(timings, "write parquet + csv", lambda: write_tables(tables, str(out)))
+        report_set.written = _timed(timings, "write parquet + csv",
+                                    lambda: write_tables(report_set.tables, str(out), report_set.fail))
+    if report_set.failures and not keep_going:
+        raise ReportsIncomplete(report_set)
     return report_set
+
+
+def _build_one(report_set: ReportSet, build: Build, name: str, builder: Callable[[Build], pa.Table]) -> None:
+    """Build one table into ``report_set``; a failure is recorded there and the next one goes on
+    (one bad row or report never stops the others)."""
+    started = time.perf_counter()
+    try:
+        report_set.tables[name] = with_docs(builder(build))
+    except Exception as exc:  # noqa: BLE001 - recorded in summary.md / manifest.json, exit non-zero
+        report_set.fail(name, exc)
+    report_set.timings[name] = time.perf_counter() - started
 
 
 def run_reports(
@@ -241,22 +247,26 @@ def run_reports(
     table versions read (also at the end of ``summary.md``); with ``history`` (the reports
     root), the day's copy under ``report_history/`` too, dated ``report_date`` (default today,
     UTC; ages of published figures count from it). ``options`` default to the settings
-    (``GPUCOMPARE_PUBLISHED_MAX_AGE_YEARS`` …)."""
+    (``GPUCOMPARE_PUBLISHED_MAX_AGE_YEARS`` …). A failing report or page part never stops the
+    others: everything else is written, the failures are listed in summary.md and manifest.json
+    (``failures``), then ``ReportsIncomplete`` is raised."""
     options = options or options_from_settings()
     if report_date is not None:
         options = dataclasses.replace(options, report_date=report_date)
     inputs = ReportInputs.from_lake(lake, as_of=as_of)
-    report_set = build_reports(inputs, out, currency=currency, options=options)
+    report_set = build_reports(inputs, out, currency=currency, options=options, keep_going=True)
     report_set.manifest = inputs.manifest()
-    started = time.perf_counter()
-    report_set.written += write_site(report_set, out)
-    report_set.timings["index.html + summary.md"] = time.perf_counter() - started
     if history is not None:
         report_set.written += _timed(
             report_set.timings,
             "report_history",
-            lambda: write_history(report_set.tables, history, options.today),
+            lambda: write_history(report_set.tables, history, options.today, report_set.fail),
         )
+    started = time.perf_counter()
+    report_set.written += write_site(report_set, out)
+    report_set.timings["index.html + summary.md"] = time.perf_counter() - started
+    if report_set.failures:
+        raise ReportsIncomplete(report_set)
     return report_set
 
 

@@ -42,6 +42,18 @@ class ReportError(PermanentError):
     """Bad report settings (the message names the setting and the allowed values)."""
 
 
+class ReportsIncomplete(PermanentError):
+    """Some reports (or the page) failed; every other one was built and written. ``report_set``
+    is the partial set, ``failures`` maps each failed part to what went wrong (also in summary.md
+    and manifest.json)."""
+
+    def __init__(self, report_set: ReportSet) -> None:
+        self.report_set = report_set
+        self.failures = dict(report_set.failures)
+        listed = "; ".join(f"{name}: {message}" for name, message in self.failures.items())
+        super().__init__(f"{len(self.failures)} part(s) of the report set failed: {listed}")
+
+
 @dataclass(frozen=True)
 class RegressionRule:
     """How the regressions report tells a drop from noise (see sql/regressions.sql)."""
@@ -125,11 +137,21 @@ class ReportSet:
     #: what the set was built from: the lake, ``as_of`` and the table versions read
     #: (``ReportInputs.manifest``; written as manifest.json and named in summary.md)
     manifest: dict[str, object] = field(default_factory=dict)
+    #: the parts that failed (a report, ``index.html``, ``summary.md``…) → what went wrong; a
+    #: failed report has no table in ``tables``
+    failures: dict[str, str] = field(default_factory=dict)
+
+    def fail(self, name: str, exc: BaseException) -> None:
+        """Record that ``name`` failed with ``exc`` (the rest of the set goes on)."""
+        text = " ".join(str(exc).split())[:500]
+        self.failures[name] = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
     @property
     def missing_prices(self) -> pa.Table:
         """cost_per_million rows without a usable price (no price, or no exchange rate)."""
-        table = self.tables["cost_per_million"]
+        table = self.tables.get("cost_per_million")
+        if table is None or "price_source" not in table.column_names:
+            return pa.table({"price_source": pa.array([], pa.string())})
         return table.filter(pc.is_in(table["price_source"], pa.array(["missing", "missing_fx"])))
 
     def provenance(self) -> dict[str, dict[str, tuple[int, dt.date | None]]]:
