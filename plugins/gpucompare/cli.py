@@ -394,9 +394,12 @@ def _run_migrate(args: argparse.Namespace) -> int:
     from gpucompare.lake.storage import LakeError
 
     try:
+        dropped = migration.dropped_columns(args.source)
         counts = migration.migrate(args.source, lake.open_lake(args.target))
     except (LakeError, migration.MigrationError) as exc:
         raise UsageError(str(exc)) from None
+    for kind, columns in dropped.items():
+        print(f"{kind}: dropped {len(columns)} column(s) the Delta table does not have: {', '.join(columns)}")
     for kind, (old, new) in counts.items():
         print(f"{kind}: {old} row(s) in {args.source}, {new} row(s) in {args.target}"
               f"{'' if old == new else '  MISMATCH'}")

@@ -102,36 +102,41 @@ def _best_value(build: Build) -> pa.Table:
     return build.sql("best_value", _ranking(build.options))
 
 
+#: The row keys of throughput_matrix and throughput_by_batch (one machine, mode, dtype, device
+#: count, network and methodology: figures timed two ways are two rows, never one cell).
+_MATRIX_KEYS = (
+    "provider, instance_type, region, market, gpu_model, device_kind, gpu_count, num_nodes, mode, "
+    "dtype, network, methodology"
+)
+_MATRIX_ORDER = ("provider, instance_type, region, market, mode, dtype, gpu_count, num_nodes, network, "
+                 "methodology")
+
+
 def _throughput_matrix(build: Build) -> pa.Table:
     """throughput pivoted like the published tables: a row per machine, mode, dtype, device
-    count, network and methodology (figures timed two ways are two rows, never one cell); per
-    batch size two columns, ``batch_<n>_images_per_sec`` (DOUBLE, empty when the cell did not
-    run) and ``batch_<n>_status`` (VARCHAR: ok, oom, ...; empty when the cell was not measured).
-    Every batch size of ``MATRIX_BATCHES`` always has its pair, so the column types and names
-    are the same night after night; others are appended."""
-    con = build.con
-    found = {
-        int(row[0])
-        for row in con.execute(
-            "SELECT DISTINCT batch_size FROM throughput WHERE batch_size IS NOT NULL"
-        ).fetchall()
-    }
-    batches = sorted(set(MATRIX_BATCHES) | found)
-    keys = (
-        "provider, instance_type, region, market, gpu_model, device_kind, gpu_count, num_nodes, mode, "
-        "dtype, network, methodology"
-    )
-    # batch sizes are integers (validated ones from the lake, or the constants), so safe to inline
+    count, network and methodology; per batch size of ``MATRIX_BATCHES`` (and only those: the
+    width is fixed) two columns, ``batch_<n>_images_per_sec`` (DOUBLE, empty when the cell did
+    not run) and ``batch_<n>_status`` (VARCHAR: ok, oom, ...; empty when not measured). Every
+    batch size, listed or not, is a row of ``throughput_by_batch``."""
+    # the batch sizes are the constants, so safe to inline
     cells = ", ".join(
         f"max(images_per_sec) FILTER (WHERE batch_size = {b}) AS batch_{b}_images_per_sec, "
         f"any_value(status) FILTER (WHERE batch_size = {b}) AS batch_{b}_status"
-        for b in batches
+        for b in MATRIX_BATCHES
     )
-    return con.sql(
-        f"SELECT {keys}, any_value(origin) AS origin, max(result_date) AS result_date, {cells} "  # noqa: S608
-        "FROM throughput GROUP BY ALL "
-        "ORDER BY provider, instance_type, region, market, mode, dtype, gpu_count, num_nodes, network, "
-        "methodology"
+    return build.con.sql(
+        f"SELECT {_MATRIX_KEYS}, any_value(origin) AS origin, max(result_date) AS result_date, "  # noqa: S608
+        f"{cells} FROM throughput GROUP BY ALL ORDER BY {_MATRIX_ORDER}"
+    ).to_arrow_table()
+
+
+def _throughput_by_batch(build: Build) -> pa.Table:
+    """throughput_matrix in long format: one row per machine, mode, dtype, device count,
+    network, methodology and batch size (any batch size), with its images/s and status."""
+    return build.con.sql(
+        f"SELECT {_MATRIX_KEYS}, batch_size, max(images_per_sec) AS images_per_sec, "  # noqa: S608
+        "any_value(status) AS status, any_value(origin) AS origin, max(result_date) AS result_date "
+        f"FROM throughput WHERE batch_size IS NOT NULL GROUP BY ALL ORDER BY {_MATRIX_ORDER}, batch_size"
     ).to_arrow_table()
 
 
@@ -155,6 +160,7 @@ BUILDERS: dict[str, Callable[[Build], pa.Table]] = {
     "scaling": lambda build: build.sql("scaling"),
     "throughput": lambda build: build.sql("throughput"),
     "throughput_matrix": _throughput_matrix,
+    "throughput_by_batch": _throughput_by_batch,
     "best_value": _best_value,
     "regressions": _regressions,
     "projections": lambda build: projections.build_projections(

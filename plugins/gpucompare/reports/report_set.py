@@ -25,12 +25,14 @@ REPORTS: tuple[str, ...] = (
     "cost_per_million", "scaling", "throughput", "best_value", "regressions", "projections", "campaign"
 )
 #: Tables written besides the reports themselves.
-DERIVED: tuple[str, ...] = ("throughput_matrix",)
+DERIVED: tuple[str, ...] = ("throughput_matrix", "throughput_by_batch")
 #: Every table of the set: written as Parquet and CSV, and kept a copy of every day under
 #: report_history/ (BI charts them over time); each has an Athena table.
 HISTORY_TABLES: tuple[str, ...] = (*REPORTS, *DERIVED)
-#: Batch sizes that always have a column in throughput_matrix (so its schema is stable for
-#: BI); a batch size outside this list adds its own pair of columns after them.
+#: The batch sizes of throughput_matrix's columns: always these, never others, so its schema
+#: is stable for BI and its width (and the report's memory) does not grow with the number of
+#: batch sizes measured. Every batch size, in or outside this list, is a row of
+#: throughput_by_batch (the long format BI reads for any size).
 MATRIX_BATCHES: tuple[int, ...] = tuple(2**i for i in range(11))  # 1 … 1024
 #: Where a result comes from: run by gpucompare, or imported from a publication.
 ORIGINS: tuple[str, ...] = ("measured", "published")
