@@ -29,6 +29,7 @@ from gpucompare.lake.tables import (  # noqa: F401  (IngestError: raised here, d
     WriteSummary,
     _with_orchestrator_columns,
     check_run_id,
+    row_group_rows_for,
     table_key,
 )
 
@@ -299,7 +300,7 @@ def ingest_results(
         )
     source = _ResultsFile(results_file)
     try:
-        key, count, dates = _first_pass(source, context, run_id, code_hash)
+        key, count, dates, longest = _first_pass(source, context, run_id, code_hash)
         ingested_at = dt.datetime.now(dt.UTC)
 
         def batches() -> pa.RecordBatchReader:
@@ -321,7 +322,8 @@ def ingest_results(
             return pa.RecordBatchReader.from_batches(schema.RESULTS_SCHEMA, generate())
 
         write = lake._replace_run(
-            run_id, key, count, batches, {"target": context.target, "code_hash": code_hash or ""}
+            run_id, key, count, batches, {"target": context.target, "code_hash": code_hash or ""},
+            row_group_rows=row_group_rows_for(longest),
         )
     finally:
         source.close()
@@ -330,14 +332,18 @@ def ingest_results(
 
 def _first_pass(
     source: _ResultsFile, context: RunContext, run_id: str, code_hash: str | None
-) -> tuple[str, int, set[dt.date]]:
-    """(ingest key, record count, dates) of a results file, every record validated. The key is
-    order-free: the sum (mod 2^256) of each record's SHA-256, hashed with the context and count."""
+) -> tuple[str, int, set[dt.date], int]:
+    """(ingest key, record count, dates, longest line in bytes) of a results file, every record
+    validated. The key is order-free: the sum (mod 2^256) of each record's SHA-256, hashed with
+    the context and count."""
     seen: set[str] = set()  # configuration ids so far (a set: no line numbers kept for 200,000 rows)
     dates: set[dt.date] = set()
     total = 0
     count = 0
-    for line_no, record in source.lines():
+    longest = 0
+    for line_no, raw in source.raw_lines():
+        longest = max(longest, len(raw))
+        record = parse_line(_decode(raw, line_no, source.name), line_no, source.name)
         if record["run_id"] != run_id:
             raise IngestError(
                 f"{source.name} line {line_no}: field run_id: {record['run_id']!r} is not this "
@@ -362,4 +368,4 @@ def _first_pass(
         raise IngestError(f"{source.name}: no records (an empty results file is refused)")
     digest = hashlib.sha256(json.dumps([context.__dict__, code_hash, count, f"{total:064x}"],
                                        sort_keys=True).encode())
-    return digest.hexdigest()[:24], count, dates
+    return digest.hexdigest()[:24], count, dates, longest

@@ -73,6 +73,8 @@ COMMIT_ID_KEY = "gpucompare_commit"
 COMMIT_SEARCH = 200
 #: Parquet row group and file size of the writes (memory of a streamed ingest stays flat).
 ROW_GROUP_ROWS = 8192
+#: Bytes of record text per row group at most (see ``row_group_rows_for``).
+ROW_GROUP_BYTES = 16 * 1024 * 1024
 TARGET_FILE_BYTES = 32 * 1024 * 1024
 #: The orchestrator's run ids (fleet.target_run_id, the worker's --run-id alphabet): safe inside
 #: a SQL string literal of a Delta predicate.
@@ -125,6 +127,7 @@ class Lake(LakeReader):
         predicate: str | None,
         partition_by: list[str] | None = None,
         metadata: dict[str, str] | None = None,
+        row_group_rows: int = ROW_GROUP_ROWS,
     ) -> int:
         """Replace the rows matching ``predicate`` by ``data()`` in ONE commit (append when no
         predicate); returns the new table version. A lost race is retried by delta-rs; a real
@@ -152,7 +155,7 @@ class Lake(LakeReader):
                     schema_mode="merge",
                     storage_options=self.storage_options or None,
                     commit_properties=properties,
-                    writer_properties=_writer_properties(),
+                    writer_properties=_writer_properties(row_group_rows),
                     target_file_size=TARGET_FILE_BYTES,
                 )
                 return self._committed_version(kind, token)
@@ -205,6 +208,7 @@ class Lake(LakeReader):
         rows: int,
         data: Callable[[], pa.RecordBatchReader | pa.Table],
         metadata: dict[str, str] | None,
+        row_group_rows: int = ROW_GROUP_ROWS,
     ) -> WriteSummary:
         if self.run_keys(run_id) == {key: rows}:
             return WriteSummary(table="results", version=self.version("results"), rows=rows, changed=False)
@@ -214,6 +218,7 @@ class Lake(LakeReader):
             predicate=f"run_id = '{run_id}'",
             partition_by=list(schema.PARTITION_COLUMNS),
             metadata={"run_id": run_id, "ingest_key": key, **(metadata or {})},
+            row_group_rows=row_group_rows,
         )
         return WriteSummary(table="results", version=version, rows=rows, changed=True)
 
@@ -290,12 +295,19 @@ class Lake(LakeReader):
         )
 
 
-def _writer_properties() -> Any:
+def _writer_properties(row_group_rows: int = ROW_GROUP_ROWS) -> Any:
     """zstd Parquet in row groups small enough that a streamed write never holds a big file's
     rows in memory (delta-rs buffers a row group before writing it out)."""
     from deltalake import WriterProperties
 
-    return WriterProperties(compression="ZSTD", max_row_group_size=ROW_GROUP_ROWS)
+    return WriterProperties(compression="ZSTD", max_row_group_size=row_group_rows)
+
+
+def row_group_rows_for(max_row_bytes: int) -> int:
+    """Rows per Parquet row group for rows of up to ``max_row_bytes``: ``ROW_GROUP_ROWS``, fewer
+    when that many rows would hold more than ``ROW_GROUP_BYTES`` (delta-rs buffers a whole row
+    group in memory: 8,192 rows of 64 KiB would be 512 MiB)."""
+    return max(16, min(ROW_GROUP_ROWS, ROW_GROUP_BYTES // max(1, max_row_bytes)))
 
 
 def _retryable(exc: Exception) -> bool:
