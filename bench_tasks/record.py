@@ -12,6 +12,7 @@ imports mxnet.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -224,6 +225,7 @@ def validate_record(record: Any) -> dict[str, Any]:
     if record["mode"] == "score" and record["kvstore"] is not None:
         raise RecordError("kvstore", "scoring uses no kvstore; must be null")
     _check_hostile(record)
+    _check_plausible(record)
     _check_methodology(record)
     _check_energy(record)
     return record
@@ -273,10 +275,16 @@ def _check_text(name: str, value: str) -> None:
 
 
 def _parse_time(name: str, text: str) -> dt.datetime:
+    """The timestamp, converted to UTC: a time whose UTC form leaves the calendar
+    (0001-01-01T00:30:00+01:00, 9999-12-31T23:59:59-01:00) is refused here, not at ingest."""
     try:
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        stamp = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:  # 2026-02-30, hour 25: the pattern matched, the calendar did not
         raise RecordError(name, f"{text!r} is not a real date and time ({exc})") from None
+    try:
+        return stamp.astimezone(dt.timezone.utc)  # noqa: UP017  (Python 3.8 worker)
+    except (OverflowError, ValueError):
+        raise RecordError(name, f"{text!r} is outside years 1 to 9999 once converted to UTC") from None
 
 
 def _check_hostile(record: dict[str, Any]) -> None:
@@ -300,6 +308,110 @@ def _check_hostile(record: dict[str, Any]) -> None:
     if finished < started:
         raise RecordError("finished_at",
                           f"{record['finished_at']} is before started_at {record['started_at']}")
+
+
+# ---- plausibility: what a measurement can be at all ----------------------------------------
+#: The physical ceiling of ``images_per_sec`` (and of each sample) per device kind. The fastest
+#: published single-node figures are around 10^5 images/s (AlexNet scoring on 8 GPUs); a node
+#: cannot feed more than 10^7 images a second through any network here, a CPU 10^6.
+MAX_IMAGES_PER_SEC: dict[str, float] = {"gpu": 1e7, "cpu": 1e6}
+#: The floor of an ok record's ``images_per_sec``: one image in 27.8 hours, slower than any
+#: configuration can finish inside the 24-hour configuration time limit.
+MIN_IMAGES_PER_SEC = 1e-5
+#: Fields that count things: at least 1 when given (null allowed where the field is nullable).
+_COUNTS = ("batch_size", "per_device_batch", "gpu_count", "num_nodes", "repeats", "parameters")
+#: Fields that must not be negative when given.
+_NON_NEGATIVE = ("warmup_batches", "timed_batches", "cv", "gpu_memory_mib", "setup_seconds",
+                 "warmup_seconds", "timed_seconds")
+
+
+def _check_plausible(record: dict[str, Any]) -> None:
+    """Values no measurement can produce: counts below 1, negative samples, cv, memory or
+    times, throughput above the device kind's ceiling (``MAX_IMAGES_PER_SEC``) or below the floor
+    (``MIN_IMAGES_PER_SEC``)."""
+    for name in _COUNTS:
+        if record[name] is not None and record[name] < 1:
+            raise RecordError(name, f"counts something: must be >= 1, got {record[name]}")
+    for name in _NON_NEGATIVE:
+        if record[name] is not None and record[name] < 0:
+            raise RecordError(name, f"must be >= 0, got {record[name]}")
+    ips = record["images_per_sec"]
+    if ips is not None and ips < MIN_IMAGES_PER_SEC:
+        raise RecordError("images_per_sec", f"{ips:g} images/s is below the floor of {MIN_IMAGES_PER_SEC:g} "
+                          "(one image in 27.8 hours: MIN_IMAGES_PER_SEC)")
+    ceiling = MAX_IMAGES_PER_SEC[record["device_kind"]]
+    figures = [("images_per_sec", record["images_per_sec"])]
+    figures += [("images_per_sec_samples", v) for v in record["images_per_sec_samples"]]
+    figures += [("per_worker_images_per_sec", v) for v in record["per_worker_images_per_sec"]]
+    for name, value in figures:
+        if value is None:
+            continue
+        if value < 0:
+            raise RecordError(name, f"must be >= 0, got {value}")
+        if value > ceiling:
+            raise RecordError(name, f"{value:g} images/s is above the physical ceiling of "
+                              f"{ceiling:g} for a {record['device_kind']} node (MAX_IMAGES_PER_SEC)")
+
+
+# ---- reading one record from JSON text --------------------------------------------------------
+#: Longest integer literal (characters, sign included): int64 has 19 digits. Longer literals are
+#: refused before ``int()`` runs (Python refuses more than 4,300 digits with a ValueError, and
+#: converting long ones costs quadratic time).
+MAX_INT_CHARS = 20
+#: Longest number literal with a fraction or exponent (a double needs 17 significant digits).
+MAX_FLOAT_CHARS = 40
+
+
+class _Refused:
+    """A number literal refused while parsing; the object holding it names the field."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+def _parse_int(text: str) -> Any:
+    if len(text) > MAX_INT_CHARS:
+        return _Refused(f"integer literal of {len(text)} characters (at most {MAX_INT_CHARS}: "
+                        f"a 64-bit integer): {text[:24]}…")
+    return int(text)
+
+
+def _parse_float(text: str) -> Any:
+    if len(text) > MAX_FLOAT_CHARS:
+        return _Refused(f"number literal of {len(text)} characters (at most {MAX_FLOAT_CHARS}): "
+                        f"{text[:24]}…")
+    value = float(text)
+    if not math.isfinite(value):
+        return _Refused(f"number {text[:24]} is out of range for a 64-bit float")
+    return value
+
+
+def _parse_constant(text: str) -> Any:
+    return _Refused(f"{text} is not a JSON number")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise RecordError(key, "appears twice in the same JSON object (which value is meant?)")
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if isinstance(item, _Refused):
+                raise RecordError(key, item.message)
+        result[key] = value
+    return result
+
+
+def loads_record(text: str) -> Any:
+    """Parse one JSON record strictly: duplicate keys, NaN/Infinity and oversized number
+    literals raise RecordError (before any conversion); invalid JSON raises ValueError.
+    The result still goes through ``validate_record``."""
+    value = json.loads(text, object_pairs_hook=_unique_keys, parse_int=_parse_int,
+                       parse_float=_parse_float, parse_constant=_parse_constant)
+    if isinstance(value, _Refused):
+        raise RecordError("record", value.message)
+    return value
 
 
 #: The robust methodology's values as the record stores them.

@@ -337,7 +337,7 @@ def _run_compare(args: argparse.Namespace) -> int:
 def _run_report(args: argparse.Namespace) -> int:
     from gpucompare.lake.storage import LakeError
     from gpucompare.reports.build import options_from_settings, run_reports
-    from gpucompare.reports.report_set import ReportError, ReportOptions
+    from gpucompare.reports.report_set import ReportError, ReportOptions, ReportsIncomplete
     from gpucompare.reports.summary import describe_provenance
 
     try:
@@ -352,6 +352,10 @@ def _run_report(args: argparse.Namespace) -> int:
         )
         report_set = run_reports(args.lake, args.out, currency=args.currency, options=options,
                                  history=args.history, as_of=args.as_of)
+    except ReportsIncomplete as incomplete:  # the rest is written; say what failed, exit 1
+        report_set = incomplete.report_set
+        for name, message in incomplete.failures.items():
+            print(f"gpucompare report: {name} failed: {message}", file=sys.stderr)
     except (ReportError, LakeError) as exc:
         raise UsageError(str(exc)) from None
     counts = ", ".join(f"{name} {table.num_rows}" for name, table in report_set.tables.items())
@@ -360,9 +364,10 @@ def _run_report(args: argparse.Namespace) -> int:
     missing = report_set.missing_prices.num_rows
     if missing:
         print(f"  {missing} result(s) without a price: see cost_per_million.csv (price_source missing)")
-    flagged = sum(1 for value in report_set.tables["regressions"]["regression"].to_pylist() if value)
+    regressions = report_set.tables.get("regressions")
+    flagged = 0 if regressions is None else sum(1 for value in regressions["regression"].to_pylist() if value)
     print(f"  {flagged} regression(s) flagged; open {args.out.rstrip('/')}/index.html")
-    return 0
+    return 1 if report_set.failures else 0
 
 
 def _configure_athena_ddl(parser: argparse.ArgumentParser) -> None:
@@ -443,9 +448,12 @@ def _run_migrate(args: argparse.Namespace) -> int:
     from gpucompare.lake.storage import LakeError
 
     try:
+        dropped = migration.dropped_columns(args.source)
         counts = migration.migrate(args.source, lake.open_lake(args.target))
     except (LakeError, migration.MigrationError) as exc:
         raise UsageError(str(exc)) from None
+    for kind, columns in dropped.items():
+        print(f"{kind}: dropped {len(columns)} column(s) the Delta table does not have: {', '.join(columns)}")
     for kind, (old, new) in counts.items():
         print(f"{kind}: {old} row(s) in {args.source}, {new} row(s) in {args.target}"
               f"{'' if old == new else '  MISMATCH'}")
@@ -609,6 +617,14 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except UsageError as exc:
         print(f"{parser.prog} {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # a storage failure says what to do (exit 2); anything else shows
+        from gpucompare.lake.storage import explain_storage_error
+
+        explained = explain_storage_error(exc, str(getattr(args, "lake", None) or getattr(args, "out", "")))
+        if explained is None:
+            raise
+        print(f"{parser.prog} {args.command}: error: {explained}", file=sys.stderr)
         return 2
 
 

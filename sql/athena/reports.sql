@@ -341,3 +341,26 @@ CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.throughput_matrix (
 STORED AS PARQUET
 LOCATION 's3://your-bucket/reports/latest/throughput_matrix/'
 TBLPROPERTIES ('parquet.compression' = 'ZSTD');
+
+CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.throughput_by_batch (
+  `provider` string COMMENT 'provider of the machine (aws, leadergpu, local, nvidia, ...)',
+  `instance_type` string COMMENT 'the provider machine name (g5.xlarge, ltbv14, ...)',
+  `region` string COMMENT 'provider region; empty where none applies',
+  `market` string COMMENT 'on_demand | spot',
+  `gpu_model` string COMMENT 'GPU model; empty for CPU runs (projections: the canonical name of the GPU model table)',
+  `device_kind` string COMMENT 'gpu | cpu: what ran the network (a CPU row has gpu_count 1 = one CPU device)',
+  `gpu_count` bigint COMMENT 'devices used over all nodes (GPUs; 1 for a CPU run)',
+  `num_nodes` bigint COMMENT 'hosts the run used (a run over N nodes rents N instances)',
+  `mode` string COMMENT 'score (inference) | train',
+  `dtype` string COMMENT 'float32 | float16',
+  `network` string COMMENT 'the network benchmarked (alexnet, resnet-50, ...)',
+  `methodology` string COMMENT 'how the figure was timed: official (fixed 5 + 10 batches as in the MXNet harness; also every published figure and every result recorded before the field existed) | robust (at least 2 s per repeat, repeats until the CV is under 3 %, at most 10) | custom (the stopping values recorded). Figures of different methodologies are never ranked, paired or compared with each other',
+  `batch_size` bigint COMMENT 'global batch: images per step over all devices and nodes',
+  `images_per_sec` double COMMENT 'throughput, images per second',
+  `status` string COMMENT 'ok, or why the cell did not run (oom, batch_smaller_than_devices, ...)',
+  `origin` string COMMENT 'measured (run by gpucompare) | published (imported from a publication) | published_curve (scaling: a speedup curve from a white paper) | projected (best_value_with_projections: a measured throughput priced on another machine with the same GPUs)',
+  `result_date` date COMMENT 'result date: the UTC day of the measurement, or the publication date'
+)
+STORED AS PARQUET
+LOCATION 's3://your-bucket/reports/latest/throughput_by_batch/'
+TBLPROPERTIES ('parquet.compression' = 'ZSTD');

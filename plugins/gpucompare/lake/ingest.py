@@ -8,6 +8,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,17 +17,19 @@ from typing import Any
 
 import pyarrow as pa
 
-from bench_tasks.record import RecordError, validate_record
+from bench_tasks.record import RecordError, loads_record, validate_record
 from gpucompare.config import patterns
 from gpucompare.lake import schema
 from gpucompare.lake.storage import filesystem_for
 from gpucompare.lake.tables import (  # noqa: F401  (IngestError: raised here, defined with the table)
+    BATCH_BYTES,
     BATCH_ROWS,
     IngestError,
     Lake,
     WriteSummary,
     _with_orchestrator_columns,
     check_run_id,
+    row_group_rows_for,
     table_key,
 )
 
@@ -104,6 +107,33 @@ def _timestamp(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(dt.UTC)
 
 
+#: Longest line of a results file (bytes, newline included). A valid record is far shorter:
+#: ``error`` holds at most 64 KiB of UTF-8 (at most 384 KiB once JSON-escaped), each of the other
+#: strings 256 bytes, the lists at most ``MAX_LIST_ITEMS`` items. A longer line is refused, naming
+#: its number, after reading no more than this many bytes of it: memory stays bounded whatever the
+#: file holds.
+MAX_LINE_BYTES = 2 * 1024 * 1024
+
+
+def _regular_file(location: str) -> str:
+    """``location`` if it is a regular file; IngestError saying what it is otherwise."""
+    path = Path(location)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise IngestError(f"{location}: cannot read results file: no such file") from None
+    except OSError as exc:
+        raise IngestError(f"{location}: cannot read results file: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise IngestError(f"{location}: cannot read results file: is a directory (give the .jsonl file)")
+    if not stat.S_ISREG(mode):
+        raise IngestError(
+            f"{location}: cannot read results file: is not a regular file (a FIFO, device or socket); "
+            "copy the records into a file first"
+        )
+    return location
+
+
 class _ResultsFile:
     """A results file (local path, or s3:// copied to a local temporary file) read line by line."""
 
@@ -123,24 +153,31 @@ class _ResultsFile:
                 raise IngestError(f"{self.location}: cannot read results file: {exc}") from None
             self.local = self._temp
         else:
-            self.local = self.location
-            if not Path(self.local).is_file():
-                raise IngestError(f"{self.location}: cannot read results file: no such file")
+            self.local = _regular_file(self.location)
+
+    def raw_lines(self) -> Iterator[tuple[int, bytes]]:
+        """(line number, bytes) of every non-blank line, each read with a bound of
+        ``MAX_LINE_BYTES``: a longer line raises IngestError naming it."""
+        try:
+            with open(self.local, "rb") as handle:
+                line_no = 0
+                while line := handle.readline(MAX_LINE_BYTES + 1):
+                    line_no += 1
+                    if len(line) > MAX_LINE_BYTES:
+                        raise IngestError(
+                            f"{self.name} line {line_no}: longer than {MAX_LINE_BYTES} bytes (the "
+                            "limit of one record line; a valid record is far shorter)",
+                            line=line_no, field="record",
+                        )
+                    if line.strip():
+                        yield line_no, line
+        except OSError as exc:
+            raise IngestError(f"{self.location}: cannot read results file: {exc}") from None
 
     def lines(self) -> Iterator[tuple[int, dict[str, Any]]]:
         """(line number, validated record) of every non-blank line; IngestError on the first bad one."""
-        try:
-            with open(self.local, encoding="utf-8", newline="\n") as handle:
-                for line_no, line in enumerate(handle, start=1):
-                    if not line.strip():
-                        continue
-                    yield line_no, parse_line(line, line_no, self.name)
-        except UnicodeDecodeError as exc:
-            raise IngestError(
-                f"{self.name}: not UTF-8 text ({exc.reason} at byte {exc.start})", field="record"
-            ) from None
-        except OSError as exc:
-            raise IngestError(f"{self.location}: cannot read results file: {exc}") from None
+        for line_no, raw in self.raw_lines():
+            yield line_no, parse_line(_decode(raw, line_no, self.name), line_no, self.name)
 
     def close(self) -> None:
         if self._temp is not None:
@@ -148,10 +185,26 @@ class _ResultsFile:
             self._temp = None
 
 
-def parse_line(line: str, line_no: int, name: str = "results") -> dict[str, Any]:
-    """One JSON Lines record, validated (IngestError naming the line and field otherwise)."""
+def _decode(raw: bytes, line_no: int, name: str) -> str:
     try:
-        record = json.loads(line)
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise IngestError(
+            f"{name} line {line_no}: not UTF-8 text ({exc.reason} at byte {exc.start})",
+            line=line_no, field="record",
+        ) from None
+
+
+def parse_line(line: str, line_no: int, name: str = "results") -> dict[str, Any]:
+    """One JSON Lines record, parsed strictly (``bench_tasks.record.loads_record``: duplicate
+    keys, oversized number literals refused) and validated (IngestError naming the line and
+    field otherwise)."""
+    try:
+        record = loads_record(line)
+    except RecordError as exc:
+        raise IngestError(
+            f"{name} line {line_no}: field {exc.field}: {exc.message}", line=line_no, field=exc.field
+        ) from None
     except json.JSONDecodeError as exc:
         raise IngestError(
             f"{name} line {line_no}: not valid JSON ({exc.msg})", line=line_no, field="record"
@@ -226,16 +279,19 @@ def ingest_results(
     run_id: str,
     code_hash: str | None = None,
     batch_rows: int = BATCH_ROWS,
+    batch_bytes: int = BATCH_BYTES,
 ) -> IngestSummary:
     """Validate a worker results file (local path or s3:// URI) and make it the rows of run
     ``run_id`` (the orchestrator's identity of the run) in ONE commit.
 
-    Two streaming passes, so memory stays flat whatever the file's size: the first validates
-    every record (line and field named on the first error; nothing written then), checks that
-    every record's ``run_id`` is the orchestrator's and that no configuration appears twice,
-    and hashes the data; the second turns the records into Arrow batches that delta-rs writes
-    in the same transaction that deletes the run's previous rows. If the run's rows already
-    carry the same hash, nothing is written (no new table version)."""
+    Two streaming passes, so memory stays bounded in bytes whatever the file's size: each line is
+    read with a bound (``MAX_LINE_BYTES``) and the Arrow batches close at ``batch_rows`` rows or
+    ``batch_bytes`` bytes of record text. The first pass validates every record (line and field
+    named on the first error; nothing written then), checks that every record's ``run_id`` is the
+    orchestrator's and that no configuration appears twice, and hashes the data (order-free: the
+    same records in another line order are the same run); the second turns the records into
+    Arrow batches that delta-rs writes in the same transaction that deletes the run's previous
+    rows. If the run's rows already carry the same hash, nothing is written (no new table version)."""
     context = context.validated()
     check_run_id(run_id)
     if code_hash is not None and not patterns.CODE_HASH.fullmatch(code_hash):
@@ -244,54 +300,72 @@ def ingest_results(
         )
     source = _ResultsFile(results_file)
     try:
-        digest = hashlib.sha256(json.dumps([context.__dict__, code_hash], sort_keys=True).encode())
-        seen: set[str] = set()  # configuration ids so far (a set: no line numbers kept for 200,000 rows)
-        dates: set[dt.date] = set()
-        count = 0
-        for line_no, record in source.lines():
-            if record["run_id"] != run_id:
-                raise IngestError(
-                    f"{source.name} line {line_no}: field run_id: {record['run_id']!r} is not this "
-                    f"run's id {run_id!r} (the orchestrator names the run, not the host)",
-                    line=line_no,
-                    field="run_id",
-                )
-            cell = record["config_id"]
-            if cell in seen:
-                raise IngestError(
-                    f"{source.name} line {line_no}: field config_id: {cell!r} appears twice "
-                    "in this file (one record per configuration and run)",
-                    line=line_no,
-                    field="config_id",
-                )
-            seen.add(cell)
-            dates.add(_timestamp(record["started_at"]).date())
-            digest.update(json.dumps(record, sort_keys=True).encode())
-            count += 1
-        if not count:
-            raise IngestError(f"{source.name}: no records (an empty results file is refused)")
-        del seen
-        key = digest.hexdigest()[:24]
+        key, count, dates, longest = _first_pass(source, context, run_id, code_hash)
         ingested_at = dt.datetime.now(dt.UTC)
 
         def batches() -> pa.RecordBatchReader:
             def generate() -> Iterator[pa.RecordBatch]:
                 pending: list[dict[str, Any]] = []
-                for _, record in source.lines():
+                size = 0
+                for line_no, raw in source.raw_lines():
+                    record = parse_line(_decode(raw, line_no, source.name), line_no, source.name)
                     pending.append(
                         _row(record, context, ingested_at) | {"code_hash": code_hash, "ingest_key": key}
                     )
-                    if len(pending) >= batch_rows:
+                    size += len(raw)
+                    if len(pending) >= batch_rows or size >= batch_bytes:
                         yield pa.RecordBatch.from_pylist(pending, schema=schema.RESULTS_SCHEMA)
-                        pending = []
+                        pending, size = [], 0
                 if pending:
                     yield pa.RecordBatch.from_pylist(pending, schema=schema.RESULTS_SCHEMA)
 
             return pa.RecordBatchReader.from_batches(schema.RESULTS_SCHEMA, generate())
 
         write = lake._replace_run(
-            run_id, key, count, batches, {"target": context.target, "code_hash": code_hash or ""}
+            run_id, key, count, batches, {"target": context.target, "code_hash": code_hash or ""},
+            row_group_rows=row_group_rows_for(longest),
         )
     finally:
         source.close()
     return IngestSummary(run_id=run_id, records=count, write=write, dates=sorted(dates))
+
+
+def _first_pass(
+    source: _ResultsFile, context: RunContext, run_id: str, code_hash: str | None
+) -> tuple[str, int, set[dt.date], int]:
+    """(ingest key, record count, dates, longest line in bytes) of a results file, every record
+    validated. The key is order-free: the sum (mod 2^256) of each record's SHA-256, hashed with
+    the context and count."""
+    seen: set[str] = set()  # configuration ids so far (a set: no line numbers kept for 200,000 rows)
+    dates: set[dt.date] = set()
+    total = 0
+    count = 0
+    longest = 0
+    for line_no, raw in source.raw_lines():
+        longest = max(longest, len(raw))
+        record = parse_line(_decode(raw, line_no, source.name), line_no, source.name)
+        if record["run_id"] != run_id:
+            raise IngestError(
+                f"{source.name} line {line_no}: field run_id: {record['run_id']!r} is not this "
+                f"run's id {run_id!r} (the orchestrator names the run, not the host)",
+                line=line_no,
+                field="run_id",
+            )
+        cell = record["config_id"]
+        if cell in seen:
+            raise IngestError(
+                f"{source.name} line {line_no}: field config_id: {cell!r} appears twice "
+                "in this file (one record per configuration and run)",
+                line=line_no,
+                field="config_id",
+            )
+        seen.add(cell)
+        dates.add(_timestamp(record["started_at"]).date())
+        one = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).digest()
+        total = (total + int.from_bytes(one, "big")) % (1 << 256)
+        count += 1
+    if not count:
+        raise IngestError(f"{source.name}: no records (an empty results file is refused)")
+    digest = hashlib.sha256(json.dumps([context.__dict__, code_hash, count, f"{total:064x}"],
+                                       sort_keys=True).encode())
+    return digest.hexdigest()[:24], count, dates, longest

@@ -87,11 +87,48 @@ def _conform(table: pa.Table, mode: str, date: dt.date) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema.RESULTS_SCHEMA)
 
 
-def migrate(source: str, target: Lake) -> dict[str, tuple[int, int]]:
-    """Copy the old lake at ``source`` into ``target``; returns ``{table: (old rows, new rows)}``."""
-    old = open_lake(source)
+#: The columns each old table keeps (every other column of an old file is dropped, and listed).
+_KEPT: dict[str, pa.Schema] = {
+    "results": schema.RESULTS_SCHEMA,
+    "prices": schema.PRICES_SCHEMA,
+    "fx": schema.FX_SCHEMA,
+    "published_scaling": schema.PUBLISHED_SCALING_SCHEMA,
+}
+
+
+def _check_source(old: Lake, source: str) -> None:
     if old.fs.get_file_info(old.path()).type == pafs.FileType.NotFound:
         raise MigrationError(f"--from {source}: no such lake folder")
+    if old.fs.get_file_info(old.path("results")).type != pafs.FileType.Directory:
+        raise MigrationError(
+            f"--from {source} has no results/ folder: not a lake in the old layout (give the folder "
+            "that holds results/mode=…/date=…/*.parquet)"
+        )
+
+
+def dropped_columns(source: str) -> dict[str, list[str]]:
+    """Per old table, the columns of its files that the Delta tables do not have (migrate drops
+    them; the command lists them). Reads file footers only."""
+    old = open_lake(source)
+    _check_source(old, source)
+    dropped: dict[str, list[str]] = {}
+    for kind, kept in _KEPT.items():
+        paths = [p for p, _, _ in old_results_files(old)] if kind == "results" else _files(old, kind)
+        names: set[str] = set()
+        for path in paths:
+            names.update(pq.read_schema(path, filesystem=old.fs).names)
+        extra = sorted(names - set(kept.names))
+        if extra:
+            dropped[kind] = extra
+    return dropped
+
+
+def migrate(source: str, target: Lake) -> dict[str, tuple[int, int]]:
+    """Copy the old lake at ``source`` into ``target``; returns ``{table: (old rows, new rows)}``.
+    A folder without ``results/`` is refused; columns the Delta tables do not have are dropped
+    (``dropped_columns`` lists them)."""
+    old = open_lake(source)
+    _check_source(old, source)
     if old.has_table("results"):
         raise MigrationError(f"--from {source} is already a Delta lake")
     if target.has_table("results"):

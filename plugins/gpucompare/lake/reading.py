@@ -153,22 +153,69 @@ class LakeReader:
             return None
         wanted = _parse_as_of(as_of)
         options = self.storage_options or None
+        table = DeltaTable(self.table_uri(kind), storage_options=options)
+        if wanted is None:
+            return table
         if isinstance(wanted, int):
-            table = DeltaTable(self.table_uri(kind), storage_options=options)
             if wanted > table.version():
                 raise LakeError(f"--as-of {wanted}: table {kind} has versions 0 to {table.version()}")
-            table.load_as_version(wanted)
-            return table
-        table = DeltaTable(self.table_uri(kind), storage_options=options)
-        if wanted is not None:
+            version = wanted
+        else:
             # delta-rs loads version 0 for a time before the table's first commit: check the
             # commit times here, so a table that did not exist yet reads as absent
             times = _commit_times(table)
             older = [version for version, stamp in times.items() if stamp <= wanted]
             if not older:
+                if kind == "results" and times:
+                    first = min(times)
+                    raise LakeError(
+                        f"--as-of {wanted.isoformat()} is before the results table's first version "
+                        f"({first}, committed {times[first].isoformat()}): give a later time or a version"
+                    )
                 return None
-            table.load_as_version(max(older))
-        return table
+            version = max(older)
+        return self._load_readable(table, kind, version)
+
+    def _load_readable(self, table: Any, kind: str, version: int) -> Any:
+        """``table`` loaded at ``version``, if its log entry and every data file it lists are still
+        there; LakeError naming the oldest version still readable otherwise (vacuum removes the
+        files of old versions after the retention; log clean-up removes old log entries)."""
+        try:
+            table.load_as_version(version)
+            missing = self._missing_files(table, kind)
+        except (OSError, ValueError) as exc:  # DeltaError is an OSError/ValueError in delta-rs
+            missing = [str(exc)]
+        if not missing:
+            return table
+        oldest = self._oldest_readable(kind)
+        raise LakeError(
+            f"--as-of: version {version} of table {kind} can no longer be read (its files were removed "
+            f"by vacuum after the retention, e.g. {missing[0]}); the oldest version still readable is "
+            f"{oldest}"
+        )
+
+    def _missing_files(self, table: Any, kind: str) -> list[str]:
+        from urllib.parse import unquote
+
+        paths = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
+        wanted = [f"{self.path(kind)}/{unquote(p)}" for p in paths]
+        infos = self.fs.get_file_info(wanted) if wanted else []
+        return [info.path for info in infos if info.type == pafs.FileType.NotFound]
+
+    def _oldest_readable(self, kind: str) -> int:
+        from deltalake import DeltaTable
+
+        current = DeltaTable(self.table_uri(kind), storage_options=self.storage_options or None)
+        latest = current.version()
+        for version in sorted(v for v in _commit_times(current) if v <= latest):
+            probe = DeltaTable(self.table_uri(kind), storage_options=self.storage_options or None)
+            try:
+                probe.load_as_version(version)
+                if not self._missing_files(probe, kind):
+                    return version
+            except (OSError, ValueError):
+                continue
+        return latest
 
     def snapshot(self, kind: str, as_of: int | str | dt.datetime | None = None) -> TableSnapshot:
         """The live files of one table from its log (with partition values), at ``as_of``."""

@@ -31,6 +31,35 @@ def _region() -> str:
     return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
 
 
+#: Characters refused in a lake URI before anything is written: delta-rs decodes ``%XX`` in a
+#: table path (``pct%41`` becomes ``pctA``: the first commit lands, every later read fails).
+#: ``#``, spaces and non-ASCII letters work and are allowed.
+UNSAFE_URI_CHARACTERS = "%"
+
+
+def check_uri_characters(uri: str) -> None:
+    """LakeError if ``uri`` holds a character delta-rs would misread (``UNSAFE_URI_CHARACTERS``)."""
+    bad = sorted({c for c in uri if c in UNSAFE_URI_CHARACTERS or not c.isprintable()})
+    if bad:
+        raise LakeError(
+            f"lake URI {uri!r} holds {', '.join(repr(c) for c in bad)}: delta-rs would read it as an "
+            "escape (%41 as 'A') and lose the table; choose a folder name without it"
+        )
+
+
+def check_local_folder(path: str) -> None:
+    """LakeError if a local lake or output folder (or a folder above it) is a regular file."""
+    current = Path(path)
+    for candidate in (current, *current.parents):
+        if candidate.exists():
+            if not candidate.is_dir():
+                raise LakeError(
+                    f"{candidate} is a file, not a folder: give --lake (or --out) a folder, "
+                    "existing or new"
+                )
+            return
+
+
 def filesystem_for(uri: str) -> tuple[pafs.FileSystem, str]:
     """The filesystem and the path in it that a lake or staging URI names; LakeError if unusable."""
     if uri.startswith("s3://"):
@@ -106,3 +135,51 @@ def delete_file(uri: str) -> None:
         fs.delete_file(path)
     except FileNotFoundError:
         pass
+
+
+# ---- what a failed storage call means, and what to do ----------------------------------------
+_ADVICE: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("nosuchbucket", "bucket does not exist"),
+     "the bucket does not exist: create it (aws s3 mb s3://BUCKET) or correct --lake"),
+    (("invalidaccesskeyid", "signaturedoesnotmatch", "expiredtoken", "token has expired",
+      "accessdenied", "access denied", "forbidden", "403", "credential", "invalidtoken",
+      "unable to load credentials", "no credentials"),
+     "the AWS credentials are missing, expired or not allowed here: set AWS_ACCESS_KEY_ID / "
+     "AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), AWS_PROFILE, or an instance role with access "
+     "to the bucket"),
+    (("connection refused", "tcp connect error", "error trying to connect", "dns error",
+      "failed to lookup address", "timed out", "connect error", "error sending request",
+      "curlcode", "couldn't connect", "could not connect"),
+     "the storage endpoint cannot be reached: check AWS_ENDPOINT_URL (if set), the network and "
+     "the region"),
+)
+
+
+def explain_storage_error(exc: BaseException, uri: str) -> LakeError | None:
+    """A LakeError saying what to do about a failed storage call on the lake at ``uri`` (a
+    missing bucket, missing or expired credentials, an unreachable endpoint, a file where a
+    folder should be), or None when ``exc`` is none of these (a bug: let it show)."""
+    if isinstance(exc, LakeError):
+        return exc
+    text = f"{type(exc).__name__}: {exc}"
+    lowered = text.lower()
+    if isinstance(exc, NotADirectoryError) or "not a directory" in lowered:
+        return LakeError(f"{uri}: a file stands where a folder should be ({_first_line(text)}): give "
+                         "--lake a folder")
+    if not isinstance(exc, OSError) and "DeltaError" not in type(exc).__name__ and "Generic" not in text:
+        return None
+    for needles, advice in _ADVICE:
+        if any(needle in lowered for needle in needles):
+            endpoint = _s3_endpoint()
+            where = f" (endpoint {endpoint})" if endpoint and uri.startswith("s3://") else ""
+            return LakeError(f"{uri}{where}: {advice}. The store said: {_first_line(text)}")
+    return None
+
+
+def _first_line(text: str) -> str:
+    """The most telling line of a storage error (an S3 <Code>, else the first line), shortened."""
+    import re
+
+    code = re.search(r"<Code>([^<]{1,80})</Code>", text)
+    line = code.group(1) if code else text.strip().splitlines()[0]
+    return line[:300]

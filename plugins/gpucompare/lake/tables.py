@@ -43,28 +43,38 @@ import json
 import random
 import re
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from gpucompare.config import patterns
 from gpucompare.errors import PermanentError
 from gpucompare.lake import schema
 from gpucompare.lake.reading import KIND_SCHEMAS, LOAD_COLUMN, LakeReader, NoLakeError
-from gpucompare.lake.storage import LakeError, filesystem_for
+from gpucompare.lake.storage import LakeError, check_local_folder, check_uri_characters, filesystem_for
 
 DEFAULT_LAKE = "./lake"
 #: How long removed files stay for time travel (vacuum keeps them this long): 7 days.
 RETENTION_HOURS = 7 * 24
 #: Whole-transaction attempts when a commit meets a real conflict (delta-rs retries the rest).
 COMMIT_ATTEMPTS = 12
-#: Rows per Arrow batch while streaming a results file into the table.
+#: Rows per Arrow batch while streaming a results file into the table (at most; see BATCH_BYTES).
 BATCH_ROWS = 2048
+#: Bytes of record text per Arrow batch: a batch closes at BATCH_ROWS rows or this many bytes,
+#: whichever comes first, so records of 64 KiB each do not make 128 MiB batches.
+BATCH_BYTES = 8 * 1024 * 1024
+#: Commit metadata key of a write's own token, and how far back the log is searched for it.
+COMMIT_ID_KEY = "gpucompare_commit"
+COMMIT_SEARCH = 200
 #: Parquet row group and file size of the writes (memory of a streamed ingest stays flat).
 ROW_GROUP_ROWS = 8192
+#: Bytes of record text per row group at most (see ``row_group_rows_for``).
+ROW_GROUP_BYTES = 16 * 1024 * 1024
 TARGET_FILE_BYTES = 32 * 1024 * 1024
 #: The orchestrator's run ids (fleet.target_run_id, the worker's --run-id alphabet): safe inside
 #: a SQL string literal of a Delta predicate.
@@ -83,7 +93,10 @@ class IngestError(PermanentError):
 def open_lake(uri: str | None = None) -> Lake:
     """Open the lake at ``uri`` (default ``./lake``); nothing is created until a write."""
     uri = uri or DEFAULT_LAKE
+    check_uri_characters(uri)
     fs, root = filesystem_for(uri)
+    if isinstance(fs, pafs.LocalFileSystem):
+        check_local_folder(root)
     return Lake(uri=uri, fs=fs, root=root)
 
 
@@ -114,6 +127,7 @@ class Lake(LakeReader):
         predicate: str | None,
         partition_by: list[str] | None = None,
         metadata: dict[str, str] | None = None,
+        row_group_rows: int = ROW_GROUP_ROWS,
     ) -> int:
         """Replace the rows matching ``predicate`` by ``data()`` in ONE commit (append when no
         predicate); returns the new table version. A lost race is retried by delta-rs; a real
@@ -125,8 +139,10 @@ class Lake(LakeReader):
         uri = self.table_uri(kind)
         if self.is_local:
             Path(uri).mkdir(parents=True, exist_ok=True)
+        token = uuid.uuid4().hex  # finds this commit's version in the log (not the latest's)
         properties = CommitProperties(
-            custom_metadata={"writer": "gpucompare", **(metadata or {})}, max_commit_retries=50
+            custom_metadata={"writer": "gpucompare", **(metadata or {}), COMMIT_ID_KEY: token},
+            max_commit_retries=50,
         )
         for attempt in range(COMMIT_ATTEMPTS):
             try:
@@ -139,16 +155,24 @@ class Lake(LakeReader):
                     schema_mode="merge",
                     storage_options=self.storage_options or None,
                     commit_properties=properties,
-                    writer_properties=_writer_properties(),
+                    writer_properties=_writer_properties(row_group_rows),
                     target_file_size=TARGET_FILE_BYTES,
                 )
-                table = self.delta(kind)
-                return int(table.version())
+                return self._committed_version(kind, token)
             except (CommitFailedError, DeltaError) as exc:
                 if not _retryable(exc) or attempt == COMMIT_ATTEMPTS - 1:
                     raise
                 time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))  # apart from the other writers
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _committed_version(self, kind: str, token: str) -> int:
+        """The version of the commit carrying ``token`` (another writer may have committed after
+        it: the table's latest version is not this commit's)."""
+        table = self.delta(kind)
+        for entry in table.history(COMMIT_SEARCH):
+            if entry.get(COMMIT_ID_KEY) == token and entry.get("version") is not None:
+                return int(entry["version"])
+        return int(table.version())  # pragma: no cover - more than COMMIT_SEARCH commits since
 
     def write_results(
         self,
@@ -184,6 +208,7 @@ class Lake(LakeReader):
         rows: int,
         data: Callable[[], pa.RecordBatchReader | pa.Table],
         metadata: dict[str, str] | None,
+        row_group_rows: int = ROW_GROUP_ROWS,
     ) -> WriteSummary:
         if self.run_keys(run_id) == {key: rows}:
             return WriteSummary(table="results", version=self.version("results"), rows=rows, changed=False)
@@ -193,6 +218,7 @@ class Lake(LakeReader):
             predicate=f"run_id = '{run_id}'",
             partition_by=list(schema.PARTITION_COLUMNS),
             metadata={"run_id": run_id, "ingest_key": key, **(metadata or {})},
+            row_group_rows=row_group_rows,
         )
         return WriteSummary(table="results", version=version, rows=rows, changed=True)
 
@@ -269,12 +295,19 @@ class Lake(LakeReader):
         )
 
 
-def _writer_properties() -> Any:
+def _writer_properties(row_group_rows: int = ROW_GROUP_ROWS) -> Any:
     """zstd Parquet in row groups small enough that a streamed write never holds a big file's
     rows in memory (delta-rs buffers a row group before writing it out)."""
     from deltalake import WriterProperties
 
-    return WriterProperties(compression="ZSTD", max_row_group_size=ROW_GROUP_ROWS)
+    return WriterProperties(compression="ZSTD", max_row_group_size=row_group_rows)
+
+
+def row_group_rows_for(max_row_bytes: int) -> int:
+    """Rows per Parquet row group for rows of up to ``max_row_bytes``: ``ROW_GROUP_ROWS``, fewer
+    when that many rows would hold more than ``ROW_GROUP_BYTES`` (delta-rs buffers a whole row
+    group in memory: 8,192 rows of 64 KiB would be 512 MiB)."""
+    return max(16, min(ROW_GROUP_ROWS, ROW_GROUP_BYTES // max(1, max_row_bytes)))
 
 
 def _retryable(exc: Exception) -> bool:

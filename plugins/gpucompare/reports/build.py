@@ -52,6 +52,7 @@ from gpucompare.reports.report_set import (
     ReportError,
     ReportOptions,
     ReportSet,
+    ReportsIncomplete,
     with_docs,
 )
 
@@ -103,36 +104,41 @@ def _best_value(build: Build) -> pa.Table:
     return table
 
 
+#: The row keys of throughput_matrix and throughput_by_batch (one machine, mode, dtype, device
+#: count, network and methodology: figures timed two ways are two rows, never one cell).
+_MATRIX_KEYS = (
+    "provider, instance_type, region, market, gpu_model, device_kind, gpu_count, num_nodes, mode, "
+    "dtype, network, methodology"
+)
+_MATRIX_ORDER = ("provider, instance_type, region, market, mode, dtype, gpu_count, num_nodes, network, "
+                 "methodology")
+
+
 def _throughput_matrix(build: Build) -> pa.Table:
     """throughput pivoted like the published tables: a row per machine, mode, dtype, device
-    count, network and methodology (figures timed two ways are two rows, never one cell); per
-    batch size two columns, ``batch_<n>_images_per_sec`` (DOUBLE, empty when the cell did not
-    run) and ``batch_<n>_status`` (VARCHAR: ok, oom, ...; empty when the cell was not measured).
-    Every batch size of ``MATRIX_BATCHES`` always has its pair, so the column types and names
-    are the same night after night; others are appended."""
-    con = build.con
-    found = {
-        int(row[0])
-        for row in con.execute(
-            "SELECT DISTINCT batch_size FROM throughput WHERE batch_size IS NOT NULL"
-        ).fetchall()
-    }
-    batches = sorted(set(MATRIX_BATCHES) | found)
-    keys = (
-        "provider, instance_type, region, market, gpu_model, device_kind, gpu_count, num_nodes, mode, "
-        "dtype, network, methodology"
-    )
-    # batch sizes are integers (validated ones from the lake, or the constants), so safe to inline
+    count, network and methodology; per batch size of ``MATRIX_BATCHES`` (and only those: the
+    width is fixed) two columns, ``batch_<n>_images_per_sec`` (DOUBLE, empty when the cell did
+    not run) and ``batch_<n>_status`` (VARCHAR: ok, oom, ...; empty when not measured). Every
+    batch size, listed or not, is a row of ``throughput_by_batch``."""
+    # the batch sizes are the constants, so safe to inline
     cells = ", ".join(
         f"max(images_per_sec) FILTER (WHERE batch_size = {b}) AS batch_{b}_images_per_sec, "
         f"any_value(status) FILTER (WHERE batch_size = {b}) AS batch_{b}_status"
-        for b in batches
+        for b in MATRIX_BATCHES
     )
-    return con.sql(
-        f"SELECT {keys}, any_value(origin) AS origin, max(result_date) AS result_date, {cells} "  # noqa: S608
-        "FROM throughput GROUP BY ALL "
-        "ORDER BY provider, instance_type, region, market, mode, dtype, gpu_count, num_nodes, network, "
-        "methodology"
+    return build.con.sql(
+        f"SELECT {_MATRIX_KEYS}, any_value(origin) AS origin, max(result_date) AS result_date, "  # noqa: S608
+        f"{cells} FROM throughput GROUP BY ALL ORDER BY {_MATRIX_ORDER}"
+    ).to_arrow_table()
+
+
+def _throughput_by_batch(build: Build) -> pa.Table:
+    """throughput_matrix in long format: one row per machine, mode, dtype, device count,
+    network, methodology and batch size (any batch size), with its images/s and status."""
+    return build.con.sql(
+        f"SELECT {_MATRIX_KEYS}, batch_size, max(images_per_sec) AS images_per_sec, "  # noqa: S608
+        "any_value(status) AS status, any_value(origin) AS origin, max(result_date) AS result_date "
+        f"FROM throughput WHERE batch_size IS NOT NULL GROUP BY ALL ORDER BY {_MATRIX_ORDER}, batch_size"
     ).to_arrow_table()
 
 
@@ -157,6 +163,7 @@ BUILDERS: dict[str, Callable[[Build], pa.Table]] = {
     "scaling": lambda build: build.sql("scaling"),
     "throughput": lambda build: build.sql("throughput"),
     "throughput_matrix": _throughput_matrix,
+    "throughput_by_batch": _throughput_by_batch,
     "best_value": _best_value,
     "regressions": _regressions,
     "projections": lambda build: projections.build_projections(
@@ -175,8 +182,11 @@ def build_reports(
     currency: str = "EUR",
     rule: RegressionRule | None = None,
     options: ReportOptions | None = None,
+    keep_going: bool = False,
 ) -> ReportSet:
-    """Run every report; write each as Parquet and CSV under ``out`` when given."""
+    """Run every report; write each as Parquet and CSV under ``out`` when given. A report that
+    fails is recorded in the set's ``failures`` and the others are still built and written; then
+    ``ReportsIncomplete`` is raised, unless ``keep_going`` (the caller reports the failures)."""
     if currency not in schema.CURRENCIES:
         raise ReportError(f"--currency {currency!r} is not one of {', '.join(schema.CURRENCIES)}")
     rule = rule or RegressionRule()
@@ -206,32 +216,34 @@ def build_reports(
         newest = max(newest_dates, default=None)
         build = Build(con=con, inputs=inputs, files=files, currency=currency, rule=rule, options=options,
                       newest=newest)
-        tables: dict[str, pa.Table] = {}
-        for name, builder in BUILDERS.items():
-            started = time.perf_counter()
-            tables[name] = builder(build)
-            timings[name] = time.perf_counter() - started
+        report_set = ReportSet(tables={}, currency=currency, rule=rule, rows_scanned=int(rows_scanned),
+                               newest_date=newest, options=options, timings=timings)
+        builders = dict(BUILDERS)
         if options.with_projections:  # the optional ranking view; best_value itself stays measured-only
-            tables[projections.BEST_VALUE_WITH_PROJECTIONS] = _timed(
-                timings, projections.BEST_VALUE_WITH_PROJECTIONS,
-                lambda: uncertainty.tie_groups(
-                    con, projections.best_value_with_projections(con, _ranking(options))))
+            builders[projections.BEST_VALUE_WITH_PROJECTIONS] = (
+                lambda build: uncertainty.tie_groups(
+                    build.con, projections.best_value_with_projections(build.con, _ranking(options))))
+        for name, builder in builders.items():
+            _build_one(report_set, build, name, builder)
     finally:
         con.close()
-
-    tables = {name: with_docs(uncertainty.without_sample_key(table)) for name, table in tables.items()}
-    report_set = ReportSet(
-        tables=tables,
-        currency=currency,
-        rule=rule,
-        rows_scanned=int(rows_scanned),
-        newest_date=newest,
-        options=options,
-    )
-    report_set.timings = timings
     if out is not None:
-        report_set.written = _timed(timings, "write parquet + csv", lambda: write_tables(tables, str(out)))
+        report_set.written = _timed(timings, "write parquet + csv",
+                                    lambda: write_tables(report_set.tables, str(out), report_set.fail))
+    if report_set.failures and not keep_going:
+        raise ReportsIncomplete(report_set)
     return report_set
+
+
+def _build_one(report_set: ReportSet, build: Build, name: str, builder: Callable[[Build], pa.Table]) -> None:
+    """Build one table into ``report_set``; a failure is recorded there and the next one goes on
+    (one bad row or report never stops the others)."""
+    started = time.perf_counter()
+    try:
+        report_set.tables[name] = with_docs(uncertainty.without_sample_key(builder(build)))
+    except Exception as exc:  # noqa: BLE001 - recorded in summary.md / manifest.json, exit non-zero
+        report_set.fail(name, exc)
+    report_set.timings[name] = time.perf_counter() - started
 
 
 def run_reports(
@@ -249,22 +261,26 @@ def run_reports(
     table versions read (also at the end of ``summary.md``); with ``history`` (the reports
     root), the day's copy under ``report_history/`` too, dated ``report_date`` (default today,
     UTC; ages of published figures count from it). ``options`` default to the settings
-    (``GPUCOMPARE_PUBLISHED_MAX_AGE_YEARS`` …)."""
+    (``GPUCOMPARE_PUBLISHED_MAX_AGE_YEARS`` …). A failing report or page part never stops the
+    others: everything else is written, the failures are listed in summary.md and manifest.json
+    (``failures``), then ``ReportsIncomplete`` is raised."""
     options = options or options_from_settings()
     if report_date is not None:
         options = dataclasses.replace(options, report_date=report_date)
     inputs = ReportInputs.from_lake(lake, as_of=as_of)
-    report_set = build_reports(inputs, out, currency=currency, options=options)
+    report_set = build_reports(inputs, out, currency=currency, options=options, keep_going=True)
     report_set.manifest = inputs.manifest()
-    started = time.perf_counter()
-    report_set.written += write_site(report_set, out)
-    report_set.timings["index.html + summary.md"] = time.perf_counter() - started
     if history is not None:
         report_set.written += _timed(
             report_set.timings,
             "report_history",
-            lambda: write_history(report_set.tables, history, options.today),
+            lambda: write_history(report_set.tables, history, options.today, report_set.fail),
         )
+    started = time.perf_counter()
+    report_set.written += write_site(report_set, out)
+    report_set.timings["index.html + summary.md"] = time.perf_counter() - started
+    if report_set.failures:
+        raise ReportsIncomplete(report_set)
     return report_set
 
 

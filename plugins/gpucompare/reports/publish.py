@@ -5,7 +5,8 @@ Output layout under the chosen directory (local path or s3://)::
     <report>.csv                     one per report, header row, UTF-8 (list columns ;-joined)
     <report>/<report>.parquet        one folder per report (an Athena/Glue table location)
     index.html, summary.md           the page (rendered by gpucompare.reports.page / .summary)
-    manifest.json                    what the set was built from (lake, table versions)
+    manifest.json                    what the set was built from (lake, table versions) and
+                                     ``failures``: each part that failed and why (empty: none)
 
 and, when a history root is given (the DAG gives the reports root), one more copy a day::
 
@@ -22,6 +23,7 @@ import io
 import json
 import os
 import uuid
+from collections.abc import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,7 +34,7 @@ import pyarrow.parquet as pq
 from gpucompare.lake.tables import open_lake
 from gpucompare.reports.page import render_page
 from gpucompare.reports.report_set import HISTORY_TABLES, ReportSet
-from gpucompare.reports.summary import render_summary
+from gpucompare.reports.summary import render_failures_only, render_summary
 
 
 def _output_location(out: str) -> tuple[pafs.FileSystem, str]:
@@ -79,40 +81,75 @@ def _parquet_bytes(table: pa.Table) -> bytes:
     return data.getvalue()
 
 
-def write_tables(tables: dict[str, pa.Table], out: str) -> list[str]:
-    """Write every table as ``<name>.csv`` and ``<name>/<name>.parquet`` below ``out``."""
+#: What a writer is told when one file of the set cannot be made: (part name, the error).
+OnError = Callable[[str, BaseException], None]
+
+
+def _raise(name: str, exc: BaseException) -> None:
+    raise exc
+
+
+def write_tables(tables: dict[str, pa.Table], out: str, on_error: OnError = _raise) -> list[str]:
+    """Write every table as ``<name>.csv`` and ``<name>/<name>.parquet`` below ``out``; a table
+    that cannot be written goes to ``on_error`` (default: raise) and the next one is written."""
     fs, root = _output_location(out)
     written = []
     for name, table in tables.items():
-        written.append(_put(fs, root, f"{name}/{name}.parquet", _parquet_bytes(table)))
-        text = io.BytesIO()
-        pacsv.write_csv(csv_ready(table), text)
+        try:
+            parquet = _parquet_bytes(table)
+            text = io.BytesIO()
+            pacsv.write_csv(csv_ready(table), text)
+        except Exception as exc:  # noqa: BLE001 - handed to on_error: one table never stops the others
+            on_error(name, exc)
+            continue
+        written.append(_put(fs, root, f"{name}/{name}.parquet", parquet))
         written.append(_put(fs, root, f"{name}.csv", text.getvalue()))
     return written
 
 
-def write_history(tables: dict[str, pa.Table], history: str, report_date: dt.date) -> list[str]:
+def write_history(tables: dict[str, pa.Table], history: str, report_date: dt.date,
+                  on_error: OnError = _raise) -> list[str]:
     """Keep the day's copy of each report in ``<history>/report_history/<report>/
     report_date=YYYY-MM-DD/<report>.parquet`` (Hive style: one table over time for BI).
-    Building the same day again replaces that day's file."""
+    Building the same day again replaces that day's file. A report missing from ``tables`` (it
+    failed) keeps the day's earlier copy, if any."""
     fs, root = _output_location(history)
-    return [
-        _put(fs, root, f"report_history/{name}/report_date={report_date.isoformat()}/{name}.parquet",
-             _parquet_bytes(tables[name]))
-        for name in HISTORY_TABLES
-    ]
+    written = []
+    for name in HISTORY_TABLES:
+        if name not in tables:
+            continue
+        try:
+            data = _parquet_bytes(tables[name])
+        except Exception as exc:  # noqa: BLE001 - handed to on_error
+            on_error(f"report_history/{name}", exc)
+            continue
+        written.append(_put(fs, root, f"report_history/{name}/report_date={report_date.isoformat()}/"
+                            f"{name}.parquet", data))
+    return written
 
 
 def write_site(report_set: ReportSet, out: str, *, generated_at: dt.datetime | None = None) -> list[str]:
     """Write index.html, summary.md and (when the set knows what it was built from)
     manifest.json below ``out`` (local path or s3://); returns their paths. ``generated_at`` is the
-    time the page states (default: now, read here at the edge; the page itself reads no clock)."""
+    time the page states (default: now, read here at the edge; the page itself reads no clock). A
+    page that cannot be rendered is recorded in ``report_set.failures`` (summary.md and
+    manifest.json list every failure) and the rest is still written."""
     generated_at = generated_at or dt.datetime.now(dt.UTC)
-    written = [
-        write_bytes(out, "index.html", render_page(report_set, generated_at).encode("utf-8")),
-        write_bytes(out, "summary.md", render_summary(report_set).encode("utf-8")),
-    ]
-    if report_set.manifest:
-        manifest = json.dumps(report_set.manifest, indent=2, sort_keys=True) + "\n"
+    renderers = (("index.html", lambda: render_page(report_set, generated_at)),
+                 ("summary.md", lambda: render_summary(report_set)))
+    written = []
+    for name, render in renderers:
+        try:
+            text = render()
+        except Exception as exc:  # noqa: BLE001 - recorded, the other files still written
+            report_set.fail(name, exc)
+            if name == "summary.md":
+                text = render_failures_only(report_set)
+            else:
+                continue
+        written.append(write_bytes(out, name, text.encode("utf-8")))
+    if report_set.manifest or report_set.failures:
+        document = {**report_set.manifest, "failures": dict(report_set.failures)}
+        manifest = json.dumps(document, indent=2, sort_keys=True, default=str) + "\n"
         written.append(write_bytes(out, "manifest.json", manifest.encode("utf-8")))
     return written

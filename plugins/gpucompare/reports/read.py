@@ -84,6 +84,10 @@ def read(
     (int) or an ISO timestamp, passed to ``ReportInputs.from_lake``; None = now.
     ``currency`` (EUR | USD) and ``options`` (the ranking of best_value) default to the
     settings, as in the nightly report.
+
+    Columns keep their Arrow types (``pd.ArrowDtype``). A list column (``flags``) gives Python
+    lists through ``df["flags"].iloc[i]``, ``.tolist()`` and ``to_dict("records")``, but numpy
+    arrays through ``.to_numpy()`` / ``df.values``: use the former to get lists.
     """
     return to_pandas(read_table(name, lake=lake, as_of=as_of, currency=currency, options=options))
 

@@ -25,12 +25,14 @@ REPORTS: tuple[str, ...] = (
     "cost_per_million", "scaling", "throughput", "best_value", "regressions", "projections", "campaign"
 )
 #: Tables written besides the reports themselves.
-DERIVED: tuple[str, ...] = ("throughput_matrix",)
+DERIVED: tuple[str, ...] = ("throughput_matrix", "throughput_by_batch")
 #: Every table of the set: written as Parquet and CSV, and kept a copy of every day under
 #: report_history/ (BI charts them over time); each has an Athena table.
 HISTORY_TABLES: tuple[str, ...] = (*REPORTS, *DERIVED)
-#: Batch sizes that always have a column in throughput_matrix (so its schema is stable for
-#: BI); a batch size outside this list adds its own pair of columns after them.
+#: The batch sizes of throughput_matrix's columns: always these, never others, so its schema
+#: is stable for BI and its width (and the report's memory) does not grow with the number of
+#: batch sizes measured. Every batch size, in or outside this list, is a row of
+#: throughput_by_batch (the long format BI reads for any size).
 MATRIX_BATCHES: tuple[int, ...] = tuple(2**i for i in range(11))  # 1 … 1024
 #: Where a result comes from: run by gpucompare, or imported from a publication.
 ORIGINS: tuple[str, ...] = ("measured", "published")
@@ -42,6 +44,18 @@ NOT_RANKED_REASONS: tuple[str, ...] = ("flagged", "old_published")
 
 class ReportError(PermanentError):
     """Bad report settings (the message names the setting and the allowed values)."""
+
+
+class ReportsIncomplete(PermanentError):
+    """Some reports (or the page) failed; every other one was built and written. ``report_set``
+    is the partial set, ``failures`` maps each failed part to what went wrong (also in summary.md
+    and manifest.json)."""
+
+    def __init__(self, report_set: ReportSet) -> None:
+        self.report_set = report_set
+        self.failures = dict(report_set.failures)
+        listed = "; ".join(f"{name}: {message}" for name, message in self.failures.items())
+        super().__init__(f"{len(self.failures)} part(s) of the report set failed: {listed}")
 
 
 @dataclass(frozen=True)
@@ -134,11 +148,21 @@ class ReportSet:
     #: what the set was built from: the lake, ``as_of`` and the table versions read
     #: (``ReportInputs.manifest``; written as manifest.json and named in summary.md)
     manifest: dict[str, object] = field(default_factory=dict)
+    #: the parts that failed (a report, ``index.html``, ``summary.md``…) → what went wrong; a
+    #: failed report has no table in ``tables``
+    failures: dict[str, str] = field(default_factory=dict)
+
+    def fail(self, name: str, exc: BaseException) -> None:
+        """Record that ``name`` failed with ``exc`` (the rest of the set goes on)."""
+        text = " ".join(str(exc).split())[:500]
+        self.failures[name] = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
     @property
     def missing_prices(self) -> pa.Table:
         """cost_per_million rows without a usable price (no price, or no exchange rate)."""
-        table = self.tables["cost_per_million"]
+        table = self.tables.get("cost_per_million")
+        if table is None or "price_source" not in table.column_names:
+            return pa.table({"price_source": pa.array([], pa.string())})
         return table.filter(pc.is_in(table["price_source"], pa.array(["missing", "missing_fx"])))
 
     def provenance(self) -> dict[str, dict[str, tuple[int, dt.date | None]]]:

@@ -70,8 +70,9 @@ def _published_cost_table(cost: pa.Table, currency: str) -> list[str]:
 def render_summary(report_set: ReportSet) -> str:
     """summary.md: the headline figures in a few lines of Markdown."""
     currency = report_set.currency
-    best = best_per_network(rows_of(report_set.tables["best_value"]))
-    regressions = flagged_rows(report_set.tables["regressions"])
+    tables = report_set.tables
+    best = best_per_network(rows_of(tables["best_value"])) if "best_value" in tables else []
+    regressions = flagged_rows(tables["regressions"]) if "regressions" in tables else []
     missing = report_set.missing_prices.num_rows
     provenance_lines = [
         f"- {name}: "
@@ -85,6 +86,7 @@ def render_summary(report_set: ReportSet) -> str:
         "# gpucompare report",
         "",
         f"{report_set.rows_scanned:,} results; money in {currency}.",
+        *_failure_lines(report_set),
         "",
         "Where each table came from (rows; newest result date):",
         "",
@@ -112,7 +114,8 @@ def render_summary(report_set: ReportSet) -> str:
             f"No ranked figure yet: published figures dated before {report_set.options.published_cutoff} "
             "and flagged ones are not ranked (best_value.csv lists them with not_ranked_reason).",
         ]
-    lines += _published_cost_table(report_set.tables["cost_per_million"], currency)
+    if "cost_per_million" in tables:
+        lines += _published_cost_table(tables["cost_per_million"], currency)
     return "\n".join(lines + _tail(report_set, regressions, missing))
 
 
@@ -139,6 +142,21 @@ def _tail(report_set: ReportSet, regressions: list[dict], missing: int) -> list[
         as_of = f" (as of {manifest['as_of']})" if manifest.get("as_of") else ""
         lines += [f"Built from the lake {manifest.get('lake')} at table versions: {versions}{as_of}.", ""]
     return lines
+
+
+def _failure_lines(report_set: ReportSet) -> list[str]:
+    """The failed parts of the set (a report, the page), one line each; nothing when none."""
+    if not report_set.failures:
+        return []
+    lines = ["", f"## Failed: {len(report_set.failures)} part(s) of this report set", "",
+             "Every other table was built and written; these were not:", ""]
+    lines += [f"- {name}: {message}" for name, message in report_set.failures.items()]
+    return lines
+
+
+def render_failures_only(report_set: ReportSet) -> str:
+    """A summary.md that only lists the failures (when the full summary cannot be rendered)."""
+    return "\n".join(["# gpucompare report", *_failure_lines(report_set), ""])
 
 
 def describe_provenance(report_set: ReportSet) -> str:
