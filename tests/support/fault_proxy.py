@@ -79,6 +79,9 @@ class FaultProxy:
         self.lock = threading.Lock()
         self.log: list[tuple[str, str]] = []  # (operation, what happened)
         self.tokens: dict[str, Answer] = {}
+        # one lock per token: a retry that arrives while the first call is still at moto (a
+        # client read timeout on a loaded machine) waits for it and gets its answer, as on AWS
+        self.token_locks: dict[str, threading.Lock] = {}
         self.launches = 0  # RunInstances calls that reached moto (each launches an instance)
         self.requests_seen: dict[str, int] = {}
         proxy = self
@@ -205,6 +208,21 @@ class FaultProxy:
         except OSError:
             pass
 
+    def _forward_once(self, handler: BaseHTTPRequestHandler, body: bytes, operation: str,
+                      token: str | None) -> Answer:
+        """Forward the request, or replay the answer of a RunInstances token already seen."""
+        with self.lock:
+            replay = self.tokens.get(token) if token else None
+        if replay is not None:
+            return replay
+        answer = self._forward(handler, body)
+        if operation == "RunInstances" and answer[0] == 200:
+            with self.lock:
+                self.launches += 1
+                if token:
+                    self.tokens[token] = answer
+        return answer
+
     def serve(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
         operation, params = self.operation_of(handler, body)
         rule = self._fault(operation, self.region_of(handler))
@@ -232,16 +250,9 @@ class FaultProxy:
             return
         token = params.get("ClientToken") if operation == "RunInstances" else None
         with self.lock:
-            replay = self.tokens.get(token) if token else None
-        if replay is not None:
-            status, headers, data = replay
-        else:
-            status, headers, data = self._forward(handler, body)
-            if operation == "RunInstances" and status == 200:
-                with self.lock:
-                    self.launches += 1
-                    if token:
-                        self.tokens[token] = (status, headers, data)
+            token_lock = self.token_locks.setdefault(token, threading.Lock()) if token else threading.Lock()
+        with token_lock:
+            status, headers, data = self._forward_once(handler, body, operation, token)
         if kind == "lose":
             self._drop(handler)
             return
