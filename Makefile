@@ -10,6 +10,8 @@ export AIRFLOW__CORE__PLUGINS_FOLDER := $(CURDIR)/plugins
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 export AIRFLOW__CORE__UNIT_TEST_MODE := False
 export GPUCOMPARE_BENCH_PYTHON := $(CURDIR)/$(BENCH_VENV)/bin/python
+# This Airflow's name in paid machines' tags and S3 keys (required; docs/targets-ec2.md)
+export GPUCOMPARE_DEPLOYMENT ?= local-demo
 PYTEST_ARGS ?=
 # The quick tier (`make test-fast`, under 2 minutes): the unit tests, tests/unit/ (see tests/README.md).
 FAST_TESTS := tests/unit

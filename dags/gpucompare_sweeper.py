@@ -8,8 +8,11 @@ deployment (`GPUCOMPARE_DEPLOYMENT`) whose `gpucompare:expires-at` has passed
 region of every ec2 target of the fleet, enabled or not (scaling groups use them too), each
 through its own `aws_conn_id`; every region a run of this deployment recorded in its results
 bucket before launching (manual runs); and `GPUCOMPARE_SWEEPER_REGIONS`. Instances without
-gpucompare tags, or of another deployment, are never touched. An expired instance it cannot
-terminate (even one by one) is named and fails the task.
+gpucompare tags, or of another deployment, are never touched; instances tagged with a name in
+`GPUCOMPARE_FORMER_DEPLOYMENTS` are this deployment's too (a renamed deployment). A region it
+cannot read (access denied, not opted in) or a marker bucket it cannot list is skipped and
+everything else is swept; then the task fails with `SweepIncomplete`, naming each location it
+could not read and each expired instance it could not terminate (even one by one).
 """
 
 from __future__ import annotations
@@ -29,44 +32,48 @@ from gpucompare.config import fleet, models, validation
 log = logging.getLogger(__name__)
 
 
-def sweep_locations(loaded: fleet.Fleet) -> dict[str, set[str]]:
-    """``aws_conn_id -> regions`` for this deployment (see the DAG's doc)."""
+def sweep_locations(loaded: fleet.Fleet) -> Any:
+    """Where to sweep for this deployment (``targets.sweeper.SweepLocations``; see the DAG's doc)."""
     from gpucompare.targets.sweeper import sweep_locations as locations
 
     extra = [r.strip() for r in settings.setting("sweeper_regions").split(",") if r.strip()]
     for region in extra:
         validation.check("GPUCOMPARE_SWEEPER_REGIONS", models.AwsRegion, region)
     return locations([t.spec for t in loaded.targets if t.spec["kind"] == "ec2"], extra,
-                     deployment=settings.deployment(), defaults=loaded.defaults.get("ec2"))
+                     deployment=settings.deployment(), former=settings.former_deployments(),
+                     defaults=loaded.defaults.get("ec2"))
 
 
 @task(execution_timeout=timedelta(minutes=20), **pipeline.network_retries())
 def sweep_expired() -> list[dict[str, Any]]:
-    """Terminate what outlived its time-to-live; return what was terminated."""
+    """Terminate what outlived its time-to-live; return what was terminated. A region or marker
+    location that cannot be read is skipped and the rest swept; the task then fails naming it."""
     from gpucompare.targets.sweeper import SweepIncomplete, sweep_expired_instances
 
     with pipeline.bad_input_fails():
         loaded = fleet.load_fleet()
-    locations = sweep_locations(loaded)
-    if not any(locations.values()):
+        found = sweep_locations(loaded)
+    if not any(found.regions.values()) and not found.unreadable:
         raise AirflowSkipException("no ec2 target, no region recorded by a run and "
                                    "GPUCOMPARE_SWEEPER_REGIONS is empty")
-    swept, failures = [], []
-    for aws_conn_id, regions in sorted(locations.items()):
+    swept, failures, unreadable = [], [], list(found.unreadable)
+    for aws_conn_id, regions in sorted(found.regions.items()):
         try:
             swept += sweep_expired_instances(sorted(regions), aws_conn_id=aws_conn_id)
         except SweepIncomplete as exc:  # the other connections are still swept
             swept += exc.swept
             failures += exc.failures
+            unreadable += exc.unreadable
     for item in swept:
         log.warning("Terminated %s in %s (run %s, expired %s): %s", item.instance_id, item.region,
                     item.run_id, item.expires_at, item.reason)
-    where = "; ".join(f"{conn}: {', '.join(sorted(r))}" for conn, r in sorted(locations.items()))
+    where = "; ".join(f"{conn}: {', '.join(sorted(r))}" for conn, r in sorted(found.regions.items()))
     log.info("Swept %s: %d instance(s) terminated", where, len(swept))
-    if failures:
-        raise SweepIncomplete(f"could not terminate {len(failures)} expired instance(s): "
-                              + "; ".join(failures), swept, failures)
+    if failures or unreadable:
+        raise SweepIncomplete.of(swept, failures, unreadable)
     return [item.to_dict() for item in swept]
+
+
 @dag(
     dag_id="gpucompare_sweeper",
     schedule="@hourly",

@@ -38,6 +38,8 @@ ENV_DEFAULTS = {
     "GPUCOMPARE_BENCH_PYTHON": str(REPO_ROOT / ".venv-bench" / "bin" / "python"),
     "GPUCOMPARE_LAKE": str(REPO_ROOT / "lake"),
     "GPUCOMPARE_REPORTS": str(REPO_ROOT / "reports"),
+    # the deployment's name is required (issue 19); the demo's own
+    "GPUCOMPARE_DEPLOYMENT": "local-demo",
 }
 #: Columns of the terminal table: (header, cost_per_million column, width).
 TABLE = (("provider", "provider", 9), ("machine", "instance_type", 10), ("GPU", "gpu_model", 11),

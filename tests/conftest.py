@@ -18,6 +18,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = REPO_ROOT / "tests" / "support" / "data"
 BENCH_PYTHON = Path(os.environ.get("GPUCOMPARE_BENCH_PYTHON", REPO_ROOT / ".venv-bench" / "bin" / "python"))
 
+#: Every test runs as one named deployment (the setting is required, issue 19); a test about the
+#: name itself sets or removes it with monkeypatch.
+os.environ.setdefault("GPUCOMPARE_DEPLOYMENT", "ci-tests")
+
 for path in (REPO_ROOT, REPO_ROOT / "plugins"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))

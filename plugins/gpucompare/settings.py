@@ -16,7 +16,6 @@ no place for data): the lake and the reports live under ``$AIRFLOW_HOME/gpucompa
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import tempfile
@@ -36,6 +35,7 @@ DEFAULTS: dict[str, str] = {
     "retry_delay_s": "60",
     "sweeper_regions": "",
     "deployment": "",
+    "former_deployments": "",
     "compact_after_days": "2",
     "published_max_age_years": "3",
     "rank_old_published": "false",
@@ -62,8 +62,11 @@ DESCRIPTIONS: dict[str, str] = {
     "retry_delay_s": "First retry delay of the network steps in seconds; it doubles on each retry.",
     "sweeper_regions": "Extra AWS regions the sweeper checks for expired instances, comma-separated.",
     "compact_after_days": "The reports DAG compacts results partitions older than this many days.",
-    "deployment": "This deployment's name in the tags, run ids and S3 keys of paid machines (1-20 of "
-                  "a-z 0-9 -). Empty: d + 10 hex digits of the SHA-256 of the Airflow metadata DB URI.",
+    "deployment": "Required: this deployment's name in the tags, run ids and S3 keys of paid machines "
+                  "(1-20 of a-z 0-9 -, starting with a letter or digit); each Airflow deployment sharing "
+                  "an AWS account needs its own. No default.",
+    "former_deployments": "Names this deployment had before (comma-separated, e.g. the d + 10 hex digits "
+                          "an older release derived): the sweeper also terminates their expired instances.",
     "published_max_age_years": "best_value: published figures older than this many years are shown "
                                "but not ranked.",
     "rank_old_published": "best_value: true ranks those old published figures anyway.",
@@ -142,27 +145,40 @@ def is_remote(uri: str) -> bool:
 DEPLOYMENT_PATTERN = r"[a-z0-9][a-z0-9-]{0,19}"
 
 
-def deployment() -> str:
-    """This Airflow deployment's name: ``GPUCOMPARE_DEPLOYMENT``, else ``d`` + 10 hex digits of
-    the SHA-256 of the Airflow metadata database URI.
+def _deployment_name(name: str, value: str) -> str:
+    from gpucompare.errors import PermanentError
 
-    Two deployments in one AWS account (staging and production) get different names, so each
-    reuses, terminates and sweeps only its own instances. Every process of one deployment reads
-    the same configuration, so they all derive the same name; set it explicitly where workers
-    do not see the database URI (and to keep the name when the database moves).
+    if not re.fullmatch(DEPLOYMENT_PATTERN, value):
+        raise PermanentError(f"{name}: {value!r} is not valid (allowed: 1-20 lower-case letters, digits "
+                             f"and '-', starting with a letter or digit: {DEPLOYMENT_PATTERN})")
+    return value
+
+
+def deployment() -> str:
+    """This Airflow deployment's name (``GPUCOMPARE_DEPLOYMENT`` or ``[gpucompare] deployment``):
+    required, stated by whoever runs the deployment, never derived.
+
+    Two deployments in one AWS account (staging and production) must have different names, so
+    each reuses, terminates and sweeps only its own instances; every process of a deployment
+    (scheduler, workers, triggerer) must see the same value. Raises ``PermanentError`` naming
+    the setting and how to set it when it is missing or malformed.
     """
     from gpucompare.errors import PermanentError
 
     configured = setting("deployment")
-    if configured:
-        if not re.fullmatch(DEPLOYMENT_PATTERN, configured):
-            raise PermanentError(f"GPUCOMPARE_DEPLOYMENT: {configured!r} is not valid (allowed: 1-20 "
-                                 f"lower-case letters, digits and '-', matching {DEPLOYMENT_PATTERN})")
-        return configured
-    try:
-        from airflow.configuration import conf
+    if not configured:
+        raise PermanentError(
+            "the gpucompare setting 'deployment' is not set: every Airflow deployment that runs "
+            "gpucompare needs its own name (tags, run ids and S3 keys of paid machines carry it). "
+            "Set GPUCOMPARE_DEPLOYMENT=<name> in the environment of every Airflow process, or "
+            "'deployment = <name>' under [gpucompare] in airflow.cfg (AIRFLOW__GPUCOMPARE__DEPLOYMENT); "
+            f"allowed: 1-20 of a-z 0-9 - ({DEPLOYMENT_PATTERN}). Upgrading from a release that derived "
+            "it: see docs/targets-ec2.md, 'Deployment identity'.")
+    return _deployment_name("GPUCOMPARE_DEPLOYMENT", configured)
 
-        uri = conf.get("database", "sql_alchemy_conn", fallback="") or ""
-    except ImportError:  # the library without Airflow: one implicit deployment
-        uri = ""
-    return "d" + hashlib.sha256(uri.encode()).hexdigest()[:10]
+
+def former_deployments() -> tuple[str, ...]:
+    """``GPUCOMPARE_FORMER_DEPLOYMENTS``: names this deployment had before (its instances still
+    running under them are swept once expired); each checked like ``deployment``."""
+    names = [name.strip() for name in setting("former_deployments").split(",") if name.strip()]
+    return tuple(_deployment_name("GPUCOMPARE_FORMER_DEPLOYMENTS", name) for name in names)

@@ -13,9 +13,13 @@ and returns its answer, unless a rule says otherwise for that operation:
   client while it waits);
 * ``slow``: forwarded (moto acts), then answered only after ``seconds`` (the client can be
   killed after the server acted and before it heard back);
-* ``refuse``: answered with HTTP 403 ``UnauthorizedOperation`` (not retried by botocore).
+* ``refuse``: answered with HTTP 403 ``UnauthorizedOperation`` (not retried by botocore), or
+  with the rule's ``code`` and ``status`` (e.g. ``InvalidAMIID.NotFound`` with 400, as AWS
+  answers a bad request; ``OptInRequired`` for a region not opted in).
 
-A rule applies to the ``times`` requests of its operation after the first ``after`` ones.
+A rule applies to the ``times`` requests of its operation after the first ``after`` ones; a rule
+with a ``region`` only to requests signed for that region (the SigV4 credential scope), the way
+an SCP or a region not opted in refuses one region of an account.
 Operations are named as in the API: ``RunInstances`` (query protocol: the ``Action``
 parameter), ``SendCommand`` (JSON protocol: the ``X-Amz-Target`` header), ``S3:PUT``/``S3:GET``
 (REST: the method).
@@ -54,6 +58,9 @@ class Rule:
     after: int = 0
     seconds: float = 0.0
     seen: int = 0
+    region: str | None = None
+    code: str = "UnauthorizedOperation"
+    status: int = 403
 
     def applies(self) -> bool:
         """Count one request of the operation; True when this one gets the fault."""
@@ -72,6 +79,9 @@ class FaultProxy:
         self.lock = threading.Lock()
         self.log: list[tuple[str, str]] = []  # (operation, what happened)
         self.tokens: dict[str, Answer] = {}
+        # one lock per token: a retry that arrives while the first call is still at moto (a
+        # client read timeout on a loaded machine) waits for it and gets its answer, as on AWS
+        self.token_locks: dict[str, threading.Lock] = {}
         self.launches = 0  # RunInstances calls that reached moto (each launches an instance)
         self.requests_seen: dict[str, int] = {}
         proxy = self
@@ -111,10 +121,12 @@ class FaultProxy:
         self.server.shutdown()
         self.server.server_close()
 
-    def add(self, operation: str, kind: str, *, times: int = 1, after: int = 0, seconds: float = 0.0) -> None:
+    def add(self, operation: str, kind: str, *, times: int = 1, after: int = 0, seconds: float = 0.0,
+            region: str | None = None, code: str = "UnauthorizedOperation", status: int = 403) -> None:
         assert kind in FAULT_KINDS, kind
         with self.lock:
-            self.rules.append(Rule(operation, kind, times, after, seconds))
+            self.rules.append(Rule(operation, kind, times, after, seconds, region=region, code=code,
+                                   status=status))
 
     def clear(self) -> None:
         with self.lock:
@@ -136,11 +148,18 @@ class FaultProxy:
             return params.get("Action", "?"), params
         return f"S3:{handler.command}", {}
 
-    def _fault(self, operation: str) -> Rule | None:
+    @staticmethod
+    def region_of(handler: BaseHTTPRequestHandler) -> str | None:
+        """The region a request is signed for: ``Credential=<key>/<date>/<region>/<service>/…``."""
+        authorization = handler.headers.get("Authorization") or ""
+        scope = authorization.partition("Credential=")[2].split(",")[0].split("/")
+        return scope[2] if len(scope) > 2 else None
+
+    def _fault(self, operation: str, region: str | None = None) -> Rule | None:
         with self.lock:
             self.requests_seen[operation] = self.requests_seen.get(operation, 0) + 1
             for rule in self.rules:
-                if rule.operation == operation and rule.applies():
+                if rule.operation == operation and rule.region in (None, region) and rule.applies():
                     return rule
         return None
 
@@ -189,9 +208,24 @@ class FaultProxy:
         except OSError:
             pass
 
+    def _forward_once(self, handler: BaseHTTPRequestHandler, body: bytes, operation: str,
+                      token: str | None) -> Answer:
+        """Forward the request, or replay the answer of a RunInstances token already seen."""
+        with self.lock:
+            replay = self.tokens.get(token) if token else None
+        if replay is not None:
+            return replay
+        answer = self._forward(handler, body)
+        if operation == "RunInstances" and answer[0] == 200:
+            with self.lock:
+                self.launches += 1
+                if token:
+                    self.tokens[token] = answer
+        return answer
+
     def serve(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
         operation, params = self.operation_of(handler, body)
-        rule = self._fault(operation)
+        rule = self._fault(operation, self.region_of(handler))
         kind = rule.kind if rule else "pass"
         with self.lock:
             self.log.append((operation, kind))
@@ -204,7 +238,7 @@ class FaultProxy:
             self._error(handler, operation, 500, "InternalError")
             return
         if kind == "refuse":
-            self._error(handler, operation, 403, "UnauthorizedOperation")
+            self._error(handler, operation, rule.status, rule.code)
             return
         if kind == "hold":
             time.sleep(rule.seconds)
@@ -216,16 +250,9 @@ class FaultProxy:
             return
         token = params.get("ClientToken") if operation == "RunInstances" else None
         with self.lock:
-            replay = self.tokens.get(token) if token else None
-        if replay is not None:
-            status, headers, data = replay
-        else:
-            status, headers, data = self._forward(handler, body)
-            if operation == "RunInstances" and status == 200:
-                with self.lock:
-                    self.launches += 1
-                    if token:
-                        self.tokens[token] = (status, headers, data)
+            token_lock = self.token_locks.setdefault(token, threading.Lock()) if token else threading.Lock()
+        with token_lock:
+            status, headers, data = self._forward_once(handler, body, operation, token)
         if kind == "lose":
             self._drop(handler)
             return

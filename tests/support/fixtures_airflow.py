@@ -55,6 +55,7 @@ AIRFLOW_ENV: dict[str, str] = {
     "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
     "GPUCOMPARE_RETRY_DELAY_S": "1",
     "GPUCOMPARE_POOL": POOL_NAME,
+    "GPUCOMPARE_DEPLOYMENT": os.environ.get("GPUCOMPARE_DEPLOYMENT") or "ci-tests",
     # the API's tokens are signed with HS512: a key of 64 bytes or more, as RFC 7518 asks (Airflow
     # would otherwise generate a short one per process, and PyJWT warns about it)
     "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(48),

@@ -1,11 +1,12 @@
 """A small evaluator of the IAM policies in ``docker/iam`` for the tests (moto enforces none).
 
 It stands in for IAM's own decision for the parts of the policy language those files use:
-``Allow`` statements, ``Action`` and ``Resource`` with ``*``/``?`` wildcards and the
-``${aws:userid}`` variable, and the condition operators ``StringEquals``, ``StringLike``,
-``Null``, ``NumericLessThanEquals`` and ``Bool`` (a key missing from the request fails every
-operator but ``Null``, as in IAM). Anything the files use beyond that raises, so the tests
-cannot silently pass on an operator this evaluator does not know.
+``Allow`` and ``Deny`` statements (an explicit deny wins), ``Action`` and ``Resource`` with
+``*``/``?`` wildcards and the ``${aws:userid}`` variable, and the condition operators
+``StringEquals``, ``StringLike``, ``ArnLike``, ``ForAnyValue:StringEquals`` (a multi-valued key
+such as ``aws:TagKeys``), ``Null``, ``NumericLessThanEquals`` and ``Bool`` (a key missing from the
+request fails every operator but ``Null``, as in IAM). Anything the files use beyond that
+raises, so the tests cannot silently pass on an operator this evaluator does not know.
 
 ``requests_of_call`` turns one recorded API call (service, operation, parameters) into the
 authorization requests AWS makes for it: one per resource, with the condition keys AWS
@@ -61,8 +62,10 @@ def _condition_holds(operator: str, key: str, expected: Any, context: Mapping[st
     actuals = _listed(actual) if isinstance(actual, (list, tuple)) else [actual]
     if operator == "StringEquals":
         return any(str(a) == str(v) for a in actuals for v in values)
-    if operator == "StringLike":
+    if operator in ("StringLike", "ArnLike"):
         return any(fnmatch.fnmatchcase(str(a), str(v)) for a in actuals for v in values)
+    if operator == "ForAnyValue:StringEquals":
+        return any(str(a) == str(v) for a in actuals for v in values)
     if operator == "NumericLessThanEquals":
         return all(float(a) <= float(values[0]) for a in actuals)
     if operator == "Bool":
@@ -70,58 +73,101 @@ def _condition_holds(operator: str, key: str, expected: Any, context: Mapping[st
     raise AssertionError(f"the test evaluator does not know the condition operator {operator}")
 
 
+def _matches(statement: Mapping[str, Any], request: Request) -> bool:
+    if not any(fnmatch.fnmatchcase(request.action, a) for a in _listed(statement["Action"])):
+        return False
+    if not any(fnmatch.fnmatchcase(request.resource, _substitute(r, request.context))
+               for r in _listed(statement["Resource"])):
+        return False
+    conditions = statement.get("Condition", {})
+    return all(_condition_holds(operator, key, expected, request.context)
+               for operator, keys in conditions.items() for key, expected in keys.items())
+
+
+def denies(policy: Mapping[str, Any], request: Request) -> bool:
+    """True when a Deny statement of the policy matches the request."""
+    return any(s["Effect"] == "Deny" and _matches(s, request) for s in policy["Statement"])
+
+
 def allows(policy: Mapping[str, Any], request: Request) -> bool:
-    """True when some Allow statement of the policy grants the request (no Deny is used)."""
-    for statement in policy["Statement"]:
-        assert statement["Effect"] == "Allow", statement
-        if not any(fnmatch.fnmatchcase(request.action, a) for a in _listed(statement["Action"])):
-            continue
-        if not any(fnmatch.fnmatchcase(request.resource, _substitute(r, request.context))
-                   for r in _listed(statement["Resource"])):
-            continue
-        conditions = statement.get("Condition", {})
-        if all(_condition_holds(operator, key, expected, request.context)
-               for operator, keys in conditions.items() for key, expected in keys.items()):
-            return True
-    return False
+    """True when some Allow statement grants the request and no Deny statement refuses it."""
+    assert all(s["Effect"] in ("Allow", "Deny") for s in policy["Statement"])
+    if denies(policy, request):
+        return False
+    return any(s["Effect"] == "Allow" and _matches(s, request) for s in policy["Statement"])
 
 
 def _tag_context(prefix: str, tags: Mapping[str, str]) -> dict[str, Any]:
     return {f"{prefix}/{key}": value for key, value in tags.items()}
 
 
+def profile_arn(name: str) -> str:
+    return f"arn:aws:iam::{ACCOUNT}:instance-profile/{name}"
+
+
+def _run_instances(params: Mapping[str, Any], region: str,
+                   image_owner: Callable[[str], str | None]) -> list[Request]:
+    arn_ec2 = f"arn:aws:ec2:{region}:{ACCOUNT}"
+    tags = {spec["ResourceType"]: {t["Key"]: t["Value"] for t in spec["Tags"]}
+            for spec in params.get("TagSpecifications", [])}
+    ebs = params["BlockDeviceMappings"][0]["Ebs"]
+    profile = (params.get("IamInstanceProfile") or {}).get("Name")
+    instance_ctx = {**_tag_context("aws:RequestTag", tags.get("instance", {})),
+                    "aws:TagKeys": list(tags.get("instance", {})), "ec2:InstanceType": params["InstanceType"]}
+    if profile:
+        instance_ctx["ec2:InstanceProfile"] = profile_arn(profile)
+    volume_ctx = {**_tag_context("aws:RequestTag", tags.get("volume", {})),
+                  "aws:TagKeys": list(tags.get("volume", {})),
+                  "ec2:VolumeSize": ebs["VolumeSize"], "ec2:Encrypted": str(ebs.get("Encrypted", False))}
+    owner = image_owner(params["ImageId"])
+    requests = [
+        Request("ec2:RunInstances", f"{arn_ec2}:instance/*", instance_ctx),
+        Request("ec2:RunInstances", f"{arn_ec2}:volume/*", volume_ctx),
+        Request("ec2:RunInstances", f"arn:aws:ec2:{region}::image/{params['ImageId']}",
+                {"ec2:Owner": owner} if owner else {}),
+        Request("ec2:RunInstances", f"{arn_ec2}:subnet/subnet-0default"),
+        Request("ec2:RunInstances", f"{arn_ec2}:security-group/sg-0default"),
+        Request("ec2:RunInstances", f"{arn_ec2}:network-interface/*"),
+        Request("iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/{profile}",
+                {"iam:PassedToService": "ec2.amazonaws.com"}),
+    ]
+    if params.get("InstanceMarketOptions"):
+        requests.append(Request("ec2:RunInstances", f"{arn_ec2}:spot-instances-request/*"))
+    for kind, ctx in (("instance", instance_ctx), ("volume", volume_ctx)):
+        requests.append(Request("ec2:CreateTags", f"{arn_ec2}:{kind}/*",
+                                {**ctx, "ec2:CreateAction": "RunInstances"}))
+    return requests
+
+
 def requests_of_call(service: str, operation: str, params: Mapping[str, Any], *, region: str,
-                     instance_tags: Callable[[str], Mapping[str, str]]) -> list[Request]:
-    """The authorization requests AWS evaluates for one API call (see the module docstring)."""
+                     instance_tags: Callable[[str], Mapping[str, str]],
+                     instance_profile: Callable[[str], str | None] = lambda _: None,
+                     image_owner: Callable[[str], str | None] = lambda _: None) -> list[Request]:
+    """The authorization requests AWS evaluates for one API call (see the module docstring).
+    ``instance_profile`` gives an instance's profile ARN (``ec2:InstanceProfile``) and
+    ``image_owner`` an AMI's ``ec2:Owner`` (``amazon`` or an account id); unknown: key absent."""
     arn_ec2 = f"arn:aws:ec2:{region}:{ACCOUNT}"
     if service == "ec2" and operation == "RunInstances":
-        tags = {spec["ResourceType"]: {t["Key"]: t["Value"] for t in spec["Tags"]}
-                for spec in params.get("TagSpecifications", [])}
-        ebs = params["BlockDeviceMappings"][0]["Ebs"]
-        instance_ctx = {**_tag_context("aws:RequestTag", tags.get("instance", {})),
-                        "ec2:InstanceType": params["InstanceType"]}
-        volume_ctx = {**_tag_context("aws:RequestTag", tags.get("volume", {})),
-                      "ec2:VolumeSize": ebs["VolumeSize"], "ec2:Encrypted": str(ebs.get("Encrypted", False))}
-        requests = [
-            Request("ec2:RunInstances", f"{arn_ec2}:instance/*", instance_ctx),
-            Request("ec2:RunInstances", f"{arn_ec2}:volume/*", volume_ctx),
-            Request("ec2:RunInstances", f"arn:aws:ec2:{region}::image/{params['ImageId']}"),
-            Request("ec2:RunInstances", f"{arn_ec2}:subnet/subnet-0default"),
-            Request("ec2:RunInstances", f"{arn_ec2}:security-group/sg-0default"),
-            Request("ec2:RunInstances", f"{arn_ec2}:network-interface/*"),
-            Request("iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/gpucompare-worker",
-                    {"iam:PassedToService": "ec2.amazonaws.com"}),
-        ]
-        if params.get("InstanceMarketOptions"):
-            requests.append(Request("ec2:RunInstances", f"{arn_ec2}:spot-instances-request/*"))
-        for kind, ctx in (("instance", instance_ctx), ("volume", volume_ctx)):
-            requests.append(Request("ec2:CreateTags", f"{arn_ec2}:{kind}/*",
-                                    {**ctx, "ec2:CreateAction": "RunInstances"}))
-        return requests
+        return _run_instances(params, region, image_owner)
+    if service == "ec2" and operation in ("CreateTags", "DeleteTags"):  # after launch: no CreateAction
+        tags = {t["Key"]: t.get("Value", "") for t in params["Tags"]}
+        return [Request(f"ec2:{operation}", f"{arn_ec2}:instance/{resource}",
+                        {**_tag_context("aws:RequestTag", tags), "aws:TagKeys": list(tags),
+                         **_tag_context("aws:ResourceTag", instance_tags(resource))})
+                for resource in params["Resources"]]
+    if service == "ssm" and operation == "CancelCommand":
+        return [Request("ssm:CancelCommand", f"{arn_ec2}:instance/{instance_id}",
+                        _tag_context("ssm:resourceTag", instance_tags(instance_id)))
+                for instance_id in params.get("InstanceIds") or ["*"]]
     if service == "ec2" and operation == "TerminateInstances":
-        return [Request("ec2:TerminateInstances", f"{arn_ec2}:instance/{instance_id}",
-                        _tag_context("aws:ResourceTag", instance_tags(instance_id)))
-                for instance_id in params["InstanceIds"]]
+        requests = []
+        for instance_id in params["InstanceIds"]:
+            context = _tag_context("aws:ResourceTag", instance_tags(instance_id))
+            profile = instance_profile(instance_id)
+            if profile:
+                context["ec2:InstanceProfile"] = profile
+            requests.append(Request("ec2:TerminateInstances", f"{arn_ec2}:instance/{instance_id}", context))
+        return requests
     if service == "ssm" and operation == "SendCommand":
         return [Request("ssm:SendCommand", f"arn:aws:ssm:{region}::document/{params['DocumentName']}"),
                 *(Request("ssm:SendCommand", f"{arn_ec2}:instance/{instance_id}",

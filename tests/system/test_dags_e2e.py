@@ -301,6 +301,30 @@ def test_sweeper_dag_terminates_expired_instances_only(
     assert states[fresh] == "running" and states[foreign] == "running"  # another deployment's
 
 
+def test_sweeper_dag_sweeps_past_a_missing_marker_bucket_and_then_fails_naming_it(
+        run_dag, write_fleet, gpucompare_dirs, moto_account, aws_client, monkeypatch) -> None:
+    """Issue 19: the fleet's ec2 defaults name a results bucket that does not exist (NoSuchBucket
+    when the sweeper lists its region markers). The expired instance in the fleet's region is
+    still terminated; then the task fails (SweepIncomplete naming the bucket) and so does the run."""
+    from datetime import UTC, datetime, timedelta
+
+    expired = _launch_tagged(aws_client, "eu-west-1", (datetime.now(UTC) - timedelta(hours=1))
+                             .strftime("%Y-%m-%dT%H:%M:%SZ"))
+    missing = {**moto_account, "results_bucket": "no-such-bucket-for-the-sweeper"}
+    ec2_target = {"name": "aws-west", "kind": "ec2", "provider": "aws", "instance_type": "g4dn.xlarge",
+                  "region": "eu-west-1", "gpu_count": 1, "profile": "tiny", "enabled": False}
+    write_fleet({"defaults": {"ec2": missing}, "profiles": {"tiny": SCORE_ONLY},
+                 "targets": [local_target("local"), ec2_target]})
+    monkeypatch.delenv("GPUCOMPARE_SWEEPER_REGIONS", raising=False)
+
+    result = run_dag("gpucompare_sweeper")
+
+    assert result.state == "failed" and result.task_states("sweep_expired") == ["failed"], result.states
+    state = aws_client("ec2", region_name="eu-west-1").describe_instances(
+        InstanceIds=[expired])["Reservations"][0]["Instances"][0]["State"]["Name"]
+    assert state in ("shutting-down", "terminated")
+
+
 def test_sweeper_dag_skips_without_ec2_regions(run_dag, write_fleet, gpucompare_dirs, monkeypatch) -> None:
     write_fleet({"profiles": {"tiny": SCORE_ONLY}, "targets": [local_target("local")]})
     monkeypatch.delenv("GPUCOMPARE_SWEEPER_REGIONS", raising=False)

@@ -429,6 +429,8 @@ def process_env(airflow_env: dict[str, str], airflow_home: Path, shared_dir: Pat
         {
             "AIRFLOW_HOME": str(airflow_home),
             "GPUCOMPARE_BENCH_PYTHON": str(BENCH_PYTHON),
+            # the deployment's name is required (issue 19), as compose's airflow.env sets it
+            "GPUCOMPARE_DEPLOYMENT": "ci-distributed",
             # A cron that has not fired since the DAG's start date (29 February 2028 is next):
             # unpausing then creates no catch-up run, and the run the test triggers is the only one.
             "GPUCOMPARE_NIGHTLY_SCHEDULE": "0 2 29 2 *",

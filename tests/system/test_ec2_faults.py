@@ -21,8 +21,18 @@ Scenarios (id: fault → expected launches):
 * run_instances_response_lost: RunInstances reaches moto, its answer is lost; botocore
   retries with the same ClientToken → 1
 * run_instances_timeout: RunInstances reaches moto, the answer comes after the read timeout → 1
-* run_instances_lost_every_try: every botocore attempt of the first prepare loses its answer;
-  the task's retry finds the instance by its tags → 1
+* run_instances_lost_every_try: every botocore attempt of the first prepare loses its answer
+  (MAX_ATTEMPTS = botocore's total attempts); the task's retry (try 2) finds the instance by
+  its tags → 1
+* lookup_fails_on_retry: as run_instances_lost_every_try, and the retry's tag lookup then
+  fails on every botocore attempt (HTTP 500): that try refuses to launch (InstanceLookupFailed,
+  a transient error), the next try finds the instance → 1, RunInstances sent only by try 1
+* permanent_<code>: RunInstances answered with an AWS error code no retry can fix
+  (UnauthorizedOperation, InvalidAMIID.NotFound, Unsupported, OptInRequired,
+  InvalidParameterValue): prepare fails on its first try, botocore sends it once → 0
+* sweeper_region_refused / sweeper_region_not_opted_in: DescribeInstances refused in one
+  region (403 UnauthorizedOperation, 401 OptInRequired): the other region's expired instance
+  is terminated, then SweepIncomplete names the refused region
 * agent_check_refused: the SSM agent check is refused on two prepare tries; each of them
   terminates what it launched, the third try's instance is torn down at the end → 3
 * send_command_lost: the deploy's SendCommand reaches moto, its answer is lost → 1
@@ -75,7 +85,9 @@ from tests.support.fault_proxy import FaultProxy
 pytestmark = pytest.mark.integration
 
 READ_TIMEOUT_S = 2.0
-MAX_ATTEMPTS = 4  # botocore's attempts per call (3 retries)
+#: botocore's attempts per call, the first included (``total_max_attempts``; botocore's own
+#: ``max_attempts`` counts retries only, so ``max_attempts: 4`` made 5 attempts)
+MAX_ATTEMPTS = 4
 DEPLOYMENT = "ci-faults"
 #: (step, retries) in the order the task group runs them (pipeline.target_run).
 STEPS = (("prepare", 3), ("deploy", pipeline.HOLDING_RETRIES), ("score_sweep", 1),
@@ -110,7 +122,7 @@ def rig(aws_endpoint: str, aws_client: Any, monkeypatch: pytest.MonkeyPatch, s3_
         "conn_type": "aws", "login": "testing", "password": "testing",
         "extra": {"endpoint_url": proxy.url, "region_name": "us-east-1",
                   "config_kwargs": {"read_timeout": READ_TIMEOUT_S, "connect_timeout": READ_TIMEOUT_S,
-                                    "retries": {"mode": "standard", "max_attempts": MAX_ATTEMPTS}}},
+                                    "retries": {"mode": "standard", "total_max_attempts": MAX_ATTEMPTS}}},
     }))
     monkeypatch.setenv("GPUCOMPARE_DEPLOYMENT", DEPLOYMENT)
     try:
@@ -236,6 +248,10 @@ SCENARIOS: dict[str, tuple[list[tuple[str, str, dict[str, Any]]], int, str]] = {
     "run_instances_response_lost": ([("RunInstances", "lose", {})], 1, "prepare"),
     "run_instances_timeout": ([("RunInstances", "timeout", {})], 1, "prepare"),
     "run_instances_lost_every_try": ([("RunInstances", "lose", {"times": MAX_ATTEMPTS})], 1, "prepare"),
+    # DescribeInstances #1 is try 1's lookup; #2..#5 are try 2's (each botocore attempt)
+    "lookup_fails_on_retry": ([("RunInstances", "lose", {"times": MAX_ATTEMPTS}),
+                               ("DescribeInstances", "error500", {"times": MAX_ATTEMPTS, "after": 1})],
+                              1, "prepare"),
     "agent_check_refused": ([("DescribeInstanceInformation", "refuse", {"times": 2})], 3, "prepare"),
     "send_command_lost": ([("SendCommand", "lose", {})], 1, "deploy"),
     "poll_throttled_download_500": ([("GetCommandInvocation", "throttle", {"times": 2, "after": 1}),
@@ -257,6 +273,14 @@ def test_every_launched_instance_is_terminated_whatever_the_network_does(rig: Ri
     assert (launched, left) == (expected, 0), (scenario, outcome)
     if scenario == "agent_check_refused":
         assert outcome.failed_step is None and outcome.tries["prepare"] == 3
+    elif scenario == "run_instances_lost_every_try":
+        # the first try lost every attempt's answer: the Airflow retry (try 2) found the instance
+        assert outcome.failed_step is None and outcome.tries["prepare"] == 2, outcome.errors
+        assert rig.proxy.count("RunInstances") == MAX_ATTEMPTS
+    elif scenario == "lookup_fails_on_retry":
+        assert outcome.failed_step is None and outcome.tries["prepare"] == 3, outcome.errors
+        assert outcome.errors[1].startswith("prepare try 2: InstanceLookupFailed: cannot tell whether run")
+        assert rig.proxy.count("RunInstances") == MAX_ATTEMPTS  # try 2 and 3 sent none
     elif scenario == "terminate_refused_lost_timeout":
         assert outcome.failed_step is None and outcome.teardown_tries == 2
     else:
@@ -377,8 +401,17 @@ def test_a_worker_killed_mid_sweep_is_torn_down_from_its_last_state(rig: Rig) ->
 def test_two_deployments_on_one_schedule_never_touch_each_other(rig: Rig,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Staging and production in one account, same DAG run id and target name: distinct run
-    ids and instances; one's teardown and sweeper leave the other's instance running."""
+    ids and instances; one's teardown and sweeper leave the other's instance running. The
+    names are stated (GPUCOMPARE_DEPLOYMENT, required): the same database URI in both (the
+    shipped compose file differed only by the password) no longer makes them one deployment,
+    and without a name nothing is planned."""
+    from gpucompare.errors import PermanentError
+
     dag_run_id = "scheduled__2026-11-30T02:00:00+00:00"
+    monkeypatch.setenv("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "postgresql://airflow:same@postgres/airflow")
+    monkeypatch.delenv("GPUCOMPARE_DEPLOYMENT")
+    with pytest.raises(PermanentError, match="GPUCOMPARE_DEPLOYMENT"):
+        rig.plan("aws-test", dag_run_id)
     plans = {}
     for deployment in ("staging", "production"):
         monkeypatch.setenv("GPUCOMPARE_DEPLOYMENT", deployment)
@@ -414,3 +447,69 @@ def test_two_deployments_on_one_schedule_never_touch_each_other(rig: Rig,
         left = [i for i in instances if i["State"]["Name"] in ("pending", "running")]
         print(f"\nTABLE | two_deployments ({name}) | launched {len(instances)} | left running {len(left)}")
         assert left == []
+
+
+#: (error code, HTTP status) AWS answers RunInstances with when no retry can fix the request
+PERMANENT_REFUSALS = [("UnauthorizedOperation", 403), ("InvalidAMIID.NotFound", 400), ("Unsupported", 400),
+                      ("OptInRequired", 401), ("InvalidParameterValue", 400)]
+
+
+@pytest.mark.parametrize(("code", "status"), PERMANENT_REFUSALS, ids=[c for c, _ in PERMANENT_REFUSALS])
+def test_a_permanent_aws_error_fails_prepare_on_its_first_try(rig: Rig, code: str, status: int) -> None:
+    """An error code of ``aws_errors.PERMANENT_ERROR_CODES`` (classified by code, never by
+    message text): the task is not retried, botocore sends the call once, nothing launches."""
+    plan = rig.plan("aws-test", f"scheduled__2026-11-30T02:00:00+00:00-permanent-{code}")
+    rig.proxy.add("RunInstances", "refuse", times=100, code=code, status=status)
+    outcome = run_like_the_dag(rig, plan, "prepare")
+    assert outcome.failed_step == "prepare" and outcome.tries["prepare"] == 1, outcome.errors
+    assert code in outcome.errors[0]
+    assert rig.proxy.count("RunInstances") == 1
+    assert account(rig, plan["run_id"], f"permanent_{code}") == (0, 0)
+
+
+def test_a_missing_ami_fails_at_once(rig: Rig) -> None:
+    """DescribeImages answers InvalidAMIID.NotFound (the AMI was deregistered): no retry."""
+    plan = rig.plan("aws-test", "scheduled__2026-11-30T02:00:00+00:00-no-ami")
+    rig.proxy.add("DescribeImages", "refuse", times=100, code="InvalidAMIID.NotFound", status=400)
+    outcome = run_like_the_dag(rig, plan, "prepare")
+    assert outcome.failed_step == "prepare" and outcome.tries["prepare"] == 1, outcome.errors
+    assert rig.proxy.count("RunInstances") == 0
+
+
+def _tagged(rig: Rig, region: str, expires_at: datetime) -> str:
+    client = rig.aws_client("ec2", region_name=region)
+    image_id = client.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    tags = [{"Key": DEPLOYMENT_TAG, "Value": DEPLOYMENT},
+            {"Key": "gpucompare:run-id", "Value": f"left-{region}"},
+            {"Key": EXPIRES_AT_TAG, "Value": expires_at.strftime("%Y-%m-%dT%H:%M:%SZ")}]
+    return client.run_instances(ImageId=image_id, MinCount=1, MaxCount=1, InstanceType="g4dn.xlarge",
+                                TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+                                )["Instances"][0]["InstanceId"]
+
+
+def _state_of(rig: Rig, region: str, instance_id: str) -> str:
+    described = rig.aws_client("ec2", region_name=region).describe_instances(InstanceIds=[instance_id])
+    return described["Reservations"][0]["Instances"][0]["State"]["Name"]
+
+
+@pytest.mark.parametrize(("code", "status"), [("UnauthorizedOperation", 403), ("OptInRequired", 401)],
+                         ids=["sweeper_region_refused", "sweeper_region_not_opted_in"])
+def test_a_region_the_sweeper_cannot_read_does_not_stop_the_others(rig: Rig, code: str, status: int) -> None:
+    """DescribeInstances refused in eu-west-3 (an SCP deny, or a region not opted in), listed
+    first: us-east-1's expired instance is still terminated, then the sweep fails naming
+    eu-west-3 and the code."""
+    expired = datetime.now(UTC) - timedelta(minutes=10)
+    good = _tagged(rig, "us-east-1", expired)
+    refused = _tagged(rig, "eu-west-3", expired)
+    rig.proxy.add("DescribeInstances", "refuse", times=100, region="eu-west-3", code=code, status=status)
+    with pytest.raises(sweeper.SweepIncomplete) as incomplete:
+        sweeper.sweep_expired_instances(["eu-west-3", "us-east-1"], aws_conn_id=CONN_ID, wait=True,
+                                        poll_interval_s=0.2)
+    assert [item.instance_id for item in incomplete.value.swept] == [good]
+    assert _state_of(rig, "us-east-1", good) == "terminated"
+    assert _state_of(rig, "eu-west-3", refused) == "running"  # never swept: someone must look
+    assert len(incomplete.value.unreadable) == 1 and "region eu-west-3" in incomplete.value.unreadable[0]
+    assert code in str(incomplete.value) and incomplete.value.failures == []
+    print(f"\nTABLE | sweeper {code} in eu-west-3 | swept {len(incomplete.value.swept)} in us-east-1 | "
+          f"DescribeInstances sent {rig.proxy.count('DescribeInstances')}")
+    rig.aws_client("ec2", region_name="eu-west-3").terminate_instances(InstanceIds=[refused])

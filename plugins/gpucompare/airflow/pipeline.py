@@ -18,7 +18,8 @@ One target's run, one mapped task group per plan (``gpucompare.config.fleet.plan
   ingested) and ``check_targets`` fails the run, naming every target that did not finish, so
   a partly failed night is visible while its good results are kept and reported.
 * Retries follow the error's class (``is_permanent``): a ``PermanentError`` (validation,
-  a refused sweep configuration or budget, bad records; ``gpucompare.errors``) fails at once
+  a refused sweep configuration or budget, bad records; ``gpucompare.errors``) or an AWS error
+  code no retry can fix (``targets.ec2.aws_errors.PERMANENT_ERROR_CODES``) fails at once
   (``AirflowFailException``), since retrying cannot fix it and a paid instance would idle
   meanwhile; anything else retries with exponential backoff. The steps around a sweep that
   hold a machine (``deploy``, ``collect``) and ``terminate`` retry quickly and boundedly
@@ -57,7 +58,7 @@ from gpucompare.config import validation
 from gpucompare.config.fields import Number
 from gpucompare.config.fleet import SWEEP_TASK_TIMEOUT_S
 from gpucompare.config.validation import ValidationError
-from gpucompare.errors import PermanentError
+from gpucompare.errors import PermanentError, TransientError
 
 log = logging.getLogger(__name__)
 
@@ -118,13 +119,19 @@ def is_permanent(exc: BaseException) -> bool:
     """Whether retrying cannot help: a ``PermanentError`` (validation, a refused configuration
     or budget, a lake, price, report or record the library refuses), or the worker's own
     bad-input errors (``bench_tasks`` does not import the library, so its ``ConfigError`` and
-    ``RecordError`` are named here). Anything else (network, throttling, a bug) may be retried."""
+    ``RecordError`` are named here), or an AWS error whose code no retry can fix
+    (``targets.ec2.aws_errors.PERMANENT_ERROR_CODES``: UnauthorizedOperation,
+    InvalidAMIID.NotFound, OptInRequired…, also when wrapped). A ``TransientError`` and anything
+    else (network, throttling, a bug) may be retried."""
     if isinstance(exc, PermanentError):
         return True
+    if isinstance(exc, TransientError):
+        return False
     from bench_tasks.configs import ConfigError
     from bench_tasks.record import RecordError
+    from gpucompare.targets.ec2.aws_errors import permanent_aws_error_code
 
-    return isinstance(exc, ConfigError | RecordError)
+    return isinstance(exc, ConfigError | RecordError) or permanent_aws_error_code(exc) is not None
 
 
 @contextlib.contextmanager

@@ -61,6 +61,9 @@ SECURITY_GROUP_ID = re.compile(r"sg-[0-9a-f]{8,17}")
 INSTANCE_PROFILE = re.compile(r"[A-Za-z0-9+=,.@_-]{1,128}")
 #: an EC2 tag key a fleet may add (``aws:`` and ``gpucompare:`` keys are refused apart)
 TAG_KEY = re.compile(r"[A-Za-z0-9 _.:/=+@-]{1,128}")
+#: an EC2 tag value a fleet may add: the characters EC2 allows in every service (no ';',
+#: newline, NUL, quotes)
+TAG_VALUE = re.compile(r"[A-Za-z0-9 _.:/=+@-]{0,256}")
 
 
 def has_dot_segment(path: str) -> bool:

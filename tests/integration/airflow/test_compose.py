@@ -49,6 +49,7 @@ USER_VARIABLES = {
     "POSTGRES_PASSWORD": "0f3a9c",
     "AIRFLOW_ADMIN_PASSWORD": "admin-password-for-the-test",
     "AIRFLOW_WORKER_CONCURRENCY": "3",
+    "GPUCOMPARE_DEPLOYMENT": "ci-compose",
 }
 REQUIRED_VARIABLES = [name for name in USER_VARIABLES if name != "AIRFLOW_WORKER_CONCURRENCY"]
 
@@ -187,6 +188,12 @@ def test_no_secret_is_written_in_the_file(source: dict) -> None:
     environment = source["x-airflow-common"]["environment"]
     for key in ("AIRFLOW__CORE__FERNET_KEY", "AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY"):
         assert re.fullmatch(r"\$\{\w+:\?[^}]*\}", environment[key]), f"{key} must be a ${{VAR:?}} placeholder"
+
+
+def test_every_airflow_service_is_told_the_deployment_name(rendered: dict) -> None:
+    """Issue 19: the name is required and stated, the same in every process (never derived)."""
+    for service in COMPONENT_COMMANDS:
+        assert rendered["services"][service]["environment"]["GPUCOMPARE_DEPLOYMENT"] == "ci-compose"
 
 
 def test_rendered_urls_are_what_airflow_and_celery_parse(rendered: dict) -> None:

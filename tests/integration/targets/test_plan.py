@@ -28,7 +28,7 @@ from tests.support.lake_support import run_records, write_records
 PROFILE = {"networks": ["alexnet", "resnet-50"], "batch_sizes": [1, 2], "modes": ["score"], "warmup": 5,
            "batches": 10, "repeats": 3, "timeout_s": 900}
 EC2_DEFAULTS = {"ami": "ami-12345678", "instance_profile": "gpucompare-worker",
-                "results_bucket": "my-gpucompare-results", "budget_cap": 20.0, "budget_currency": "USD"}
+                "results_bucket": "acme-gpu-results", "budget_cap": 20.0, "budget_currency": "USD"}
 
 
 def fleet_file(tmp_path: Path, instance_type: str = "x9.test", **ec2_options: Any) -> Path:

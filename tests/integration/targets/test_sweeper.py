@@ -153,8 +153,35 @@ def test_sweep_locations_cover_every_ec2_target_its_connection_and_recorded_regi
     locations = sweeper.sweep_locations([t.spec for t in loaded.targets], ["eu-central-1"],
                                         deployment=deployment, defaults=loaded.defaults["ec2"])
     # the bucket is reached through both connections: a recorded region is swept under each
-    assert locations == {CONN_ID: {"us-east-1", "eu-central-1", "ap-south-1"},
-                         "aws_other": {"us-west-2", "ap-south-1"}}
+    assert locations.regions == {CONN_ID: {"us-east-1", "eu-central-1", "ap-south-1"},
+                                 "aws_other": {"us-west-2", "ap-south-1"}}
+    assert locations.unreadable == []
+    # a former name's markers are read too (a renamed deployment's manual runs)
+    aws_client("s3").put_object(Bucket=s3_bucket, Key="gpucompare/d0123456789/regions/ca-central-1", Body=b"")
+    renamed = sweeper.sweep_locations([t.spec for t in loaded.targets], deployment=deployment,
+                                      former=["d0123456789"], defaults=loaded.defaults["ec2"])
+    assert "ca-central-1" in renamed.regions[CONN_ID] and "sa-east-1" not in renamed.regions[CONN_ID]
+
+
+def test_a_missing_marker_bucket_is_named_and_the_fleet_regions_are_still_swept(
+        aws_endpoint, aws_client, monkeypatch, s3_bucket):
+    """A results bucket that does not exist (NoSuchBucket from moto) is recorded as unreadable;
+    the other bucket's markers and every fleet region are still returned; the shipped
+    placeholder bucket is never listed."""
+    from gpucompare.config.models import PLACEHOLDER_BUCKET
+
+    point_airflow_connection(monkeypatch, aws_endpoint)
+    deployment = settings.deployment()
+    aws_client("s3").put_object(Bucket=s3_bucket, Key=f"gpucompare/{deployment}/regions/ap-south-1", Body=b"")
+    specs = [{"region": "us-east-1", "options": {"results_bucket": "no-such-bucket-for-gpucompare"}},
+             {"region": "eu-west-1", "options": {"results_bucket": s3_bucket}},
+             {"region": "us-west-2", "options": {"results_bucket": PLACEHOLDER_BUCKET}}]
+    found = sweeper.sweep_locations(specs, deployment=deployment, defaults={"aws_conn_id": CONN_ID})
+    assert found.regions == {CONN_ID: {"us-east-1", "eu-west-1", "us-west-2", "ap-south-1"}}
+    assert len(found.unreadable) == 1
+    assert "s3://no-such-bucket-for-gpucompare/gpucompare/" in found.unreadable[0]
+    assert "NoSuchBucket" in found.unreadable[0]
+    assert PLACEHOLDER_BUCKET not in " ".join(found.unreadable)
 
 
 def test_an_instance_made_by_the_target_is_swept_once_its_ttl_has_passed(aws_endpoint, aws_client,
@@ -185,3 +212,19 @@ def test_expires_at_parsing():
     assert sweeper.parse_expires_at(None) is None
     with pytest.raises(ValueError, match="regions"):
         sweeper.sweep_expired_instances([], aws_conn_id=CONN_ID)
+
+
+def test_instances_of_a_former_name_are_swept_only_when_it_is_listed(aws_endpoint, aws_client, monkeypatch):
+    """Migration (issue 19): an instance launched under the name an older release derived
+    (d + 10 hex digits) is this deployment's once GPUCOMPARE_FORMER_DEPLOYMENTS lists it."""
+    point_airflow_connection(monkeypatch, aws_endpoint)
+    old = _iso(datetime.now(UTC) - timedelta(minutes=5))
+    legacy = _launch(aws_client, "ap-northeast-1", {DEPLOYMENT_TAG: "d0123456789", RUN_ID_TAG: "legacy",
+                                                     EXPIRES_AT_TAG: old})
+    monkeypatch.delenv("GPUCOMPARE_FORMER_DEPLOYMENTS", raising=False)
+    assert sweeper.sweep_expired_instances(["ap-northeast-1"], aws_conn_id=CONN_ID) == []
+    assert _state(aws_client, "ap-northeast-1", legacy) == "running"
+    monkeypatch.setenv("GPUCOMPARE_FORMER_DEPLOYMENTS", "d0123456789")
+    swept = sweeper.sweep_expired_instances(["ap-northeast-1"], aws_conn_id=CONN_ID)
+    assert [item.instance_id for item in swept] == [legacy]
+    assert _state(aws_client, "ap-northeast-1", legacy) in ("shutting-down", "terminated")

@@ -404,16 +404,25 @@ def _policy(name: str, deployment: str, bucket: str) -> dict[str, Any]:
                                   RESULTS_BUCKET=bucket, DEPLOYMENT=deployment)
 
 
+def launch_image(calls: list[tuple[str, str, dict[str, Any]]]) -> str:
+    """The AMI the recorded run launched from."""
+    return next(params["ImageId"] for _, operation, params in calls if operation == "RunInstances")
+
+
 def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances(aws, aws_client, tmp_path):
     """A whole run (prepare → deploy → run_sweep → collect → forget → teardown) and a sweeper
     pass with every AWS call recorded on the clients: each authorization request AWS would make
-    for it (resource, request tags, instance type, volume size, resource tags) must be granted by
-    docker/iam/orchestrator-policy.json with this deployment filled in (``tests/support/iam_policy.py``
-    stands in for IAM, which moto does not enforce). The same policy refuses another
-    deployment's instance, an instance tagged only ``expires-at``, a type outside the list and
-    a 2 TB volume; the instance-profile policy lets an instance read the bundles and write
-    below its own ``aws:userid`` only."""
+    for it (resource, request tags, instance type, volume size, resource tags, the instance's
+    profile, the AMI's owner as moto reports it) must be granted by the policy ``gpucompare
+    iam-policy`` generates for this test's fleet (one g4dn.xlarge target, its instance profile)
+    with this deployment filled in (``tests/support/iam_policy.py`` stands in for IAM, which moto
+    does not enforce). The same policy refuses another deployment's instance, an instance tagged
+    only ``expires-at``, a type outside the fleet, a foreign AMI owner, a volume above the
+    option's limit and terminating an instance of ours tagged after launch without the worker
+    profile; the instance-profile policy lets an instance read the bundles and write below its
+    own ``aws:userid`` only."""
     from gpucompare.targets import sweeper
+    from gpucompare.targets.ec2 import iam
 
     run_id = new_run_id()
     target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"], market="spot",
@@ -427,6 +436,8 @@ def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances
     for client in (target.ec2_hook.conn, target.ssm_hook.conn, target.s3_hook.conn, target.iam_client):
         client.meta.events.register("provide-client-params", record)
     state = target.prepare(run_id)
+    launched_profiles = {
+        state.resource_id: _instance(aws_client, state.resource_id)["IamInstanceProfile"]["Arn"]}
     try:
         state = target.deploy(state)
         state = target.run_sweep(state, TINY_SWEEP, timeout_s=60)
@@ -441,7 +452,19 @@ def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances
     def tags_of(instance_id: str) -> dict[str, str]:
         return {t["Key"]: t["Value"] for t in _instance(aws_client, instance_id).get("Tags", [])}
 
-    orchestrator = _policy("orchestrator-policy.json", deployment, aws["bucket"])
+    def profile_of(instance_id: str) -> str | None:
+        # read while the instance ran (moto drops the association at termination, as AWS does)
+        return launched_profiles.get(instance_id) or (
+            _instance(aws_client, instance_id).get("IamInstanceProfile") or {}).get("Arn")
+
+    def owner_of(image_id: str) -> str:  # ec2:Owner: the alias of Amazon's images, else the account
+        image = aws_client("ec2").describe_images(ImageIds=[image_id])["Images"][0]
+        return image.get("ImageOwnerAlias") or image["OwnerId"]
+
+    orchestrator = iam.orchestrator_policy([target.spec.instance_type], instance_profiles=[aws["profile"]],
+                                           account=iam_policy.ACCOUNT, deployment=deployment,
+                                           bucket=aws["bucket"])
+    seen = {"instance_profile": profile_of, "image_owner": owner_of}
     refused = []
     operations = set()
     for service, operation, params in calls:
@@ -449,10 +472,8 @@ def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances
         if (service, operation) == ("ssm", "GetParameter"):
             # the test account's own parameter stands in for AWS's public one (see ec2_support)
             params = {**params, "Name": "/aws/service/deeplearning/ami/x86_64/base/latest/ami-id"}
-        if (service, operation) == ("iam", "GetInstanceProfile"):  # the test's profile has a unique name
-            params = {**params, "InstanceProfileName": "gpucompare-worker"}
         for request in iam_policy.requests_of_call(service, operation, params, region="us-east-1",
-                                                   instance_tags=tags_of):
+                                                   instance_tags=tags_of, **seen):
             if not iam_policy.allows(orchestrator, request):
                 refused.append(request)
     assert {"ec2:RunInstances", "ec2:TerminateInstances", "ssm:SendCommand", "s3:PutObject", "s3:GetObject",
@@ -466,9 +487,26 @@ def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances
                                               "Prefix": f"gpucompare/{deployment}/regions/"})]
     for service, operation, params in sweeper_calls:
         for request in iam_policy.requests_of_call(service, operation, params, region="us-east-1",
-                                                   instance_tags=tags_of):
+                                                   instance_tags=tags_of, **seen):
             assert iam_policy.allows(orchestrator, request), request
     assert sweeper.DEPLOYMENT_TAG == DEPLOYMENT_TAG
+    # tag-then-terminate: an instance of the same account launched without the worker profile,
+    # then tagged with this deployment (moto lets the test tag it), is not terminable by the role,
+    # and the role itself may not add that tag after launch
+    foreign = aws_client("ec2").run_instances(ImageId=launch_image(calls), MinCount=1, MaxCount=1,
+                                              InstanceType="g4dn.xlarge")["Instances"][0]["InstanceId"]
+    aws_client("ec2").create_tags(Resources=[foreign], Tags=[
+        {"Key": DEPLOYMENT_TAG, "Value": deployment},
+        {"Key": EXPIRES_AT_TAG, "Value": "2026-01-01T00:00:00Z"}])
+    tagging = iam_policy.requests_of_call("ec2", "CreateTags", {"Resources": [foreign], "Tags": [
+        {"Key": DEPLOYMENT_TAG, "Value": deployment}]}, region="us-east-1", instance_tags=tags_of)
+    assert not any(iam_policy.allows(orchestrator, r) for r in tagging)
+    assert all(iam_policy.denies(iam.tag_guard_policy(), r) for r in tagging)
+    terminating = iam_policy.requests_of_call("ec2", "TerminateInstances", {"InstanceIds": [foreign]},
+                                              region="us-east-1", instance_tags=tags_of, **seen)
+    assert tags_of(foreign)[DEPLOYMENT_TAG] == deployment
+    assert not all(iam_policy.allows(orchestrator, r) for r in terminating)
+    aws_client("ec2").terminate_instances(InstanceIds=[foreign])
 
     # foreign instances, types and volumes are refused
     arn = f"arn:aws:ec2:us-east-1:{iam_policy.ACCOUNT}:instance/i-0123456789abcdef0"
@@ -480,6 +518,7 @@ def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances
             assert not iam_policy.allows(orchestrator, request), request
     launch = next(params for service, operation, params in calls if operation == "RunInstances")
     for changed in ({**launch, "InstanceType": "x2iedn.32xlarge"},
+                    {**launch, "InstanceType": "g4dn.12xlarge"},  # the family, not the fleet's type
                     {**launch, "BlockDeviceMappings": [{**launch["BlockDeviceMappings"][0], "Ebs": {
                         **launch["BlockDeviceMappings"][0]["Ebs"], "VolumeSize": 2000}}]},
                     {**launch, "TagSpecifications": [
@@ -487,8 +526,12 @@ def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances
                          + [{"Key": DEPLOYMENT_TAG, "Value": "other-deployment"}]}
                         for spec in launch["TagSpecifications"]]}):
         requests = iam_policy.requests_of_call("ec2", "RunInstances", changed, region="us-east-1",
-                                               instance_tags=tags_of)
+                                               instance_tags=tags_of, **seen)
         assert not all(iam_policy.allows(orchestrator, r) for r in requests)
+    foreign_owner = iam_policy.requests_of_call("ec2", "RunInstances", launch, region="us-east-1",
+                                                instance_tags=tags_of, instance_profile=profile_of,
+                                                image_owner=lambda _: "aws-marketplace")
+    assert not all(iam_policy.allows(orchestrator, r) for r in foreign_owner)
     other_prefix = f"arn:aws:s3:::{aws['bucket']}/gpucompare/other-deployment/run/x"
     assert not iam_policy.allows(orchestrator, iam_policy.Request("s3:PutObject", other_prefix))
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import math
-import re
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from gpucompare import settings
 from gpucompare.config import fleet
 from gpucompare.config.fleet import FleetError
 from gpucompare.config.validation import ValidationError
+from gpucompare.errors import PermanentError
 from gpucompare.prices.tables import shipped_fx_rate
 from tests.conftest import REPO_ROOT
 
@@ -30,6 +30,14 @@ def shipped() -> fleet.Fleet:
 @pytest.fixture(scope="module")
 def document() -> dict:
     return fleet.read_document(SHIPPED)
+
+
+@pytest.fixture(scope="module")
+def configured(document: dict) -> fleet.Fleet:
+    """The shipped fleet as a user deploys it: the placeholder bucket replaced with theirs."""
+    mine = copy.deepcopy(document)
+    mine["defaults"]["ec2"]["results_bucket"] = "acme-gpu-results"
+    return fleet.parse_fleet(mine, fx_rate=shipped_fx_rate)
 
 
 def test_shipped_fleet_runs_the_local_target_with_the_demo_profile(shipped: fleet.Fleet) -> None:
@@ -54,12 +62,32 @@ def test_shipped_examples_cover_ssh_and_ec2_spot_and_on_demand(shipped: fleet.Fl
 
 def test_every_shipped_target_is_accepted_by_its_target_class(shipped: fleet.Fleet) -> None:
     """Planned like the DAG plans them, each target builds (its class checks its own options)."""
+    from gpucompare.config.models import PLACEHOLDER_BUCKET
     from gpucompare.targets import make_target
+    from gpucompare.targets.base import TargetConfigError
 
     for target in shipped.targets:
         plan = fleet.plan_target(target.spec, shipped.profile(target.profile), RUN_ID)
+        if target.spec["kind"] == "ec2":
+            # the shipped bucket is a placeholder: refused until the user names a real one (issue 19)
+            assert plan["spec"]["options"]["results_bucket"] == PLACEHOLDER_BUCKET
+            with pytest.raises(TargetConfigError, match="options.results_bucket: 'my-gpucompare-results' is "
+                                                        "the shipped example's placeholder"):
+                make_target(plan["spec"])
+            plan["spec"]["options"]["results_bucket"] = "acme-gpu-results"
         built = make_target(plan["spec"])
         assert built.kind == target.spec["kind"]
+
+
+def test_the_placeholder_bucket_is_refused_for_an_enabled_target(document: dict) -> None:
+    """Enabling a shipped ec2 example without replacing the bucket fails when the file is read."""
+    document = copy.deepcopy(document)
+    entry = next(t for t in document["targets"] if t["kind"] == "ec2")
+    entry["enabled"] = True
+    with pytest.raises(ValidationError, match=r"targets\[\d+\].*results_bucket.*placeholder"):
+        fleet.parse_fleet(document)
+    document["defaults"]["ec2"]["results_bucket"] = "acme-gpu-results"
+    assert any(t.name == entry["name"] for t in fleet.parse_fleet(document).enabled_targets())
 
 
 def test_demo_profile_is_small_and_nightly_is_the_published_matrix(shipped: fleet.Fleet) -> None:
@@ -173,7 +201,7 @@ def test_nightly_schedule_comes_from_env_then_file(tmp_path: Path, monkeypatch: 
     assert fleet.nightly_schedule() == fleet.DEFAULT_SCHEDULE
 
 
-def test_manual_plan_uses_the_request_on_the_profile_knobs(shipped: fleet.Fleet) -> None:
+def test_manual_plan_uses_the_request_on_the_profile_knobs(configured: fleet.Fleet) -> None:
     from gpucompare.config.models import check_request
 
     request = check_request({
@@ -181,15 +209,15 @@ def test_manual_plan_uses_the_request_on_the_profile_knobs(shipped: fleet.Fleet)
         "market": "on_demand", "gpu_count": 1, "networks": ["alexnet"], "batch_sizes": [4],
         "modes": ["score"], "dtypes": ["float16"], "profile": "nightly", "budget_cap": 3.5,
         "budget_currency": "EUR"})
-    plan = fleet.plan_manual(request, shipped, "manual__x")
+    plan = fleet.plan_manual(request, configured, "manual__x")
     assert list(plan["sweeps"]) == ["score"]
     configs = parse_sweep(plan["sweeps"]["score"]["config"]).configs
     assert [(c.network, c.batch_size, c.dtype, c.repeats) for c in configs] == [("alexnet", 4, "float16", 3)]
     options = plan["spec"]["options"]
     assert options["budget_cap"] == 3.5 and options["budget_currency"] == "EUR"
-    assert options["results_bucket"] == shipped.defaults["ec2"]["results_bucket"]
+    assert options["results_bucket"] == configured.defaults["ec2"]["results_bucket"]
     with pytest.raises(ValidationError, match="profile"):
-        fleet.plan_manual({**request, "profile": "weekly"}, shipped, "manual__x")
+        fleet.plan_manual({**request, "profile": "weekly"}, configured, "manual__x")
 
 
 def test_the_ttl_covers_the_plans_own_limits_and_a_short_fleet_ttl_is_refused(document: dict) -> None:
@@ -222,7 +250,8 @@ def test_the_ttl_covers_the_plans_own_limits_and_a_short_fleet_ttl_is_refused(do
 
 
 def test_the_budget_ceiling_caps_every_target_and_the_manual_form(document: dict,
-                                                                   shipped: fleet.Fleet) -> None:
+                                                                   shipped: fleet.Fleet,
+                                                                   configured: fleet.Fleet) -> None:
     from gpucompare.config.models import check_request as check_manual_request
 
     assert shipped.budget_ceiling == (50.0, "USD")
@@ -234,17 +263,21 @@ def test_the_budget_ceiling_caps_every_target_and_the_manual_form(document: dict
     params = {"kind": "ec2", "provider": "aws", "instance_type": "g6.xlarge", "region": "us-west-2",
               "market": "on_demand", "gpu_count": 1, "networks": ["alexnet"], "batch_sizes": [4],
               "modes": ["score"], "profile": "nightly", "budget_currency": "USD"}
-    lowered = fleet.plan_manual(check_manual_request({**params, "budget_cap": 3.0}), shipped, "manual__x")
+    with pytest.raises(ValidationError, match="placeholder"):  # the shipped bucket is nobody's
+        fleet.plan_manual(check_manual_request({**params, "budget_cap": 3.0}), shipped, "manual__x")
+    lowered = fleet.plan_manual(check_manual_request({**params, "budget_cap": 3.0}), configured, "manual__x")
     assert lowered["spec"]["options"]["budget_cap"] == 3.0
     with pytest.raises(ValidationError, match="budget_cap: 1000000.00 USD is above"):
-        fleet.plan_manual(check_manual_request({**params, "budget_cap": 1e6}), shipped, "manual__x")
+        fleet.plan_manual(check_manual_request({**params, "budget_cap": 1e6}), configured, "manual__x")
     # no explicit ceiling: the ec2 defaults' cap is the ceiling
     implicit = copy.deepcopy(document)
     del implicit["budget_ceiling"]
     assert fleet.parse_fleet(implicit).budget_ceiling == (20.0, "USD")
 
 
-def test_the_deployment_name_is_checked_and_derived(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_deployment_name_is_required_checked_and_never_derived(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 19: the name is a stated setting. Missing, it is refused naming the setting and how
+    to set it (no hash of the database URI, which holds the password, is ever used)."""
     monkeypatch.setenv("GPUCOMPARE_DEPLOYMENT", "Prod; rm -rf /")
     with pytest.raises(ValueError, match="GPUCOMPARE_DEPLOYMENT"):
         settings.deployment()
@@ -254,8 +287,25 @@ def test_the_deployment_name_is_checked_and_derived(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("GPUCOMPARE_DEPLOYMENT", "staging")
     assert fleet.target_run_id(RUN_ID, "a").startswith("staging.")
     monkeypatch.delenv("GPUCOMPARE_DEPLOYMENT")
-    derived = settings.deployment()
-    assert re.fullmatch(r"d[0-9a-f]{10}", derived)
-    monkeypatch.setenv("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "postgresql://elsewhere/airflow")
-    assert settings.deployment() != derived
+    monkeypatch.delenv("AIRFLOW__GPUCOMPARE__DEPLOYMENT", raising=False)
+    monkeypatch.setenv("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "postgresql://a:Summer2026!@db/airflow")
+    how = r"GPUCOMPARE_DEPLOYMENT=.*\[gpucompare\].*airflow\.cfg"
+    with pytest.raises(PermanentError, match=how) as refused:
+        settings.deployment()
+    assert "Summer2026" not in str(refused.value)
+    with pytest.raises(PermanentError, match="'deployment' is not set"):
+        fleet.target_run_id(RUN_ID, "a")
+    # the configuration file's option works as the environment does
+    monkeypatch.setenv("AIRFLOW__GPUCOMPARE__DEPLOYMENT", "from-cfg")
+    assert settings.deployment() == "from-cfg"
+
+
+def test_former_deployment_names_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUCOMPARE_FORMER_DEPLOYMENTS", "d0123456789, old-prod ")
+    assert settings.former_deployments() == ("d0123456789", "old-prod")
+    monkeypatch.setenv("GPUCOMPARE_FORMER_DEPLOYMENTS", "ok,Bad Name")
+    with pytest.raises(PermanentError, match="GPUCOMPARE_FORMER_DEPLOYMENTS: 'Bad Name'"):
+        settings.former_deployments()
+    monkeypatch.delenv("GPUCOMPARE_FORMER_DEPLOYMENTS")
+    assert settings.former_deployments() == ()
     assert fleet.target_run_id(RUN_ID, "a", "x") != fleet.target_run_id(RUN_ID, "a", "y")

@@ -151,7 +151,9 @@ def test_fleet_entry_with_an_h100_instance_is_refused_with_the_reason() -> None:
 
 
 def test_manual_form_refuses_an_h100_instance_before_planning() -> None:
-    shipped = fleet.load_fleet(SHIPPED_FLEET)
+    document = fleet.read_document(SHIPPED_FLEET)
+    document["defaults"]["ec2"]["results_bucket"] = "acme-gpu-results"  # the placeholder is refused
+    shipped = fleet.parse_fleet(document)
     # the request's own check refuses it (the target model's GPU hook), before any plan
     with pytest.raises(ValidationError, match=r"instance_type: 'p5.48xlarge' has the GPU H100, which cannot"):
         check_manual_request({

@@ -230,6 +230,20 @@ HOSTILE = [
     ("reserved tag key", ("defaults", "ec2", "tags"), {"aws:owner": "me"}, "defaults.ec2.tags.aws:owner",
      None, "a tag key not starting with aws:"),
     ("enum case", ("targets", 3, "market"), "SPOT", "targets[3].market", "'SPOT'", "on_demand, spot"),
+    # issue 19: ec2 tag values and the results prefix are checked like every other option, and
+    # the volume size is limited to what the IAM policy allows (gpucompare iam-policy)
+    ("tag value with ';'", ("defaults", "ec2", "tags"), {"team": "gpu; rm -rf /"}, "defaults.ec2.tags.team",
+     None, "a tag value of at most 256 letters"),
+    ("tag value with a newline", ("defaults", "ec2", "tags"), {"team": "gpu\nx"}, "defaults.ec2.tags.team",
+     None, "a tag value"),
+    ("tag value with NUL", ("defaults", "ec2", "tags"), {"team": "gpu\x00"}, "defaults.ec2.tags.team",
+     None, "a tag value"),
+    ("results_prefix with '..'", ("defaults", "ec2", "results_prefix"), "gpucompare/../other",
+     "defaults.ec2.results_prefix", None, "an S3 key prefix"),
+    ("results_prefix of 10k characters", ("defaults", "ec2", "results_prefix"), "p" * 10000,
+     "defaults.ec2.results_prefix", "(10000 characters)", "an S3 key prefix"),
+    ("volume above the policy", ("defaults", "ec2", "volume_size_gb"), 16384, "defaults.ec2.volume_size_gb",
+     "16384", "whole numbers from 8 to 200"),
 ]
 
 

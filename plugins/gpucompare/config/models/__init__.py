@@ -45,6 +45,9 @@ from gpucompare.config.models.values import (
     MARKETS,
     MAX_GPU_COUNT,
     MAX_NODES,
+    MAX_VOLUME_GB,
+    MIN_VOLUME_GB,
+    PLACEHOLDER_BUCKET,
     TARGET_KINDS,
     AwsRegion,
     Cron,
@@ -55,7 +58,8 @@ from gpucompare.config.models.values import (
 
 __all__ = [
     "CURRENCIES", "DEFAULT_MAX_INSTANCES", "DEFAULT_SCHEDULE", "DIST_KVSTORES", "KNOWN_PROVIDERS",
-    "MARKETS", "MAX_GPU_COUNT", "MAX_NODES", "TARGET_KINDS", "AwsRegion", "BudgetCeiling", "Cron",
+    "MARKETS", "MAX_GPU_COUNT", "MAX_NODES", "MAX_VOLUME_GB", "MIN_VOLUME_GB", "PLACEHOLDER_BUCKET",
+    "TARGET_KINDS", "AwsRegion", "BudgetCeiling", "Cron",
     "Defaults", "Ec2Options", "Ec2Target", "FleetFile", "LocalOptions", "LocalTarget", "ModeOverride",
     "ScalingGroup", "ScalingPair", "ScalingProfile", "SshOptions", "SshTarget", "Strict", "SweepProfile",
     "Target", "TriggerParams", "TtlMinutes", "WorkerEnvsKept", "check_request", "default_devices",

@@ -13,6 +13,7 @@ from pydantic import Field, ValidationInfo, model_validator
 from gpucompare.config import gpus
 from gpucompare.config.fields import Number, OneOf, Whole
 from gpucompare.config.models.values import (
+    PLACEHOLDER_BUCKET,
     REQUIREMENTS,
     AmiRef,
     AwsRegion,
@@ -41,6 +42,7 @@ from gpucompare.config.models.values import (
     SubnetId,
     Tags,
     TtlMinutes,
+    VolumeSize,
     partial_options,
     rule,
 )
@@ -115,7 +117,7 @@ class Ec2Options(_Options):
     subnet_id: SubnetId | None = None
     security_group_ids: SecurityGroups = ()
     ttl_minutes: TtlMinutes | None = None  # default: derived by the plan
-    volume_size_gb: Annotated[int, Whole(8, 16384)] = 150
+    volume_size_gb: VolumeSize = 150
     remote_root: RemotePath = "/opt/gpucompare"
     bench_python: RemotePath | None = None
     budget_cap: Money | None = None  # 0 refuses every paid run
@@ -197,6 +199,16 @@ class Ec2Target(_TargetFields):
     instance_type: Ec2InstanceType
     region: AwsRegion
     options: Ec2Options = Field(default_factory=Ec2Options)
+
+    @model_validator(mode="after")
+    def _real_bucket(self) -> Any:
+        """The shipped example's bucket is a placeholder: a target that can run must name a real one."""
+        if self.enabled and self.options.results_bucket == PLACEHOLDER_BUCKET:
+            raise rule("options.results_bucket", f"{PLACEHOLDER_BUCKET!r} is the shipped example's "
+                       "placeholder, not your bucket: set defaults.ec2.results_bucket (or this "
+                       "target's options.results_bucket) in your fleet file",
+                       "an S3 bucket of your account that the orchestrator role may write")
+        return self
 
 
 

@@ -94,7 +94,19 @@ AmiRef = _text(re.compile(f"{patterns.AMI_ID.pattern}|{patterns.SSM_PARAMETER.pa
                "an AMI id (ami-…) or an SSM parameter name holding one (/aws/service/…)")
 InstanceProfile = _text(patterns.INSTANCE_PROFILE, "an IAM instance profile name")
 Bucket = _text(patterns.BUCKET, "an S3 bucket name")
-Prefix = _text(patterns.PREFIX, "an S3 key prefix (no leading '/')")
+#: The longest ``results_prefix``: the run's keys add the deployment, run and writer below it.
+MAX_PREFIX_LENGTH = 128
+Prefix = _text(patterns.PREFIX, f"an S3 key prefix (no leading '/', no '.' or '..' segment, at most "
+               f"{MAX_PREFIX_LENGTH} characters)",
+               lambda v: len(v) <= MAX_PREFIX_LENGTH and not patterns.has_dot_segment(v))
+#: The results bucket of the shipped example fleet file: a placeholder, refused for any target
+#: that can run (and never read by the sweeper) until replaced with a real bucket.
+PLACEHOLDER_BUCKET = "my-gpucompare-results"
+#: An ec2 target's root volume (GB): the IAM policy (``gpucompare iam-policy``) allows exactly
+#: this range, so an option the policy would deny at launch is refused when the fleet is read.
+MIN_VOLUME_GB = 8
+MAX_VOLUME_GB = 200
+VolumeSize = Annotated[int, Whole(MIN_VOLUME_GB, MAX_VOLUME_GB)]
 SubnetId = _text(patterns.SUBNET_ID, "a subnet id (subnet-…)")
 SecurityGroups = Annotated[tuple[str, ...], TextList(Matching(patterns.SECURITY_GROUP_ID,
                                                               "security group ids (sg-…)"))]
@@ -102,7 +114,7 @@ Deployment = _text(re.compile(settings.DEPLOYMENT_PATTERN), "a deployment name (
                    "digits, '-')")
 TagKey = _text(patterns.TAG_KEY, "a tag key not starting with aws: or gpucompare:",
                lambda k: not k.startswith(("aws:", "gpucompare:")))
-TagValue = Annotated[str, Predicate(lambda v: len(v) <= 256, "a tag value of at most 256 characters")]
+TagValue = _text(patterns.TAG_VALUE, "a tag value of at most 256 letters, digits, spaces and _ . : / = + @ -")
 Tags = Annotated[dict[TagKey, TagValue], Field(strict=True)]
 TtlMinutes = Annotated[int, Whole(10, 7 * 24 * 60)]
 #: the setting worker_envs_kept: worker environments an ssh host keeps besides the one in use

@@ -1,13 +1,55 @@
-"""What a botocore ``ClientError`` says: its AWS error code and HTTP status.
+"""What a botocore error says, and whether retrying can help: its AWS error code, its HTTP
+status, and the one list of error codes no retry can fix (:data:`PERMANENT_ERROR_CODES`).
 
-Every part of the ``ec2`` target (launch, SSM commands, S3 storage, teardown) decides on
-these, so they live here once.
+Every part of the ``ec2`` target (launch, SSM commands, S3 storage, teardown) and the DAGs'
+retry decision (``gpucompare.airflow.pipeline.is_permanent``) decide on these, by error code
+only (never by message text), so they live here once.
 """
 
 from __future__ import annotations
 
+#: AWS error codes that mean the request itself, the account or the permissions are wrong:
+#: the same call fails the same way on every retry, so the task fails at once (no Airflow
+#: retries) instead of holding a pool slot, or a paid instance, through a retry schedule.
+#: Throttling, 5xx, capacity (``InsufficientInstanceCapacity``…) and "not found yet" answers of
+#: resources being created are not here: retrying those may help.
+PERMANENT_ERROR_CODES = frozenset({
+    # not allowed: IAM, SCPs, credentials, a region or service not enabled
+    "UnauthorizedOperation",
+    "AccessDenied",
+    "AccessDeniedException",
+    "AuthFailure",
+    "OptInRequired",
+    "PendingVerification",
+    "Blocked",
+    "SignatureDoesNotMatch",
+    "InvalidClientTokenId",
+    "UnrecognizedClientException",
+    # not possible: the request names something that does not exist or is not offered
+    "Unsupported",
+    "UnsupportedOperation",
+    "InvalidAMIID.NotFound",
+    "InvalidAMIID.Malformed",
+    "InvalidAMIID.Unavailable",
+    "InvalidSubnetID.NotFound",
+    "InvalidGroup.NotFound",
+    "InvalidSecurityGroupID.NotFound",
+    "InvalidBlockDeviceMapping",
+    "ParameterNotFound",
+    "InvalidDocument",
+    "NoSuchBucket",
+    # malformed: a parameter the API refuses as such
+    "InvalidParameterValue",
+    "InvalidParameterCombination",
+    "InvalidParameter",
+    "MissingParameter",
+    "ValidationError",
+    "ValidationException",
+})
+
 
 def client_error_code(exc: BaseException) -> str | None:
+    """The AWS error code of a botocore ``ClientError`` (None for anything else)."""
     response = getattr(exc, "response", None)
     if isinstance(response, dict):
         return str(response.get("Error", {}).get("Code") or "") or None
@@ -18,4 +60,18 @@ def http_status(exc: BaseException) -> int | None:
     response = getattr(exc, "response", None)
     if isinstance(response, dict):
         return response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return None
+
+
+def permanent_aws_error_code(exc: BaseException) -> str | None:
+    """The permanent AWS error code behind ``exc`` (itself, or an error it was raised from, as
+    ``TargetError(...) from ClientError``), else None: then retrying may help."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        code = client_error_code(current)
+        if code in PERMANENT_ERROR_CODES:
+            return code
+        current = current.__cause__ or current.__context__
     return None

@@ -18,8 +18,9 @@ import time
 from typing import Any
 from urllib.parse import urlparse
 
-from gpucompare.targets.base import TargetError, TargetSpec
-from gpucompare.targets.ec2.aws_errors import client_error_code, http_status
+from gpucompare.errors import TransientError
+from gpucompare.targets.base import TargetConfigError, TargetError, TargetSpec
+from gpucompare.targets.ec2.aws_errors import client_error_code, http_status, permanent_aws_error_code
 from gpucompare.targets.ec2.options import (
     _AMI_ID,
     DEPLOYMENT_TAG,
@@ -31,6 +32,32 @@ from gpucompare.targets.ec2.options import (
 )
 
 log = logging.getLogger(__name__)
+
+
+class InstanceLookupFailed(TargetError, TransientError):
+    """The tag lookup of a run's instance failed: whether one exists is unknown, so nothing is
+    launched (a guess could start a second paid instance); the task's retry looks again."""
+
+
+def find_run_instances(ec2_hook: Any, run_id: str, deployment: str,
+                       states: tuple[str, ...]) -> list[dict[str, Any]]:
+    """This deployment's instances of the run in ``states``, by their tags. "Found none" is an
+    answer; a lookup that fails (after botocore's own retries) raises ``InstanceLookupFailed``,
+    or the AWS error itself when its code is permanent (access denied: retrying cannot help)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return ec2_hook.get_instances(filters=[
+            {"Name": f"tag:{RUN_ID_TAG}", "Values": [run_id]},
+            {"Name": f"tag:{DEPLOYMENT_TAG}", "Values": [deployment]},
+            {"Name": "instance-state-name", "Values": list(states)},
+        ])
+    except (ClientError, BotoCoreError) as exc:
+        if permanent_aws_error_code(exc):
+            raise
+        raise InstanceLookupFailed(
+            f"cannot tell whether run {run_id} already has an instance (DescribeInstances failed: {exc}); "
+            "refusing to launch one that could be a second: the task's retry looks again") from exc
 
 
 def client_token(deployment: str, run_id: str, attempt: int, market: str) -> str:
@@ -85,8 +112,8 @@ class Ec2LaunchMixin:
 
     def _root_device_name(self, image_id: str) -> str:
         images = self.ec2_hook.conn.describe_images(ImageIds=[image_id]).get("Images", [])
-        if not images:
-            raise TargetError(f"AMI {image_id} does not exist in {self.spec.region}")
+        if not images:  # no retry makes it exist: fail at once
+            raise TargetConfigError(f"AMI {image_id} does not exist in {self.spec.region}")
         return images[0].get("RootDeviceName") or "/dev/sda1"
 
     def run_instances_request(self, run_id: str, image_id: str, ttl_minutes: int, expires_at: str,

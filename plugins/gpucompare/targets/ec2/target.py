@@ -77,7 +77,7 @@ from gpucompare.targets.base import (
 )
 from gpucompare.targets.ec2.aws_errors import client_error_code
 from gpucompare.targets.ec2.commands import deploy_commands, sweep_commands
-from gpucompare.targets.ec2.launch import Ec2LaunchMixin, current_attempt
+from gpucompare.targets.ec2.launch import Ec2LaunchMixin, current_attempt, find_run_instances
 from gpucompare.targets.ec2.options import (
     _INSTANCE_ID,
     _RUN_ID,
@@ -85,7 +85,6 @@ from gpucompare.targets.ec2.options import (
     DEPLOYMENT_TAG,
     EXPIRES_AT_TAG,
     LIVE_STATES,
-    RUN_ID_TAG,
     Ec2Options,
     run_key,
 )
@@ -227,12 +226,9 @@ class Ec2Target(Ec2LaunchMixin, SsmCommandsMixin, RunStorageMixin, Target):
         return state
 
     def _instances_of(self, run_id: str, states: tuple[str, ...] = LIVE_STATES) -> list[dict[str, Any]]:
-        """This deployment's instances of the run (an instance of another deployment is never ours)."""
-        return self.ec2_hook.get_instances(filters=[
-            {"Name": f"tag:{RUN_ID_TAG}", "Values": [run_id]},
-            {"Name": f"tag:{DEPLOYMENT_TAG}", "Values": [self.options.deployment]},
-            {"Name": "instance-state-name", "Values": list(states)},
-        ])
+        """This deployment's instances of the run (an instance of another deployment is never ours);
+        a failed lookup raises ``InstanceLookupFailed``: prepare launches nothing on a guess."""
+        return find_run_instances(self.ec2_hook, run_id, self.options.deployment, states)
 
     # --- deploy ---
 
