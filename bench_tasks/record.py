@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from bench_tasks.compat import zip_strict
 from bench_tasks.constants import (
     DEVICE_KINDS,
     DTYPES,
@@ -322,7 +323,7 @@ def _check_methodology(record: dict[str, Any]) -> None:
         raise RecordError("timed_seconds", "a timed record needs its timed seconds > 0")
     expected = {"fixed_batches": (False, False), "min_time": (True, False),
                 "target_cv_met": (None, True), "max_repeats": (None, True)}[stop_rule]
-    for name, wanted in zip(("min_time_s", "target_cv"), expected, strict=True):
+    for name, wanted in zip_strict(("min_time_s", "target_cv"), expected):
         if wanted is not None and (record[name] is not None) != wanted:
             raise RecordError(name, f"stop_rule {stop_rule} {'needs' if wanted else 'excludes'} {name}")
     if min_time is not None and record["timed_seconds"] < min_time * record["repeats"]:
