@@ -23,7 +23,7 @@ from bench_tasks.constants import (
     NETWORKS,
 )
 from gpucompare import settings
-from gpucompare.config import patterns
+from gpucompare.config import patterns, runtimes
 from gpucompare.config.fields import (
     Flag,
     Matching,
@@ -76,6 +76,8 @@ LocalPath = Annotated[str, Predicate(lambda v: os.path.isabs(v) and "\0" not in 
                                      "an absolute path on this machine")]
 Interface = _text(patterns.INTERFACE, "a network interface name such as eth0 or ens5")
 Market = Annotated[str, OneOf(MARKETS)]
+#: ``auto`` or a runtime of data/runtimes.csv (``config.runtimes``)
+WorkerRuntime = Annotated[str, OneOf(runtimes.choices())]
 Currency = Annotated[str, OneOf(CURRENCIES)]
 GpuCount = Annotated[int, Whole(0, MAX_GPU_COUNT)]
 Enabled = Annotated[bool, Flag()]
