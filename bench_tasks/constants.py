@@ -75,3 +75,9 @@ MAX_MIN_TIME_S = 3_600.0
 MIN_TARGET_CV_PCT = 0.1
 MAX_TARGET_CV_PCT = 100.0
 MAX_CONFIG_TIMEOUT_S = 24 * 3600.0
+
+#: Environment variables through which a target tells the worker its runtime (a name of
+#: gpucompare's data/runtimes.csv) and, in a container, the image reference it runs (with the
+#: digest the pull got); the worker copies them into every record (``sysinfo``).
+WORKER_RUNTIME_ENV = "GPUCOMPARE_WORKER_RUNTIME"
+WORKER_IMAGE_ENV = "GPUCOMPARE_WORKER_IMAGE"

@@ -12,6 +12,7 @@ imports mxnet.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -37,7 +38,8 @@ from bench_tasks.methodology import ROBUST_MAX_REPEATS, ROBUST_MIN_TIME_S, ROBUS
 
 #: 2: timed_batches counts every timed batch of all repeats (1: per repeat); methodology,
 #: stopping values and rule, training loop and phase times added.
-SCHEMA_VERSION = 2
+#: 3: worker_runtime and framework_build (which software stack produced the figure).
+SCHEMA_VERSION = 3
 
 _TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
 _DEVICE = re.compile(r"^(cpu|gpu):\d+$")
@@ -116,6 +118,13 @@ FIELDS: tuple[Field, ...] = (
     Field("cuda_version", "str", nullable=True),
     Field("cudnn_version", "str", nullable=True),
     Field("mxnet_version", "str", nullable=True),
+    Field("worker_runtime", "str", nullable=True,
+          doc="the worker runtime of data/runtimes.csv that ran it (pip-cu112, ngc-24.06, cpu …); "
+              "null for published figures"),
+    Field("framework_build", "str", nullable=True,
+          doc="JSON object: MXNet version and enabled build features (mx.runtime.Features), CUDA and "
+              "cuDNN as MXNet loaded them, Python version, the container image and its digest when "
+              "there is one"),
 )
 
 FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)
@@ -215,7 +224,19 @@ def validate_record(record: Any) -> dict[str, Any]:
         raise RecordError("kvstore", "scoring uses no kvstore; must be null")
     _check_hostile(record)
     _check_methodology(record)
+    _check_build(record["framework_build"])
     return record
+
+
+def _check_build(text: str | None) -> None:
+    if text is None:
+        return
+    try:
+        build = json.loads(text)
+    except ValueError:
+        raise RecordError("framework_build", f"is not JSON: {text[:60]!r}") from None
+    if not isinstance(build, dict):
+        raise RecordError("framework_build", f"expected a JSON object, got {type(build).__name__}")
 
 
 # ---- limits against hostile or broken input (shared by the worker and the orchestrator) ------
@@ -225,6 +246,9 @@ MAX_ERROR_BYTES = 64 * 1024
 MAX_NAME_BYTES = 256
 #: Fields whose text may hold line breaks and tabs (a traceback); every other string is a name.
 _MULTILINE_FIELDS = frozenset({"error"})
+#: Single-line fields longer than a name (``framework_build``: JSON of the build features).
+MAX_BUILD_BYTES = 8 * 1024
+_LONG_FIELDS = {"framework_build": MAX_BUILD_BYTES}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -234,7 +258,7 @@ def _check_text(name: str, value: str) -> None:
     except UnicodeEncodeError:  # a lone surrogate ("\ud800" in JSON) is no text
         raise RecordError(name, "holds a lone surrogate (not valid Unicode text)") from None
     multiline = name in _MULTILINE_FIELDS
-    limit = MAX_ERROR_BYTES if multiline else MAX_NAME_BYTES
+    limit = MAX_ERROR_BYTES if multiline else _LONG_FIELDS.get(name, MAX_NAME_BYTES)
     if size > limit:
         raise RecordError(name, f"is {size} bytes long; at most {limit} allowed")
     if "\x00" in value:
