@@ -103,3 +103,10 @@ def run_argv(*, image: str, runtime: str, code_dir: str, sweep_dir: str, uid: in
     for key, value in sorted(variables.items()):
         argv += ["--env", f"{key}={value}"]
     return [*argv, image, "python", "-m", "bench_tasks", *worker_args]
+
+
+def shell_prefix(**run: object) -> str:
+    """:func:`run_argv` (keyword arguments, without ``worker_args``) as shell text up to the
+    image's ``python``: what a command builder puts before ``-m bench_tasks …``."""
+    argv = run_argv(worker_args=[], **run)  # type: ignore[arg-type]
+    return " ".join(q(arg) for arg in argv[:-2])

@@ -13,6 +13,7 @@ from pydantic import Field, ValidationInfo, model_validator
 from gpucompare.config import runtime_choice
 from gpucompare.config.fields import Number, OneOf, Whole
 from gpucompare.config.models.values import (
+    DEFAULT_CONTAINER_AMI,
     REQUIREMENTS,
     AmiRef,
     AwsRegion,
@@ -109,6 +110,8 @@ class Ec2Options(_Options):
     required: ClassVar[tuple[str, ...]] = ("ami", "instance_profile", "results_bucket")
 
     ami: AmiRef | None = None
+    #: the AMI when the worker runtime is a container (ngc-…): Docker and the Container Toolkit
+    container_ami: AmiRef = DEFAULT_CONTAINER_AMI
     instance_profile: InstanceProfile | None = None
     results_bucket: Bucket | None = None
     results_prefix: Prefix = "gpucompare"

@@ -53,6 +53,11 @@ MAX_GPU_COUNT = 64
 MAX_NODES = 256
 MAX_TIMEOUT_S = int(MAX_CONFIG_TIMEOUT_S)
 DEFAULT_SCHEDULE = "0 2 * * *"
+#: The AMI of an ec2 target whose worker runtime is a container (ngc-…): AWS's public SSM parameter
+#: of the Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04), which has the NVIDIA driver,
+#: Docker and the NVIDIA Container Toolkit; the option ``container_ami`` overrides it.
+DEFAULT_CONTAINER_AMI = ("/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/"
+                         "latest/ami-id")
 DEFAULT_MAX_INSTANCES = 2
 
 
