@@ -110,8 +110,6 @@ class Ec2Options(_Options):
     required: ClassVar[tuple[str, ...]] = ("ami", "instance_profile", "results_bucket")
 
     ami: AmiRef | None = None
-    #: the AMI when the worker runtime is a container (ngc-…): Docker and the Container Toolkit
-    container_ami: AmiRef = DEFAULT_CONTAINER_AMI
     instance_profile: InstanceProfile | None = None
     results_bucket: Bucket | None = None
     results_prefix: Prefix = "gpucompare"
@@ -131,6 +129,8 @@ class Ec2Options(_Options):
     deploy_timeout_s: Annotated[float, Number(1, 14400)] = 1800.0
     tags: Tags = Field(default_factory=dict)
     deployment: Deployment | None = None
+    #: the AMI when the worker runtime is a container (ngc-…): Docker and the Container Toolkit
+    container_ami: AmiRef = DEFAULT_CONTAINER_AMI
 
     @model_validator(mode="before")
     @classmethod
