@@ -6,8 +6,8 @@
 -- is derived from this one. methodology: how the figure was timed (official | robust |
 -- custom); a cell measured under two methodologies has a row for each.
 SELECT
-    provider, instance_type, region, market, gpu_model, device_kind, gpu_count, num_nodes, mode,
-    network, dtype, batch_size, methodology, images_per_sec, cv, status, origin, result_source, target,
+    provider, instance_type, region, market, gpu_model, worker_runtime, device_kind, gpu_count, num_nodes,
+    mode, network, dtype, batch_size, methodology, images_per_sec, cv, status, origin, result_source, target,
     result_date, measured_at, flags
 FROM latest
 ORDER BY provider, instance_type, region, market, mode, dtype, gpu_count, num_nodes, network, methodology,
