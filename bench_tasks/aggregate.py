@@ -22,6 +22,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from bench_tasks.compat import zip_strict
 from bench_tasks.record import RecordError, validate_record
 
 _SHARED = ("run_id", "config_id", "mode", "network", "dtype", "batch_size", "gpu_count", "num_nodes",
@@ -53,8 +54,7 @@ def merge_worker_records(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         )
         return validate_record(merged)
     per_worker = [float(r["images_per_sec"]) for r in records]
-    samples = [sum(values) for values in zip(*(r["images_per_sec_samples"] for r in records),
-                                              strict=True)]
+    samples = [sum(values) for values in zip_strict(*(r["images_per_sec_samples"] for r in records))]
     merged.update(_merged_energy(records))
     merged.update(
         images_per_sec=sum(per_worker),

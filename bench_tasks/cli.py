@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from bench_tasks.compat import remove_prefix
 from bench_tasks.configs import (
     DIST_KVSTORES,
     Config,
@@ -204,7 +205,7 @@ def _expand_flags(args: argparse.Namespace, modes: list[str]) -> list[Config]:
     try:
         return unique(expand_matrix(_matrix_from_flags(args, modes), "flags"))
     except ConfigError as exc:
-        key = exc.where.removeprefix("flags.")
+        key = remove_prefix(exc.where, "flags.")
         raise ConfigError(_FLAG_OF_KEY.get(key, exc.where), exc.message) from None
 
 

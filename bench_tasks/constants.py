@@ -80,3 +80,9 @@ MAX_CONFIG_TIMEOUT_S = 24 * 3600.0
 #: "unavailable: <reason>" in energy_method instead.
 ENERGY_METHODS: tuple[str, ...] = ("nvml_energy_counter", "nvml_power_sampling", "rapl")
 ENERGY_UNAVAILABLE_PREFIX = "unavailable: "
+
+#: Environment variables through which a target tells the worker its runtime (a name of
+#: gpucompare's data/runtimes.csv) and, in a container, the image reference it runs (with the
+#: digest the pull got); the worker copies them into every record (``sysinfo``).
+WORKER_RUNTIME_ENV = "GPUCOMPARE_WORKER_RUNTIME"
+WORKER_IMAGE_ENV = "GPUCOMPARE_WORKER_IMAGE"

@@ -35,8 +35,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Callable, Optional
 
 from bench_tasks.configs import Config
 
@@ -55,7 +55,7 @@ class DeviceMemory:
     total_mib: float
 
 
-MemoryProbe = Callable[[str], "DeviceMemory | None"]
+MemoryProbe = Callable[[str], Optional[DeviceMemory]]  # evaluated at run time: 3.8 spelling
 
 
 def _nvidia_smi_id(index: int) -> str:
@@ -156,7 +156,7 @@ class GpuMemoryGuard:
     def estimated_need_mib(self, state: ProcessMemory, config: Config, device: str) -> float | None:
         """MiB ``config`` needs on ``device``, from the earlier runs of the same series here."""
         per_image = []
-        for (earlier, before), after in zip(state.runs, state.after, strict=False):
+        for (earlier, before), after in zip(state.runs, state.after):  # noqa: B905 (3.8 has no strict=; the shorter wins)
             same = (earlier.network, earlier.dtype, earlier.devices) == (
                 config.network, config.dtype, config.devices)
             if same and device in before and device in after and earlier.worker_batch > 0:

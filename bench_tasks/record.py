@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from bench_tasks.compat import zip_strict
 from bench_tasks.constants import (
     DEVICE_KINDS,
     DTYPES,
@@ -39,7 +40,8 @@ from bench_tasks.methodology import ROBUST_MAX_REPEATS, ROBUST_MIN_TIME_S, ROBUS
 
 #: 2: timed_batches counts every timed batch of all repeats (1: per repeat); methodology,
 #: stopping values and rule, training loop and phase times added.
-#: 3: energy of the timed window (energy_joules, energy_method, avg_power_watts).
+#: 3: energy of the timed window (energy_joules, energy_method, avg_power_watts); worker_runtime
+#:    and framework_build (which software stack produced the figure).
 SCHEMA_VERSION = 3
 
 _TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
@@ -127,6 +129,13 @@ FIELDS: tuple[Field, ...] = (
     Field("cuda_version", "str", nullable=True),
     Field("cudnn_version", "str", nullable=True),
     Field("mxnet_version", "str", nullable=True),
+    Field("worker_runtime", "str", nullable=True,
+          doc="the worker runtime of data/runtimes.csv that ran it (pip-cu112, ngc-24.06, cpu …); "
+              "null for published figures"),
+    Field("framework_build", "str", nullable=True,
+          doc="JSON object: MXNet version and enabled build features (mx.runtime.Features), CUDA and "
+              "cuDNN as MXNet loaded them, Python version, the container image and its digest when "
+              "there is one"),
 )
 
 FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)
@@ -228,6 +237,7 @@ def validate_record(record: Any) -> dict[str, Any]:
     _check_plausible(record)
     _check_methodology(record)
     _check_energy(record)
+    _check_build(record["framework_build"])
     return record
 
 
@@ -249,6 +259,17 @@ def _check_energy(record: dict[str, Any]) -> None:
         raise RecordError("avg_power_watts", "needs energy_joules and must be >= 0")
 
 
+def _check_build(text: str | None) -> None:
+    if text is None:
+        return
+    try:
+        build = json.loads(text)
+    except ValueError:
+        raise RecordError("framework_build", f"is not JSON: {text[:60]!r}") from None
+    if not isinstance(build, dict):
+        raise RecordError("framework_build", f"expected a JSON object, got {type(build).__name__}")
+
+
 # ---- limits against hostile or broken input (shared by the worker and the orchestrator) ------
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 #: Longest text (UTF-8 bytes) of ``error`` and of every other string field ("names").
@@ -256,6 +277,9 @@ MAX_ERROR_BYTES = 64 * 1024
 MAX_NAME_BYTES = 256
 #: Fields whose text may hold line breaks and tabs (a traceback); every other string is a name.
 _MULTILINE_FIELDS = frozenset({"error"})
+#: Single-line fields longer than a name (``framework_build``: JSON of the build features).
+MAX_BUILD_BYTES = 8 * 1024
+_LONG_FIELDS = {"framework_build": MAX_BUILD_BYTES}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -265,7 +289,7 @@ def _check_text(name: str, value: str) -> None:
     except UnicodeEncodeError:  # a lone surrogate ("\ud800" in JSON) is no text
         raise RecordError(name, "holds a lone surrogate (not valid Unicode text)") from None
     multiline = name in _MULTILINE_FIELDS
-    limit = MAX_ERROR_BYTES if multiline else MAX_NAME_BYTES
+    limit = MAX_ERROR_BYTES if multiline else _LONG_FIELDS.get(name, MAX_NAME_BYTES)
     if size > limit:
         raise RecordError(name, f"is {size} bytes long; at most {limit} allowed")
     if "\x00" in value:
@@ -464,7 +488,7 @@ def _check_methodology(record: dict[str, Any]) -> None:
         raise RecordError("timed_seconds", "a timed record needs its timed seconds > 0")
     expected = {"fixed_batches": (False, False), "min_time": (True, False),
                 "target_cv_met": (None, True), "max_repeats": (None, True)}[stop_rule]
-    for name, wanted in zip(("min_time_s", "target_cv"), expected, strict=True):
+    for name, wanted in zip_strict(("min_time_s", "target_cv"), expected):
         if wanted is not None and (record[name] is not None) != wanted:
             raise RecordError(name, f"stop_rule {stop_rule} {'needs' if wanted else 'excludes'} {name}")
     if min_time is not None and record["timed_seconds"] < min_time * record["repeats"]:

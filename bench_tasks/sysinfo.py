@@ -14,6 +14,7 @@ module importable anywhere.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import platform
 import shutil
@@ -21,6 +22,8 @@ import socket
 import subprocess
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from bench_tasks.constants import WORKER_IMAGE_ENV, WORKER_RUNTIME_ENV
 
 NVIDIA_SMI_QUERY = "index,name,memory.total,driver_version"
 NVIDIA_SMI_TIMEOUT_S = 20
@@ -86,6 +89,33 @@ class SystemInfo:
             "cuda_version": self.cuda_version,
             "cudnn_version": self.cudnn_version,
             "mxnet_version": self.mxnet_version,
+            "worker_runtime": self.worker_runtime(),
+            "framework_build": json.dumps(self.framework_build(), sort_keys=True),
+        }
+
+    def worker_runtime(self) -> str | None:
+        """The runtime the target named (``GPUCOMPARE_WORKER_RUNTIME``); unnamed, ``cpu`` for an
+        MXNet built without CUDA, else None (unknown)."""
+        named = os.environ.get(WORKER_RUNTIME_ENV, "").strip()
+        if named:
+            return named[:64]
+        if self.mxnet_details_known and "CUDA" not in self.mxnet_features:
+            return "cpu"
+        return None
+
+    def framework_build(self) -> dict[str, Any]:
+        """What built the figure: MXNet and its enabled features, CUDA and cuDNN as MXNet loaded
+        them, this Python, and the container image (``GPUCOMPARE_WORKER_IMAGE``: name@digest)."""
+        image = os.environ.get(WORKER_IMAGE_ENV, "").strip()[:300] or None
+        digest = image.split("@", 1)[1] if image and "@" in image else None
+        return {
+            "mxnet": self.mxnet_version,
+            "features": list(self.mxnet_features) if self.mxnet_details_known else None,
+            "cuda": self.cuda_version,
+            "cudnn": self.cudnn_version,
+            "python": platform.python_version(),
+            "image": image,
+            "image_digest": digest,
         }
 
 

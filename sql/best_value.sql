@@ -38,8 +38,8 @@ SELECT
     CASE WHEN ranked THEN rank() OVER (PARTITION BY network, mode, methodology, ranked ORDER BY cost_per_million)
     END AS rank,
     ranked, not_ranked_reason,
-    provider, instance_type, region, market, gpu_model, device_kind, gpu_count, num_nodes, dtype,
-    batch_size, images_per_sec, images_per_sec_low, images_per_sec_high, price_per_hour, cost_per_million,
+    provider, instance_type, region, market, gpu_model, worker_runtime, device_kind, gpu_count, num_nodes,
+    dtype, batch_size, images_per_sec, images_per_sec_low, images_per_sec_high, price_per_hour, cost_per_million,
     cost_per_million_low, cost_per_million_high, samples, nights, currency, epochs90_hours, epochs90_cost,
     ranked AND NOT EXISTS (
         SELECT 1 FROM best AS other

@@ -93,8 +93,8 @@ money AS (
     FROM converted
 )
 SELECT
-    provider, instance_type, region, market, gpu_model, device_kind, gpu_count, num_nodes, mode,
-    network, dtype, batch_size, methodology, images_per_sec,
+    provider, instance_type, region, market, gpu_model, worker_runtime, device_kind, gpu_count, num_nodes,
+    mode, network, dtype, batch_size, methodology, images_per_sec,
     secs_per_million AS seconds_per_million,
     money_per_hour AS price_per_hour,
     money_per_hour * secs_per_million / 3600 AS cost_per_million,

@@ -9,11 +9,16 @@
 -- different series tags, weak and strong, each a history of its own) and methodology
 -- (official | robust | custom; null = official): a figure is only ever judged against the
 -- history of its own methodology, so a switch from robust to official is never a regression.
+-- Software stack: worker_runtime (pip-cu112, ngc-24.06, cpu …; records before schema 3 have
+-- none: they ran pip-cu112 on a GPU, cpu otherwise). A figure is judged only against history of
+-- its own runtime, and a series whose previous result ran another runtime is marked
+-- 'software_stack_changed', never a regression (previous_runtime says which it was).
 -- current  = the latest result (by finished_at) of the series;
--- history  = its N previous results with status ok (normally one a night);
+-- history  = its N previous results with status ok and the current one's runtime;
 -- noise    = max(k × 1.4826 × MAD(history), min_drop × median(history)) — MAD scaled to a
 --            standard deviation, and never less than min_drop of the median;
--- verdict  = 'failed' (the latest did not run ok, where some earlier result did),
+-- verdict  = 'software_stack_changed' (the previous result ran another worker runtime),
+--            'failed' (the latest did not run ok, where some earlier result did),
 --            'not_run' (the latest did not run ok, nor did any earlier one: e.g. always oom),
 --            'insufficient_history' (fewer than min_history ok results before),
 --            'regression' (images_per_sec < median − noise),
@@ -25,42 +30,61 @@
 --            against a short history), the thresholds alone decide and p_value is empty.
 -- regression = verdict in ('regression', 'failed').
 -- One window (row_number) and one hash aggregation over the recent rows: linear, no self-join.
-WITH numbered AS (
+WITH ordered AS (
     SELECT
         provider, instance_type, region, market, mode, network, dtype, batch_size, gpu_count,
         num_nodes, device_kind, kvstore, config_id, gpu_model, images_per_sec, status,
         finished_at, CAST("date" AS DATE) AS result_date, images_per_sec_samples,
-        methodology,
-        row_number() OVER (
-            PARTITION BY provider, instance_type, region, market, mode, network, dtype, batch_size,
-                         gpu_count, num_nodes, device_kind, kvstore, config_id, methodology
-            ORDER BY finished_at DESC NULLS LAST
-        ) AS age
+        methodology, worker_runtime,
+        row_number() OVER series AS age,
+        first_value(worker_runtime) OVER series AS current_runtime
     -- null = official, resolved before the window (an expression in PARTITION BY costs twice the time)
-    FROM (SELECT * REPLACE (coalesce(methodology, 'official') AS methodology) FROM recent)
+    FROM (SELECT * REPLACE (
+                     coalesce(methodology, 'official') AS methodology,
+                     coalesce(worker_runtime, CASE WHEN device_kind = 'gpu' THEN 'pip-cu112' ELSE 'cpu' END)
+                         AS worker_runtime)
+          FROM recent)
     WHERE target IS DISTINCT FROM 'published'
+    WINDOW series AS (
+        PARTITION BY provider, instance_type, region, market, mode, network, dtype, batch_size,
+                     gpu_count, num_nodes, device_kind, kvstore, config_id, methodology
+        ORDER BY finished_at DESC NULLS LAST
+    )
+),
+numbered AS (
+    -- history counts only results of the current result's runtime (its own age, 2 = previous)
+    SELECT *,
+        CASE WHEN worker_runtime = current_runtime THEN row_number() OVER (
+            PARTITION BY provider, instance_type, region, market, mode, network, dtype, batch_size,
+                         gpu_count, num_nodes, device_kind, kvstore, config_id, methodology,
+                         worker_runtime = current_runtime
+            ORDER BY finished_at DESC NULLS LAST) END AS same_age
+    FROM ordered
 ),
 summary AS (
     SELECT
         provider, instance_type, region, market, mode, network, dtype, batch_size, gpu_count,
         num_nodes, device_kind, kvstore, config_id, methodology,
         any_value(gpu_model) FILTER (WHERE age = 1) AS gpu_model,
+        any_value(worker_runtime) FILTER (WHERE age = 1) AS worker_runtime,
+        any_value(worker_runtime) FILTER (WHERE age = 2) AS previous_runtime,
         any_value(status) FILTER (WHERE age = 1) AS status,
         max(images_per_sec) FILTER (WHERE age = 1) AS images_per_sec,
         max(finished_at) FILTER (WHERE age = 1) AS measured_at,
         max(result_date) FILTER (WHERE age = 1) AS result_date,
-        count(*) FILTER (WHERE age > 1 AND age <= $history_runs + 1 AND status = 'ok') AS history_runs,
-        median(images_per_sec) FILTER (WHERE age > 1 AND age <= $history_runs + 1 AND status = 'ok')
+        count(*) FILTER (WHERE same_age > 1 AND same_age <= $history_runs + 1 AND status = 'ok')
+            AS history_runs,
+        median(images_per_sec) FILTER (WHERE same_age > 1 AND same_age <= $history_runs + 1 AND status = 'ok')
             AS history_median,
-        mad(images_per_sec) FILTER (WHERE age > 1 AND age <= $history_runs + 1 AND status = 'ok')
+        mad(images_per_sec) FILTER (WHERE same_age > 1 AND same_age <= $history_runs + 1 AND status = 'ok')
             AS history_mad,
-        min(result_date) FILTER (WHERE age > 1 AND age <= $history_runs + 1 AND status = 'ok')
+        min(result_date) FILTER (WHERE same_age > 1 AND same_age <= $history_runs + 1 AND status = 'ok')
             AS history_from,
         flatten(list(images_per_sec_samples) FILTER (WHERE age = 1)) AS current_samples,
-        flatten(list(images_per_sec_samples) FILTER (WHERE age > 1 AND age <= $history_runs + 1
+        flatten(list(images_per_sec_samples) FILTER (WHERE same_age > 1 AND same_age <= $history_runs + 1
                                                         AND status = 'ok')) AS history_sample_list
     FROM numbered
-    WHERE age <= $history_runs + 1
+    WHERE age <= 2 OR same_age <= $history_runs + 1
     GROUP BY ALL
 ),
 judged AS (
@@ -69,11 +93,13 @@ judged AS (
     FROM summary
 )
 SELECT
-    provider, instance_type, region, market, gpu_model, device_kind, gpu_count, num_nodes, mode,
-    network, dtype, batch_size, config_id, methodology, status, images_per_sec, measured_at, result_date,
-    history_runs, history_from, history_median, history_mad, noise,
+    provider, instance_type, region, market, gpu_model, worker_runtime, previous_runtime, device_kind,
+    gpu_count, num_nodes, mode, network, dtype, batch_size, config_id, methodology, status, images_per_sec,
+    measured_at, result_date, history_runs, history_from, history_median, history_mad, noise,
     images_per_sec / history_median - 1 AS change,
     CASE
+        WHEN previous_runtime IS DISTINCT FROM worker_runtime AND previous_runtime IS NOT NULL
+            THEN 'software_stack_changed'
         WHEN status IS DISTINCT FROM 'ok' AND history_runs > 0 THEN 'failed'
         WHEN status IS DISTINCT FROM 'ok' THEN 'not_run'
         WHEN history_runs < $min_history THEN 'insufficient_history'
@@ -82,6 +108,8 @@ SELECT
         ELSE 'steady'
     END AS verdict,
     coalesce(
+        previous_runtime IS NOT DISTINCT FROM worker_runtime OR previous_runtime IS NULL, true
+    ) AND coalesce(
         (status IS DISTINCT FROM 'ok' AND history_runs > 0)
         OR (status = 'ok' AND history_runs >= $min_history AND images_per_sec < history_median - noise),
         false

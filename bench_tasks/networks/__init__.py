@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from bench_tasks.compat import zip_strict
 from bench_tasks.constants import DTYPES, NETWORKS, NUM_CLASSES
 
 if TYPE_CHECKING:
@@ -96,12 +97,12 @@ def _parameter_shapes(
     argument_shapes, _, aux_shapes = symbol.infer_shape(data=(1, *shape))
     arguments = {
         arg: tuple(arg_shape)
-        for arg, arg_shape in zip(symbol.list_arguments(), argument_shapes, strict=True)
+        for arg, arg_shape in zip_strict(symbol.list_arguments(), argument_shapes)
         if arg not in INPUT_NAMES
     }
     aux = {
         state: tuple(state_shape)
-        for state, state_shape in zip(symbol.list_auxiliary_states(), aux_shapes, strict=True)
+        for state, state_shape in zip_strict(symbol.list_auxiliary_states(), aux_shapes)
     }
     return arguments, aux
 

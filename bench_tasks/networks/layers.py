@@ -7,12 +7,12 @@ pads are given as ``int`` (square) or ``(height, width)``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Callable, Tuple, Union
 
 import mxnet as mx
 
-Size = int | tuple[int, int]
+Size = Union[int, Tuple[int, int]]  # evaluated at run time: 3.8 spelling
 #: A network body: ``(data, num_classes) -> logits``.
 LogitsBuilder = Callable[[mx.sym.Symbol, int], mx.sym.Symbol]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mxnet as mx
 
+from bench_tasks.compat import zip_strict
 from bench_tasks.networks.layers import (
     BatchNormStyle,
     batch_norm,
@@ -50,7 +51,7 @@ def logits(data: mx.sym.Symbol, num_classes: int, *, num_layers: int = 50) -> mx
     body = conv(body, "conv0", _STEM_WIDTH, kernel=7, stride=2, pad=3, bias=False)
     body = relu(batch_norm(body, "conv0_bn", _BN), "conv0_relu")
     body = pool(body, "pool0", "max", kernel=3, stride=2, pad=1)
-    for stage, (units, width) in enumerate(zip(_UNITS_PER_STAGE[num_layers], _STAGE_WIDTHS, strict=True), 1):
+    for stage, (units, width) in enumerate(zip_strict(_UNITS_PER_STAGE[num_layers], _STAGE_WIDTHS), 1):
         for unit in range(1, units + 1):
             first = unit == 1
             stride = 2 if first and stage > 1 else 1

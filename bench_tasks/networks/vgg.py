@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import mxnet as mx
 
+from bench_tasks.compat import zip_strict
 from bench_tasks.networks.layers import conv_relu, fc_relu_dropout, flatten, fully_connected, pool
 
 #: Convolutions per stack for each depth; stack widths are the same for every depth.
@@ -18,7 +19,7 @@ _STACK_WIDTHS = (64, 128, 256, 512, 512)
 
 def logits(data: mx.sym.Symbol, num_classes: int, *, num_layers: int = 16) -> mx.sym.Symbol:
     body = data
-    for stack, (convs, width) in enumerate(zip(_CONVS_PER_STACK[num_layers], _STACK_WIDTHS, strict=True), 1):
+    for stack, (convs, width) in enumerate(zip_strict(_CONVS_PER_STACK[num_layers], _STACK_WIDTHS), 1):
         for index in range(1, convs + 1):
             body = conv_relu(body, f"conv{stack}_{index}", width, kernel=3, pad=1)
         body = pool(body, f"pool{stack}", "max", kernel=2, stride=2)

@@ -79,6 +79,8 @@ class SshdServer:
     directory: Path
     conn_id: str
     process: subprocess.Popen | None = field(default=None, repr=False)
+    #: more sshd_config lines (e.g. ``SetEnv PATH=…`` to put a stand-in ``docker`` first)
+    extra_config: tuple[str, ...] = ()
 
     # -- paths -----------------------------------------------------------------------
     @property
@@ -144,6 +146,7 @@ class SshdServer:
                 "MaxSessions 64",
                 "ClientAliveInterval 0",
                 "LogLevel VERBOSE",
+                *self.extra_config,
                 "",
             ])
         )
@@ -273,7 +276,7 @@ class SshdServer:
 
 
 def start_sshd(directory: Path, *, host: str = "127.0.0.1", conn_id: str = "gpucompare_test_ssh",
-               user: str | None = None) -> SshdServer:
+               user: str | None = None, extra_config: tuple[str, ...] = ()) -> SshdServer:
     """Create the files of a server in ``directory`` and start it.
 
     Its Airflow connection is not published: set ``server.conn_env_var`` to
@@ -285,7 +288,7 @@ def start_sshd(directory: Path, *, host: str = "127.0.0.1", conn_id: str = "gpuc
     last_error: Exception | None = None
     for _attempt in range(5):  # another process may take the free port before sshd does
         server = SshdServer(host=host, port=free_port(host), user=user or getpass.getuser(),
-                            directory=directory, conn_id=conn_id)
+                            directory=directory, conn_id=conn_id, extra_config=extra_config)
         server.write_files()
         try:
             server.start()
@@ -306,10 +309,11 @@ def sshd_factory(tmp_path_factory: pytest.TempPathFactory,
     """Start sshd servers on demand: ``sshd_factory(host="127.0.0.2", conn_id="node2")``."""
     servers: list[SshdServer] = []
 
-    def make(host: str = "127.0.0.1", conn_id: str | None = None) -> SshdServer:
+    def make(host: str = "127.0.0.1", conn_id: str | None = None,
+             extra_config: tuple[str, ...] = ()) -> SshdServer:
         conn_id = conn_id or f"gpucompare_test_ssh_{len(servers)}"
         directory = tmp_path_factory.mktemp(f"sshd-{host}-")
-        server = start_sshd(directory, host=host, conn_id=conn_id)
+        server = start_sshd(directory, host=host, conn_id=conn_id, extra_config=extra_config)
         servers.append(server)
         monkeypatch.setenv(server.conn_env_var, server.connection_json())
         return server

@@ -42,7 +42,7 @@ from typing import Any
 from bench_tasks.configs import ConfigError, parse_sweep
 from bench_tasks.constants import MODES
 from gpucompare import settings
-from gpucompare.config import models, validation
+from gpucompare.config import models, runtime_choice, validation
 from gpucompare.config.models import (  # noqa: F401  (the planning vocabulary, used by the DAGs)
     DEFAULT_MAX_INSTANCES,
     DEFAULT_SCHEDULE,
@@ -163,7 +163,7 @@ def parse_fleet(document: Mapping[str, Any], source: str = "fleet", *,
     from gpucompare.config import scaling
 
     checked = validation.validate(models.FleetFile, document)
-    targets = tuple(FleetTarget(spec=t.spec(), profile=t.profile, enabled=t.enabled) for t in checked.targets)
+    targets = _with_runtimes(checked)
     specs = {t.name: t.spec for t in targets}
     for index, group in enumerate(checked.scaling_groups):
         try:  # refuses a profile the group's hosts cannot run
@@ -186,6 +186,25 @@ def parse_fleet(document: Mapping[str, Any], source: str = "fleet", *,
                 if (options := getattr(checked.defaults, kind)) is not None}
     return Fleet(checked.schedule, checked.max_instances, defaults, dict(checked.profiles), targets, source,
                  dict(checked.scaling_profiles), tuple(checked.scaling_groups), ceiling, fx_rate)
+
+
+def _with_runtimes(checked: models.FleetFile) -> tuple[FleetTarget, ...]:
+    """The fleet's targets, each spec with its worker runtime decided: the entry's, else its
+    profile's, else auto, resolved preferring one runtime for the enabled targets
+    (``config.runtime_choice``)."""
+    requested = [t.worker_runtime or checked.profiles[t.profile].worker_runtime
+                 if t.profile in checked.profiles else t.worker_runtime for t in checked.targets]
+    entries = [(t.spec(), r) for t, r in zip(checked.targets, requested, strict=True)]
+    preference = runtime_choice.fleet_preference(
+        [entry for entry, t in zip(entries, checked.targets, strict=True) if t.enabled])
+    targets = []
+    for index, ((spec, wanted), target) in enumerate(zip(entries, checked.targets, strict=True)):
+        try:
+            spec["worker_runtime"] = runtime_choice.choose(spec, wanted, preference)
+        except ValidationError as exc:
+            raise validation.qualify(f"targets[{index}]", exc) from exc
+        targets.append(FleetTarget(spec=spec, profile=target.profile, enabled=target.enabled))
+    return tuple(targets)
 
 
 def parse_profile(name: Any, body: Any) -> SweepProfile:

@@ -1,17 +1,19 @@
-"""The GPU model table: which GPU a name means, and whether the worker's MXNet runs on it.
+"""The GPU model table: which GPU a name means, and which worker runtime runs it.
 
 The table ships as ``gpucompare/data/gpus.csv`` (its header comment cites the compute
-capabilities' source and states the MXNet rule). Providers, price catalogs and nvidia-smi all
-name the same GPU differently (``NVIDIA A10G``, ``Tesla V100-SXM2-16GB``, ``H100 80GB HBM3``,
-``RTX4090``); :func:`canonical` maps each of them to the table's one name, which is what the
-lake's ``prices.gpu_model`` holds for catalog rows and what projections join on.
+capabilities' source and states each runtime's rule); it has a ``<runtime>``/``<runtime>_reason``
+column pair per GPU runtime of ``runtimes.csv`` (``config.runtimes``). Providers, price
+catalogs and nvidia-smi all name the same GPU differently (``NVIDIA A10G``,
+``Tesla V100-SXM2-16GB``, ``H100 80GB HBM3``, ``RTX4090``); :func:`canonical` maps each of
+them to the table's one name, which is what the lake's ``prices.gpu_model`` holds for catalog
+rows and what projections join on.
 
-:func:`check_runnable` refuses a GPU that mxnet-cu112 1.9.1 has no kernels for (compute
+:func:`check_runnable` refuses a GPU that a runtime has no kernels for (pip-cu112: compute
 capability 9.0 and later, or below 5.0) with a :class:`~gpucompare.config.validation.ValidationError`
 naming the GPU and the reason; a GPU the table does not know is allowed with a warning (the
 table cannot list every GPU, and refusing an unknown name would block a user with a new one).
-:func:`check_target` is the hook the fleet file and the manual form call before anything is
-provisioned: it finds the target's GPU in the shipped price tables' ``gpu_model`` column.
+:func:`instance_gpu` finds a target's GPU in the shipped price tables' ``gpu_model`` column;
+``config.runtime_choice`` decides a target's runtime from it before anything is provisioned.
 
 Standard library, ``gpucompare.resources`` and ``config.validation`` only: the DAG files import
 the configuration at parse time.
@@ -26,18 +28,15 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from gpucompare import resources
+from gpucompare.config import runtimes
 from gpucompare.config.validation import ValidationError
 
 log = logging.getLogger(__name__)
 
-#: the columns of data/gpus.csv, in order
-COLUMNS = ("name", "aliases", "memory_gib", "architecture", "compute_capability", "mxnet_cu112", "reason")
-#: the compute capabilities mxnet-cu112 1.9.1 ships kernels for (no PTX); 8.9 runs sm_86 kernels
-MXNET_KERNELS = ((5, 0), (8, 6))
-RUNNABLE = "GPUs of compute capability 5.0 to 8.9 (Maxwell to Ada), e.g. T4, V100, A10G, A100, L4"
+#: the columns of data/gpus.csv before the per-runtime pairs (``<runtime>``, ``<runtime>_reason``)
+COLUMNS = ("name", "aliases", "memory_gib", "architecture", "compute_capability")
 
 # words a vendor puts before the model name (nvidia-smi: "NVIDIA GeForce RTX 4090", "Tesla T4")
 _PREFIXES = ("nvidia", "tesla", "geforce", "quadro")
@@ -56,8 +55,8 @@ class GpuModel:
     memory_gib: float
     architecture: str
     compute_capability: str
-    mxnet_cu112: bool
-    reason: str
+    #: runtime name → (runs this GPU, why), one entry per GPU runtime of runtimes.csv
+    runtimes: tuple[tuple[str, bool, str], ...]
 
     @property
     def capability(self) -> tuple[int, int]:
@@ -65,13 +64,16 @@ class GpuModel:
         major, minor = self.compute_capability.split(".")
         return int(major), int(minor)
 
+    def runs_on(self, runtime: str) -> tuple[bool, str]:
+        """(whether ``runtime`` runs this GPU, the reason); a CPU runtime runs no GPU."""
+        for name, runs, reason in self.runtimes:
+            if name == runtime:
+                return runs, reason
+        return False, f"the {runtime} runtime runs no GPU"
 
-def mxnet_runs(capability: tuple[int, int]) -> bool:
-    """Whether mxnet-cu112 1.9.1 has a kernel for a GPU of this compute capability: a cubin of
-    sm_XY runs on the same major version X with minor >= Y (CUDA's binary compatibility); there
-    is no PTX to compile a kernel for a newer major version."""
-    low, high = MXNET_KERNELS
-    return low <= capability and capability[0] <= high[0]
+    def runnable_with(self) -> list[str]:
+        """The runtimes that run this GPU, in the runtimes table's order."""
+        return [name for name, runs, _ in self.runtimes if runs]
 
 
 def gpus_file() -> Path:
@@ -90,18 +92,29 @@ def _data_lines(path: Path) -> Iterator[str]:
                 yield line
 
 
+def columns() -> tuple[str, ...]:
+    """Every column of data/gpus.csv: the model's, then a pair per GPU runtime."""
+    pairs = [(r.name, f"{r.name}_reason") for r in runtimes.gpu_runtimes()]
+    return COLUMNS + tuple(c for pair in pairs for c in pair)
+
+
 def _parse_row(row: Mapping[str, str], where: str) -> GpuModel:
-    if None in row or any(row.get(c) is None for c in COLUMNS):
-        raise ValidationError(where, f"expected the columns {', '.join(COLUMNS)}")
+    expected = columns()
+    if None in row or any(row.get(c) is None for c in expected):
+        raise ValidationError(where, f"expected the columns {', '.join(expected)}")
     if not re.fullmatch(r"[0-9]{1,2}\.[0-9]", row["compute_capability"]):
         raise ValidationError(f"{where}.compute_capability",
                               f"{row['compute_capability']!r} is not major.minor")
-    if row["mxnet_cu112"] not in ("true", "false"):
-        raise ValidationError(f"{where}.mxnet_cu112", f"{row['mxnet_cu112']!r} is not allowed", "true, false")
+    flags = []
+    for runtime in runtimes.gpu_runtimes():
+        if row[runtime.name] not in ("true", "false"):
+            raise ValidationError(f"{where}.{runtime.name}", f"{row[runtime.name]!r} is not allowed",
+                                  "true, false")
+        flags.append((runtime.name, row[runtime.name] == "true", row[f"{runtime.name}_reason"]))
     aliases = tuple(a.strip() for a in row["aliases"].split("|") if a.strip())
     return GpuModel(name=row["name"], aliases=aliases, memory_gib=float(row["memory_gib"]),
                     architecture=row["architecture"], compute_capability=row["compute_capability"],
-                    mxnet_cu112=row["mxnet_cu112"] == "true", reason=row["reason"])
+                    runtimes=tuple(flags))
 
 
 def read_table(path: Path | None = None) -> tuple[GpuModel, ...]:
@@ -176,22 +189,48 @@ def lookup(name: str) -> GpuModel | None:
     return by_key.get(base)
 
 
-def check_runnable(name: str, field: str = "gpu_model", *, machine: str | None = None) -> None:
-    """Refuse a GPU the worker's MXNet cannot run; ``field`` is the value's name in the error and
-    ``machine`` (an instance type) is named in it when the GPU came from one.
+def check_runnable(name: str, field: str = "gpu_model", *, machine: str | None = None,
+                   runtime: str = "pip-cu112") -> None:
+    """Refuse a GPU that the worker runtime ``runtime`` cannot run; ``field`` is the value's name in
+    the error and ``machine`` (an instance type) is named in it when the GPU came from one.
 
     Raises :class:`~gpucompare.config.validation.ValidationError` (a PermanentError) naming the
-    GPU and the reason. A GPU the table does not know only logs a warning.
+    GPU, its compute capability and the reason, with the runtimes that do run it as the allowed
+    values. A GPU the table does not know only logs a warning.
     """
     model = lookup(name)
     if model is None:
         log.warning("GPU %r is not in the GPU model table (gpucompare/data/gpus.csv): cannot check that "
-                    "the worker's MXNet (mxnet-cu112 1.9.1) runs on it; add it to the table", name)
+                    "the worker runtime %s runs on it; add it to the table", name, runtime)
         return
-    if not model.mxnet_cu112:
-        shown = name if normalize(name) == normalize(model.name) else f"{name} ({model.name})"
-        where = f"{machine!r} has the GPU {shown}, which" if machine else f"the GPU {shown}"
-        raise ValidationError(field, f"{where} cannot run the worker's MXNet: {model.reason}", RUNNABLE)
+    runs, reason = model.runs_on(runtime)
+    if not runs:
+        raise ValidationError(field, f"{describe(model, name, machine)} cannot run worker runtime "
+                              f"{runtime}: {reason}", allowed_runtimes(model))
+
+
+def describe(model: GpuModel, name: str, machine: str | None = None) -> str:
+    """``'p5.48xlarge' has the GPU H100 (compute capability 9.0), which`` or ``the GPU …``."""
+    shown = name if normalize(name) == normalize(model.name) else f"{name} ({model.name})"
+    shown = f"{shown} (compute capability {model.compute_capability})"
+    return f"{machine!r} has the GPU {shown}, which" if machine else f"the GPU {shown}"
+
+
+def allowed_runtimes(model: GpuModel) -> str:
+    """What to say is allowed for ``model``: the runtimes that run it, or that none does."""
+    usable = model.runnable_with()
+    if usable:
+        return "worker_runtime " + ", ".join(["auto", *usable])
+    return (f"no worker runtime runs compute capability {model.compute_capability}; GPUs of "
+            f"{runnable_range()}")
+
+
+def runnable_range() -> str:
+    """The compute capabilities some runtime runs, e.g. ``5.0 to 9.0 (Maxwell to Hopper)``."""
+    lows = [r.cc_min for r in runtimes.gpu_runtimes() if r.cc_min]
+    highs = [r.cc_max for r in runtimes.gpu_runtimes() if r.cc_max]
+    low, high = min(lows), max(highs)
+    return f"compute capability {low[0]}.{low[1]} to {high[0]}.x, e.g. T4, V100, A10G, A100, L4, H100, H200"
 
 
 # -- the target's GPU, from the shipped price tables ---------------------------------------
@@ -221,15 +260,3 @@ def instance_gpu(provider: str, instance_type: str) -> str | None:
     return _shipped_instance_gpus().get((provider, instance_type))
 
 
-def check_target(spec: Mapping[str, Any]) -> None:
-    """The fleet/form hook: refuse a target whose GPU the worker cannot run, before provisioning.
-
-    ``spec`` holds the checked target fields (``provider``, ``instance_type``, ``kind``); the error's
-    field is ``instance_type``, the value a user chose.
-    """
-    if spec.get("kind") == "local":
-        return
-    instance_type = str(spec.get("instance_type"))
-    gpu = instance_gpu(str(spec.get("provider")), instance_type)
-    if gpu is not None:
-        check_runnable(gpu, field="instance_type", machine=instance_type)

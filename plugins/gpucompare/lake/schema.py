@@ -140,8 +140,9 @@ def empty_results() -> pa.Table:
 #: (``CONFIG_PHASES``: process start + bind, warm-up, timed batches) are the records'
 #: ``setup_seconds``, ``warmup_seconds`` and ``timed_seconds``, read from ``results`` by the
 #: view ``sql/run_phases_all.sql`` rather than stored a second time.
-PHASES: tuple[str, ...] = ("provision", "deploy", "sweep", "setup", "warmup", "timed", "teardown")
-RUN_LEVEL_PHASES: tuple[str, ...] = ("provision", "deploy", "sweep", "teardown")
+PHASES: tuple[str, ...] = ("provision", "deploy", "pull", "sweep", "setup", "warmup", "timed", "teardown")
+#: pull: a container runtime's ``docker pull`` of its image (reused once on the host: seconds)
+RUN_LEVEL_PHASES: tuple[str, ...] = ("provision", "deploy", "pull", "sweep", "teardown")
 CONFIG_PHASES: tuple[str, ...] = ("setup", "warmup", "timed")
 PHASE_STATUSES: tuple[str, ...] = ("ok", "failed")
 #: The kinds of target that run phases (``published`` figures have none).

@@ -63,6 +63,8 @@ class TargetSpec:
     market: str = "on_demand"
     gpu_count: int = 0
     options: dict[str, Any] = field(default_factory=dict)
+    #: a runtime of data/runtimes.csv, or auto (resolved by ``config.runtime_choice``)
+    worker_runtime: str = "auto"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench_tasks.constants import WORKER_RUNTIME_ENV
 from gpucompare import settings
-from gpucompare.config import models
+from gpucompare.config import models, runtime_choice
 from gpucompare.config.validation import ValidationError, validate
 from gpucompare.targets import runs as _runs
 from gpucompare.targets.base import LineSink, Target, TargetConfigError, TargetError, TargetSpec, TargetState
@@ -194,6 +195,8 @@ class LocalTarget(Target):
         # whatever the worker environment has installed.
         env["PYTHONPATH"] = str(self.code_root)
         env["PYTHONUNBUFFERED"] = "1"
+        # the runtime goes into every record (worker_runtime); auto here is cpu or pip-cu112
+        env[WORKER_RUNTIME_ENV] = runtime_choice.choose(self.spec.to_dict(), self.spec.worker_runtime)
         return env
 
     def worker_command(self, sweep_dir: Path) -> list[str]:

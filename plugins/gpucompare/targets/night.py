@@ -6,7 +6,8 @@ user and the guard always see the same figures.
 
 Phases (the names of ``run_phases``, plus two the estimate needs):
 
-* ``provision``, ``deploy``, ``teardown``: the median, over the last ``RECENT_RUNS`` runs of the
+* ``provision``, ``deploy``, ``pull`` (a container runtime's image: ``PULL_S`` until recorded),
+  ``teardown``: the median, over the last ``RECENT_RUNS`` runs of the
   same kind, provider and instance type, of each run's seconds in that phase (every attempt
   counted: a retried provisioning is paid twice), from the lake's ``run_phases``;
 * ``setup``, ``warmup``, ``timed``, per configuration of the sweeps (expanded by the worker's own
@@ -38,6 +39,7 @@ from datetime import date
 from typing import Any
 
 from bench_tasks.configs import Config
+from gpucompare.config import runtime_choice, runtimes
 from gpucompare.targets import cost
 from gpucompare.targets.base import TargetConfigError
 from gpucompare.targets.phases import BILLED_PHASES
@@ -50,17 +52,21 @@ RECENT_RUNS = 5
 #: SSM agent registration, then the worker download and environment (pip install of mxnet-cu112).
 DEPLOY_S = 600.0
 PROVISION_S = cost.PROVISIONING_OVERHEAD_S - DEPLOY_S
+#: A container runtime's first pull of its image (NGC's MXNet image is ~10 GB: at ~20 MB/s, about
+#: 8 min; a constant until the lake has recorded pulls of this instance type). A host that has
+#: the image already takes seconds, which the recorded median then shows.
+PULL_S = 600.0
 #: Run-level constants per kind where the lake has no recorded phase (see the module docstring).
 #: An ssh host is rented already (reaching it takes seconds) but builds the same environment.
 FALLBACK_S: Mapping[str, Mapping[str, float]] = {
-    "ec2": {"provision": PROVISION_S, "deploy": DEPLOY_S, "teardown": 0.0, "idle": 0.0},
-    "ssh": {"provision": 0.0, "deploy": DEPLOY_S, "teardown": 0.0},
-    "local": {"provision": 0.0, "deploy": 0.0, "teardown": 0.0},
+    "ec2": {"provision": PROVISION_S, "deploy": DEPLOY_S, "pull": PULL_S, "teardown": 0.0, "idle": 0.0},
+    "ssh": {"provision": 0.0, "deploy": DEPLOY_S, "pull": PULL_S, "teardown": 0.0},
+    "local": {"provision": 0.0, "deploy": 0.0, "pull": 0.0, "teardown": 0.0},
 }
 #: Phases inside the sweep (billed on every kind).
 SWEEP_PARTS = ("setup", "warmup", "timed", "sweep_other")
 #: The order phases are shown in.
-ORDER = ("provision", "deploy", "setup", "warmup", "timed", "sweep_other", "teardown", "idle")
+ORDER = ("provision", "deploy", "pull", "setup", "warmup", "timed", "sweep_other", "teardown", "idle")
 
 
 @dataclass(frozen=True)
@@ -198,7 +204,7 @@ def phase_history(run_phases: Any, results: Any, *, kind: str, provider: str, in
                 row["setup_seconds"], row["warmup_seconds"] / row["warmup_batches"],
                 row["timed_seconds"] / row["timed_batches"])))
     history = PhaseHistory()
-    for phase in ("provision", "deploy", "teardown"):
+    for phase in ("provision", "deploy", "pull", "teardown"):
         values = [(r["start"], r["seconds"][phase]) for r in runs.values() if phase in r["ok"]]
         if values:
             history.run_level[phase] = _median_of_recent(values, recent)
@@ -331,8 +337,10 @@ def _config_source(phase: str, plan_counts: tuple[int, int, int]) -> str:
 
 
 def estimate_phases(kind: str, sweep_configs: Iterable[Mapping[str, Any]], history: PhaseHistory,
-                    measured: Mapping[cost.MeasuredKey, float] | None = None) -> PhasePlan:
-    """Every phase of a night of these sweeps (see the module docstring for the sources)."""
+                    measured: Mapping[cost.MeasuredKey, float] | None = None, *,
+                    pulls_image: bool = False) -> PhasePlan:
+    """Every phase of a night of these sweeps (see the module docstring for the sources);
+    ``pulls_image``: the worker runtime is a container, whose image pull is a phase of its own."""
     if kind not in FALLBACK_S:
         raise TargetConfigError(f"night estimate: kind {kind!r} is not one of {', '.join(FALLBACK_S)}")
     measured = measured or {}
@@ -348,7 +356,7 @@ def estimate_phases(kind: str, sweep_configs: Iterable[Mapping[str, Any]], histo
     counts = (len(configs), recorded_configs, measured_configs)
     estimates: list[PhaseEstimate] = []
     for phase in ORDER:
-        if phase == "idle" and kind != "ec2":
+        if (phase == "idle" and kind != "ec2") or (phase == "pull" and not pulls_image):
             continue
         if phase in totals:
             estimates.append(PhaseEstimate(phase, totals[phase], True, _config_source(phase, counts)))
@@ -369,7 +377,9 @@ def estimate_night(spec: Mapping[str, Any], sweep_configs: Iterable[Mapping[str,
     kind, provider, instance_type = spec["kind"], spec["provider"], spec["instance_type"]
     lake = cost.lake_inputs(lake_uri, instance_type=instance_type, provider=provider)
     history = lake_history(lake_uri, kind=kind, provider=provider, instance_type=instance_type)
-    plan = estimate_phases(kind, sweep_configs, history, lake.measured)
+    runtime = runtime_choice.choose(spec, spec.get("worker_runtime"))
+    plan = estimate_phases(kind, sweep_configs, history, lake.measured,
+                           pulls_image=runtimes.get(runtime).delivery == "docker")
     phases = plan.phases
     # the guard's CostEstimate prices (sweep + provisioning) seconds: the billed seconds exactly
     time = cost.SweepTimeEstimate(

@@ -37,7 +37,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: Phases during which the machine is paid for, per kind of target (see the module docstring).
 BILLED_PHASES: Mapping[str, frozenset[str]] = {
-    "ec2": frozenset({"provision", "deploy", "sweep", "teardown"}),
+    "ec2": frozenset({"provision", "deploy", "pull", "sweep", "teardown"}),
     "ssh": frozenset({"sweep"}),
     "local": frozenset({"sweep"}),
 }

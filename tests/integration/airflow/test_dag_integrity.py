@@ -146,7 +146,8 @@ def test_manual_form_refuses_bad_values_before_a_run_exists(dags: dict[str, Any]
     dag = dags["gpucompare_manual"]
     params = dag.params
     expected = {"kind", "provider", "instance_type", "region", "market", "gpu_count", "networks",
-                "batch_sizes", "modes", "dtypes", "profile", "ssh_conn_id", "budget_cap", "budget_currency"}
+                "batch_sizes", "modes", "dtypes", "worker_runtime", "profile", "ssh_conn_id", "budget_cap",
+                "budget_currency"}
     assert set(params.keys()) == expected
     params.validate()  # the defaults are valid
     for name, value in [("instance_type", "p3.2xlarge; rm -rf /"), ("networks", ["resnet-50", "lenet"]),
@@ -175,8 +176,10 @@ def test_manual_form_is_generated_from_the_trigger_model(dags: dict[str, Any]) -
         json.dumps(param)  # what the form receives is plain JSON
     assert "anyOf" not in json.dumps(generated)  # the form has no widget for anyOf
     assert params.get_param("region").schema["type"] == ["string", "null"]
+    assert params.get_param("worker_runtime").schema["enum"] == ["auto", "pip-cu112", "ngc-24.06", "cpu"]
     for name, value in [("region", "us-east-1\n"), ("ssh_conn_id", "x; rm -rf /"), ("provider", "AWS"),
-                        ("batch_sizes", [8, 8]), ("gpu_count", 65), ("budget_currency", "GBP")]:
+                        ("batch_sizes", [8, 8]), ("gpu_count", 65), ("budget_currency", "GBP"),
+                        ("worker_runtime", "ngc-99.99")]:
         candidate = copy.deepcopy(params)
         with pytest.raises(ParamValidationError, match=name):
             candidate[name] = value

@@ -4,12 +4,13 @@ manual request whose GPU the worker cannot run (H100, K80) is refused before any
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 from pathlib import Path
 
 import pytest
 
-from gpucompare.config import fleet, gpus
+from gpucompare.config import fleet, gpus, runtimes
 from gpucompare.config.models import check_request as check_manual_request
 from gpucompare.config.validation import ValidationError
 from gpucompare.errors import PermanentError
@@ -48,19 +49,29 @@ def test_unknown_names_are_none_not_a_guess(name: str) -> None:
     assert gpus.canonical(name) is None
 
 
-def test_every_row_follows_the_mxnet_rule_and_names_are_unambiguous() -> None:
+def test_every_row_follows_each_runtimes_rule_and_names_are_unambiguous() -> None:
     table = gpus.read_table()
     assert len({m.name for m in table}) == len(table) >= 30
     for model in table:
-        assert gpus.mxnet_runs(model.capability) is model.mxnet_cu112, model
-        assert model.compute_capability in model.reason, model  # the reason states the figure
+        for runtime in runtimes.gpu_runtimes():
+            runs, reason = model.runs_on(runtime.name)
+            assert runtimes.runs_capability(runtime, model.capability) is runs, (model.name, runtime.name)
+            assert model.compute_capability in reason, (model.name, runtime.name)  # states the figure
         assert gpus.canonical(model.name) == model.name
         for alias in model.aliases:
             assert gpus.canonical(alias) == model.name, alias
     by_name = {m.name: m for m in table}
-    # the issue's cases: Ada runs through binary compatibility, Hopper and Kepler do not
-    assert [by_name[n].mxnet_cu112 for n in ("L4", "L40S", "RTX 4090", "A10G", "M60")] == [True] * 5
-    assert [by_name[n].mxnet_cu112 for n in ("H100", "H200", "H800", "K80", "K40", "B200")] == [False] * 6
+    # pip-cu112: Ada runs through binary compatibility, Hopper and Kepler do not
+    pip = [by_name[n].runs_on("pip-cu112")[0] for n in ("L4", "L40S", "RTX 4090", "A10G", "M60")]
+    assert pip == [True] * 5
+    pip = [by_name[n].runs_on("pip-cu112")[0] for n in ("H100", "H200", "H800", "K80", "B200")]
+    assert pip == [False] * 5
+    # ngc-24.06: Hopper runs (the release notes), Maxwell (below 6.0) and Blackwell do not
+    hopper = ("H100", "H100 NVL", "H200", "GH200", "H800")
+    assert [by_name[n].runs_on("ngc-24.06")[0] for n in hopper] == [True] * 5
+    assert [by_name[n].runs_on("ngc-24.06")[0] for n in ("M60", "K80", "B200", "GB200")] == [False] * 4
+    assert by_name["B200"].runnable_with() == [] and by_name["GB200"].runnable_with() == []
+    assert by_name["T4"].runnable_with() == ["pip-cu112", "ngc-24.06"]
     assert (by_name["K80"].compute_capability, by_name["H100"].memory_gib) == ("3.7", 80)
 
 
@@ -79,19 +90,26 @@ def test_every_gpu_of_the_shipped_tables_resolves() -> None:
 
 
 def test_the_rule_itself() -> None:
-    assert gpus.mxnet_runs((5, 0)) and gpus.mxnet_runs((8, 6)) and gpus.mxnet_runs((8, 9))
-    assert not gpus.mxnet_runs((3, 7)) and not gpus.mxnet_runs((9, 0)) and not gpus.mxnet_runs((10, 0))
+    pip, ngc = runtimes.get("pip-cu112"), runtimes.get("ngc-24.06")
+    assert all(runtimes.runs_capability(pip, c) for c in ((5, 0), (8, 6), (8, 9)))
+    assert not any(runtimes.runs_capability(pip, c) for c in ((3, 7), (9, 0), (10, 0)))
+    assert all(runtimes.runs_capability(ngc, c) for c in ((6, 0), (8, 9), (9, 0)))
+    assert not any(runtimes.runs_capability(ngc, c) for c in ((5, 2), (10, 0), (12, 0)))
+    # PTX is what would carry a runtime past its newest major version
+    with_ptx = dataclasses.replace(ngc, ptx="yes")
+    assert runtimes.runs_capability(with_ptx, (10, 0))
+    assert not runtimes.runs_capability(runtimes.get("cpu"), (8, 0))
 
 
 def test_an_ambiguous_table_is_refused(tmp_path: Path) -> None:
     """The index refuses one alias naming two GPUs (checked on a copy of the shipped table)."""
     shipped = gpus.gpus_file().read_text(encoding="utf-8")
     bad = tmp_path / "gpus.csv"
-    bad.write_text(shipped + 'T4 copy,T4,16,Turing,7.5,true,"compute capability 7.5"\n', encoding="utf-8")
+    bad.write_text(shipped + 'T4 copy,T4,16,Turing,7.5,true,"7.5",true,"7.5"\n', encoding="utf-8")
     with pytest.raises(ValidationError, match="names both T4 and T4 copy"):
         _index_of(bad)
     bad.write_text(shipped.replace(",7.5,true,", ",7.5,yes,", 1), encoding="utf-8")
-    with pytest.raises(ValidationError, match="mxnet_cu112"):
+    with pytest.raises(ValidationError, match="pip-cu112"):
         gpus.read_table(bad)
 
 
@@ -112,8 +130,12 @@ def test_check_runnable_refuses_with_gpu_and_reason_and_warns_on_unknown(caplog)
     assert isinstance(caught.value, PermanentError)
     text = str(caught.value)
     assert "NVIDIA H100 80GB HBM3 (H100)" in text and "9.0" in text and "no PTX" in text
+    assert "allowed: worker_runtime auto, ngc-24.06" in text  # what does run it
+    gpus.check_runnable("NVIDIA H100 80GB HBM3", runtime="ngc-24.06")  # the NGC build runs Hopper
     with pytest.raises(ValidationError, match="3.7 is below 5.0"):
         gpus.check_runnable("Tesla K80")
+    with pytest.raises(ValidationError, match="no worker runtime runs compute capability 10.0"):
+        gpus.check_runnable("B200", runtime="ngc-24.06")
     gpus.check_runnable("NVIDIA L4")  # 8.9: allowed
     with caplog.at_level(logging.WARNING, logger="gpucompare.config.gpus"):
         gpus.check_runnable("Hypothetical X9000")
@@ -129,39 +151,114 @@ def test_instance_types_take_their_gpu_from_the_shipped_price_tables() -> None:
 
 def _fleet_with(document: dict, **target) -> dict:
     changed = copy.deepcopy(document)
+    changed["defaults"]["ec2"]["results_bucket"] = "acme-gpu-results"  # the placeholder is refused
     changed["targets"].append({"name": "aws-new", "kind": "ec2", "provider": "aws", "region": "us-east-1",
                                "gpu_count": 1, "profile": "nightly", "enabled": False, **target})
     return changed
 
 
-def test_fleet_entry_with_an_h100_instance_is_refused_with_the_reason() -> None:
+def test_fleet_h100_runs_with_ngc_and_auto_and_is_refused_with_pip_cu112() -> None:
     """Refused while the file is parsed, disabled or not: nothing is planned or provisioned."""
     document = fleet.read_document(SHIPPED_FLEET)
+    new = len(document["targets"])
+    for runtime in ("ngc-24.06", "auto", None):
+        stated = {"worker_runtime": runtime} if runtime else {}
+        parsed = fleet.parse_fleet(_fleet_with(document, instance_type="p5.48xlarge", gpu_count=8, **stated))
+        assert parsed.targets[-1].spec["worker_runtime"] == "ngc-24.06", runtime
     with pytest.raises(ValidationError) as caught:
-        fleet.parse_fleet(_fleet_with(document, instance_type="p5.48xlarge", gpu_count=8), "fleet.yaml")
+        fleet.parse_fleet(_fleet_with(document, instance_type="p5.48xlarge", gpu_count=8,
+                                      worker_runtime="pip-cu112"), "fleet.yaml")
     text = str(caught.value)
-    assert caught.value.field == f"targets[{len(document['targets'])}].instance_type"  # the new entry
-    assert "'p5.48xlarge' has the GPU H100" in text and "compute capability 9.0" in text
+    assert caught.value.field == f"targets[{new}].worker_runtime"  # the new entry
+    assert "'p5.48xlarge' has the GPU H100 (compute capability 9.0)" in text
+    assert "cannot run worker runtime pip-cu112" in text and "no PTX" in text and "ngc-24.06" in text
     with pytest.raises(ValidationError, match="3.7"):
         fleet.parse_fleet(_fleet_with(document, instance_type="p2.xlarge"), "fleet.yaml")
-    # runnable and unknown GPUs pass
-    for instance_type in ("g6e.xlarge", "p4de.24xlarge", "m5.large"):
+    # runnable GPUs pass with the runtime auto picks
+    for instance_type in ("g6e.xlarge", "p4de.24xlarge"):
         parsed = fleet.parse_fleet(_fleet_with(document, instance_type=instance_type), "fleet.yaml")
         assert parsed.targets[-1].spec["instance_type"] == instance_type
 
 
-def test_manual_form_refuses_an_h100_instance_before_planning() -> None:
+def test_b200_is_refused_naming_gpu_capability_and_runtimes_tried(monkeypatch) -> None:
+    """No price table lists a B200 instance yet: the instance → GPU lookup is given one."""
+    shipped = dict(gpus._shipped_instance_gpus())
+    monkeypatch.setattr(gpus, "_shipped_instance_gpus",
+                        lambda: {**shipped, ("aws", "p6-b200.48xlarge"): "B200"})
+    document = fleet.read_document(SHIPPED_FLEET)
+    for runtime in ("auto", "ngc-24.06", "pip-cu112"):
+        with pytest.raises(ValidationError) as caught:
+            fleet.parse_fleet(_fleet_with(document, instance_type="p6-b200.48xlarge", gpu_count=8,
+                                          worker_runtime=runtime), "fleet.yaml")
+        text = str(caught.value)
+        assert "B200 (compute capability 10.0)" in text
+        assert "no worker runtime runs compute capability 10.0" in text
+        if runtime == "auto":
+            assert "tried pip-cu112: " in text and "ngc-24.06: " in text
+
+
+def test_an_unknown_gpu_is_allowed_with_a_warning(caplog, monkeypatch) -> None:
+    """A host whose GPU the model table does not know runs with auto's pick, with a warning; one
+    with no GPU listed at all (a rented host's own machine name) is allowed silently, as before."""
+    document = fleet.read_document(SHIPPED_FLEET)
+    changed = copy.deepcopy(document)
+    changed["targets"].append({"name": "rented-new", "kind": "ssh", "provider": "someprovider",
+                               "instance_type": "x9000-box", "gpu_count": 1, "enabled": False,
+                               "options": {"ssh_conn_id": "ssh_new"}})
+    assert fleet.parse_fleet(changed).targets[-1].spec["worker_runtime"] == "pip-cu112"
+    shipped = dict(gpus._shipped_instance_gpus())
+    monkeypatch.setattr(gpus, "_shipped_instance_gpus",
+                        lambda: {**shipped, ("someprovider", "x9000-box"): "Hypothetical X9000"})
+    with caplog.at_level(logging.WARNING, logger="gpucompare.config.gpus"):
+        assert fleet.parse_fleet(changed).targets[-1].spec["worker_runtime"] == "pip-cu112"
+    assert "Hypothetical X9000" in caplog.text and "not in the GPU model table" in caplog.text
+
+
+def test_auto_prefers_one_runtime_for_the_whole_fleet(monkeypatch) -> None:
+    """T4 alone: pip-cu112 (the table's first); T4 beside an H100: both on ngc-24.06 (it runs
+    both); M60 beside an H100: no runtime runs both, each gets its own."""
+    document = fleet.read_document(SHIPPED_FLEET)
+    alone = fleet.parse_fleet(_fleet_with(document, instance_type="g4dn.xlarge", enabled=True))
+    assert alone.targets[-1].spec["worker_runtime"] == "pip-cu112"
+    both = _fleet_with(_fleet_with(document, instance_type="g4dn.xlarge", enabled=True),
+                       instance_type="p5.48xlarge", gpu_count=8, enabled=True)
+    both["targets"][-1]["name"] = "aws-h100"
+    parsed = fleet.parse_fleet(both)
+    assert [t.spec["worker_runtime"] for t in parsed.targets[-2:]] == ["ngc-24.06", "ngc-24.06"]
+    assert parsed.targets[0].spec["worker_runtime"] == "cpu"  # the local CPU target
+    shipped = dict(gpus._shipped_instance_gpus())  # no shipped table lists an M60 machine
+    monkeypatch.setattr(gpus, "_shipped_instance_gpus", lambda: {**shipped, ("aws", "g3s.xlarge"): "M60"})
+    mixed = _fleet_with(_fleet_with(document, instance_type="g3s.xlarge", enabled=True),
+                        instance_type="p5.48xlarge", gpu_count=8, enabled=True)
+    mixed["targets"][-1]["name"] = "aws-h100"
+    parsed = fleet.parse_fleet(mixed)
+    assert [t.spec["worker_runtime"] for t in parsed.targets[-2:]] == ["pip-cu112", "ngc-24.06"]
+
+
+def test_a_profile_states_the_default_runtime_and_a_target_overrides_it() -> None:
+    document = copy.deepcopy(fleet.read_document(SHIPPED_FLEET))
+    document["profiles"]["nightly"]["worker_runtime"] = "ngc-24.06"
+    parsed = fleet.parse_fleet(_fleet_with(document, instance_type="g4dn.xlarge"))
+    assert parsed.targets[-1].spec["worker_runtime"] == "ngc-24.06"
+    parsed = fleet.parse_fleet(_fleet_with(document, instance_type="g4dn.xlarge", worker_runtime="pip-cu112"))
+    assert parsed.targets[-1].spec["worker_runtime"] == "pip-cu112"
+    with pytest.raises(ValidationError, match=r"worker_runtime: 'nope' is not one of|worker_runtime"):
+        fleet.parse_fleet(_fleet_with(document, instance_type="g4dn.xlarge", worker_runtime="nope"))
+
+
+def test_manual_form_h100_needs_a_runtime_that_runs_it() -> None:
     document = fleet.read_document(SHIPPED_FLEET)
     document["defaults"]["ec2"]["results_bucket"] = "acme-gpu-results"  # the placeholder is refused
     shipped = fleet.parse_fleet(document)
+    request = {"kind": "ec2", "provider": "aws", "instance_type": "p5.48xlarge", "region": "us-east-1",
+               "market": "on_demand", "gpu_count": 8, "networks": ["alexnet"], "batch_sizes": [4],
+               "modes": ["score"], "profile": "nightly", "budget_cap": 3.5}
     # the request's own check refuses it (the target model's GPU hook), before any plan
-    with pytest.raises(ValidationError, match=r"instance_type: 'p5.48xlarge' has the GPU H100, which cannot"):
-        check_manual_request({
-            "kind": "ec2", "provider": "aws", "instance_type": "p5.48xlarge", "region": "us-east-1",
-            "market": "on_demand", "gpu_count": 8, "networks": ["alexnet"], "batch_sizes": [4],
-            "modes": ["score"], "profile": "nightly", "budget_cap": 3.5})
-    plan = fleet.plan_manual(check_manual_request({
-        "kind": "ec2", "provider": "aws", "instance_type": "g6.xlarge", "region": "us-east-1",
-        "market": "on_demand", "gpu_count": 1, "networks": ["alexnet"], "batch_sizes": [4],
-        "modes": ["score"], "profile": "nightly", "budget_cap": 3.5}), shipped, "manual__x")
+    with pytest.raises(ValidationError, match=r"worker_runtime: 'p5.48xlarge' has the GPU H100 \(compute "
+                                              r"capability 9.0\), which cannot run worker runtime pip-cu112"):
+        check_manual_request({**request, "worker_runtime": "pip-cu112"})
+    assert check_manual_request(request)["target"]["worker_runtime"] == "ngc-24.06"  # auto
+    plan = fleet.plan_manual(check_manual_request({**request, "instance_type": "g6.xlarge", "gpu_count": 1}),
+                             shipped, "manual__x")
     assert plan["spec"]["instance_type"] == "g6.xlarge"  # an L4 (8.9) passes
+    assert plan["spec"]["worker_runtime"] == "pip-cu112"

@@ -309,6 +309,8 @@ def test_trigger_form_schemas_refuse_what_the_model_refuses() -> None:
     assert form_refuses("batch_sizes", [0])
     assert form_refuses("batch_sizes", [8, 8])
     assert form_refuses("market", "reserved")
+    assert form_refuses("worker_runtime", "ngc-latest")  # only the runtimes table's names
+    assert not form_refuses("worker_runtime", "ngc-24.06")
     assert form_refuses("budget_cap", -0.5)
     assert form_refuses("region", "us-east-1 && id")
     assert form_refuses("region", "us-east-1\n")  # jsonschema's "$" alone would let it through

@@ -171,7 +171,8 @@ def test_the_command_prints_the_policy_and_refuses_bad_values(capsys: pytest.Cap
     )
     printed = json.loads(capsys.readouterr().out)
     launch = next(s for s in printed["Statement"] if s["Sid"].startswith("LaunchOnlyTheFleetsTypes"))
-    assert launch["Condition"]["StringEquals"]["ec2:InstanceType"] == ["g5.xlarge", "g6.xlarge", "p3.2xlarge"]
+    assert launch["Condition"]["StringEquals"]["ec2:InstanceType"] == [
+        "g5.xlarge", "g6.xlarge", "p3.2xlarge", "p5.48xlarge"]
     assert "acme-results" in json.dumps(printed) and "ACCOUNT_ID" not in json.dumps(printed)
     for bad in (
         ["--instance-type", "g5.*"],

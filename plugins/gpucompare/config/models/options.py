@@ -10,9 +10,10 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, model_validator
 
-from gpucompare.config import gpus
+from gpucompare.config import runtime_choice
 from gpucompare.config.fields import Number, OneOf, Whole
 from gpucompare.config.models.values import (
+    DEFAULT_CONTAINER_AMI,
     PLACEHOLDER_BUCKET,
     REQUIREMENTS,
     AmiRef,
@@ -43,6 +44,7 @@ from gpucompare.config.models.values import (
     Tags,
     TtlMinutes,
     VolumeSize,
+    WorkerRuntime,
     partial_options,
     rule,
 )
@@ -129,6 +131,8 @@ class Ec2Options(_Options):
     deploy_timeout_s: Annotated[float, Number(1, 14400)] = 1800.0
     tags: Tags = Field(default_factory=dict)
     deployment: Deployment | None = None
+    #: the AMI when the worker runtime is a container (ngc-…): Docker and the Container Toolkit
+    container_ami: AmiRef = DEFAULT_CONTAINER_AMI
 
     @model_validator(mode="before")
     @classmethod
@@ -150,20 +154,24 @@ class _TargetFields(Strict):
     gpu_count: GpuCount = 0
     profile: Name = "nightly"  # the fleet's sweep profile (fleet entries only)
     enabled: Enabled = True  # fleet entries only
+    #: None: the profile's, else auto (``config.runtime_choice``); the plan states the one chosen
+    worker_runtime: WorkerRuntime | None = None
 
     def spec(self) -> dict[str, Any]:
         """The ``gpucompare.targets.base.TargetSpec`` fields, as JSON for XCom."""
         return {"name": self.name, "kind": self.kind, "provider": self.provider,
                 "instance_type": self.instance_type, "region": self.region, "market": self.market,
-                "gpu_count": self.gpu_count, "options": self.options.given()}  # type: ignore[attr-defined]
+                "gpu_count": self.gpu_count, "worker_runtime": self.worker_runtime or "auto",
+                "options": self.options.given()}  # type: ignore[attr-defined]
 
     @model_validator(mode="after")
     def _runnable_gpu(self) -> Any:
-        """The one place a target's GPU is checked (issue 13, ``config.gpus``): a GPU the worker's
-        MXNet cannot run (H100, K80 …) is refused here, wherever the target comes from (fleet
-        file, trigger form, a target class building from a plan), before anything is provisioned."""
+        """The one place a target's GPU is checked (``config.runtime_choice``): a GPU no worker
+        runtime runs (B200, K80 …), or that the stated runtime does not run (H100 with pip-cu112),
+        is refused here, wherever the target comes from (fleet file, trigger form, a target class
+        building from a plan), before anything is provisioned."""
         try:
-            gpus.check_target(self.spec())
+            runtime_choice.choose(self.spec(), self.worker_runtime)
         except ValidationError as exc:
             raise rule(exc.field, exc.message, exc.allowed or "") from None
         return self

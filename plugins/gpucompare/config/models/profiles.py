@@ -37,6 +37,7 @@ from gpucompare.config.models.values import (
     Name,
     Networks,
     Strict,
+    WorkerRuntime,
     rule,
 )
 
@@ -83,6 +84,8 @@ class SweepProfile(_Measurement):
     methodology: Annotated[str, OneOf(PROFILE_METHODOLOGIES)] = "official"
     score: ModeOverride | None = None
     train: ModeOverride | None = None
+    #: the runtime of the profile's targets that do not state one (None: auto)
+    worker_runtime: WorkerRuntime | None = None
 
     @model_validator(mode="before")
     @classmethod

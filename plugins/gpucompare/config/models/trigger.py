@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from gpucompare.config import validation
+from gpucompare.config import runtime_choice, runtimes, validation
 from gpucompare.config.fields import Number, OneOf, Whole
 from gpucompare.config.models.options import Target
 from gpucompare.config.models.values import (
@@ -62,6 +62,10 @@ class TriggerParams(Strict):
         title="Batch sizes", description="global batch sizes, each > 0")] = (1, 8, 32)
     modes: Annotated[Modes, Field(title="Modes", description="score (inference) and/or train")] = ("score",)
     dtypes: Annotated[Dtypes, Field(title="Data types", description="float32 and/or float16")] = ("float32",)
+    worker_runtime: Annotated[str, OneOf(runtimes.choices()), Field(
+        title="Worker runtime",
+        description="auto picks one that runs the GPU; pip-cu112 (venv, up to Ada), ngc-… (NVIDIA's "
+                    "MXNet container, Hopper too; docker on the host), cpu")] = "auto"
     profile: Annotated[Name, Field(
         title="Profile", description="fleet profile for warm-up, batches, repeats, time limits")] = "nightly"
     ssh_conn_id: Annotated[ConnId | None, Field(
@@ -91,9 +95,10 @@ class TriggerParams(Strict):
         name = re.sub(r"[^a-z0-9_-]", "-", f"{self.provider}-{self.instance_type}".lower())[:40]
         target = {"name": name, "kind": self.kind, "provider": self.provider,
                   "instance_type": self.instance_type, "region": self.region, "market": self.market,
-                  "gpu_count": self.gpu_count, "options": options}
+                  "gpu_count": self.gpu_count, "worker_runtime": self.worker_runtime, "options": options}
         try:  # the target's own model; the fleet's defaults (AMI, bucket …) are merged by the plan
             spec = validation.check("", Target, target, context={"partial": True}).spec()
+            spec["worker_runtime"] = runtime_choice.choose(spec, self.worker_runtime)
         except ValidationError as exc:
             field = exc.field.removeprefix("options.")
             raise ValidationError(field, exc.message, exc.allowed, exc.more) from None

@@ -23,7 +23,7 @@ from bench_tasks.constants import (
     NETWORKS,
 )
 from gpucompare import settings
-from gpucompare.config import patterns
+from gpucompare.config import patterns, runtimes
 from gpucompare.config.fields import (
     Flag,
     Matching,
@@ -53,6 +53,11 @@ MAX_GPU_COUNT = 64
 MAX_NODES = 256
 MAX_TIMEOUT_S = int(MAX_CONFIG_TIMEOUT_S)
 DEFAULT_SCHEDULE = "0 2 * * *"
+#: The AMI of an ec2 target whose worker runtime is a container (ngc-…): AWS's public SSM parameter
+#: of the Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04), which has the NVIDIA driver,
+#: Docker and the NVIDIA Container Toolkit; the option ``container_ami`` overrides it.
+DEFAULT_CONTAINER_AMI = ("/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/"
+                         "latest/ami-id")
 DEFAULT_MAX_INSTANCES = 2
 
 
@@ -76,6 +81,8 @@ LocalPath = Annotated[str, Predicate(lambda v: os.path.isabs(v) and "\0" not in 
                                      "an absolute path on this machine")]
 Interface = _text(patterns.INTERFACE, "a network interface name such as eth0 or ens5")
 Market = Annotated[str, OneOf(MARKETS)]
+#: ``auto`` or a runtime of data/runtimes.csv (``config.runtimes``)
+WorkerRuntime = Annotated[str, OneOf(runtimes.choices())]
 Currency = Annotated[str, OneOf(CURRENCIES)]
 GpuCount = Annotated[int, Whole(0, MAX_GPU_COUNT)]
 Enabled = Annotated[bool, Flag()]

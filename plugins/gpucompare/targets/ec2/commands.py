@@ -22,9 +22,10 @@ log = logging.getLogger(__name__)
 
 
 def deploy_commands(bundle_uri: str, bundle_sha256: str, workdir: str, python: str, *,
-                    create_venv: bool) -> list[str]:
+                    create_venv: bool, check_worker: bool = True) -> list[str]:
     """Fetch (``aws s3 cp`` with the instance's own profile) and check the worker bundle,
-    create the worker environment if missing."""
+    create the worker environment if missing (``check_worker=False``: the worker runs in a
+    container, checked by its own pull, ``targets.container``)."""
     commands = [
         *SCRIPT_PREAMBLE,
         f"mkdir -p {q(workdir)}",
@@ -46,7 +47,8 @@ def deploy_commands(bundle_uri: str, bundle_sha256: str, workdir: str, python: s
             f"{q(venv + '/bin/pip')} install -q -r bench_tasks/requirements-gpu.txt && "
             f"touch {q(venv + '/.complete')}; fi",
         ]
-    commands.append(f"{q(python)} -m bench_tasks sysinfo > /dev/null")
+    if check_worker:
+        commands.append(f"{q(python)} -m bench_tasks sysinfo > /dev/null")
     return commands
 
 
@@ -56,13 +58,16 @@ def sweep_name(config_json: str) -> str:
 
 
 def sweep_commands(*, config_json: str, workdir: str, rundir: str, python: str,
-                   destination: str, progress_destination: str) -> list[str]:
+                   destination: str, progress_destination: str,
+                   worker_prefix: str | None = None) -> list[str]:
     """Run one sweep, merge the run's sweep files into results.jsonl, copy it to S3.
 
     The config travels base64-encoded, so no character in it can reach the shell. The
     worker's progress (its standard error) goes to a file that a background loop copies to
     ``progress_destination`` every ``PROGRESS_UPLOAD_S`` (the orchestrator follows it); its
     tail is repeated on standard error so SSM's output has it when the worker fails.
+    ``worker_prefix`` (shell text) replaces the interpreter: ``docker run … image python`` for a
+    container runtime (``targets.container.shell_prefix``).
     """
     name = sweep_name(config_json)
     encoded = base64.b64encode(config_json.encode()).decode("ascii")
@@ -81,8 +86,8 @@ def sweep_commands(*, config_json: str, workdir: str, rundir: str, python: str,
         "uploader=$!",
         "trap 'kill $uploader 2>/dev/null || true' EXIT",
         "status=0",
-        f"{q(python)} -m bench_tasks sweep --config {q(config_path)} --output {q(output_path + '.partial')} "
-        f"2> {q(progress_path)} || status=$?",
+        f"{worker_prefix or q(python)} -m bench_tasks sweep --config {q(config_path)} "
+        f"--output {q(output_path + '.partial')} 2> {q(progress_path)} || status=$?",
         "kill $uploader 2>/dev/null || true",
         f"{upload_progress} || true",
         f"tail -n {STDERR_TAIL_LINES} {q(progress_path)} >&2",

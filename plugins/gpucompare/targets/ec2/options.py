@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpucompare import settings
-from gpucompare.config import models, patterns
+from gpucompare.config import models, patterns, runtime_choice, runtimes
 from gpucompare.config.validation import ValidationError, check
 from gpucompare.targets.base import (
     TargetConfigError,
@@ -86,6 +86,9 @@ class Ec2Options:
     deploy_timeout_s: float
     tags: dict[str, str] = field(default_factory=dict)
     deployment: str = ""
+    container_ami: str = ""
+    #: the worker runtime (``config.runtime_choice``); a container runtime launches container_ami
+    worker_runtime: str = "pip-cu112"
 
     @classmethod
     def from_spec(cls, spec: TargetSpec) -> Ec2Options:
@@ -104,5 +107,8 @@ class Ec2Options:
                                     "the run will execute) to estimate the run's cost")
         values = opts.model_dump()
         values.update(sweep_configs=tuple(opts.sweep_configs), tags=dict(opts.tags),
-                      deployment=opts.deployment or settings.deployment())
+                      deployment=opts.deployment or settings.deployment(),
+                      worker_runtime=runtime_choice.choose(spec.to_dict(), spec.worker_runtime))
+        if runtimes.get(values["worker_runtime"]).delivery == "docker":
+            values["ami"] = opts.container_ami  # the Deep Learning Base AMI: Docker + Toolkit
         return cls(**values)

@@ -66,7 +66,7 @@ from functools import cached_property
 from typing import Any
 
 from bench_tasks.configs import ConfigError, parse_sweep
-from gpucompare.targets import cost
+from gpucompare.targets import container, cost
 from gpucompare.targets.base import (
     LineSink,
     Target,
@@ -85,6 +85,7 @@ from gpucompare.targets.ec2.options import (
     DEPLOYMENT_TAG,
     EXPIRES_AT_TAG,
     LIVE_STATES,
+    SCRIPT_PREAMBLE,
     Ec2Options,
     run_key,
 )
@@ -236,8 +237,29 @@ class Ec2Target(Ec2LaunchMixin, SsmCommandsMixin, RunStorageMixin, Target):
         venv = f"{self.options.remote_root}/venv-{requirements_hash}"
         return self.options.bench_python or f"{venv}/bin/python"
 
-    @timed_phase("deploy")
     def deploy(self, state: TargetState) -> TargetState:
+        """The worker bundle (and venv), then for a container runtime the image's pull, timed as
+        its own ``pull`` phase (``targets.container``)."""
+        state = self._deploy_bundle(state)
+        return self._pull_image(state) if self.in_container else state
+
+    @property
+    def in_container(self) -> bool:
+        return container.is_container_runtime(self.options.worker_runtime)
+
+    @timed_phase("pull")
+    def _pull_image(self, state: TargetState) -> TargetState:
+        image = container.runtime_image(self.options.worker_runtime)
+        invocation = self._run_commands(state, self._instance_id(state),
+                                        [*SCRIPT_PREAMBLE, container.pull_script(image)],
+                                        self.options.deploy_timeout_s, purpose="pull")
+        pulled = container.parse_pull(invocation.get("StandardOutputContent") or "", image)
+        state.extra = {**state.extra, "image": pulled.reference,
+                       "worker_runtime": self.options.worker_runtime}
+        return state
+
+    @timed_phase("deploy")
+    def _deploy_bundle(self, state: TargetState) -> TargetState:
         instance_id = self._instance_id(state)
         bundle = build_worker_bundle()
         # named by the bytes (not the code hash), checked here and again on the instance
@@ -246,7 +268,8 @@ class Ec2Target(Ec2LaunchMixin, SsmCommandsMixin, RunStorageMixin, Target):
         python = self._bench_python(bundle.requirements_hash)
         # the instance reads it with its own profile: no presigned URL (a credential) in SSM history
         commands = deploy_commands(f"s3://{self.options.results_bucket}/{bundle_key}", bundle.sha256, workdir,
-                                   python, create_venv=self.options.bench_python is None)
+                                   python, check_worker=not self.in_container,
+                                   create_venv=self.options.bench_python is None and not self.in_container)
         self._run_commands(state, instance_id, commands, self.options.deploy_timeout_s, purpose="deploy")
         state.workdir = workdir
         state.extra = {**state.extra, "bench_python": python, "bundle": bundle.content_hash}
@@ -258,6 +281,13 @@ class Ec2Target(Ec2LaunchMixin, SsmCommandsMixin, RunStorageMixin, Target):
         """The AWS-RunShellScript commands of one sweep (the tests run exactly these in bash)."""
         if not state.workdir or not state.extra.get("bench_python"):
             raise TargetError("run_sweep before deploy: the state has no worker directory")
+        prefix = None
+        if self.in_container:  # NVIDIA's image runs the bundle, mounted read-only
+            if not container.PINNED.fullmatch(str(state.extra.get("image"))):
+                raise TargetError("run_sweep before the pull: the state has no image@digest")
+            prefix = container.shell_prefix(
+                image=state.extra["image"], runtime=self.options.worker_runtime, code_dir=state.workdir,
+                sweep_dir=f"{self.options.remote_root}/runs/{run_key(state.run_id)}", uid=0, gid=0)
         config_json = self._config_json(state, sweep_config)
         rundir = f"{self.options.remote_root}/runs/{run_key(state.run_id)}"
         destination = f"s3://{self.options.results_bucket}/{self._results_key(state)}"
@@ -265,6 +295,7 @@ class Ec2Target(Ec2LaunchMixin, SsmCommandsMixin, RunStorageMixin, Target):
         return sweep_commands(
             config_json=config_json, workdir=state.workdir, rundir=rundir,
             python=str(state.extra["bench_python"]), destination=destination, progress_destination=progress,
+            worker_prefix=prefix,
         )
 
     @staticmethod

@@ -54,9 +54,18 @@ from pathlib import Path
 from typing import Any
 
 from gpucompare import settings
-from gpucompare.config import models, validation
+from gpucompare.config import models, runtime_choice, validation
+from gpucompare.targets import container as _container
 from gpucompare.targets import runs as _runs
-from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState, q
+from gpucompare.targets.base import (
+    LineSink,
+    Target,
+    TargetConfigError,
+    TargetError,
+    TargetSpec,
+    TargetState,
+    q,
+)
 from gpucompare.targets.bundle import REQUIREMENTS, WorkerBundle, build_bundle
 from gpucompare.targets.phases import timed_phase
 from gpucompare.targets.ssh.commands import (
@@ -103,6 +112,12 @@ class SSHTarget(Target):
         if spec.kind != self.kind:
             raise TargetError(f"kind: expected {self.kind!r} for SSHTarget, got {spec.kind!r}")
         self.options = SSHOptions.parse(spec.options, gpu_count=spec.gpu_count)
+        #: the worker runtime (``config.runtime_choice``): a container runtime runs NVIDIA's image
+        self.runtime = runtime_choice.choose(spec.to_dict(), spec.worker_runtime)
+        self.in_container = _container.is_container_runtime(self.runtime)
+        if self.in_container and self.options.use_docker:
+            raise TargetConfigError(f"ssh target: use_docker runs the project's own image; worker_runtime "
+                                    f"{self.runtime} runs NVIDIA's: choose one")
         self._sleep = sleep
         #: the verified, reconnecting session every step (and the scaling channel) goes through
         self.connection = SSHConnection(self.options, line_sink=self.line_sink, sleep=sleep)
@@ -132,9 +147,29 @@ class SSHTarget(Target):
         self.line_sink(f"[ssh] {state.resource_id}: run directory {run_dir}")
         return state
 
-    @timed_phase("deploy")
     def deploy(self, state: TargetState) -> TargetState:
-        """Upload the worker code (once per version) and create its environment (once)."""
+        """Upload the worker code (once per version) and create its environment (once); for a
+        container runtime, the code only, then the image's pull (its own ``pull`` phase)."""
+        state = self._deploy_code(state)
+        return self._pull_image(state) if self.in_container else state
+
+    @timed_phase("pull")
+    def _pull_image(self, state: TargetState) -> TargetState:
+        """Pull the runtime's image once per host (reused afterwards); the sweep runs the exact
+        digest the host has (``targets.container``)."""
+        image = _container.runtime_image(self.runtime)
+        self.line_sink(f"[ssh] making sure image {image} is on the host")
+        answer = self.connection.run("deploy", _container.pull_script(image),
+                                     timeout=self.options.env_timeout_s, stream=True).stdout
+        pulled = _container.parse_pull(answer, image)
+        self.line_sink(f"[ssh] image {pulled.reference} "
+                       f"{'pulled' if pulled.downloaded else 'already on the host'}")
+        state.extra.update({"image": pulled.reference, "image_pulled": pulled.downloaded,
+                            "worker_runtime": self.runtime})
+        return state
+
+    @timed_phase("deploy")
+    def _deploy_code(self, state: TargetState) -> TargetState:
         base = self._base(state, "deploy")
         if self.options.use_docker:
             self.line_sink(f"[ssh] making sure image {self.options.image} is on the host")
@@ -145,6 +180,9 @@ class SSHTarget(Target):
         bundle = build_bundle()
         code_dir = posixpath.join(base, bundle.name)
         self._upload_bundle(bundle, base, code_dir)
+        if self.in_container:  # the image brings MXNet and Python: no environment to make
+            state.extra.update({"code_dir": code_dir, "python": None, "env_dir": None})
+            return state
         env_dir = None if self.options.python else self._ensure_environment(bundle, base, code_dir)
         python = self.options.python or posixpath.join(env_dir or "", "bin", "python")
         answer = self.connection.run("deploy", check_python_command(python=python, code_dir=code_dir),
@@ -162,11 +200,14 @@ class SSHTarget(Target):
             raise TargetError(f"run_sweep: timeout_s must be > 0, got {timeout_s!r}")
         run_dir = _checked_run_dir(state, "run_sweep")
         if not self.options.use_docker:
-            for name in ("code_dir", "python"):
+            for name in ("code_dir",) if self.in_container else ("code_dir", "python"):
                 value = state.extra.get(name)
                 if not isinstance(value, str) or not _is_absolute_path(value):
                     raise TargetError(f"run_sweep: the worker is not deployed (state has no valid "
                                       f"{name}: {value!r}; deploy did not run)")
+        if self.in_container and not _container.PINNED.fullmatch(str(state.extra.get("image"))):
+            raise TargetError(f"run_sweep: the state has no pulled image@digest "
+                              f"({state.extra.get('image')!r}); deploy did not pull it")
         config = _runs.with_run_id(sweep_config, state.run_id)
         sweep_name = _runs.sweep_dir_name(config)
         paths = SweepPaths(posixpath.join(run_dir, sweep_name))
@@ -275,7 +316,16 @@ class SSHTarget(Target):
     def _start(self, state: TargetState, paths: SweepPaths, config: dict[str, Any],
                timeout_s: float) -> None:
         """Clear what an earlier attempt left, write config and script, launch detached."""
-        if self.options.use_docker:
+        if self.in_container:
+            container = container_name(posixpath.basename(state.workdir or ""),
+                                       posixpath.basename(paths.sweep_dir))
+            argv = _container.run_argv(
+                image=state.extra["image"], runtime=self.runtime, code_dir=state.extra["code_dir"],
+                sweep_dir=paths.sweep_dir, uid=int(state.extra.get("uid", 0)),
+                gid=int(state.extra.get("gid", 0)), name=container, gpus=self.options.docker_gpus,
+                worker_args=["sweep", "--config", paths.config, "--output", paths.partial])
+            cwd, env = paths.sweep_dir, {}
+        elif self.options.use_docker:
             container = container_name(posixpath.basename(state.workdir or ""),
                                        posixpath.basename(paths.sweep_dir))
             argv = docker_command(image=self.options.image, gpus=self.options.docker_gpus,
