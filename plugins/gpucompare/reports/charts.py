@@ -180,7 +180,7 @@ class BarChart:
     kind: str = "bar"
 
 
-_BAR_ROW = 50
+_BAR_ROW = 54
 _BAR_LEFT, _BAR_RIGHT, _BAR_TOP = 10, 14, 30
 
 
@@ -204,10 +204,10 @@ def bar_chart(chart_id: str, bars: Sequence[Bar], axis_label: str, *, title: str
         if bar.low is not None and bar.high is not None and not drawable(bar.low) and not drawable(bar.high):
             error = (_BAR_LEFT + min(bar.low, bar.high) * scale, _BAR_LEFT + max(bar.low, bar.high) * scale)
         marks.append(BarMark(
-            label=Label(_BAR_LEFT, y + 11, clip(bar.label, 62), size=12),
-            x=_BAR_LEFT, y=y + 16, width=width, height=14, colour=bar.colour, published=bar.published,
-            value=Label(value_x, y + 27, bar.value_text, size=11, anchor="end" if inside else "start"),
-            note=Label(_BAR_LEFT, y + 42, clip(bar.note, 74), size=10, muted=True),
+            label=Label(_BAR_LEFT, y + 12, clip(bar.label, 58), size=13),
+            x=_BAR_LEFT, y=y + 17, width=width, height=15, colour=bar.colour, published=bar.published,
+            value=Label(value_x, y + 29, bar.value_text, size=12, anchor="end" if inside else "start"),
+            note=Label(_BAR_LEFT, y + 45, clip(bar.note, 66), size=11, muted=True),
             tooltip=f"{bar.label}: {bar.value_text}" + (f" · {bar.note}" if bar.note else ""),
             error=error,
         ))
@@ -275,7 +275,7 @@ class LineChart:
     kind: str = "line"
 
 
-_LEFT, _RIGHT, _TOP, _PLOT_HEIGHT, _LEGEND_ROW = 50, 72, 34, 200, 16
+_LEFT, _RIGHT, _TOP, _PLOT_HEIGHT, _LEGEND_ROW = 50, 74, 34, 200, 17
 
 
 class _Axis:
@@ -321,7 +321,7 @@ def _y_axis(values: list[float], lowest_of_series: list[float]) -> tuple[_Axis, 
     return _Axis(low, high, _TOP + _PLOT_HEIGHT, -_PLOT_HEIGHT, log="10"), ticks
 
 
-def _spread(ends: list[tuple[float, int]], gap: float = 11.0) -> dict[int, float]:
+def _spread(ends: list[tuple[float, int]], gap: float = 12.0) -> dict[int, float]:
     """End-label heights pushed apart so no two overlap (in order of height)."""
     placed: dict[int, float] = {}
     last = -math.inf
@@ -382,13 +382,13 @@ def line_chart(
         drawn = [_point(line, x, y, x_axis, y_axis) for x, y in points]
         path = " ".join(f"{'M' if i == 0 else 'L'}{p.x:.1f},{p.y:.1f}" for i, p in enumerate(drawn))
         tag = f"{number} {line.tag}".strip() if not ideal else ""
-        end = (Label(drawn[-1].x + 7, end_y[index] + 4, clip(tag, 11), size=10, anchor="start")
+        end = (Label(drawn[-1].x + 7, end_y[index] + 4, clip(tag, 10), size=11, anchor="start")
                if drawn and tag else None)
         row = len(lines)
         legend_y = bottom + 50 + row * _LEGEND_ROW
         text = line.label if ideal else f"{number} · {line.label}"
         lines.append(Line(number if not ideal else 0, line.label, line.colour, style, path, drawn, end,
-                          Label(38, legend_y, clip(text, 66), size=10.5), 8, legend_y - 4))
+                          Label(38, legend_y, clip(text, 62), size=11), 8, legend_y - 4))
     height = bottom + 50 + len(lines) * _LEGEND_ROW
     return LineChart(
         chart_id, title, VIEW_WIDTH, height, _LEFT, _TOP, _LEFT + plot_width, bottom,

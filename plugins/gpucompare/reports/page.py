@@ -73,7 +73,8 @@ class Card:
 
 @dataclass
 class FirstAnswer:
-    """Shown on the first screen when nothing is ranked: why, and what to do."""
+    """Shown on the first screen when nothing is ranked: why, and what to do (text between backticks is
+    a command, set as code)."""
 
     reasons: list[str] = field(default_factory=list)
     steps: list[str] = field(default_factory=list)
@@ -129,27 +130,27 @@ def first_answer(
         answer.reasons.append(f"your measured machine{'s' if len(unpriced) > 1 else ''} "
                               f"{', '.join(unpriced)} {'have' if len(unpriced) > 1 else 'has'} no price")
         answer.steps.append(
-            "Declare its price: gpucompare add-price (per hour, per month or an amortised purchase), or a "
-            f"prices entry for the target in the fleet file; {PRICE_DOCS} shows both. The next report "
+            "Declare its price: `gpucompare add-price` (per hour, per month or an amortised purchase), or a "
+            f"`prices` entry for the target in the fleet file; `{PRICE_DOCS}` shows both. The next report "
             "ranks it, labelled as declared.")
     elif _counts(report_set)["measured"] == 0:
         answer.reasons.append("nothing has been measured yet: the nightly DAG has not run, or its results "
                               "are in another lake")
         answer.steps.append(
-            "Run the nightly DAG (airflow dags trigger gpucompare_nightly) on a target with a price, or "
-            f"declare a price for your own machine (gpucompare add-price; {PRICE_DOCS}).")
+            "Run the nightly DAG (`airflow dags trigger gpucompare_nightly`) on a target with a price, or "
+            f"declare a price for your own machine (`gpucompare add-price`; `{PRICE_DOCS}`).")
     elif not any(r.get("origin") == "measured" for r in best):
         answer.reasons.append("no measured result has a price")
-        answer.steps.append(f"Declare a price for your machine (gpucompare add-price; {PRICE_DOCS}).")
+        answer.steps.append(f"Declare a price for your machine (`gpucompare add-price`; `{PRICE_DOCS}`).")
     options = report_set.options
     if any(r.get("not_ranked_reason") == "old_published" for r in best):
         answer.reasons.append(
             f"the published figures are dated before {options.published_cutoff} (older than "
             f"{options.published_max_age_years} years): shown for comparison, not ranked")
-        answer.steps.append("To rank them anyway: gpucompare report --rank-old-published "
-                            "(or GPUCOMPARE_RANK_OLD_PUBLISHED=true).")
+        answer.steps.append("To rank them anyway: `gpucompare report --rank-old-published` "
+                            "(or `GPUCOMPARE_RANK_OLD_PUBLISHED=true`).")
     if any(r.get("not_ranked_reason") == "flagged" for r in best):
-        answer.reasons.append("some figures carry flags and are not ranked (--rank-flagged ranks them)")
+        answer.reasons.append("some figures carry flags and are not ranked (`--rank-flagged` ranks them)")
     return answer
 
 
