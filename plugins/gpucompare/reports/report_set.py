@@ -194,6 +194,10 @@ COLUMN_DOCS: dict[str, str] = {
     "region": "provider region; empty where none applies",
     "market": "on_demand | spot",
     "gpu_model": "GPU model; empty for CPU runs (projections: the canonical name of the GPU model table)",
+    "worker_runtime": "the software stack that produced the figure (data/runtimes.csv: pip-cu112, ngc-24.06, "
+                      "cpu); empty for published figures and records older than schema 3",
+    "previous_runtime": "regressions: the worker runtime of the result before the latest; when it differs "
+                        "from worker_runtime the verdict is software_stack_changed, never a regression",
     "device_kind": "gpu | cpu: what ran the network (a CPU row has gpu_count 1 = one CPU device)",
     "gpu_count": "devices used over all nodes (GPUs; 1 for a CPU run)",
     "num_nodes": "hosts the run used (a run over N nodes rents N instances)",
