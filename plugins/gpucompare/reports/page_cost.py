@@ -36,6 +36,7 @@ from gpucompare.reports.page_parts import (
     data_table,
     energy,
     finite,
+    has_energy,
     interval,
     num,
     tie_groups,
@@ -103,7 +104,7 @@ def cost_figures(
 
 def _cost_table(group: list[dict[str, Any]], title: str, report_set: ReportSet) -> Table:
     currency = report_set.currency
-    with_energy = energy(group[0]) is not None
+    with_energy = has_energy(group)
     headers = ["machine", "rank", "devices", "batch", "images/s", "per hour", "per million", "figure",
                "price", "ranking", *(["energy"] if with_energy else [])]
     numeric = [False, True, False, True, True, True, True, False, False, False]
@@ -166,7 +167,7 @@ def _cheapest_with_unranked(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def best_table(rows: list[dict[str, Any]], currency: str) -> Table:
-    with_energy = bool(rows) and energy(rows[0]) is not None
+    with_energy = has_energy(rows)
     headers = ["network", "mode", "methodology", "best buy", "devices", "batch", "images/s", "per hour",
                "per million", "time per million", "90 ImageNet epochs", "figure", "price", "tied with",
                "Pareto machines", *(["energy"] if with_energy else [])]
