@@ -35,7 +35,6 @@ from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, dag, get_curr
 
 from gpucompare import settings
 from gpucompare.airflow import pipeline
-from gpucompare.errors import PermanentError
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +47,8 @@ def compact_lake() -> dict[str, Any]:
     from gpucompare.lake.tables import open_lake
 
     run_day = get_current_context()["dag_run"].run_after.date()
-    days = settings.setting("compact_after_days")
     with pipeline.bad_input_fails():
-        if not days.isdigit():
-            raise PermanentError(
-                f"GPUCOMPARE_COMPACT_AFTER_DAYS {days!r} must be a whole number of days >= 0")
-        before = compaction_cutoff(int(days), today=run_day)
+        before = compaction_cutoff(settings.compact_after_days(), today=run_day)
         lake = open_lake(settings.lake_uri())
         if not lake.has_table("results"):
             log.info("No results table in %s yet: nothing to compact", lake.uri)
@@ -81,7 +76,7 @@ def build_reports() -> dict[str, Any]:
         report_set = run_reports(
             settings.lake_uri(),
             out,
-            currency=settings.setting("currency"),
+            currency=settings.currency(),
             history=reports_root,
             report_date=run_day,
         )

@@ -24,7 +24,7 @@ from airflow.sdk.exceptions import AirflowSkipException
 
 from gpucompare import settings
 from gpucompare.airflow import pipeline
-from gpucompare.config import fleet, models, validation
+from gpucompare.config import fleet
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +33,7 @@ def sweep_locations(loaded: fleet.Fleet) -> dict[str, set[str]]:
     """``aws_conn_id -> regions`` for this deployment (see the DAG's doc)."""
     from gpucompare.targets.sweeper import sweep_locations as locations
 
-    extra = [r.strip() for r in settings.setting("sweeper_regions").split(",") if r.strip()]
-    for region in extra:
-        validation.check("GPUCOMPARE_SWEEPER_REGIONS", models.AwsRegion, region)
+    extra = settings.sweeper_regions()
     return locations([t.spec for t in loaded.targets if t.spec["kind"] == "ec2"], extra,
                      deployment=settings.deployment(), defaults=loaded.defaults.get("ec2"))
 

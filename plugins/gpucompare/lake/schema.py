@@ -27,12 +27,13 @@ from __future__ import annotations
 import pyarrow as pa
 
 from bench_tasks.record import FIELDS, Field
+from gpucompare.config import patterns
 
 #: Values of the orchestrator's enumerated columns.
-MARKETS: tuple[str, ...] = ("on_demand", "spot")
+MARKETS = patterns.MARKETS
 TARGETS: tuple[str, ...] = ("local", "ssh", "ec2", "published")
 PRICE_UNITS: tuple[str, ...] = ("hour", "minute", "second")
-CURRENCIES: tuple[str, ...] = ("EUR", "USD")
+CURRENCIES = patterns.CURRENCIES
 
 #: Flags the published import may set on a row (see gpucompare.prices.published).
 FLAGS: tuple[str, ...] = (

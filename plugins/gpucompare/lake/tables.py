@@ -97,7 +97,7 @@ def check_run_id(run_id: Any) -> str:
     """The orchestrator's run id, checked (it goes into a Delta predicate)."""
     if not isinstance(run_id, str) or not patterns.RUN_ID.fullmatch(run_id):
         raise IngestError(
-            f"run id {run_id!r} is not valid (letters, digits and . _ : + -, at most 200)", field="run_id"
+            f"run id {run_id!r} is not valid ({patterns.RUN_ID_ALLOWED})", field="run_id"
         )
     return run_id
 

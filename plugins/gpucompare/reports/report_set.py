@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gpucompare import settings
 from gpucompare.errors import PermanentError
 
 #: The reports, in the order they are built (best_value reads cost_per_million).
@@ -52,7 +53,8 @@ class RegressionRule:
     min_drop: float = 0.05  # a drop is never noise below this share of the median
     lookback_days: int = 28  # only this much history is read from the lake
 
-    def validate(self) -> None:
+    def __post_init__(self) -> None:
+        """Checked on construction: a rule that exists is valid."""
         if self.history_runs < 1:
             raise ReportError(f"history_runs must be >= 1, got {self.history_runs}")
         if not 1 <= self.min_history <= self.history_runs:
@@ -82,7 +84,8 @@ class ReportOptions:
     report_date: dt.date | None = None
     with_projections: bool = False
 
-    def validate(self) -> None:
+    def __post_init__(self) -> None:
+        """Checked on construction: options that exist are valid."""
         if isinstance(self.published_max_age_years, bool) or not isinstance(
             self.published_max_age_years, int
         ):
@@ -90,10 +93,9 @@ class ReportOptions:
                 "published_max_age_years must be a whole number of years, "
                 f"got {self.published_max_age_years!r}"
             )
-        if not 0 <= self.published_max_age_years <= 100:
-            raise ReportError(
-                f"published_max_age_years must be between 0 and 100, got {self.published_max_age_years}"
-            )
+        if not 0 <= self.published_max_age_years <= settings.MAX_PUBLISHED_AGE_YEARS:
+            raise ReportError(f"published_max_age_years must be between 0 and "
+                              f"{settings.MAX_PUBLISHED_AGE_YEARS}, got {self.published_max_age_years}")
 
     @property
     def today(self) -> dt.date:

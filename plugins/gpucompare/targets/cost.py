@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 
 from bench_tasks import constants
 from bench_tasks.configs import Config, ConfigError, parse_sweep
+from gpucompare.config import patterns
 from gpucompare.targets.base import BudgetExceeded, TargetConfigError
 
 log = logging.getLogger(__name__)
@@ -81,8 +82,8 @@ RECENT_RESULTS = 5
 #: ``(mode, network, batch_size, dtype, device count)`` → measured images/s on one instance type.
 MeasuredKey = tuple[str, str, int, str, int]
 
-#: The markets a price can be asked for.
-MARKETS = ("on_demand", "spot")
+#: The markets a price can be asked for (the one list, config/patterns.py).
+MARKETS = patterns.MARKETS
 
 
 class PriceQuote(NamedTuple):

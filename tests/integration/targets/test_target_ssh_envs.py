@@ -179,10 +179,10 @@ def test_two_concurrent_deploys_to_one_host_build_once(host: Host) -> None:
 @pytest.mark.parametrize("value", ["-1", "1; rm -rf /"])
 def test_a_bad_number_of_kept_environments_is_refused_before_any_build(
         host: Host, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
-    from gpucompare.config.validation import ValidationError
+    from gpucompare.settings import SettingError
 
     monkeypatch.setenv("GPUCOMPARE_WORKER_ENVS_KEPT", value)
-    with pytest.raises(ValidationError, match="GPUCOMPARE_WORKER_ENVS_KEPT") as refused:
+    with pytest.raises(SettingError, match="GPUCOMPARE_WORKER_ENVS_KEPT") as refused:
         host.deploy("2026-11-30")
     assert refused.value.field == "GPUCOMPARE_WORKER_ENVS_KEPT"
     assert host.envs() == []

@@ -165,7 +165,7 @@ def test_nightly_schedule_comes_from_env_then_file(tmp_path: Path, monkeypatch: 
     monkeypatch.setenv("GPUCOMPARE_NIGHTLY_SCHEDULE", "@daily")
     assert fleet.nightly_schedule() == "@daily"
     monkeypatch.setenv("GPUCOMPARE_NIGHTLY_SCHEDULE", "rm -rf /")
-    with pytest.raises(ValidationError, match="GPUCOMPARE_NIGHTLY_SCHEDULE"):
+    with pytest.raises(settings.SettingError, match="GPUCOMPARE_NIGHTLY_SCHEDULE 'rm -rf /'.*cron"):
         fleet.nightly_schedule()
     # a broken file must not break DAG parsing: the default is used, the run task reports it
     monkeypatch.delenv("GPUCOMPARE_NIGHTLY_SCHEDULE")

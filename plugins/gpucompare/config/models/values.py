@@ -22,7 +22,6 @@ from bench_tasks.constants import (
     MODES,
     NETWORKS,
 )
-from gpucompare import settings
 from gpucompare.config import patterns
 from gpucompare.config.fields import (
     Flag,
@@ -39,8 +38,8 @@ from gpucompare.config.validation import RULE, UNKNOWN_KEY
 
 #: Where a sweep runs: ``gpucompare.targets.make_target`` knows these kinds.
 TARGET_KINDS: tuple[str, ...] = ("local", "ssh", "ec2")
-MARKETS: tuple[str, ...] = ("on_demand", "spot")
-CURRENCIES: tuple[str, ...] = ("EUR", "USD")
+MARKETS = patterns.MARKETS
+CURRENCIES = patterns.CURRENCIES
 #: Providers with a price table in the project; any other lower-case name may rent hosts over SSH.
 KNOWN_PROVIDERS: tuple[str, ...] = ("local", "aws", "leadergpu")
 #: A profile's methodology (bench_tasks.methodology): the named rules only, so each night's
@@ -98,7 +97,7 @@ Prefix = _text(patterns.PREFIX, "an S3 key prefix (no leading '/')")
 SubnetId = _text(patterns.SUBNET_ID, "a subnet id (subnet-…)")
 SecurityGroups = Annotated[tuple[str, ...], TextList(Matching(patterns.SECURITY_GROUP_ID,
                                                               "security group ids (sg-…)"))]
-Deployment = _text(re.compile(settings.DEPLOYMENT_PATTERN), "a deployment name (lower-case letters, "
+Deployment = _text(patterns.DEPLOYMENT, "a deployment name (lower-case letters, "
                    "digits, '-')")
 TagKey = _text(patterns.TAG_KEY, "a tag key not starting with aws: or gpucompare:",
                lambda k: not k.startswith(("aws:", "gpucompare:")))

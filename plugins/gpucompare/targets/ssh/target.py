@@ -54,7 +54,6 @@ from pathlib import Path
 from typing import Any
 
 from gpucompare import settings
-from gpucompare.config import models, validation
 from gpucompare.targets import runs as _runs
 from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState, q
 from gpucompare.targets.bundle import REQUIREMENTS, WorkerBundle, build_bundle
@@ -266,8 +265,7 @@ class SSHTarget(Target):
             base_python=self.options.base_python, env_dir=env_dir,
             requirements_file=posixpath.join(code_dir, "bench_tasks", REQUIREMENTS[kind]),
             lock_file=posixpath.join(base, ".env.lock"), timeout_s=self.options.env_timeout_s,
-            keep=validation.check("GPUCOMPARE_WORKER_ENVS_KEPT", models.WorkerEnvsKept,
-                                  settings.setting("worker_envs_kept")),
+            keep=settings.worker_envs_kept(),
         ), timeout=self.options.env_timeout_s, stream=True)
         return env_dir
 
