@@ -31,6 +31,7 @@ from bench_tasks.constants import (
     DEFAULT_REPEATS,
     DEFAULT_TIMED_BATCHES,
     DEFAULT_WARMUP_BATCHES,
+    DEVICE_KINDS,
     DTYPES,
     KVSTORES,
     MAX_BATCH_SIZE,
@@ -154,7 +155,7 @@ def parse_devices(text: str, where: str = "--devices") -> tuple[str, ...]:
     parts = [p.strip() for p in str(text).split(",")]
     devices: list[str] = []
     for part in parts:
-        if part in ("cpu", "gpu"):
+        if part in DEVICE_KINDS:
             part = f"{part}:0"
         if not _DEVICE.match(part):
             raise ConfigError(where, f"{text!r} is not a device list; allowed: {DEVICE_FORMS}")

@@ -25,7 +25,11 @@ SCALING_KINDS: tuple[str, ...] = ("weak", "strong")
 #: How a configuration decides when to stop timing (``bench_tasks.methodology``):
 #: official = MXNet's harness (fixed warm-up and timed batch counts), robust = a minimum timed
 #: duration per repeat and repeats until the spread is small, custom = other stopping values.
-METHODOLOGIES: tuple[str, ...] = ("official", "robust", "custom")
+NAMED_METHODOLOGIES: tuple[str, ...] = ("official", "robust")  # fixed rules; custom takes values
+METHODOLOGIES: tuple[str, ...] = (*NAMED_METHODOLOGIES, "custom")
+#: How a sweep isolates configurations: one measuring process per mode (and dtype), per network
+#: series, or per configuration (``bench_tasks.sweep``).
+ISOLATION_POLICIES: tuple[str, ...] = ("mode", "network", "config")
 #: What ended a measured configuration: fixed_batches (a fixed number of batches and repeats),
 #: min_time (fixed repeats, each run until its minimum duration), target_cv_met (the
 #: coefficient of variation fell under the target), max_repeats (the repeat limit came first).

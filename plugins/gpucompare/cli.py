@@ -182,11 +182,13 @@ def _run_refresh_prices(args: argparse.Namespace) -> int:
 
 # ---- import-catalog -----------------------------------------------------------------------
 def _configure_import_catalog(parser: argparse.ArgumentParser) -> None:
+    from gpucompare.prices.catalogs.importer import FORMATS as CATALOG_FORMATS
+
     parser.add_argument("location", nargs="?", default=None,
                         help="the catalog: a path, file:// or https:// URL (SkyPilot vms.csv, or an Azure "
                              "Retail Prices query such as https://prices.azure.com/api/retail/prices?"
                              "$filter=serviceName eq 'Virtual Machines' and armRegionName eq 'eastus')")
-    parser.add_argument("--format", dest="fmt", choices=["skypilot", "azure"], default=None,
+    parser.add_argument("--format", dest="fmt", choices=CATALOG_FORMATS, default=None,
                         help="skypilot (vms.csv of github.com/skypilot-org/skypilot-catalog) or azure")
     parser.add_argument("--provider", default=None, help="the provider the catalog prices, e.g. gcp "
                         "(skypilot: required; azure: azure)")

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import tempfile
 from collections.abc import Iterator
 from datetime import timedelta
@@ -245,8 +244,9 @@ def _run_sweep(plan: dict[str, Any], state: dict[str, Any], mode: str) -> dict[s
 def staged_results_location(plan: dict[str, Any]) -> str:
     """Where collect leaves a target's results for ingest: under ``GPUCOMPARE_STAGING``, a local
     folder or an ``s3://`` prefix (Airflow run ids hold ':' and '+', hence the substitution)."""
-    run = re.sub(r"[^A-Za-z0-9_.-]", "-", plan["run_id"])
-    return f"{settings.staging_uri().rstrip('/')}/{run}/results.jsonl"
+    from gpucompare.targets.runs import run_key
+
+    return f"{settings.staging_uri().rstrip('/')}/{run_key(plan['run_id'])}/results.jsonl"
 
 
 # -- the steps -----------------------------------------------------------------------------------

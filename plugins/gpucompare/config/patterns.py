@@ -45,6 +45,8 @@ CRON = re.compile(r"@(hourly|daily|weekly|monthly|yearly)|([0-9*/,-]+ ){4}[0-9A-
 RUN_ID = re.compile(RUN_ID_PATTERN)
 #: a run id usable as it is in a folder name (others get a hash, targets/runs.py)
 PLAIN_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+#: a character a plain run id (and so a path component or a container name) may not hold
+NOT_PLAIN = re.compile(r"[^A-Za-z0-9_.-]")
 #: this deployment's name in tags, run ids and S3 keys (the ``deployment`` setting)
 DEPLOYMENT = re.compile(r"[a-z0-9][a-z0-9-]{0,19}")
 #: the content hash of a worker bundle
@@ -58,6 +60,8 @@ PREFIX = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
 CURRENCY = re.compile(r"[A-Za-z]{3}")
 #: the currencies prices, exchange rates and reports are kept in
 CURRENCIES: tuple[str, ...] = ("EUR", "USD")
+#: where a sweep runs (``gpucompare.targets.make_target`` knows these kinds; the fleet's target union)
+TARGET_KINDS: tuple[str, ...] = ("local", "ssh", "ec2")
 #: how a machine is bought: the price row, the launch and the cost guard use the same names
 MARKETS: tuple[str, ...] = ("on_demand", "spot")
 #: an absolute POSIX path of plain characters (a remote directory or interpreter); a ``.`` or

@@ -146,7 +146,7 @@ RUN_LEVEL_PHASES: tuple[str, ...] = ("provision", "deploy", "sweep", "teardown")
 CONFIG_PHASES: tuple[str, ...] = ("setup", "warmup", "timed")
 PHASE_STATUSES: tuple[str, ...] = ("ok", "failed")
 #: The kinds of target that run phases (``published`` figures have none).
-TARGET_KINDS: tuple[str, ...] = ("local", "ssh", "ec2")
+TARGET_KINDS = patterns.TARGET_KINDS
 
 RUN_PHASES_SCHEMA = pa.schema(
     [

@@ -52,6 +52,11 @@ def check_run_id(run_id: Any) -> str:
     return run_id
 
 
+def run_key(run_id: str) -> str:
+    """The run id as a path component (S3 keys, staging, directories): Airflow's ':' and '+' become '-'."""
+    return patterns.NOT_PLAIN.sub("-", run_id)
+
+
 def run_dir_name(run_id: str) -> str:
     """A directory name for the run: the run id itself when it is plain, else a safe form.
 

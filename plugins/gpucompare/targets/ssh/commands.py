@@ -5,9 +5,9 @@
 from __future__ import annotations
 
 import posixpath
-import re
 from dataclasses import dataclass
 
+from gpucompare.config import patterns
 from gpucompare.targets import runs as _runs
 from gpucompare.targets.base import q
 
@@ -39,7 +39,7 @@ class SweepPaths:
 
 def container_name(run_dir_name: str, sweep_dir_name: str) -> str:
     """A docker container name for one sweep: ``[a-zA-Z0-9][a-zA-Z0-9_.-]*``."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", run_dir_name)[:60]
+    safe = patterns.NOT_PLAIN.sub("_", run_dir_name)[:60]
     return f"gpucompare-{safe}-{sweep_dir_name}"
 
 
