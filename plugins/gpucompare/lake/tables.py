@@ -40,15 +40,14 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import random
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import tenacity
 
 from gpucompare.config import patterns
 from gpucompare.errors import PermanentError
@@ -120,7 +119,6 @@ class Lake(LakeReader):
         conflict (a concurrent compaction or delete touched the same files) from the start here,
         with a fresh ``data()``."""
         from deltalake import CommitProperties, write_deltalake
-        from deltalake.exceptions import CommitFailedError, DeltaError
 
         uri = self.table_uri(kind)
         if self.is_local:
@@ -128,8 +126,8 @@ class Lake(LakeReader):
         properties = CommitProperties(
             custom_metadata={"writer": "gpucompare", **(metadata or {})}, max_commit_retries=50
         )
-        for attempt in range(COMMIT_ATTEMPTS):
-            try:
+        for attempt in commit_conflict_retries():
+            with attempt:
                 write_deltalake(
                     uri,
                     data(),
@@ -142,13 +140,7 @@ class Lake(LakeReader):
                     writer_properties=_writer_properties(),
                     target_file_size=TARGET_FILE_BYTES,
                 )
-                table = self.delta(kind)
-                return int(table.version())
-            except (CommitFailedError, DeltaError) as exc:
-                if not _retryable(exc) or attempt == COMMIT_ATTEMPTS - 1:
-                    raise
-                time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))  # apart from the other writers
-        raise AssertionError("unreachable")  # pragma: no cover
+        return int(self.delta(kind).version())
 
     def write_results(
         self,
@@ -232,7 +224,6 @@ class Lake(LakeReader):
         """The format's own compaction of ``results`` (``optimize.compact``, partitions dated
         before ``before`` or all), then ``vacuum`` of files removed more than ``retention_hours``
         ago (at least 7 days: time travel stays possible that far back)."""
-        from deltalake.exceptions import CommitFailedError, DeltaError
 
         if retention_hours < RETENTION_HOURS:
             raise LakeError(
@@ -244,17 +235,11 @@ class Lake(LakeReader):
         files_before = len(table.get_add_actions(flatten=False))
         filters = [("date", "<", before.isoformat())] if before is not None else None
         metrics: dict[str, Any] = {}
-        for attempt in range(COMMIT_ATTEMPTS):
-            try:
-                table = self.delta("results")
-                metrics = table.optimize.compact(
+        for attempt in commit_conflict_retries():  # an ingest may rewrite a file meanwhile
+            with attempt:
+                metrics = self.delta("results").optimize.compact(
                     partition_filters=filters, max_concurrent_tasks=2, writer_properties=_writer_properties()
                 )
-                break
-            except (CommitFailedError, DeltaError) as exc:  # an ingest rewrote a file meanwhile
-                if not _retryable(exc) or attempt == COMMIT_ATTEMPTS - 1:
-                    raise
-                time.sleep(random.uniform(0.1, 0.3) * (attempt + 1))
         table = self.delta("results")
         vacuumed = table.vacuum(
             retention_hours=retention_hours, dry_run=False, enforce_retention_duration=True
@@ -277,20 +262,19 @@ def _writer_properties() -> Any:
     return WriterProperties(compression="ZSTD", max_row_group_size=ROW_GROUP_ROWS)
 
 
-def _retryable(exc: Exception) -> bool:
-    """Whether a delta-rs error is a commit conflict (another writer got there first)."""
+def commit_conflict_retries() -> tenacity.Retrying:
+    """The one retry policy of lake commits: a commit conflict (delta-rs ``CommitFailedError``:
+    another writer took the version, or a concurrent compaction or delete touched the same
+    files; delta-rs has already retried a plain lost race ``max_commit_retries`` times) is
+    retried from the start, with fresh data, up to ``COMMIT_ATTEMPTS`` times, waits of full
+    jitter growing exponentially so racing writers fall apart. Any other error is raised at once."""
     from deltalake.exceptions import CommitFailedError
 
-    text = str(exc).lower()
-    return isinstance(exc, CommitFailedError) or any(
-        word in text
-        for word in (
-            "conflict",
-            "concurrent",
-            "version already exists",
-            "already exists",
-            "transaction failed",
-        )
+    return tenacity.Retrying(
+        retry=tenacity.retry_if_exception_type(CommitFailedError),
+        stop=tenacity.stop_after_attempt(COMMIT_ATTEMPTS),
+        wait=tenacity.wait_random_exponential(multiplier=0.1, max=2.0),
+        reraise=True,
     )
 
 
@@ -318,10 +302,6 @@ class CompactionSummary:
     files_removed: int
     vacuumed: int
     version: int
-
-    @property
-    def partitions_compacted(self) -> int:  # kept for the DAG's XCom summary
-        return self.files_added
 
     def describe(self) -> str:
         return (
