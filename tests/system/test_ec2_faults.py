@@ -72,8 +72,6 @@ from tests.conftest import REPO_ROOT
 from tests.support.ec2_support import CONN_ID, create_instance_profile, ec2_spec, publish_ami_parameter
 from tests.support.fault_proxy import FaultProxy
 
-pytestmark = pytest.mark.integration
-
 READ_TIMEOUT_S = 2.0
 MAX_ATTEMPTS = 4  # botocore's attempts per call (3 retries)
 DEPLOYMENT = "ci-faults"

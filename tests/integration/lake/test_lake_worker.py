@@ -18,7 +18,6 @@ from tests.support.bench_helpers import run_bench_python
 from tests.conftest import REPO_ROOT
 
 
-@pytest.mark.integration
 def test_worker_output_is_ingested_as_is(tmp_path: Path) -> None:
     results = tmp_path / "results.jsonl"
     worker = run_bench_python(["-m", "bench_tasks", "score", "--networks", "alexnet", "--batch-sizes", "1,2",

@@ -43,8 +43,6 @@ from tests.support.ec2_support import (
     publish_ami_parameter,
 )
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 def aws(aws_endpoint: str, aws_client: Any, monkeypatch: pytest.MonkeyPatch,

@@ -27,8 +27,6 @@ from tests.support.env_cache_support import base_python, linked_worker
 from tests.support.fixtures_sshd import SshdServer
 from tests.support.target_helpers import TINY_SWEEP, Background, Sink, read_records
 
-pytestmark = pytest.mark.integration
-
 
 class Host:
     """One ssh host (the loopback sshd) and the worker code the orchestrator would upload."""
