@@ -24,7 +24,7 @@ The estimate is deliberately pessimistic, because the guard exists to stop surpr
   merged with the shipped tables: :func:`lake_inputs`) when the lake can be read, otherwise
   from the shipped tables alone; the estimate names which.
 * A spot run is priced at the on-demand rate: the spot request may fall back to on-demand
-  (see ``ec2.py``) and the guard must hold for the market the run may actually get.
+  (``targets/ec2/launch.py``) and the guard must hold for the market the run may actually get.
 """
 
 from __future__ import annotations
