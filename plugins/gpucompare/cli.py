@@ -355,20 +355,13 @@ def _configure_compact(parser: argparse.ArgumentParser) -> None:
                              "default: every partition")
 
 
-def compaction_cutoff(older_than_days: int | None, today: dt.date | None = None) -> dt.date | None:
-    """The first date left alone when compacting partitions older than ``older_than_days``."""
-    if older_than_days is None:
-        return None
-    if older_than_days < 0:
-        raise UsageError(f"--older-than-days must be >= 0, got {older_than_days}")
-    return (today or dt.datetime.now(dt.UTC).date()) - dt.timedelta(days=older_than_days)
-
-
 def _run_compact(args: argparse.Namespace) -> int:
     from gpucompare.lake import tables as lake
     from gpucompare.lake.storage import LakeError
 
-    before = compaction_cutoff(args.older_than_days)
+    if args.older_than_days is not None and args.older_than_days < 0:
+        raise UsageError(f"--older-than-days must be >= 0, got {args.older_than_days}")
+    before = lake.compaction_cutoff(args.older_than_days)
     try:
         summary = lake.open_lake(args.lake).require().compact(before=before)
     except LakeError as exc:

@@ -493,34 +493,3 @@ def run_scaling_groups(plans: Any) -> None:
     """One mapped ``scaling_group`` task per enabled scaling group of the fleet."""
     bound = scaling_group.override(pool=settings.pool(), outlets=[results_asset()], **network_retries(1))
     bound.expand(plan=plans)
-
-
-# -- publishing the reports -------------------------------------------------------------------
-def publish_latest(reports_root: str, dated: str) -> str:
-    """Point ``<reports_root>/latest`` at the report set in ``<reports_root>/<dated>``.
-
-    Locally ``latest`` is a symbolic link swapped in one rename, so a reader (or the UI
-    plugin) sees the previous set or the new one, never a mix. On S3, where there are no
-    links, the set's objects are copied under ``latest/``.
-    """
-    if settings.is_remote(reports_root):
-        import pyarrow.fs as pafs
-
-        from gpucompare.lake.tables import open_lake
-
-        location = open_lake(reports_root)
-        root = location.root.rstrip("/")
-        pafs.copy_files(f"{root}/{dated}", f"{root}/latest", source_filesystem=location.fs,
-                        destination_filesystem=location.fs)
-        return f"{reports_root.rstrip('/')}/latest"
-    root = Path(reports_root)
-    latest = root / "latest"
-    swap = root / f".latest-{dated}.tmp"
-    swap.unlink(missing_ok=True)
-    swap.symlink_to(dated, target_is_directory=True)  # relative: the folder can move
-    if latest.is_dir() and not latest.is_symlink():
-        import shutil
-
-        shutil.rmtree(latest)  # a copied set from an older version of this code
-    swap.replace(latest)
-    return str(latest)

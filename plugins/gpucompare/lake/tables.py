@@ -254,6 +254,16 @@ class Lake(LakeReader):
         )
 
 
+def compaction_cutoff(older_than_days: int | None, today: dt.date | None = None) -> dt.date | None:
+    """The first date left alone when compacting partitions older than ``older_than_days``
+    (None: compact every partition); ``today`` defaults to today, UTC."""
+    if older_than_days is None:
+        return None
+    if older_than_days < 0:
+        raise LakeError(f"older_than_days must be >= 0, got {older_than_days}")
+    return (today or dt.datetime.now(dt.UTC).date()) - dt.timedelta(days=older_than_days)
+
+
 def _writer_properties() -> Any:
     """zstd Parquet in row groups small enough that a streamed write never holds a big file's
     rows in memory (delta-rs buffers a row group before writing it out)."""
