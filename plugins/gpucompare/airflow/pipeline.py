@@ -250,13 +250,15 @@ def staged_results_location(plan: dict[str, Any]) -> str:
 
 
 # -- the steps -----------------------------------------------------------------------------------
-#: step name -> (retries, holds_machine, brief): what ``_with_settings`` applies when the group is built
+#: step name -> (retries, holds_machine, bounded_retries): what ``_with_settings`` applies when
+#: the group is built
 _STEP_POLICY: dict[str, tuple[int, bool, bool]] = {}
 
 
-def _step(timeout: timedelta, retries: int = 3, *, holds_machine: bool = True, brief: bool = False) -> Any:
+def _step(timeout: timedelta, retries: int = 3, *, holds_machine: bool = True,
+          bounded_retries: bool = False) -> Any:
     """The decorator of a step of the group: its time limit and its target's name as the map
-    index label in the UI; its retries with backoff (``brief``: the bounded schedule of the
+    index label in the UI; its retries with backoff (``bounded_retries``: the bounded schedule of the
     steps that hold an idle machine) and the pool when it holds a machine come from the
     settings, so they are applied when a DAG builds the group (``_with_settings``), not here.
 
@@ -265,7 +267,7 @@ def _step(timeout: timedelta, retries: int = 3, *, holds_machine: bool = True, b
     so a paid machine does not idle while one more is started (Airflow's default weights
     the other way round, upstream steps first)."""
     def decorate(function: Any) -> Any:
-        _STEP_POLICY[function.__name__] = (retries, holds_machine, brief)
+        _STEP_POLICY[function.__name__] = (retries, holds_machine, bounded_retries)
         return task(map_index_template=MAP_INDEX_TEMPLATE, execution_timeout=timeout,
                     weight_rule=WeightRule.UPSTREAM)(function)
 
@@ -274,9 +276,9 @@ def _step(timeout: timedelta, retries: int = 3, *, holds_machine: bool = True, b
 
 def _with_settings(step: Any) -> Any:
     """The step with its retries and pool read from the settings now (the DAG is being built)."""
-    retries, holds_machine, brief = _STEP_POLICY[step.function.__name__]
+    retries, holds_machine, bounded_retries = _STEP_POLICY[step.function.__name__]
     backoff = (network_retries(retries, max_delay=HOLDING_MAX_DELAY, first_delay=HOLDING_FIRST_DELAY)
-               if brief else network_retries(retries))
+               if bounded_retries else network_retries(retries))
     pool = {"pool": settings.pool()} if holds_machine else {}
     return step.override(**backoff, **pool)
 
@@ -292,7 +294,7 @@ def prepare(plan: dict[str, Any]) -> dict[str, Any]:
     return state.to_dict()
 
 
-@_step(timedelta(hours=1), HOLDING_RETRIES, brief=True)
+@_step(timedelta(hours=1), HOLDING_RETRIES, bounded_retries=True)
 def deploy(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """Put the worker and its environment on the machine (idempotent)."""
     _name_map_index(plan)
@@ -315,7 +317,7 @@ def train_sweep(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     return _run_sweep(plan, state, "train")
 
 
-@_step(timedelta(minutes=10), HOLDING_RETRIES, brief=True)
+@_step(timedelta(minutes=10), HOLDING_RETRIES, bounded_retries=True)
 def collect(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """Bring the run's JSON Lines back into staging (a folder, or S3 when ingest may run on
     another worker)."""
@@ -351,23 +353,23 @@ def ingest(plan: dict[str, Any], collected: dict[str, Any]) -> dict[str, Any]:
         summary = ingest_results(open_lake(settings.lake_uri()), collected["path"], context,
                                  run_id=plan["run_id"], code_hash=local_code_hash())
     delete_file(collected["path"])
-    _forget_remote(plan)
+    _delete_run_objects(plan)
     log.info("Ingested %d records of %s: %s", collected["records"], spec["name"], summary.describe())
     return {"target": spec["name"], "records": collected["records"], "version": summary.write.version,
             "changed": summary.changed}
 
 
-def _forget_remote(plan: dict[str, Any]) -> None:
+def _delete_run_objects(plan: dict[str, Any]) -> None:
     """After a successful ingest, delete the run's objects the target staged remotely (ec2:
     results, progress and SSM output in the results bucket). A failure is only logged: the
     results are safe in the lake, and the bucket's lifecycle rule removes what is left."""
     try:
-        _target(plan).forget(plan["run_id"])
+        _target(plan).delete_run_objects(plan["run_id"])
     except Exception as exc:
         log.warning("Could not delete the staged objects of run %s: %s", plan["run_id"], exc)
 
 
-@_step(timedelta(minutes=30), retries=4, holds_machine=False, brief=True)
+@_step(timedelta(minutes=30), retries=4, holds_machine=False, bounded_retries=True)
 def terminate(plan: dict[str, Any]) -> None:
     """Give back what prepare took, whatever happened in between (safe twice)."""
     _name_map_index(plan)

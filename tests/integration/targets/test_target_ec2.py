@@ -403,7 +403,7 @@ def _policy(name: str, deployment: str, bucket: str) -> dict[str, Any]:
 
 
 def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances(aws, aws_client, tmp_path):
-    """A whole run (prepare → deploy → run_sweep → collect → forget → teardown) and a sweeper
+    """A whole run (prepare → deploy → run_sweep → collect → delete_run_objects → teardown) and a sweeper
     pass with every AWS call recorded on the clients: each authorization request AWS would make
     for it (resource, request tags, instance type, volume size, resource tags) must be granted by
     docker/iam/orchestrator-policy.json with this deployment filled in (``tests/support/iam_policy.py``
@@ -432,7 +432,7 @@ def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances
         key = state.remote_results.split("/", 3)[3]
         aws_client("s3").put_object(Bucket=aws["bucket"], Key=key, Body=b"{}\n")
         target.collect(state, str(tmp_path / "results.jsonl"))
-        assert target.forget(run_id) >= 1
+        assert target.delete_run_objects(run_id) >= 1
     finally:
         target.teardown(state)
 

@@ -211,7 +211,7 @@ class SSHConnection:
 
         The target's steps and code that drives the host beyond them (the scaling channel)
         run commands through here. The caller quotes every value it puts in ``command``
-        (``base.q``). With ``check`` a non-zero exit status raises TargetError with the
+        (``base.shell_quote``). With ``check`` a non-zero exit status raises TargetError with the
         command's stderr tail; ``stream`` passes stdout lines to the line sink as they come.
         """
         result = self.retrying(step, lambda client: self._exec(client, command, timeout, stream))

@@ -55,7 +55,7 @@ from typing import Any
 
 from gpucompare import settings
 from gpucompare.targets import runs as _runs
-from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState, q
+from gpucompare.targets.base import LineSink, Target, TargetError, TargetSpec, TargetState, shell_quote
 from gpucompare.targets.bundle import REQUIREMENTS, WorkerBundle, build_bundle
 from gpucompare.targets.phases import timed_phase
 from gpucompare.targets.ssh.commands import (
@@ -122,7 +122,7 @@ class SSHTarget(Target):
                                   "set the target option 'remote_dir'")
             base = posixpath.join(home, "gpucompare")
         run_dir = posixpath.join(base, "runs", run_name)
-        self.connection.run("prepare", f"mkdir -p {q(run_dir)}")
+        self.connection.run("prepare", f"mkdir -p {shell_quote(run_dir)}")
         hook = self.connection.hook()
         state = TargetState(spec=self.spec.to_dict(), run_id=run_id,
                             resource_id=f"{hook.username}@{hook.remote_host}:{hook.port}",
@@ -224,7 +224,7 @@ class SSHTarget(Target):
             for sweep_dir in stopped:
                 self.line_sink(f"[ssh] teardown stopped the sweep still running in {sweep_dir}")
             if self.options.remove_run_dir:
-                self.connection.run("teardown", f"rm -rf {q(run_dir)}")
+                self.connection.run("teardown", f"rm -rf {shell_quote(run_dir)}")
                 self.line_sink(f"[ssh] teardown removed {run_dir}")
         finally:
             self.close()
@@ -241,8 +241,8 @@ class SSHTarget(Target):
         return base
 
     def _upload_bundle(self, bundle: WorkerBundle, base: str, code_dir: str) -> None:
-        present = self.connection.run("deploy", f"test -d {q(posixpath.join(code_dir, 'bench_tasks'))} "
-                                                "&& echo yes || echo no").stdout.strip()
+        worker_dir = shell_quote(posixpath.join(code_dir, "bench_tasks"))
+        present = self.connection.run("deploy", f"test -d {worker_dir} && echo yes || echo no").stdout.strip()
         if present == "yes":
             self.line_sink(f"[ssh] worker code {bundle.name} already on the host")
             return
@@ -291,7 +291,8 @@ class SSHTarget(Target):
         script = run_script(paths=paths, cwd=cwd, worker_argv=argv, env=env,
                             timeout_s=max(1, round(timeout_s)), kill_grace_s=self.options.kill_grace_s,
                             container=container)
-        self.connection.run("run_sweep", f"rm -rf {q(paths.sweep_dir)} && mkdir -p {q(paths.sweep_dir)}")
+        self.connection.run("run_sweep", f"rm -rf {shell_quote(paths.sweep_dir)} "
+                                         f"&& mkdir -p {shell_quote(paths.sweep_dir)}")
         for remote, text in ((paths.config, _runs.config_json(config)), (paths.script, script)):
             self.connection.retrying("run_sweep", lambda client, r=remote, t=text:
                                      write_text(self.connection.sftp(client), r, t))
