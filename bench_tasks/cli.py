@@ -33,6 +33,7 @@ from bench_tasks.configs import (
 )
 from bench_tasks.constants import (
     DTYPES,
+    ISOLATION_POLICIES,
     KVSTORES,
     MAX_BATCH_SIZE,
     MAX_CONFIG_TIMEOUT_S,
@@ -122,7 +123,7 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", default="-", help="JSON Lines file to append to; - = stdout")
     parser.add_argument("--run-id", type=_run_id, help="id shared by every record (default: generated)")
     parser.add_argument("--timeout", type=_seconds, help="time limit per configuration, seconds")
-    parser.add_argument("--isolation", choices=("mode", "network", "config"), default="mode",
+    parser.add_argument("--isolation", choices=ISOLATION_POLICIES, default="mode",
                         help="one measuring process per mode and dtype across networks (default), per "
                              "network series, or per configuration; restarted after any failure")
 

@@ -31,6 +31,7 @@ from bench_tasks.constants import (
     DEFAULT_REPEATS,
     DEFAULT_TIMED_BATCHES,
     DEFAULT_WARMUP_BATCHES,
+    DEVICE_KINDS,
     DTYPES,
     KVSTORES,
     MAX_BATCH_SIZE,
@@ -41,6 +42,8 @@ from bench_tasks.constants import (
     METHODOLOGIES,
     MODES,
     NETWORKS,
+    RUN_ID_ALLOWED,
+    RUN_ID_PATTERN,
     SCALING_KINDS,
     TRAIN_LOOPS,
 )
@@ -152,7 +155,7 @@ def parse_devices(text: str, where: str = "--devices") -> tuple[str, ...]:
     parts = [p.strip() for p in str(text).split(",")]
     devices: list[str] = []
     for part in parts:
-        if part in ("cpu", "gpu"):
+        if part in DEVICE_KINDS:
             part = f"{part}:0"
         if not _DEVICE.match(part):
             raise ConfigError(where, f"{text!r} is not a device list; allowed: {DEVICE_FORMS}")
@@ -338,13 +341,12 @@ def _load_yaml(text: str) -> Any:
         raise ValueError(str(exc)) from exc
 
 
-RUN_ID_MAX = 250  # Airflow's dag_run_id limit: the orchestrator passes run ids derived from it
+_RUN_ID = re.compile(RUN_ID_PATTERN)
 
 
 def validate_run_id(value: Any, where: str = "--run-id") -> str:
-    """A run id goes into every record (JSON; never a shell or a path here): printable text."""
-    if not isinstance(value, str) or not value or len(value) > RUN_ID_MAX or not value.isprintable() \
-            or value != value.strip():
-        raise ConfigError(where, f"{value!r} must be 1-{RUN_ID_MAX} printable characters, "
-                          "without leading or trailing spaces")
+    """A run id goes into every record, the lake's predicates and folder names: the one rule
+    of ``constants.RUN_ID_PATTERN``."""
+    if not isinstance(value, str) or not _RUN_ID.fullmatch(value):
+        raise ConfigError(where, f"{value!r} is not a run id: {RUN_ID_ALLOWED}")
     return value

@@ -25,7 +25,11 @@ SCALING_KINDS: tuple[str, ...] = ("weak", "strong")
 #: How a configuration decides when to stop timing (``bench_tasks.methodology``):
 #: official = MXNet's harness (fixed warm-up and timed batch counts), robust = a minimum timed
 #: duration per repeat and repeats until the spread is small, custom = other stopping values.
-METHODOLOGIES: tuple[str, ...] = ("official", "robust", "custom")
+NAMED_METHODOLOGIES: tuple[str, ...] = ("official", "robust")  # fixed rules; custom takes values
+METHODOLOGIES: tuple[str, ...] = (*NAMED_METHODOLOGIES, "custom")
+#: How a sweep isolates configurations: one measuring process per mode (and dtype), per network
+#: series, or per configuration (``bench_tasks.sweep``).
+ISOLATION_POLICIES: tuple[str, ...] = ("mode", "network", "config")
 #: What ended a measured configuration: fixed_batches (a fixed number of batches and repeats),
 #: min_time (fixed repeats, each run until its minimum duration), target_cv_met (the
 #: coefficient of variation fell under the target), max_repeats (the repeat limit came first).
@@ -59,6 +63,14 @@ IMAGENET_TRAIN_IMAGES = 1_281_167
 NUM_CLASSES = 1000
 
 #: Defaults of MXNet's benchmark_score.py / train_imagenet.py --benchmark 1.
+#: The run-id rule, the one definition (the orchestrator's config/patterns.py compiles it): at most
+#: Airflow's dag_run_id limit, in the alphabet of Airflow's run ids (``manual__2026-…+00:00``) and
+#: of the ids the orchestrator derives from them; no space, quote, '/' or shell metacharacter.
+RUN_ID_MAX = 250
+RUN_ID_CHARS = "A-Za-z0-9._:+-"
+RUN_ID_PATTERN = f"[A-Za-z0-9][{RUN_ID_CHARS}]{{0,{RUN_ID_MAX - 1}}}"
+RUN_ID_ALLOWED = f"1-{RUN_ID_MAX} letters, digits and . _ : + -, starting with a letter or digit"
+
 DEFAULT_WARMUP_BATCHES = 5
 DEFAULT_TIMED_BATCHES = 10
 DEFAULT_REPEATS = 3

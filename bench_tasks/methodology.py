@@ -39,6 +39,7 @@ from bench_tasks.constants import (
     MAX_TARGET_CV_PCT,
     METHODOLOGIES,
     MIN_TARGET_CV_PCT,
+    NAMED_METHODOLOGIES,
 )
 
 #: The robust methodology's values (min time per repeat, target CV as a fraction, repeat limit).
@@ -122,7 +123,7 @@ def resolve(methodology: str | None, *, batches: int, repeats: int, min_time_s: 
         methodology = "custom" if given else "official"
     if methodology not in METHODOLOGIES:
         raise MethodologyError("methodology", f"{methodology!r} is not one of {', '.join(METHODOLOGIES)}")
-    if methodology in ("official", "robust") and given:
+    if methodology in NAMED_METHODOLOGIES and given:
         key = next(iter(given))
         fixed = ("fixed warm-up and timed batch counts" if methodology == "official" else
                  f"min time {ROBUST_MIN_TIME_S:g} s, target CV {ROBUST_TARGET_CV * 100:g} %, "

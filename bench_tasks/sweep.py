@@ -72,14 +72,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from bench_tasks.configs import Config, ConfigError
+from bench_tasks.constants import ISOLATION_POLICIES
 from bench_tasks.errors import classify_failure, summarize_error
 from bench_tasks.gpumemory import GpuMemoryGuard, MemoryProbe, nvidia_smi_probe
 from bench_tasks.methodology import coefficient_of_variation
 from bench_tasks.record import RecordError, empty_record, validate_record
 from bench_tasks.runner_process import RunnerGone, RunnerProcess, RunnerTimeout
 from bench_tasks.sysinfo import SystemInfo
-
-ISOLATION_POLICIES: tuple[str, ...] = ("mode", "network", "config")
 
 
 def now_iso() -> str:

@@ -35,7 +35,6 @@ from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, dag, get_curr
 
 from gpucompare import settings
 from gpucompare.airflow import pipeline
-from gpucompare.errors import PermanentError
 
 log = logging.getLogger(__name__)
 
@@ -44,16 +43,11 @@ log = logging.getLogger(__name__)
 def compact_lake() -> dict[str, Any]:
     """Delta optimize (compact) of the results partitions older than GPUCOMPARE_COMPACT_AFTER_DAYS,
     then vacuum of files removed more than 7 days ago (time travel keeps working that far)."""
-    from gpucompare.cli import compaction_cutoff
-    from gpucompare.lake.tables import open_lake
+    from gpucompare.lake.tables import compaction_cutoff, open_lake
 
     run_day = get_current_context()["dag_run"].run_after.date()
-    days = settings.setting("compact_after_days")
     with pipeline.bad_input_fails():
-        if not days.isdigit():
-            raise PermanentError(
-                f"GPUCOMPARE_COMPACT_AFTER_DAYS {days!r} must be a whole number of days >= 0")
-        before = compaction_cutoff(int(days), today=run_day)
+        before = compaction_cutoff(settings.compact_after_days(), today=run_day)
         lake = open_lake(settings.lake_uri())
         if not lake.has_table("results"):
             log.info("No results table in %s yet: nothing to compact", lake.uri)
@@ -68,6 +62,7 @@ def compact_lake() -> dict[str, Any]:
 def build_reports() -> dict[str, Any]:
     """Every report for the lake, written to <reports>/<date>/ and published as latest."""
     from gpucompare.reports.build import run_reports
+    from gpucompare.reports.publish import publish_latest
 
     context = get_current_context()
     for asset, events in (context.get("triggering_asset_events") or {}).items():
@@ -81,11 +76,11 @@ def build_reports() -> dict[str, Any]:
         report_set = run_reports(
             settings.lake_uri(),
             out,
-            currency=settings.setting("currency"),
+            currency=settings.currency(),
             history=reports_root,
             report_date=run_day,
         )
-    latest = pipeline.publish_latest(reports_root, dated)
+    latest = publish_latest(reports_root, dated)
     rows = {name: table.num_rows for name, table in report_set.tables.items()}
     log.info("Reports in %s (latest: %s): %s", out, latest, rows)
     context["outlet_events"][pipeline.REPORTS].extra = {"date": dated, "rows": rows}

@@ -27,7 +27,7 @@ from airflow.sdk.exceptions import AirflowSkipException
 
 from gpucompare import settings
 from gpucompare.airflow import pipeline
-from gpucompare.config import fleet, models, validation
+from gpucompare.config import fleet
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +36,7 @@ def sweep_locations(loaded: fleet.Fleet) -> Any:
     """Where to sweep for this deployment (``targets.sweeper.SweepLocations``; see the DAG's doc)."""
     from gpucompare.targets.sweeper import sweep_locations as locations
 
-    extra = [r.strip() for r in settings.setting("sweeper_regions").split(",") if r.strip()]
-    for region in extra:
-        validation.check("GPUCOMPARE_SWEEPER_REGIONS", models.AwsRegion, region)
+    extra = settings.sweeper_regions()
     return locations([t.spec for t in loaded.targets if t.spec["kind"] == "ec2"], extra,
                      deployment=settings.deployment(), former=settings.former_deployments(),
                      defaults=loaded.defaults.get("ec2"))

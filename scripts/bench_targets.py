@@ -26,6 +26,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 for path in (REPO_ROOT, REPO_ROOT / "plugins"):
     sys.path.insert(0, str(path))
 
+from gpucompare import settings  # noqa: E402
 from gpucompare.targets import make_target  # noqa: E402
 from gpucompare.targets.base import TargetSpec  # noqa: E402
 from tests.support.fixtures_sshd import start_sshd  # noqa: E402
@@ -60,8 +61,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2, help="runs per target (the first deploys)")
     parser.add_argument("--poll", type=float, default=0.5, help="ssh target: seconds between polls")
     args = parser.parse_args()
-    default_python = REPO_ROOT / ".venv-bench" / "bin" / "python"
-    bench_python = os.environ.get("GPUCOMPARE_BENCH_PYTHON", str(default_python))
+    bench_python = str(settings.bench_python())  # run from the checkout: ./.venv-bench/bin/python
     work = Path(tempfile.mkdtemp(prefix="gpucompare-bench-targets-"))
     os.environ.setdefault("AIRFLOW_HOME", str(work / "airflow"))
     server = start_sshd(work / "sshd", conn_id="bench_targets_ssh")

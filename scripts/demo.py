@@ -161,7 +161,7 @@ def main() -> int:
     from gpucompare.config import fleet
 
     fleet_config = fleet.load_fleet()
-    pool = settings.setting("pool")
+    pool = settings.pool()
     print(f"gpucompare demo: Airflow home {home}, lake {settings.lake_uri()}, "
           f"targets: {', '.join(t.name for t in fleet_config.enabled_targets())}")
     try:

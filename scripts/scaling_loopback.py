@@ -24,6 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "plugins")]
 
+from gpucompare import settings  # noqa: E402
 from gpucompare.config import fleet  # noqa: E402
 from gpucompare.lake.ingest import RunContext  # noqa: E402
 from gpucompare.scaling import launcher as distributed  # noqa: E402
@@ -34,7 +35,6 @@ from gpucompare.targets.ssh.channel import SSHChannel  # noqa: E402
 from tests.support.fixtures_sshd import start_sshd  # noqa: E402
 
 HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
-BENCH_PYTHON = os.environ.get("GPUCOMPARE_BENCH_PYTHON", str(REPO / ".venv-bench" / "bin" / "python"))
 
 
 def main() -> int:
@@ -51,7 +51,7 @@ def main() -> int:
             server = start_sshd(work / f"sshd{index}", host=host, conn_id=f"loopback_node{index}")
             servers.append(server)
             os.environ[server.conn_env_var] = server.connection_json()
-            options = {"ssh_conn_id": server.conn_id, "python": BENCH_PYTHON,
+            options = {"ssh_conn_id": server.conn_id, "python": str(settings.bench_python()),
                        "remote_dir": str(work / f"host{index}")}
             spec = TargetSpec(name=f"node{index}", kind="ssh", provider="loopback",
                               instance_type="cpu-shared", options=options)

@@ -182,11 +182,13 @@ def _run_refresh_prices(args: argparse.Namespace) -> int:
 
 # ---- import-catalog -----------------------------------------------------------------------
 def _configure_import_catalog(parser: argparse.ArgumentParser) -> None:
+    from gpucompare.prices.catalogs.importer import FORMATS as CATALOG_FORMATS
+
     parser.add_argument("location", nargs="?", default=None,
                         help="the catalog: a path, file:// or https:// URL (SkyPilot vms.csv, or an Azure "
                              "Retail Prices query such as https://prices.azure.com/api/retail/prices?"
                              "$filter=serviceName eq 'Virtual Machines' and armRegionName eq 'eastus')")
-    parser.add_argument("--format", dest="fmt", choices=["skypilot", "azure"], default=None,
+    parser.add_argument("--format", dest="fmt", choices=CATALOG_FORMATS, default=None,
                         help="skypilot (vms.csv of github.com/skypilot-org/skypilot-catalog) or azure")
     parser.add_argument("--provider", default=None, help="the provider the catalog prices, e.g. gcp "
                         "(skypilot: required; azure: azure)")
@@ -412,20 +414,13 @@ def _configure_compact(parser: argparse.ArgumentParser) -> None:
                              "default: every partition")
 
 
-def compaction_cutoff(older_than_days: int | None, today: dt.date | None = None) -> dt.date | None:
-    """The first date left alone when compacting partitions older than ``older_than_days``."""
-    if older_than_days is None:
-        return None
-    if older_than_days < 0:
-        raise UsageError(f"--older-than-days must be >= 0, got {older_than_days}")
-    return (today or dt.datetime.now(dt.UTC).date()) - dt.timedelta(days=older_than_days)
-
-
 def _run_compact(args: argparse.Namespace) -> int:
     from gpucompare.lake import tables as lake
     from gpucompare.lake.storage import LakeError
 
-    before = compaction_cutoff(args.older_than_days)
+    if args.older_than_days is not None and args.older_than_days < 0:
+        raise UsageError(f"--older-than-days must be >= 0, got {args.older_than_days}")
+    before = lake.compaction_cutoff(args.older_than_days)
     try:
         summary = lake.open_lake(args.lake).require().compact(before=before)
     except LakeError as exc:

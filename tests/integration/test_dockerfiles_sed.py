@@ -8,7 +8,7 @@ import re
 import subprocess
 
 from tests.conftest import REPO_ROOT
-from tests.unit.test_dockerfiles import AIRFLOW, final_stage
+from tests.support.dockerfiles import AIRFLOW, final_stage
 
 
 def test_airflow_image_leaves_the_test_tools_out() -> None:

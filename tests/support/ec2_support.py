@@ -100,3 +100,16 @@ def live_instances(aws_client: Any, run_id: str, region: str = "us-east-1") -> l
          "Values": ["pending", "running", "stopping", "stopped", "shutting-down"]},
     ])["Reservations"]
     return [instance for reservation in reservations for instance in reservation["Instances"]]
+
+
+#: The nightly sweep of the shipped fleet at full size: what the cost guard prices.
+NIGHTLY: dict[str, Any] = {
+    "timeout_s": 900, "warmup": 5, "batches": 10, "repeats": 3,
+    "matrix": [
+        {"modes": ["score"], "batch_sizes": [1, 2, 4, 8, 16, 32], "devices": ["gpu:0"],
+         "networks": ["alexnet", "vgg-16", "googlenet", "inception-bn", "inception-v3", "resnet-50",
+                      "resnet-152"]},
+        {"modes": ["train"], "networks": ["alexnet", "resnet-50", "inception-v3"],
+         "batch_sizes": [8, 16, 32, 64], "devices": ["gpu:0"]},
+    ],
+}

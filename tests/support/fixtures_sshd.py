@@ -36,6 +36,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.proc_helpers import children_of
+from tests.support.system_parts import require_part
 
 SSHD = Path("/usr/sbin/sshd")
 SSH_KEYGEN = "ssh-keygen"
@@ -311,6 +312,7 @@ def sshd_factory(tmp_path_factory: pytest.TempPathFactory,
 
     def make(host: str = "127.0.0.1", conn_id: str | None = None,
              extra_config: tuple[str, ...] = ()) -> SshdServer:
+        require_part("OpenSSH server (/usr/sbin/sshd)", SSHD.exists())
         conn_id = conn_id or f"gpucompare_test_ssh_{len(servers)}"
         directory = tmp_path_factory.mktemp(f"sshd-{host}-")
         server = start_sshd(directory, host=host, conn_id=conn_id, extra_config=extra_config)

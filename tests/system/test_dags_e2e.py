@@ -19,7 +19,7 @@ import pytest
 from gpucompare.lake.tables import open_lake
 from tests.conftest import BENCH_PYTHON, REPO_ROOT
 
-pytestmark = [pytest.mark.dag, pytest.mark.integration]
+pytestmark = pytest.mark.dag
 
 TINY = {"networks": ["alexnet"], "batch_sizes": [1], "modes": ["score", "train"], "warmup": 1,
         "batches": 1, "repeats": 1, "timeout_s": 120}

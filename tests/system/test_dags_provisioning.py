@@ -21,7 +21,7 @@ import pytest
 
 from tests.support.fixtures_airflow import POOL_NAME
 
-pytestmark = [pytest.mark.dag, pytest.mark.integration]
+pytestmark = pytest.mark.dag
 
 TINY = {"networks": ["alexnet"], "batch_sizes": [1], "modes": ["score"], "warmup": 1,
         "batches": 1, "repeats": 1, "timeout_s": 120}

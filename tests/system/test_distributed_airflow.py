@@ -50,6 +50,7 @@ from gpucompare.airflow.deployment import (
     celery_deployment_env,
 )
 from tests.conftest import BENCH_PYTHON, REPO_ROOT
+from tests.support.system_parts import require_part
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -222,11 +223,7 @@ def require_system_services() -> Path:
         for name, ok in (("postgresql", bin_dir), ("redis-server", shutil.which("redis-server")))
         if not ok
     ]
-    if missing:
-        message = f"missing system packages {missing}: run scripts/install-system-deps.sh"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    require_part(" and ".join(missing), not missing)
     assert bin_dir is not None
     return bin_dir
 

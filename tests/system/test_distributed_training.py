@@ -39,7 +39,7 @@ from gpucompare.targets.ec2.channel import SSMChannel
 from gpucompare.targets.ssh.channel import SSHChannel
 from tests.conftest import BENCH_PYTHON
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 TINY = {"network": "googlenet", "scaling": "weak", "batch_size": 1, "warmup": 1, "batches": 1, "repeats": 1,
@@ -285,7 +285,6 @@ def _sent(aws_client, channel) -> list[list[str]]:
     return [c["Parameters"]["commands"] for c in sorted(commands, key=lambda c: c["RequestedDateTime"])]
 
 
-@pytest.mark.integration
 def test_an_ssm_probe_that_fails_still_stops_the_point_on_every_instance(aws_client, tmp_path):
     hosts = _ssm_hosts(aws_client, tmp_path)
     point = ScalingPoint(nodes=2, devices=("gpu:0",), **{**TINY, "kvstore": "dist_device_sync"})
@@ -303,7 +302,6 @@ def test_an_ssm_probe_that_fails_still_stops_the_point_on_every_instance(aws_cli
             assert host.address in probes[0][0]
 
 
-@pytest.mark.integration
 @pytest.mark.slow
 def test_the_commands_sent_through_ssm_run_a_real_dist_sync_job(aws_client, tmp_path):
     """What each instance is sent, run as AWS-RunShellScript would (one bash script per
@@ -344,7 +342,6 @@ def test_the_commands_sent_through_ssm_run_a_real_dist_sync_job(aws_client, tmp_
     assert marked_processes(marker) == []
 
 
-@pytest.mark.integration
 def test_an_ec2_scaling_group_gets_an_instance_per_host_and_all_are_terminated_after_a_failure(
         aws_endpoint, aws_client, monkeypatch, s3_bucket, tmp_path):
     """A scaling group of three ec2 targets on moto's server: one instance each (their own run

@@ -82,8 +82,6 @@ from tests.conftest import REPO_ROOT
 from tests.support.ec2_support import CONN_ID, create_instance_profile, ec2_spec, publish_ami_parameter
 from tests.support.fault_proxy import FaultProxy
 
-pytestmark = pytest.mark.integration
-
 READ_TIMEOUT_S = 2.0
 #: botocore's attempts per call, the first included (``total_max_attempts``; botocore's own
 #: ``max_attempts`` counts retries only, so ``max_attempts: 4`` made 5 attempts)
@@ -173,7 +171,7 @@ def teardown_like_the_dag(plan: dict[str, Any], xcom: dict[str, Any], outcome: O
 
 
 def run_like_the_dag(rig: Rig, plan: dict[str, Any], until: str = "collect") -> Outcome:
-    """prepare → deploy → score_sweep → collect (→ forget, as ingest does), each try a new
+    """prepare → deploy → score_sweep → collect (→ delete_run_objects, as ingest does), each try a new
     target from JSON, then the all_done teardown (see the module docstring). ``until`` ends
     the sequence early (a scenario about launching needs no sweep: it keeps the module fast)."""
     xcom: dict[str, Any] = {}
@@ -198,7 +196,7 @@ def run_like_the_dag(rig: Rig, plan: dict[str, Any], until: str = "collect") -> 
                     rig.aws_client("s3").put_object(Bucket=bucket, Key=key, Body=b'{"ok": 1}\n')
                 else:
                     target.collect(state, str(rig.tmp / f"{plan['run_id'][-8:]}.jsonl"))
-                    target.forget(plan["run_id"])
+                    target.delete_run_objects(plan["run_id"])
                     done = state
                 xcom[step] = _json(done.to_dict())
                 outcome.seconds[step] = round(time.monotonic() - started, 2)

@@ -26,7 +26,7 @@ ROWS = 40  # per run
 CONTEXT = lake_ingest.RunContext(provider="local", instance_type="cpu")
 
 
-@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.integration)])
+@pytest.fixture(params=["local", "s3"])
 def lake_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "local":
         return str(tmp_path / "lake")

@@ -9,7 +9,7 @@ from gpucompare.lake.phases import read_phases
 from gpucompare.lake.tables import open_lake
 from gpucompare.reports.build import ReportInputs, build_reports
 
-pytestmark = [pytest.mark.dag, pytest.mark.integration]
+pytestmark = pytest.mark.dag
 
 TINY = {"networks": ["alexnet"], "batch_sizes": [1], "modes": ["score", "train"], "warmup": 1,
         "batches": 1, "repeats": 1, "timeout_s": 120}

@@ -19,7 +19,6 @@ import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
 import gpucompare
 from gpucompare.reports.publish import write_history
@@ -59,7 +58,6 @@ def _read_day(root) -> pa.Table:
     return pa.Table.from_pandas(history, preserve_index=False)
 
 
-@pytest.mark.integration
 def test_concurrent_writers_of_one_day_never_show_a_torn_or_mixed_table(tmp_path):
     small, large = tmp_path / "small.parquet", tmp_path / "large.parquet"
     pq.write_table(_table(10, "small"), small)
@@ -89,7 +87,6 @@ def test_concurrent_writers_of_one_day_never_show_a_torn_or_mixed_table(tmp_path
     assert sorted(p.name for p in folder.iterdir()) == ["cost_per_million.parquet"]  # no temporary left
 
 
-@pytest.mark.integration
 def test_a_writer_killed_at_any_moment_leaves_a_whole_day_or_the_previous_one(tmp_path):
     old, new = tmp_path / "old.parquet", tmp_path / "new.parquet"
     pq.write_table(_table(20, "old"), old)

@@ -14,7 +14,7 @@ any layer below it)::
     prices                   price and exchange-rate history, published figures
     lake                     Delta tables, schema, ingest, migration
     config                   value patterns, fleet file, scaling profiles
-    settings, errors, resources, and the worker's contract: bench_tasks.record,
+    settings, errors, resources, config.patterns (a leaf), and the worker's contract: bench_tasks.record,
     bench_tasks.constants and bench_tasks.configs (the sweep grammar the fleet file is checked
     against, so that there is one definition of a sweep)
 
@@ -87,7 +87,17 @@ def import_graph() -> dict[str, set[str]]:
     return {name: _imports(path, name, known) for name, path in modules.items()}
 
 
+#: modules below their subpackage's layer: leaves every layer may import (checked below)
+LEAF_MODULES: dict[str, int] = {
+    # the value patterns and closed value sets: re + the worker's constants only, so the
+    # settings model validates with the same patterns as the fleet file and ingest
+    "gpucompare.config.patterns": 0,
+}
+
+
 def _layer(module: str) -> int:
+    if module in LEAF_MODULES:
+        return LEAF_MODULES[module]
     parts = module.split(".")
     return LAYERS[parts[1] if len(parts) > 1 else ""]
 

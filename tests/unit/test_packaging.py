@@ -23,13 +23,15 @@ from tests.conftest import REPO_ROOT
 
 
 def test_every_setting_has_a_description_and_becomes_a_provider_option() -> None:
-    assert set(settings.DESCRIPTIONS) == set(settings.DEFAULTS)
-    assert all(text.strip() and "\n" not in text for text in settings.DESCRIPTIONS.values())
+    descriptions = [settings.description(name) for name in settings.NAMES]
+    assert all(text.strip() and "\n" not in text for text in descriptions)
+    assert all(settings.allowed(n) for n in settings.NAMES)
     section = provider_info.get_provider_info()["config"]["gpucompare"]
-    assert list(section["options"]) == list(settings.DEFAULTS)
+    assert list(section["options"]) == list(settings.NAMES)
     for name, option in section["options"].items():
-        assert option["default"] == settings.DEFAULTS[name]
-        assert option["description"].startswith(settings.DESCRIPTIONS[name])
+        assert option["default"] == settings.default_text(name)
+        assert option["description"].startswith(settings.description(name))
+        assert settings.env_name(name) in option["description"]
 
 
 def test_provider_info_is_valid_for_airflow() -> None:
@@ -40,13 +42,13 @@ def test_provider_info_is_valid_for_airflow() -> None:
     jsonschema.validate(provider_info.get_provider_info(), schema)
 
 
-def test_a_setting_added_without_description_does_not_break_airflow(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Airflow calls get_provider_info while configuring itself: it must not raise (the first
-    test of this module is what catches the missing description)."""
-    monkeypatch.setitem(settings.DEFAULTS, "new_setting", "1")
-    option = provider_info.get_provider_info()["config"]["gpucompare"]["options"]["new_setting"]
-    assert option["default"] == "1" and "no description yet" in option["description"]
-    assert option["type"] == "integer"
+def test_provider_options_carry_the_model_types() -> None:
+    """``airflow config list`` shows the type of each option as the model declares it."""
+    options = provider_info.get_provider_info()["config"]["gpucompare"]["options"]
+    assert options["retry_delay_s"]["type"] == "float" and options["retry_delay_s"]["default"] == "60"
+    assert options["compact_after_days"]["type"] == "integer"
+    assert options["rank_flagged"]["type"] == "boolean" and options["rank_flagged"]["default"] == "false"
+    assert options["lake"]["type"] == "string"
 
 
 def test_defaults_live_under_airflow_home_not_in_the_package(monkeypatch: pytest.MonkeyPatch,
@@ -55,10 +57,10 @@ def test_defaults_live_under_airflow_home_not_in_the_package(monkeypatch: pytest
         monkeypatch.delenv(f"GPUCOMPARE_{name}", raising=False)
         monkeypatch.delenv(f"AIRFLOW__GPUCOMPARE__{name}", raising=False)
     monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path))
-    assert settings._expand(settings.DEFAULTS["lake"]) == f"{tmp_path}/gpucompare/lake"
-    assert settings._expand(settings.DEFAULTS["reports"]) == f"{tmp_path}/gpucompare/reports"
+    assert settings.lake_uri() == f"{tmp_path}/gpucompare/lake"
+    assert settings.reports_uri() == f"{tmp_path}/gpucompare/reports"
     package = Path(resources.__file__).parent
-    assert not Path(settings._expand(settings.DEFAULTS["lake"])).is_relative_to(package)
+    assert not Path(settings.lake_uri()).is_relative_to(package)
     assert settings.fleet_path() == resources.fleet_file()
     monkeypatch.setenv("GPUCOMPARE_LAKE", "{AIRFLOW_HOME}/elsewhere")
     assert settings.lake_uri() == f"{tmp_path}/elsewhere"

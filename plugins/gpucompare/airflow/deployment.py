@@ -166,7 +166,7 @@ def init_deployment(passwords_file: Path, admin_password: str) -> None:
     from gpucompare.config import fleet
 
     pool_slots = fleet.load_fleet().max_instances
-    for command in init_commands(settings.setting("pool"), pool_slots):
+    for command in init_commands(settings.pool(), pool_slots):
         # The same interpreter as this module: the image's (or the virtualenv's) Airflow.
         subprocess.run([sys.executable, "-m", *command], check=True)
     write_passwords_file(passwords_file, admin_password)

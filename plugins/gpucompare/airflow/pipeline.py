@@ -43,19 +43,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import tempfile
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 from airflow.sdk import Asset, TriggerRule, WeightRule, get_current_context, task, task_group
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from gpucompare import settings
-from gpucompare.config import validation
-from gpucompare.config.fields import Number
 from gpucompare.config.fleet import SWEEP_TASK_TIMEOUT_S
 from gpucompare.config.validation import ValidationError
 from gpucompare.errors import PermanentError, TransientError
@@ -70,9 +67,7 @@ STATE_STEPS = ("train_sweep", "score_sweep", "deploy", "prepare")
 
 # -- manners shared by every DAG ----------------------------------------------------------------
 def retry_delay() -> timedelta:
-    seconds = validation.check("GPUCOMPARE_RETRY_DELAY_S", Annotated[float, Number(0.0, 3600.0)],
-                               settings.setting("retry_delay_s"))
-    return timedelta(seconds=seconds)
+    return timedelta(seconds=settings.retry_delay_s())
 
 
 def network_retries(retries: int = 3, *, max_delay: timedelta = timedelta(minutes=30),
@@ -107,12 +102,26 @@ def _asset_uri(location: str, table: str) -> str:
     return f"{Path(location).resolve().as_uri()}/{table}"
 
 
-#: The results table of the lake; updated once per DAG run that ingested anything.
-RESULTS = Asset(name="gpucompare_results", uri=_asset_uri(settings.lake_uri(), "results"),
-                group="gpucompare")
-#: The published report set (``<reports>/latest``); BI refreshes can schedule on it.
-REPORTS = Asset(name="gpucompare_reports", uri=_asset_uri(settings.reports_uri(), "latest"),
-                group="gpucompare")
+def results_asset() -> Asset:
+    """The results table of the lake; updated once per DAG run that ingested anything."""
+    return Asset(name="gpucompare_results", uri=_asset_uri(settings.lake_uri(), "results"),
+                 group="gpucompare")
+
+
+def reports_asset() -> Asset:
+    """The published report set (``<reports>/latest``); BI refreshes can schedule on it."""
+    return Asset(name="gpucompare_reports", uri=_asset_uri(settings.reports_uri(), "latest"),
+                 group="gpucompare")
+
+
+def __getattr__(name: str) -> Any:
+    """``pipeline.RESULTS`` / ``pipeline.REPORTS``: the assets, built from the settings when a DAG
+    file asks for them (while it is parsed), never when this module is imported."""
+    if name == "RESULTS":
+        return results_asset()
+    if name == "REPORTS":
+        return reports_asset()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def is_permanent(exc: BaseException) -> bool:
@@ -242,28 +251,43 @@ def _run_sweep(plan: dict[str, Any], state: dict[str, Any], mode: str) -> dict[s
 def staged_results_location(plan: dict[str, Any]) -> str:
     """Where collect leaves a target's results for ingest: under ``GPUCOMPARE_STAGING``, a local
     folder or an ``s3://`` prefix (Airflow run ids hold ':' and '+', hence the substitution)."""
-    run = re.sub(r"[^A-Za-z0-9_.-]", "-", plan["run_id"])
-    return f"{settings.staging_uri().rstrip('/')}/{run}/results.jsonl"
+    from gpucompare.targets.runs import run_key
+
+    return f"{settings.staging_uri().rstrip('/')}/{run_key(plan['run_id'])}/results.jsonl"
 
 
 # -- the steps -----------------------------------------------------------------------------------
-_POOL = settings.setting("pool")
+#: step name -> (retries, holds_machine, bounded_retries): what ``_with_settings`` applies when
+#: the group is built
+_STEP_POLICY: dict[str, tuple[int, bool, bool]] = {}
 
 
-def _step(timeout: timedelta, retries: int = 3, *, holds_machine: bool = True, brief: bool = False) -> Any:
-    """The decorator of a step of the group: its time limit, retries with backoff (``brief``:
-    the bounded schedule of the steps that hold an idle machine), the pool when it holds a
-    machine, and its target's name as the map index label in the UI.
+def _step(timeout: timedelta, retries: int = 3, *, holds_machine: bool = True,
+          bounded_retries: bool = False) -> Any:
+    """The decorator of a step of the group: its time limit and its target's name as the map
+    index label in the UI; its retries with backoff (``bounded_retries``: the bounded schedule of the
+    steps that hold an idle machine) and the pool when it holds a machine come from the
+    settings, so they are applied when a DAG builds the group (``_with_settings``), not here.
 
     Priority grows along the group (``WeightRule.UPSTREAM``): when the pool is short of slots,
     the next step of a target whose machine is up goes before another target's ``prepare``,
     so a paid machine does not idle while one more is started (Airflow's default weights
     the other way round, upstream steps first)."""
-    pool = {"pool": _POOL} if holds_machine else {}
+    def decorate(function: Any) -> Any:
+        _STEP_POLICY[function.__name__] = (retries, holds_machine, bounded_retries)
+        return task(map_index_template=MAP_INDEX_TEMPLATE, execution_timeout=timeout,
+                    weight_rule=WeightRule.UPSTREAM)(function)
+
+    return decorate
+
+
+def _with_settings(step: Any) -> Any:
+    """The step with its retries and pool read from the settings now (the DAG is being built)."""
+    retries, holds_machine, bounded_retries = _STEP_POLICY[step.function.__name__]
     backoff = (network_retries(retries, max_delay=HOLDING_MAX_DELAY, first_delay=HOLDING_FIRST_DELAY)
-               if brief else network_retries(retries))
-    return task(map_index_template=MAP_INDEX_TEMPLATE, execution_timeout=timeout,
-                weight_rule=WeightRule.UPSTREAM, **backoff, **pool)
+               if bounded_retries else network_retries(retries))
+    pool = {"pool": settings.pool()} if holds_machine else {}
+    return step.override(**backoff, **pool)
 
 
 @_step(timedelta(minutes=45))
@@ -277,7 +301,7 @@ def prepare(plan: dict[str, Any]) -> dict[str, Any]:
     return state.to_dict()
 
 
-@_step(timedelta(hours=1), HOLDING_RETRIES, brief=True)
+@_step(timedelta(hours=1), HOLDING_RETRIES, bounded_retries=True)
 def deploy(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """Put the worker and its environment on the machine (idempotent)."""
     _name_map_index(plan)
@@ -300,7 +324,7 @@ def train_sweep(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     return _run_sweep(plan, state, "train")
 
 
-@_step(timedelta(minutes=10), HOLDING_RETRIES, brief=True)
+@_step(timedelta(minutes=10), HOLDING_RETRIES, bounded_retries=True)
 def collect(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """Bring the run's JSON Lines back into staging (a folder, or S3 when ingest may run on
     another worker)."""
@@ -336,23 +360,23 @@ def ingest(plan: dict[str, Any], collected: dict[str, Any]) -> dict[str, Any]:
         summary = ingest_results(open_lake(settings.lake_uri()), collected["path"], context,
                                  run_id=plan["run_id"], code_hash=local_code_hash())
     delete_file(collected["path"])
-    _forget_remote(plan)
+    _delete_run_objects(plan)
     log.info("Ingested %d records of %s: %s", collected["records"], spec["name"], summary.describe())
     return {"target": spec["name"], "records": collected["records"], "version": summary.write.version,
             "changed": summary.changed}
 
 
-def _forget_remote(plan: dict[str, Any]) -> None:
+def _delete_run_objects(plan: dict[str, Any]) -> None:
     """After a successful ingest, delete the run's objects the target staged remotely (ec2:
     results, progress and SSM output in the results bucket). A failure is only logged: the
     results are safe in the lake, and the bucket's lifecycle rule removes what is left."""
     try:
-        _target(plan).forget(plan["run_id"])
+        _target(plan).delete_run_objects(plan["run_id"])
     except Exception as exc:
         log.warning("Could not delete the staged objects of run %s: %s", plan["run_id"], exc)
 
 
-@_step(timedelta(minutes=30), retries=4, holds_machine=False, brief=True)
+@_step(timedelta(minutes=30), retries=4, holds_machine=False, bounded_retries=True)
 def terminate(plan: dict[str, Any]) -> None:
     """Give back what prepare took, whatever happened in between (safe twice)."""
     _name_map_index(plan)
@@ -367,17 +391,19 @@ def terminate(plan: dict[str, Any]) -> None:
 @task_group(group_id=GROUP_ID)
 def target_run(plan: dict[str, Any]) -> Any:
     """One target: provision, deploy, both sweeps, collect, ingest; terminate in any case."""
-    state = prepare(plan).as_setup()
-    swept = train_sweep(plan, score_sweep(plan, deploy(plan, state)))
-    collected = collect(plan, swept)
+    state = _with_settings(prepare)(plan).as_setup()
+    deployed = _with_settings(deploy)(plan, state)
+    swept = _with_settings(train_sweep)(plan, _with_settings(score_sweep)(plan, deployed))
+    collected = _with_settings(collect)(plan, swept)
     # Marked here rather than with @setup/@teardown: those decorators keep state between
     # calls, and both the nightly and the manual DAG build this group.
-    finished = terminate(plan).as_teardown(setups=state.operator, on_failure_fail_dagrun=True)
+    finished = _with_settings(terminate)(plan).as_teardown(setups=state.operator,
+                                                           on_failure_fail_dagrun=True)
     # all_done rather than the teardown default (all_done_setup_success): a prepare that
     # failed half-way may have started something, and teardown copes with a partial state
     finished.operator.trigger_rule = TriggerRule.ALL_DONE
     collected >> finished
-    return ingest(plan, collected)
+    return _with_settings(ingest)(plan, collected)
 
 
 # -- after every target ------------------------------------------------------------------------
@@ -394,7 +420,7 @@ def _plans_and_summaries(plans_task_id: str) -> tuple[list[dict[str, Any]] | Non
     return plans, ti.xcom_pull(task_ids=f"{GROUP_ID}.ingest", map_indexes=list(range(len(plans))))
 
 
-@task(outlets=[RESULTS], trigger_rule=TriggerRule.ALL_DONE, retries=0)
+@task(trigger_rule=TriggerRule.ALL_DONE, retries=0)  # outlets: results_asset(), in run_targets
 def results_ready(plans_task_id: str) -> dict[str, Any]:
     """Announce the results Asset once for this run, if any target ingested results."""
     _, summaries = _plans_and_summaries(plans_task_id)
@@ -403,7 +429,7 @@ def results_ready(plans_task_id: str) -> dict[str, Any]:
         raise AirflowSkipException("no target ingested results; the results Asset is not updated")
     extra = {"targets": [d["target"] for d in done], "records": sum(d["records"] for d in done),
              "dag_run_id": get_current_context()["dag_run"].run_id}
-    get_current_context()["outlet_events"][RESULTS].extra = extra
+    get_current_context()["outlet_events"][results_asset()].extra = extra
     log.info("Results ready: %s", extra)
     return extra
 
@@ -430,8 +456,8 @@ def log_pool_fit(targets: int, max_instances: int) -> None:
     if targets > max_instances:
         log.warning("%d targets tonight but the pool %s has max_instances = %d slots: %d of them "
                     "provision only when a machine is done (raise max_instances in the fleet file "
-                    "and the pool's slots to start them all at once)", targets, _POOL, max_instances,
-                    targets - max_instances)
+                    "and the pool's slots to start them all at once)", targets, settings.pool(),
+                    max_instances, targets - max_instances)
     else:
         log.info("%d target(s) tonight, %d pool slots: every target provisions at once", targets,
                  max_instances)
@@ -441,15 +467,14 @@ def run_targets(plans: Any) -> None:
     """Wire the mapped per-target group and the two closing tasks onto a list of plans."""
     runs = target_run.expand(plan=plans)
     plans_task_id = plans.operator.task_id
-    ready = results_ready(plans_task_id)
+    ready = results_ready.override(outlets=[results_asset()])(plans_task_id)
     checked = check_targets(plans_task_id)
     plans >> ready
     runs >> ready >> checked
 
 
 # -- scaling groups (multi-GPU / multi-node runs, gpucompare.scaling.launcher) -----------------------
-@task(pool=_POOL, outlets=[RESULTS], execution_timeout=timedelta(seconds=SWEEP_TASK_TIMEOUT_S),
-      **network_retries(1))
+@task(execution_timeout=timedelta(seconds=SWEEP_TASK_TIMEOUT_S))  # pool, outlets, retries: run_scaling_groups
 def scaling_group(plan: dict[str, Any]) -> dict[str, Any]:
     """One scaling group: prepare and deploy its hosts, run every point (MXNet's parameter
     server across the hosts), ingest, and tear every host down whatever happened.
@@ -468,42 +493,12 @@ def scaling_group(plan: dict[str, Any]) -> dict[str, Any]:
         written = scaling_run.run_scaling_plan(
             plan, lake_uri=settings.lake_uri(), dag_run_id=dag_run_id,
             results_path=str(Path(scratch) / "results.jsonl"), line_sink=lambda line: log.info("%s", line))
-    get_current_context()["outlet_events"][RESULTS].extra = {"scaling_group": plan["group"],
+    get_current_context()["outlet_events"][results_asset()].extra = {"scaling_group": plan["group"],
                                                              "dag_run_id": dag_run_id}
     return {"group": plan["group"], "records": len(plan["points"]), "files": written}
 
 
 def run_scaling_groups(plans: Any) -> None:
     """One mapped ``scaling_group`` task per enabled scaling group of the fleet."""
-    scaling_group.expand(plan=plans)
-
-
-# -- publishing the reports -------------------------------------------------------------------
-def publish_latest(reports_root: str, dated: str) -> str:
-    """Point ``<reports_root>/latest`` at the report set in ``<reports_root>/<dated>``.
-
-    Locally ``latest`` is a symbolic link swapped in one rename, so a reader (or the UI
-    plugin) sees the previous set or the new one, never a mix. On S3, where there are no
-    links, the set's objects are copied under ``latest/``.
-    """
-    if settings.is_remote(reports_root):
-        import pyarrow.fs as pafs
-
-        from gpucompare.lake.tables import open_lake
-
-        location = open_lake(reports_root)
-        root = location.root.rstrip("/")
-        pafs.copy_files(f"{root}/{dated}", f"{root}/latest", source_filesystem=location.fs,
-                        destination_filesystem=location.fs)
-        return f"{reports_root.rstrip('/')}/latest"
-    root = Path(reports_root)
-    latest = root / "latest"
-    swap = root / f".latest-{dated}.tmp"
-    swap.unlink(missing_ok=True)
-    swap.symlink_to(dated, target_is_directory=True)  # relative: the folder can move
-    if latest.is_dir() and not latest.is_symlink():
-        import shutil
-
-        shutil.rmtree(latest)  # a copied set from an older version of this code
-    swap.replace(latest)
-    return str(latest)
+    bound = scaling_group.override(pool=settings.pool(), outlets=[results_asset()], **network_retries(1))
+    bound.expand(plan=plans)

@@ -2,8 +2,8 @@
 
 Airflow's ProvidersManager calls :func:`get_provider_info` for every installed distribution
 that registers the entry point. The ``config`` part declares the ``[gpucompare]`` section
-with every setting, its description and its default, generated from ``settings.DEFAULTS``
-and ``settings.DESCRIPTIONS``: so ``airflow config list`` shows them, and
+with every setting, its type, description, allowed values and default, generated from the
+typed model ``settings.Settings``: so ``airflow config list`` shows them, and
 ``AIRFLOW__GPUCOMPARE__<NAME>`` or ``airflow.cfg`` set them. The UI plugin is registered
 through the ``airflow.plugins`` entry point (pyproject.toml), not here, so it loads once.
 
@@ -21,27 +21,24 @@ SECTION = "gpucompare"
 
 
 def _option(name: str) -> dict[str, Any]:
-    default = settings.DEFAULTS[name]
-    # Airflow calls this while it configures itself, so a setting added without its description
-    # must not break Airflow: it gets a placeholder here, and tests/unit/test_packaging.py fails.
-    description = settings.DESCRIPTIONS.get(name) or f"gpucompare setting {name} (no description yet)."
     return {
-        "description": f"{description} (environment: GPUCOMPARE_{name.upper()}, which wins over this option)",
+        "description": f"{settings.description(name)} Allowed: {settings.allowed(name)}. "
+                       f"(environment: {settings.env_name(name)}, which wins over this option)",
         "version_added": None,
-        "type": "integer" if default.isdigit() else "string",
+        "type": settings.option_type(name),
         "example": None,
-        # Airflow expands {AIRFLOW_HOME} in defaults, as settings.setting() does without Airflow.
-        "default": default,
+        # Airflow expands {AIRFLOW_HOME} in defaults, as settings.expand_home() does without Airflow.
+        "default": settings.default_text(name),
     }
 
 
 def config_section() -> dict[str, Any]:
-    """The ``[gpucompare]`` section: one option per setting, in the order of ``settings.DEFAULTS``."""
+    """The ``[gpucompare]`` section: one option per field of ``settings.Settings``, in its order."""
     return {
         SECTION: {
             "description": "gpucompare: where the lake, the reports and the fleet file are, and how "
                            "the DAGs run. Each option is also read from GPUCOMPARE_<OPTION>.",
-            "options": {name: _option(name) for name in settings.DEFAULTS},
+            "options": {name: _option(name) for name in settings.NAMES},
         }
     }
 

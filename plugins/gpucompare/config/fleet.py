@@ -42,7 +42,7 @@ from typing import Any
 from bench_tasks.configs import ConfigError, parse_sweep
 from bench_tasks.constants import MODES
 from gpucompare import settings
-from gpucompare.config import models, runtime_choice, validation
+from gpucompare.config import models, patterns, runtime_choice, validation
 from gpucompare.config.models import (  # noqa: F401  (the planning vocabulary, used by the DAGs)
     DEFAULT_MAX_INSTANCES,
     DEFAULT_SCHEDULE,
@@ -60,7 +60,9 @@ PROCESS_OVERHEAD_S = 30.0
 #: The sweep tasks' execution_timeout; a sweep's own limit stays below it so the target,
 #: not Airflow, stops the worker (and can still clean up).
 SWEEP_TASK_TIMEOUT_S = 12 * 3600.0
-_RUN_ID_MAX = 120
+#: A target's derived run id stays this short (S3 keys, tags and folder names hold it with more);
+#: every run id also follows the one rule, ``patterns.RUN_ID``.
+TARGET_RUN_ID_LENGTH = 120
 
 #: An ec2 instance's time-to-live covers its sweeps' own limits plus these (seconds): launch,
 #: SSM agent, bundle and worker venv before the first sweep (``cost.PROVISIONING_OVERHEAD_S``
@@ -270,12 +272,14 @@ def plan_ttl_minutes(sweep_limits_s: list[float], fleet_ttl: Any = None) -> int:
 def nightly_schedule() -> str:
     """``$GPUCOMPARE_NIGHTLY_SCHEDULE``, else the fleet file's ``schedule``, else 02:00 UTC.
 
-    Read while the DAG file is parsed, so it must never fail: an unreadable fleet file falls
-    back to the default here and fails loudly in the run's ``load_fleet`` task instead.
+    Read while the DAG file is parsed. A bad ``GPUCOMPARE_NIGHTLY_SCHEDULE`` raises
+    ``settings.SettingError`` (the DAG shows as broken, naming the variable: a schedule typed
+    wrong should not silently become 02:00); an unreadable fleet file falls back to the
+    default here and fails loudly in the run's ``load_fleet`` task instead.
     """
-    configured = settings.setting("nightly_schedule")
+    configured = settings.nightly_schedule()
     if configured:
-        return validation.check("GPUCOMPARE_NIGHTLY_SCHEDULE", models.Cron, configured)
+        return configured
     try:
         document = read_document(settings.fleet_path())
         return validation.check("schedule", models.Cron, document.get("schedule", DEFAULT_SCHEDULE))
@@ -292,12 +296,12 @@ def target_run_id(dag_run_id: str, target_name: str, deployment: str | None = No
     a hash of the whole keeps them apart. ``deployment`` defaults to ``settings.deployment()``.
     """
     deployment = deployment or settings.deployment()
-    tail = re.sub(r"[^A-Za-z0-9._:+-]", "_", f"{dag_run_id}.{target_name}").lstrip("._:+-") or "run"
+    tail = re.sub(f"[^{patterns.RUN_ID_CHARS}]", "_", f"{dag_run_id}.{target_name}").lstrip("._:+-") or "run"
     plain = f"{deployment}.{tail}"
-    if len(plain) <= _RUN_ID_MAX:
+    if len(plain) <= TARGET_RUN_ID_LENGTH:
         return plain
     digest = hashlib.sha256(f"{deployment}\0{dag_run_id}\0{target_name}".encode()).hexdigest()[:12]
-    return f"{plain[:_RUN_ID_MAX - 13]}-{digest}"
+    return f"{plain[:TARGET_RUN_ID_LENGTH - 13]}-{digest}"
 
 
 def check_sweep(document: dict[str, Any], where: str) -> int:

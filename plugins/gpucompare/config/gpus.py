@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpucompare import resources
-from gpucompare.config import runtimes
+from gpucompare.config import patterns, runtimes
 from gpucompare.config.validation import ValidationError
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ def _parse_row(row: Mapping[str, str], where: str) -> GpuModel:
     expected = columns()
     if None in row or any(row.get(c) is None for c in expected):
         raise ValidationError(where, f"expected the columns {', '.join(expected)}")
-    if not re.fullmatch(r"[0-9]{1,2}\.[0-9]", row["compute_capability"]):
+    if not patterns.COMPUTE_CAPABILITY.fullmatch(row["compute_capability"]):
         raise ValidationError(f"{where}.compute_capability",
                               f"{row['compute_capability']!r} is not major.minor")
     flags = []

@@ -5,11 +5,18 @@ form, target options, ingest, the command line).
 Every pattern is compiled without anchors and used with ``fullmatch`` only (``^…$`` with
 ``match`` would accept a trailing newline). None admits whitespace, quotes or shell
 metacharacters, so a value that passes may be quoted into a command without surprises.
+
+The closed value sets every layer checks against (markets, currencies) live here too. This
+module imports nothing of the library but the worker's constants, so every layer may import
+it, ``settings`` included (tests/unit/test_layout.py holds it to that).
 """
 
 from __future__ import annotations
 
 import re
+
+# re-exported: the run-id rule's alphabet, length and wording
+from bench_tasks.constants import RUN_ID_ALLOWED, RUN_ID_CHARS, RUN_ID_MAX, RUN_ID_PATTERN  # noqa: F401
 
 #: profile, target and scaling-group names in the fleet file
 NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
@@ -33,8 +40,17 @@ DEVICE = re.compile(r"(cpu|gpu):[0-9]{1,2}")
 #: a network interface for MXNet's parameter server (``DMLC_INTERFACE``)
 INTERFACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}")
 CRON = re.compile(r"@(hourly|daily|weekly|monthly|yearly)|([0-9*/,-]+ ){4}[0-9A-Za-z*/,-]+")
-#: a run id (the orchestrator's: Airflow's ``manual__2026-…+00:00`` and the fleet's)
-RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,199}")
+#: a run id (Airflow's ``manual__2026-…+00:00`` and the fleet's): the worker's rule, defined once
+#: in bench_tasks/constants.py (the worker cannot import gpucompare)
+RUN_ID = re.compile(RUN_ID_PATTERN)
+#: a run id usable as it is in a folder name (others get a hash, targets/runs.py)
+PLAIN_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+#: a character a plain run id (and so a path component or a container name) may not hold
+NOT_PLAIN = re.compile(r"[^A-Za-z0-9_.-]")
+#: this deployment's name in tags, run ids and S3 keys (the ``deployment`` setting)
+DEPLOYMENT = re.compile(r"[a-z0-9][a-z0-9-]{0,19}")
+#: A CUDA compute capability, major.minor (gpus.csv, runtimes.csv)
+COMPUTE_CAPABILITY = re.compile(r"[0-9]{1,2}\.[0-9]")
 #: the content hash of a worker bundle
 CODE_HASH = re.compile(r"[0-9a-f]{8,64}")
 AMI_ID = re.compile(r"ami-[0-9a-f]{8,17}")
@@ -44,6 +60,12 @@ BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 PREFIX = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
 #: an ISO currency code
 CURRENCY = re.compile(r"[A-Za-z]{3}")
+#: the currencies prices, exchange rates and reports are kept in
+CURRENCIES: tuple[str, ...] = ("EUR", "USD")
+#: where a sweep runs (``gpucompare.targets.make_target`` knows these kinds; the fleet's target union)
+TARGET_KINDS: tuple[str, ...] = ("local", "ssh", "ec2")
+#: how a machine is bought: the price row, the launch and the cost guard use the same names
+MARKETS: tuple[str, ...] = ("on_demand", "spot")
 #: an absolute POSIX path of plain characters (a remote directory or interpreter); a ``.`` or
 #: ``..`` segment is refused with ``has_dot_segment``
 ABSOLUTE_PATH = re.compile(r"(/[A-Za-z0-9._+@%=,-]+)+/?")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpucompare import resources
+from gpucompare.config import patterns
 from gpucompare.config.validation import ValidationError
 
 COLUMNS = ("name", "mxnet", "cuda", "cudnn", "python", "cc_min", "cc_max", "ptx", "delivery", "image",
@@ -32,7 +33,7 @@ AUTO = "auto"
 #: the runtime of a target without GPUs (gpu_count 0, the local target on this machine)
 CPU = "cpu"
 _NAME = re.compile(r"[a-z0-9][a-z0-9.-]{0,39}")
-_CAPABILITY = re.compile(r"[0-9]{1,2}\.[0-9]")
+_CAPABILITY = patterns.COMPUTE_CAPABILITY
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _IMAGE = re.compile(r"[a-z0-9][a-z0-9._/-]{0,200}:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from bench_tasks.constants import DTYPES, NETWORKS, SCALING_KINDS
+from bench_tasks.constants import DEVICE_KINDS, DTYPES, NETWORKS, SCALING_KINDS
 from gpucompare.config import models, patterns, validation
 from gpucompare.config.models import (  # noqa: F401  (the launcher's vocabulary)
     DIST_KVSTORES,
@@ -115,8 +115,8 @@ def scaling_points(profile: ScalingProfile, *, host_count: int, devices_per_host
                    device_kind: str) -> list[ScalingPoint]:
     """The points a group of ``host_count`` hosts with ``devices_per_host`` devices each can run,
     in the order network, scaling kind, device count, node count."""
-    if device_kind not in ("cpu", "gpu"):
-        raise ValidationError("device_kind", f"{device_kind!r} is not allowed", "cpu, gpu")
+    if device_kind not in DEVICE_KINDS:
+        raise ValidationError("device_kind", f"{device_kind!r} is not allowed", ", ".join(DEVICE_KINDS))
     pairs = sorted({(n, d) for n, d in profile.pairs() if n <= host_count and d <= devices_per_host},
                    key=lambda p: (p[0] * p[1], p[0]))
     if not pairs:

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import pydantic
 from pydantic import TypeAdapter
 
+from gpucompare.config import patterns
 from gpucompare.config.fields import NOT_ALLOWED, shown
 from gpucompare.errors import PermanentError
 
@@ -30,7 +31,7 @@ UNKNOWN_KEY = "unknown_key"
 RULE = "rule"
 #: the tags of the target union (``models.Target``): pydantic puts the tag into an error's
 #: location (``targets.0.ec2.region``); the message leaves it out (``targets[0].region``)
-_UNION_TAGS = ("local", "ssh", "ec2")
+_UNION_TAGS = patterns.TARGET_KINDS
 
 M = TypeVar("M")
 

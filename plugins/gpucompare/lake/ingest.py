@@ -219,26 +219,6 @@ def parse_line(line: str, line_no: int, name: str = "results") -> dict[str, Any]
         ) from None
 
 
-def parse_results(text: str, name: str = "results") -> list[dict[str, Any]]:
-    """Every record of JSON Lines text, validated (see ``parse_line``); an empty text is refused."""
-    records = [parse_line(line, n, name) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
-    if not records:
-        raise IngestError(f"{name}: no records (an empty results file is refused)")
-    return records
-
-
-def read_results_file(location: str | Path) -> list[dict[str, Any]]:
-    """The validated records of a results file (local path or s3:// URI)."""
-    source = _ResultsFile(location)
-    try:
-        records = [record for _, record in source.lines()]
-    finally:
-        source.close()
-    if not records:
-        raise IngestError(f"{source.name}: no records (an empty results file is refused)")
-    return records
-
-
 def _row(record: dict[str, Any], context: RunContext, ingested_at: dt.datetime) -> dict[str, Any]:
     started = _timestamp(record["started_at"])
     row = dict(record)

@@ -27,12 +27,13 @@ from __future__ import annotations
 import pyarrow as pa
 
 from bench_tasks.record import FIELDS, Field
+from gpucompare.config import patterns
 
 #: Values of the orchestrator's enumerated columns.
-MARKETS: tuple[str, ...] = ("on_demand", "spot")
+MARKETS = patterns.MARKETS
 TARGETS: tuple[str, ...] = ("local", "ssh", "ec2", "published")
 PRICE_UNITS: tuple[str, ...] = ("hour", "minute", "second")
-CURRENCIES: tuple[str, ...] = ("EUR", "USD")
+CURRENCIES = patterns.CURRENCIES
 
 #: Flags the published import may set on a row (see gpucompare.prices.published).
 FLAGS: tuple[str, ...] = (
@@ -146,7 +147,7 @@ RUN_LEVEL_PHASES: tuple[str, ...] = ("provision", "deploy", "pull", "sweep", "te
 CONFIG_PHASES: tuple[str, ...] = ("setup", "warmup", "timed")
 PHASE_STATUSES: tuple[str, ...] = ("ok", "failed")
 #: The kinds of target that run phases (``published`` figures have none).
-TARGET_KINDS: tuple[str, ...] = ("local", "ssh", "ec2")
+TARGET_KINDS = patterns.TARGET_KINDS
 
 RUN_PHASES_SCHEMA = pa.schema(
     [

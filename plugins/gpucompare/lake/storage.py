@@ -90,10 +90,7 @@ def s3_commit_mode() -> str:
     (it logs "no longer supports S3DynamoDBLogStores"), so there is no third way."""
     from gpucompare import settings
 
-    mode = settings.setting("lake_s3_commit").strip()
-    if mode not in ("conditional_put", "unsafe"):
-        raise LakeError(f"lake_s3_commit {mode!r} is not one of conditional_put, unsafe")
-    return mode
+    return settings.lake_s3_commit()
 
 
 def storage_options(uri: str) -> dict[str, str]:

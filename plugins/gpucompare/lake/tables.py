@@ -40,9 +40,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import random
 import re
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +49,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+import tenacity
 
 from gpucompare.config import patterns
 from gpucompare.errors import PermanentError
@@ -110,7 +109,7 @@ def check_run_id(run_id: Any) -> str:
     """The orchestrator's run id, checked (it goes into a Delta predicate)."""
     if not isinstance(run_id, str) or not patterns.RUN_ID.fullmatch(run_id):
         raise IngestError(
-            f"run id {run_id!r} is not valid (letters, digits and . _ : + -, at most 200)", field="run_id"
+            f"run id {run_id!r} is not valid ({patterns.RUN_ID_ALLOWED})", field="run_id"
         )
     return run_id
 
@@ -134,7 +133,6 @@ class Lake(LakeReader):
         conflict (a concurrent compaction or delete touched the same files) from the start here,
         with a fresh ``data()``."""
         from deltalake import CommitProperties, write_deltalake
-        from deltalake.exceptions import CommitFailedError, DeltaError
 
         uri = self.table_uri(kind)
         if self.is_local:
@@ -144,8 +142,8 @@ class Lake(LakeReader):
             custom_metadata={"writer": "gpucompare", **(metadata or {}), COMMIT_ID_KEY: token},
             max_commit_retries=50,
         )
-        for attempt in range(COMMIT_ATTEMPTS):
-            try:
+        for attempt in commit_conflict_retries():
+            with attempt:
                 write_deltalake(
                     uri,
                     data(),
@@ -158,12 +156,7 @@ class Lake(LakeReader):
                     writer_properties=_writer_properties(row_group_rows),
                     target_file_size=TARGET_FILE_BYTES,
                 )
-                return self._committed_version(kind, token)
-            except (CommitFailedError, DeltaError) as exc:
-                if not _retryable(exc) or attempt == COMMIT_ATTEMPTS - 1:
-                    raise
-                time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))  # apart from the other writers
-        raise AssertionError("unreachable")  # pragma: no cover
+        return self._committed_version(kind, token)
 
     def _committed_version(self, kind: str, token: str) -> int:
         """The version of the commit carrying ``token`` (another writer may have committed after
@@ -258,7 +251,6 @@ class Lake(LakeReader):
         """The format's own compaction of ``results`` (``optimize.compact``, partitions dated
         before ``before`` or all), then ``vacuum`` of files removed more than ``retention_hours``
         ago (at least 7 days: time travel stays possible that far back)."""
-        from deltalake.exceptions import CommitFailedError, DeltaError
 
         if retention_hours < RETENTION_HOURS:
             raise LakeError(
@@ -270,17 +262,11 @@ class Lake(LakeReader):
         files_before = len(table.get_add_actions(flatten=False))
         filters = [("date", "<", before.isoformat())] if before is not None else None
         metrics: dict[str, Any] = {}
-        for attempt in range(COMMIT_ATTEMPTS):
-            try:
-                table = self.delta("results")
-                metrics = table.optimize.compact(
+        for attempt in commit_conflict_retries():  # an ingest may rewrite a file meanwhile
+            with attempt:
+                metrics = self.delta("results").optimize.compact(
                     partition_filters=filters, max_concurrent_tasks=2, writer_properties=_writer_properties()
                 )
-                break
-            except (CommitFailedError, DeltaError) as exc:  # an ingest rewrote a file meanwhile
-                if not _retryable(exc) or attempt == COMMIT_ATTEMPTS - 1:
-                    raise
-                time.sleep(random.uniform(0.1, 0.3) * (attempt + 1))
         table = self.delta("results")
         vacuumed = table.vacuum(
             retention_hours=retention_hours, dry_run=False, enforce_retention_duration=True
@@ -293,6 +279,16 @@ class Lake(LakeReader):
             vacuumed=len(vacuumed),
             version=int(table.version()),
         )
+
+
+def compaction_cutoff(older_than_days: int | None, today: dt.date | None = None) -> dt.date | None:
+    """The first date left alone when compacting partitions older than ``older_than_days``
+    (None: compact every partition); ``today`` defaults to today, UTC."""
+    if older_than_days is None:
+        return None
+    if older_than_days < 0:
+        raise LakeError(f"older_than_days must be >= 0, got {older_than_days}")
+    return (today or dt.datetime.now(dt.UTC).date()) - dt.timedelta(days=older_than_days)
 
 
 def _writer_properties(row_group_rows: int = ROW_GROUP_ROWS) -> Any:
@@ -310,20 +306,19 @@ def row_group_rows_for(max_row_bytes: int) -> int:
     return max(16, min(ROW_GROUP_ROWS, ROW_GROUP_BYTES // max(1, max_row_bytes)))
 
 
-def _retryable(exc: Exception) -> bool:
-    """Whether a delta-rs error is a commit conflict (another writer got there first)."""
+def commit_conflict_retries() -> tenacity.Retrying:
+    """The one retry policy of lake commits: a commit conflict (delta-rs ``CommitFailedError``:
+    another writer took the version, or a concurrent compaction or delete touched the same
+    files; delta-rs has already retried a plain lost race ``max_commit_retries`` times) is
+    retried from the start, with fresh data, up to ``COMMIT_ATTEMPTS`` times, waits of full
+    jitter growing exponentially so racing writers fall apart. Any other error is raised at once."""
     from deltalake.exceptions import CommitFailedError
 
-    text = str(exc).lower()
-    return isinstance(exc, CommitFailedError) or any(
-        word in text
-        for word in (
-            "conflict",
-            "concurrent",
-            "version already exists",
-            "already exists",
-            "transaction failed",
-        )
+    return tenacity.Retrying(
+        retry=tenacity.retry_if_exception_type(CommitFailedError),
+        stop=tenacity.stop_after_attempt(COMMIT_ATTEMPTS),
+        wait=tenacity.wait_random_exponential(multiplier=0.1, max=2.0),
+        reraise=True,
     )
 
 
@@ -351,10 +346,6 @@ class CompactionSummary:
     files_removed: int
     vacuumed: int
     version: int
-
-    @property
-    def partitions_compacted(self) -> int:  # kept for the DAG's XCom summary
-        return self.files_added
 
     def describe(self) -> str:
         return (

@@ -190,9 +190,7 @@ def build_reports(
     if currency not in schema.CURRENCIES:
         raise ReportError(f"--currency {currency!r} is not one of {', '.join(schema.CURRENCIES)}")
     rule = rule or RegressionRule()
-    rule.validate()
     options = options or ReportOptions()
-    options.validate()
     timings: dict[str, float] = {}
     con = connect()
     try:
@@ -288,18 +286,9 @@ def options_from_settings() -> ReportOptions:
     """The ranking options from the settings (environment, Airflow config, defaults)."""
     from gpucompare import settings
 
-    def flag(name: str) -> bool:
-        value = settings.setting(name).strip().lower()
-        if value not in ("true", "false", "1", "0", "yes", "no"):
-            raise ReportError(f"GPUCOMPARE_{name.upper()} {value!r} is not one of true, false")
-        return value in ("true", "1", "yes")
-
-    age = settings.setting("published_max_age_years").strip()
-    if not age.isdigit():
-        raise ReportError(f"GPUCOMPARE_PUBLISHED_MAX_AGE_YEARS {age!r} must be a whole number of years >= 0")
     return ReportOptions(
-        published_max_age_years=int(age),
-        rank_old_published=flag("rank_old_published"),
-        rank_flagged=flag("rank_flagged"),
-        with_projections=flag("best_value_with_projections"),
+        published_max_age_years=settings.published_max_age_years(),
+        rank_old_published=settings.rank_old_published(),
+        rank_flagged=settings.rank_flagged(),
+        with_projections=settings.best_value_with_projections(),
     )

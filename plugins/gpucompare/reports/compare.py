@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from gpucompare.config import patterns
 from gpucompare.reports import stats
 from gpucompare.reports.inputs import ReportInputs, ResultFiles, connect
 from gpucompare.reports.report_set import MAX_NIGHTS, ReportError
@@ -53,13 +54,12 @@ def _machine_side(text: str, prefix: str) -> Side:
     parts = text.split("/")
     if not 2 <= len(parts) <= 4 or not all(parts):
         raise ReportError(f"--by machine: {text!r} is not provider/instance_type[/region[/market]]")
-    names = ("provider", "instance_type", "region", "market")
     conditions, params = [], {}
-    for name, value in zip(names, parts, strict=False):
+    for name, value in zip(MACHINE_KEY, parts, strict=False):
         conditions.append(f"{name} = ${prefix}_{name}")
         params[f"{prefix}_{name}"] = value
-    if len(parts) == 4 and parts[3] not in ("on_demand", "spot"):
-        raise ReportError(f"--by machine: market {parts[3]!r} is not one of on_demand, spot")
+    if len(parts) == 4 and parts[3] not in patterns.MARKETS:
+        raise ReportError(f"--by machine: market {parts[3]!r} is not one of {', '.join(patterns.MARKETS)}")
     return Side(text, " AND ".join(conditions), params)
 
 

@@ -11,7 +11,6 @@ connection for the reports is made (no extension is ever downloaded; timestamps 
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -19,6 +18,7 @@ from typing import TypeVar
 import duckdb
 import pyarrow as pa
 
+from bench_tasks.constants import MODES
 from gpucompare import resources
 from gpucompare.lake import schema
 from gpucompare.lake.reading import TableSnapshot
@@ -160,8 +160,7 @@ class ResultFiles:
             missing = tuple(n for n in schema.RESULTS_SCHEMA.names if n not in present)
             for live in snapshot.files:
                 date, mode = live.partition.get("date"), live.partition.get("mode")
-                if date is None or mode is None:  # not a partitioned results file: not ours
-                    continue
+                _check_partition(live.relative, mode, date)
                 expected = f"mode={mode}/date={date.isoformat()}/"
                 hive_paths = (hive_paths and live.relative.startswith(expected)
                               and live.relative.count("=") == 2)
@@ -198,7 +197,7 @@ class ResultFiles:
                 source = " UNION ALL BY NAME ".join(
                     f"SELECT *, '{mode}' AS mode, DATE '{date.isoformat()}' AS date "  # noqa: S608 (validated values)
                     f"FROM read_parquet([{listing(paths)}], hive_partitioning = false, {options})"
-                    for (mode, date), paths in groups.items() if re.fullmatch(r"[a-z_]+", mode))
+                    for (mode, date), paths in groups.items())  # modes checked by _check_partition
             columns = ", ".join(
                 f"CAST(NULL AS {_duck_type(f.type)}) AS \"{f.name}\"" if f.name in self.missing
                 else f'"{f.name}"'
@@ -208,18 +207,30 @@ class ResultFiles:
         return len(chosen)
 
     def run(self, action: Callable[[], T]) -> T:
-        """``action()``; on a schema mismatch between files, again with columns matched by name
-        (reading every file's footer first: slower, so only when needed)."""
+        """``action()``; when DuckDB cannot bind the files' columns together, once more with
+        columns matched by name (reading every file's footer first: slower, so only when needed).
+
+        Classified by exception type: the oldest file lacks a column that is read (a
+        ``BinderException``) or a later file lacks one of its columns (``InvalidInputException``).
+        Any other error of those types fails the same way on the second try and is raised then."""
+        if self.union_by_name:
+            return action()
         try:
             return action()
-        except (duckdb.BinderException, duckdb.InvalidInputException) as exc:
-            # the oldest file lacks a column that is read, or a later file lacks one of its columns
-            if self.union_by_name or not ("schema mismatch" in str(exc) or "not found" in str(exc)):
-                raise
+        except (duckdb.BinderException, duckdb.InvalidInputException):
+            pass
         self.union_by_name = True
         for view, (dates, since) in list(self.views.items()):
             self.register(view, dates=dates, since=since)
         return action()
+
+
+def _check_partition(relative: str, mode: object, date: object) -> None:
+    """A results file outside the table's partitioning is refused, never skipped: a report that
+    silently leaves rows out would publish wrong figures."""
+    if mode not in MODES or not isinstance(date, dt.date):
+        raise ReportError(f"results file {relative!r} has partition mode={mode!r}, date={date!r}: "
+                          f"expected mode one of {', '.join(MODES)} and a date (is this a gpucompare lake?)")
 
 
 def _duck_type(arrow_type: pa.DataType) -> str:

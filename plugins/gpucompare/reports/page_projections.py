@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gpucompare.config import patterns
 from gpucompare.reports.formatting import _date, _slug, duration, money
 from gpucompare.reports.page_parts import Section, data_table
 from gpucompare.reports.report_set import ReportSet
@@ -33,7 +34,7 @@ CAVEAT = (
     "≥ marks a catalog price of the GPUs alone (the host VM is billed on top). "
     "Projections are never part of the cost ranking above."
 )
-MARKETS = ("on_demand", "spot")
+MARKETS = patterns.MARKETS
 MEASURED_MARK = "★ measured machine"
 
 

@@ -22,8 +22,10 @@ import datetime as dt
 import io
 import json
 import os
+import shutil
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,6 +33,7 @@ import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from gpucompare import settings
 from gpucompare.lake.tables import open_lake
 from gpucompare.reports.page import render_page
 from gpucompare.reports.report_set import HISTORY_TABLES, ReportSet
@@ -153,3 +156,27 @@ def write_site(report_set: ReportSet, out: str, *, generated_at: dt.datetime | N
         manifest = json.dumps(document, indent=2, sort_keys=True, default=str) + "\n"
         written.append(write_bytes(out, "manifest.json", manifest.encode("utf-8")))
     return written
+
+
+def publish_latest(reports_root: str, dated: str) -> str:
+    """Point ``<reports_root>/latest`` at the report set in ``<reports_root>/<dated>``.
+
+    Locally ``latest`` is a symbolic link swapped in one rename, so a reader (or the UI
+    plugin) sees the previous set or the new one, never a mix. On S3, where there are no
+    links, the set's objects are copied under ``latest/``.
+    """
+    if settings.is_remote(reports_root):
+        location = open_lake(reports_root)
+        root = location.root.rstrip("/")
+        pafs.copy_files(f"{root}/{dated}", f"{root}/latest", source_filesystem=location.fs,
+                        destination_filesystem=location.fs)
+        return f"{reports_root.rstrip('/')}/latest"
+    root = Path(reports_root)
+    latest = root / "latest"
+    swap = root / f".latest-{dated}.tmp"
+    swap.unlink(missing_ok=True)
+    swap.symlink_to(dated, target_is_directory=True)  # relative: the folder can move
+    if latest.is_dir() and not latest.is_symlink():
+        shutil.rmtree(latest)  # a copied set from an older version of this code
+    swap.replace(latest)
+    return str(latest)

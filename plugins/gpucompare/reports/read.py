@@ -61,7 +61,7 @@ def read_table(
         return {"prices": inputs.prices, "fx": inputs.fx, "published_scaling": inputs.published_scaling}[name]
     built = build_reports(
         inputs,
-        currency=(currency or settings.setting("currency")).upper(),
+        currency=(currency or settings.currency()).upper(),
         options=options or options_from_settings(),
     )
     return built.tables[name]

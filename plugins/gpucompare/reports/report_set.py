@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gpucompare import settings
 from gpucompare.errors import PermanentError
 
 #: The reports, in the order they are built (best_value reads cost_per_million).
@@ -68,7 +69,8 @@ class RegressionRule:
     min_drop: float = 0.05  # a drop is never noise below this share of the median
     lookback_days: int = 28  # only this much history is read from the lake
 
-    def validate(self) -> None:
+    def __post_init__(self) -> None:
+        """Checked on construction: a rule that exists is valid."""
         if self.history_runs < 1:
             raise ReportError(f"history_runs must be >= 1, got {self.history_runs}")
         if not 1 <= self.min_history <= self.history_runs:
@@ -102,7 +104,8 @@ class ReportOptions:
     #: latest run's repeats alone); see reports/uncertainty.py
     nights: int = 1
 
-    def validate(self) -> None:
+    def __post_init__(self) -> None:
+        """Checked on construction: options that exist are valid."""
         if isinstance(self.published_max_age_years, bool) or not isinstance(
             self.published_max_age_years, int
         ):
@@ -113,10 +116,9 @@ class ReportOptions:
         whole = isinstance(self.nights, int) and not isinstance(self.nights, bool)
         if not whole or not 1 <= self.nights <= MAX_NIGHTS:
             raise ReportError(f"nights must be a whole number from 1 to {MAX_NIGHTS}, got {self.nights!r}")
-        if not 0 <= self.published_max_age_years <= 100:
-            raise ReportError(
-                f"published_max_age_years must be between 0 and 100, got {self.published_max_age_years}"
-            )
+        if not 0 <= self.published_max_age_years <= settings.MAX_PUBLISHED_AGE_YEARS:
+            raise ReportError(f"published_max_age_years must be between 0 and "
+                              f"{settings.MAX_PUBLISHED_AGE_YEARS}, got {self.published_max_age_years}")
 
     @property
     def today(self) -> dt.date:

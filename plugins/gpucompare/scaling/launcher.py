@@ -95,7 +95,7 @@ from gpucompare.targets.channel import (  # noqa: F401  (the launcher's callers 
     RoleStatus,
     kill_marked_script,
     port_probe_command,
-    q,
+    shell_quote,
 )
 
 log = logging.getLogger(__name__)

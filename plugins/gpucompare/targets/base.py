@@ -29,7 +29,7 @@ LineSink = Callable[[str], None]
 
 
 
-def q(value: str | int | float) -> str:
+def shell_quote(value: str | int | float) -> str:
     """One value quoted for a POSIX shell: every command a target or channel builds uses it."""
     return shlex.quote(str(value))
 
@@ -176,7 +176,7 @@ class Target(abc.ABC):
     def teardown(self, state: TargetState | None) -> None:
         """Release what ``prepare`` took. Safe twice, and with a partial or absent state."""
 
-    def forget(self, run_id: str) -> int:
+    def delete_run_objects(self, run_id: str) -> int:
         """Delete what the run left in remote storage once its results are in the lake (only
         targets that stage results remotely have any); returns how many objects went."""
         return 0

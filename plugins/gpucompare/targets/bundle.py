@@ -98,7 +98,10 @@ def _tar_bytes(base: Path, files: list[Path]) -> bytes:
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("GPUCOMPARE_CACHE_DIR", Path(tempfile.gettempdir()) / "gpucompare-cache"))
+    """The worker bundles' cache: the ``cache_dir`` setting (``$GPUCOMPARE_CACHE_DIR``)."""
+    from gpucompare import settings
+
+    return settings.cache_dir()
 
 
 def build_bundle(cache_dir: Path | None = None, root: Path | None = None) -> WorkerBundle:

@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from gpucompare.targets.base import HostChannel, Role, RoleStatus, q  # noqa: F401  (part of the channel API)
+from gpucompare.targets.base import HostChannel, Role, RoleStatus, shell_quote  # noqa: F401  (part of the channel API)
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def kill_marked_script(tag: str, *, grace_s: float, exact: bool = False) -> str:
     if not re.fullmatch(r"[a-z0-9/-]+", tag):
         raise DistributedRunError(f"marker: {tag!r} holds characters a marker never has")
     wanted = f"{MARKER_VARIABLE}={tag}"
-    match = f"grep -qx {q(wanted)}" if exact else f"grep -q {q('^' + wanted)}"
+    match = f"grep -qx {shell_quote(wanted)}" if exact else f"grep -q {shell_quote('^' + wanted)}"
     return "\n".join([
         "marked() {",
         "  for e in /proc/[0-9]*/environ; do",
@@ -66,20 +66,21 @@ def role_script(role: Role, *, point_dir: str, code_dir: str, kill_grace_s: floa
     (atomically), and stops anything of this role that outlived it.
     """
     base = posixpath.join(point_dir, role.name)
-    assignments = " ".join(f"{k}={q(v)}" for k, v in sorted(role.env.items()))
-    argv = " ".join(q(a) for a in role.argv)
+    assignments = " ".join(f"{k}={shell_quote(v)}" for k, v in sorted(role.env.items()))
+    argv = " ".join(shell_quote(a) for a in role.argv)
     return "\n".join([
         "#!/bin/sh",
         f"# Written by gpucompare (plugins/gpucompare/targets/channel.py): {role.name}, marker in its env.",
-        f"cd {q(code_dir)} || exit 97",
-        f"echo $$ > {q(base + '.pid')}",
+        f"cd {shell_quote(code_dir)} || exit 97",
+        f"echo $$ > {shell_quote(base + '.pid')}",
         f"env {assignments} timeout --kill-after={int(kill_grace_s)} {role.timeout_s} {argv} "
-        f"> {q(base + '.out')} 2> {q(base + '.log')} < /dev/null",
+        f"> {shell_quote(base + '.out')} 2> {shell_quote(base + '.log')} < /dev/null",
         "rc=$?",
         "(",
         kill_marked_script(role.env[MARKER_VARIABLE], grace_s=kill_grace_s, exact=True),
         ") > /dev/null 2>&1",
-        f"echo $rc > {q(base + '.exit.tmp')} && mv {q(base + '.exit.tmp')} {q(base + '.exit')}",
+        f"echo $rc > {shell_quote(base + '.exit.tmp')} "
+        f"&& mv {shell_quote(base + '.exit.tmp')} {shell_quote(base + '.exit')}",
         "",
     ])
 
@@ -87,8 +88,8 @@ def role_script(role: Role, *, point_dir: str, code_dir: str, kill_grace_s: floa
 def status_script(point_dir: str, names: Sequence[str]) -> str:
     """One line per role: ``<name> exit N``, ``<name> running`` or ``<name> missing``."""
     return "\n".join([
-        f"d={q(point_dir)}",
-        f"for n in {' '.join(q(n) for n in names)}; do",
+        f"d={shell_quote(point_dir)}",
+        f"for n in {' '.join(shell_quote(n) for n in names)}; do",
         '  if [ -f "$d/$n.exit" ]; then echo "$n exit $(cat "$d/$n.exit")";',
         '  elif [ -f "$d/$n.pid" ] && kill -0 "$(cat "$d/$n.pid")" 2>/dev/null; then echo "$n running";',
         '  else echo "$n missing"; fi',
@@ -111,7 +112,8 @@ PORT_PROBE = (
 
 
 def port_probe_command(python: str, bind_host: str, start: int, count: int = PORT_PROBE_COUNT) -> str:
-    return f"{q(python)} -c {q(PORT_PROBE)} {q(bind_host)} {int(start)} {int(count)}"
+    return (f"{shell_quote(python)} -c {shell_quote(PORT_PROBE)} {shell_quote(bind_host)} "
+            f"{int(start)} {int(count)}")
 
 
 # -- channels: how the orchestrator reaches a host ----------------------------------------------

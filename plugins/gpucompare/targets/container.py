@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from bench_tasks.constants import WORKER_IMAGE_ENV, WORKER_RUNTIME_ENV
 from gpucompare.config import runtimes
-from gpucompare.targets.base import TargetConfigError, q
+from gpucompare.targets.base import TargetConfigError, shell_quote
 
 #: where the worker bundle is mounted in the container (read-only)
 CODE_DIR = "/opt/gpucompare/code"
@@ -59,11 +59,11 @@ def pull_script(image: str) -> str:
     """Pull ``image`` unless the host has it; print ``pulled <ref@digest>`` or ``present …``.
 
     The pull's own output goes to standard error (the progress the target streams)."""
-    digest = f"docker image inspect --format '{{{{index .RepoDigests 0}}}}' {q(image)}"
+    digest = f"docker image inspect --format '{{{{index .RepoDigests 0}}}}' {shell_quote(image)}"
     return "\n".join([
         "set -e",
         f"if ref=$({digest} 2>/dev/null) && [ -n \"$ref\" ]; then echo \"present $ref\"; exit 0; fi",
-        f"docker pull {q(image)} >&2",
+        f"docker pull {shell_quote(image)} >&2",
         f"ref=$({digest})",
         'echo "pulled $ref"',
     ])
@@ -109,4 +109,4 @@ def shell_prefix(**run: object) -> str:
     """:func:`run_argv` (keyword arguments, without ``worker_args``) as shell text up to the
     image's ``python``: what a command builder puts before ``-m bench_tasks …``."""
     argv = run_argv(worker_args=[], **run)  # type: ignore[arg-type]
-    return " ".join(q(arg) for arg in argv[:-2])
+    return " ".join(shell_quote(arg) for arg in argv[:-2])

@@ -24,7 +24,7 @@ The estimate is deliberately pessimistic, because the guard exists to stop surpr
   merged with the shipped tables: :func:`lake_inputs`) when the lake can be read, otherwise
   from the shipped tables alone; the estimate names which.
 * A spot run is priced at the on-demand rate: the spot request may fall back to on-demand
-  (see ``ec2.py``) and the guard must hold for the market the run may actually get.
+  (``targets/ec2/launch.py``) and the guard must hold for the market the run may actually get.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 
 from bench_tasks import constants
 from bench_tasks.configs import Config, ConfigError, parse_sweep
+from gpucompare.config import patterns
 from gpucompare.targets.base import BudgetExceeded, TargetConfigError
 
 log = logging.getLogger(__name__)
@@ -83,8 +84,8 @@ RECENT_RESULTS = 5
 #: ``(mode, network, batch_size, dtype, device count)`` → measured images/s on one instance type.
 MeasuredKey = tuple[str, str, int, str, int]
 
-#: The markets a price can be asked for.
-MARKETS = ("on_demand", "spot")
+#: The markets a price can be asked for (the one list, config/patterns.py).
+MARKETS = patterns.MARKETS
 
 
 class PriceQuote(NamedTuple):

@@ -23,7 +23,6 @@ import selectors
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,8 +47,8 @@ def default_bench_python() -> Path:
 
 
 def default_work_dir() -> Path:
-    configured = os.environ.get("GPUCOMPARE_LOCAL_WORK_DIR")
-    return Path(configured) if configured else Path(tempfile.gettempdir()) / "gpucompare-local"
+    """The local target's run folders: the ``local_work_dir`` setting (``$GPUCOMPARE_LOCAL_WORK_DIR``)."""
+    return settings.local_work_dir()
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from typing import Any
 
 from bench_tasks.configs import Config
 from gpucompare.config import runtime_choice, runtimes
+from gpucompare.lake.schema import CONFIG_PHASES
 from gpucompare.targets import cost
 from gpucompare.targets.base import TargetConfigError
 from gpucompare.targets.phases import BILLED_PHASES
@@ -282,7 +283,7 @@ def _config_phases(config: Config, history: PhaseHistory,
         seconds["timed"] = max(seconds["timed"], config.min_time_s * config.repeats)
     # never more than the configuration's time limit: the worker kills it there (timed goes first)
     excess = sum(seconds.values()) - config.timeout_s
-    for phase in ("timed", "warmup", "setup"):
+    for phase in reversed(CONFIG_PHASES):
         if excess <= 0:
             break
         cut = min(excess, seconds[phase])

@@ -31,13 +31,15 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
+from gpucompare.lake.schema import RUN_LEVEL_PHASES
+
 log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: Phases during which the machine is paid for, per kind of target (see the module docstring).
 BILLED_PHASES: Mapping[str, frozenset[str]] = {
-    "ec2": frozenset({"provision", "deploy", "pull", "sweep", "teardown"}),
+    "ec2": frozenset(RUN_LEVEL_PHASES),
     "ssh": frozenset({"sweep"}),
     "local": frozenset({"sweep"}),
 }

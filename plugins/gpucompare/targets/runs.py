@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from gpucompare.config import patterns
 from gpucompare.targets.base import TargetError, TargetState
 
 CONFIG_FILE = "sweep.json"
@@ -44,18 +45,16 @@ STDERR_TAIL_LINES = 40
 #: Exit statuses that mean the worker was stopped by a signal or by `timeout`.
 TIMEOUT_EXIT_CODES = frozenset({124, 137, 143, -9, -15})
 
-_PLAIN_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-_RUN_ID_MAX = 250
-
-
 def check_run_id(run_id: Any) -> str:
-    """A run id is any printable text of at most 250 characters (Airflow's run ids included)."""
-    if not isinstance(run_id, str) or not run_id or len(run_id) > _RUN_ID_MAX:
-        raise TargetError(f"run_id: expected a non-empty string of at most {_RUN_ID_MAX} characters, "
-                          f"got {run_id!r}")
-    if not run_id.isprintable():
-        raise TargetError(f"run_id: must be printable text, got {run_id!r}")
+    """A run id follows the one rule, ``patterns.RUN_ID`` (Airflow's run ids included)."""
+    if not isinstance(run_id, str) or not patterns.RUN_ID.fullmatch(run_id):
+        raise TargetError(f"run_id: {run_id!r} is not a run id: {patterns.RUN_ID_ALLOWED}")
     return run_id
+
+
+def run_key(run_id: str) -> str:
+    """The run id as a path component (S3 keys, staging, directories): Airflow's ':' and '+' become '-'."""
+    return patterns.NOT_PLAIN.sub("-", run_id)
 
 
 def run_dir_name(run_id: str) -> str:
@@ -65,7 +64,7 @@ def run_dir_name(run_id: str) -> str:
     replaced and a hash of the original keeps different ids apart.
     """
     check_run_id(run_id)
-    if _PLAIN_RUN_ID.match(run_id):
+    if patterns.PLAIN_RUN_ID.fullmatch(run_id):
         return run_id
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id).strip("._-")[:80] or "run"
     digest = hashlib.sha256(run_id.encode()).hexdigest()[:10]

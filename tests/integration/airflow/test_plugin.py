@@ -7,8 +7,6 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture(scope="module")
 def api(airflow_db: Path) -> Any:

@@ -121,7 +121,7 @@ CONTEXT = lake_ingest.RunContext(
 )
 
 
-@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.integration)])
+@pytest.fixture(params=["local", "s3"])
 def lake_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A new, empty lake: a local folder, or a prefix in a fresh bucket on moto's server."""
     if request.param == "local":
@@ -551,7 +551,6 @@ def test_lake_info_counts_what_was_written(tmp_path: Path, capsys: pytest.Captur
     assert "prices: no table" in out
 
 
-@pytest.mark.integration
 def test_cli_ingest_into_s3_as_a_subprocess_exits_0(
     tmp_path: Path, s3_bucket: str, aws_endpoint: str
 ) -> None:
@@ -594,7 +593,6 @@ def test_cli_ingest_into_s3_as_a_subprocess_exits_0(
     assert done.returncode == 2 and "field finished_at" in done.stderr
 
 
-@pytest.mark.integration
 def test_results_file_can_be_read_from_s3(tmp_path: Path, s3_bucket: str, aws_client) -> None:
     """The EC2 target leaves results in S3; ingest reads them from there directly."""
     body = "".join(json.dumps(r) + "\n" for r in sample_records())

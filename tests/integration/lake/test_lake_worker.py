@@ -11,14 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from gpucompare.lake import tables as lake
 from tests.conftest import REPO_ROOT
 from tests.support.bench_helpers import run_bench_python
 
 
-@pytest.mark.integration
 def test_worker_output_is_ingested_as_is(tmp_path: Path) -> None:
     results = tmp_path / "results.jsonl"
     worker = run_bench_python(["-m", "bench_tasks", "score", "--networks", "alexnet", "--batch-sizes", "1,2",

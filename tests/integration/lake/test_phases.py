@@ -43,7 +43,7 @@ def test_a_phase_is_timed_whether_its_step_returns_or_raises() -> None:
         raise RuntimeError("worker exited with 1")
     deploy, sweep = log.records
     assert (deploy.status, deploy.billed, deploy.error) == ("ok", True, None)
-    assert 0.05 <= deploy.seconds < 1.0
+    assert deploy.seconds >= 0.05  # at least the step's own sleep (no upper bound: load varies)
     assert dt.datetime.fromisoformat(deploy.finished_at) >= dt.datetime.fromisoformat(deploy.started_at)
     assert (sweep.status, sweep.error) == ("failed", "RuntimeError: worker exited with 1")
 

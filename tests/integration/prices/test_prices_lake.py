@@ -23,7 +23,7 @@ from gpucompare import cli
 from gpucompare.lake import tables as lake
 from gpucompare.prices import refresh
 from gpucompare.prices import tables as prices
-from tests.unit.prices.test_prices import recorded
+from tests.support.prices_data import recorded
 
 BASE_FILTERS = [
     {"Type": "TERM_MATCH", "Field": "regionCode", "Value": "us-east-1"},
@@ -56,7 +56,6 @@ def gpu_family_params(next_token: str | None = None) -> dict:
     return params
 
 
-@pytest.mark.integration
 def test_refresh_appends_on_demand_and_spot_prices_and_keeps_history(
     tmp_path: Path, aws_client, aws_endpoint: str,
 ) -> None:
@@ -119,7 +118,6 @@ def test_load_prices_writes_the_shipped_history_into_the_lake(tmp_path: Path) ->
     assert prices.fx_history(target, include_shipped=False).num_rows == prices.shipped_fx().num_rows
 
 
-@pytest.mark.integration
 def test_clients_from_an_airflow_connection_reach_the_endpoint(
     aws_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
 ) -> None:

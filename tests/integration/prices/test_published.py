@@ -94,7 +94,6 @@ def test_re_import_replaces_the_previous_import(imported: lake.Lake) -> None:
     assert imported.results_table().num_rows == 378
 
 
-@pytest.mark.integration
 def test_cli_import_published_into_s3(s3_bucket: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     results = tmp_path / "published_results.csv"
     shutil.copy(published.SHIPPED_RESULTS, results)

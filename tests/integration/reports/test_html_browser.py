@@ -22,6 +22,7 @@ from gpucompare.reports.page import render_page
 from gpucompare.reports.publish import write_site
 from tests.integration.reports.test_html import small_report
 from tests.support.page_site import GENERATED_AT
+from tests.support.system_parts import require_part
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -36,13 +37,11 @@ CHROMIUM_ARGS = [
 ]
 WIDTHS = (390, 1366)
 
-pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def browser():
-    if not CHROMIUM.exists() and shutil.which("chromium") is None:
-        pytest.skip("chromium is not installed (scripts/install-system-deps.sh installs it)")
+    require_part("chromium", CHROMIUM.exists() or shutil.which("chromium"))
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:

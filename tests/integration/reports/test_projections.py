@@ -19,7 +19,8 @@ from gpucompare.reports import build as reports
 from gpucompare.reports import page as html
 from gpucompare.reports.page_projections import CAVEAT, MEASURED_MARK, candidate_rows, cheapest_providers
 from gpucompare.reports.projections import BEST_VALUE_WITH_PROJECTIONS
-from gpucompare.reports.report_set import ReportError, ReportOptions
+from gpucompare.reports.report_set import ReportOptions
+from gpucompare.settings import SettingError
 from tests.support.page_site import GENERATED_AT
 from tests.support.reports_data import fx, ingest, inputs, price, record, rows
 
@@ -182,7 +183,7 @@ def test_the_flag_comes_from_the_settings_and_is_checked(monkeypatch):
     monkeypatch.setenv("GPUCOMPARE_BEST_VALUE_WITH_PROJECTIONS", "true")
     assert reports.options_from_settings().with_projections is True
     monkeypatch.setenv("GPUCOMPARE_BEST_VALUE_WITH_PROJECTIONS", "perhaps")
-    with pytest.raises(ReportError, match="GPUCOMPARE_BEST_VALUE_WITH_PROJECTIONS 'perhaps'.*true, false"):
+    with pytest.raises(SettingError, match="GPUCOMPARE_BEST_VALUE_WITH_PROJECTIONS 'perhaps'.*true, false"):
         reports.options_from_settings()
     monkeypatch.delenv("GPUCOMPARE_BEST_VALUE_WITH_PROJECTIONS")
     assert reports.options_from_settings().with_projections is False

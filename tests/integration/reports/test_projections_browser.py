@@ -25,8 +25,6 @@ from tests.integration.reports.test_html import small_report
 from tests.integration.reports.test_html_browser import WIDTHS, _open, browser  # noqa: F401 (browser: the Chromium fixture)
 from tests.support.reports_data import price
 
-pytestmark = pytest.mark.integration
-
 #: other providers' rows for the GPUs the small lake measured (A10G x 1 on aws g5.xlarge)
 CATALOG = [
     {**price(instance, value, provider=provider, region=region, market=market, source="test catalog"),

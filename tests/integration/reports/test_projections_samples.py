@@ -116,7 +116,6 @@ def test_a_t4_measured_on_aws_projected_onto_azure_worked_by_hand(tmp_path):
     assert not rows(table, instance_type="Standard_NC64as_T4_v3")
 
 
-@pytest.mark.integration
 def test_report_command_with_projections_end_to_end(tmp_path):
     """``import-catalog --shipped`` then ``report`` and ``report --with-projections`` as a user runs them
     (real processes): the projections files always, best_value_with_projections only when asked."""

@@ -200,6 +200,22 @@ def test_files_of_different_schemas_are_read_by_column_name(lake):
     assert report.rows_scanned == 2
 
 
+def test_a_results_file_in_an_unexpected_partition_is_refused_not_dropped(lake):
+    """A file whose mode partition is not one of the worker's modes (another tool wrote into the
+    table) fails the report, naming the file, rather than quietly leaving its rows out."""
+    from gpucompare.lake.ingest import RunContext, results_rows
+
+    ingest(lake, [record(batch_size=16, images_per_sec=150.0, night=NIGHT)])
+    stray = results_rows([record(batch_size=64, images_per_sec=300.0, night=NIGHT)],
+                         RunContext(provider="aws", instance_type="g5.xlarge", region="us-east-1",
+                                    target="ec2"))
+    stray = stray.set_column(stray.schema.get_field_index("mode"), "mode",
+                             pa.array(["infer"] * stray.num_rows))
+    lake.commit("results", lambda: stray, predicate=None, partition_by=["mode", "date"])
+    with pytest.raises(ReportError, match=r"mode=infer/.*partition mode='infer'.*score, train"):
+        build_reports(inputs(lake, [], []))
+
+
 # ---- scaling ----------------------------------------------------------------------------------
 def test_scaling_speedup_efficiency_weak_and_strong(lake):
     base = dict(mode="train", network="resnet-50", night=NIGHT)

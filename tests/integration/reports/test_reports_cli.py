@@ -124,7 +124,6 @@ def test_report_command_refuses_a_bad_currency(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.integration
 def test_reports_from_and_to_s3(aws_endpoint, s3_bucket, tmp_path):
     lake_uri, out_uri = f"s3://{s3_bucket}/lake", f"s3://{s3_bucket}/reports/2026-03-05"
     _small_lake(open_lake(lake_uri))

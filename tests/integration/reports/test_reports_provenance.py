@@ -27,6 +27,7 @@ from gpucompare.reports.page import render_page
 from gpucompare.reports.publish import write_history
 from gpucompare.reports.report_set import COLUMN_DOCS, ReportError, ReportOptions, column_doc
 from gpucompare.reports.summary import describe_provenance
+from gpucompare.settings import SettingError
 from tests.conftest import REPO_ROOT
 from tests.support.page_site import GENERATED_AT
 from tests.support.reports_data import fx, ingest, inputs, price, record, rows
@@ -278,7 +279,7 @@ def test_the_page_renderers_import_neither_the_builder_nor_anything_that_does_io
 )
 def test_bad_ranking_settings_are_refused_with_the_variable_named(monkeypatch, variable, value):
     monkeypatch.setenv(variable, value)
-    with pytest.raises(ReportError, match=variable):
+    with pytest.raises(SettingError, match=variable):
         options_from_settings()
 
 

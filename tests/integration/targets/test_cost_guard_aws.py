@@ -9,6 +9,7 @@ import pytest
 from gpucompare.targets.base import BudgetExceeded
 from gpucompare.targets.ec2 import target as ec2
 from tests.support.ec2_support import (
+    NIGHTLY,
     TINY_SWEEP,
     create_instance_profile,
     ec2_spec,
@@ -17,10 +18,8 @@ from tests.support.ec2_support import (
     point_airflow_connection,
     publish_ami_parameter,
 )
-from tests.unit.targets.test_cost_guard import NIGHTLY
 
 
-@pytest.mark.integration
 def test_an_expensive_run_is_refused_before_anything_is_created(aws_endpoint, aws_client, monkeypatch,
                                                                  s3_bucket):
     """The nightly matrix on p3.2xlarge (3.06 USD/h in the shipped table) with a 1 USD cap:

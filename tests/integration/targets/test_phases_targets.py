@@ -38,8 +38,6 @@ from tests.support.ec2_support import (
 from tests.support.fixtures_sshd import SshdServer
 from tests.support.target_helpers import TINY_SWEEP, read_records
 
-pytestmark = pytest.mark.integration
-
 RUN_ID = "manual__2026-11-30T02:00:00+00:00.here"
 
 

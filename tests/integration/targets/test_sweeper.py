@@ -27,8 +27,6 @@ from tests.support.ec2_support import (
     publish_ami_parameter,
 )
 
-pytestmark = pytest.mark.integration
-
 
 def _iso(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

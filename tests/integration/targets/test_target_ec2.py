@@ -43,8 +43,6 @@ from tests.support.ec2_support import (
     publish_ami_parameter,
 )
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 def aws(aws_endpoint: str, aws_client: Any, monkeypatch: pytest.MonkeyPatch,
@@ -410,7 +408,7 @@ def launch_image(calls: list[tuple[str, str, dict[str, Any]]]) -> str:
 
 
 def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances(aws, aws_client, tmp_path):
-    """A whole run (prepare → deploy → run_sweep → collect → forget → teardown) and a sweeper
+    """A whole run (prepare → deploy → run_sweep → collect → delete_run_objects → teardown) and a sweeper
     pass with every AWS call recorded on the clients: each authorization request AWS would make
     for it (resource, request tags, instance type, volume size, resource tags, the instance's
     profile, the AMI's owner as moto reports it) must be granted by the policy ``gpucompare
@@ -445,7 +443,7 @@ def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances
         key = state.remote_results.split("/", 3)[3]
         aws_client("s3").put_object(Bucket=aws["bucket"], Key=key, Body=b"{}\n")
         target.collect(state, str(tmp_path / "results.jsonl"))
-        assert target.forget(run_id) >= 1
+        assert target.delete_run_objects(run_id) >= 1
     finally:
         target.teardown(state)
 

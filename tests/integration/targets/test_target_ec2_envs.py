@@ -15,13 +15,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from gpucompare.targets.ec2.commands import deploy_commands
 from tests.conftest import BENCH_PYTHON
 from tests.support.env_cache_support import base_python, linked_worker
-
-pytestmark = pytest.mark.integration
 
 
 def run_deploy(commands: list[str], workdir: Path, path: str) -> subprocess.CompletedProcess:

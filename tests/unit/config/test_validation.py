@@ -278,16 +278,6 @@ def test_every_error_is_counted_and_the_first_is_named() -> None:
     assert error.field == "gpu_count" and error.more == 2 and "(2 more error(s) after this one)" in str(error)
 
 
-def test_settings_are_checked_by_the_same_types(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpucompare.airflow import pipeline
-
-    monkeypatch.setenv("GPUCOMPARE_RETRY_DELAY_S", "30")
-    assert pipeline.retry_delay().total_seconds() == 30
-    monkeypatch.setenv("GPUCOMPARE_RETRY_DELAY_S", "-1")
-    error = refused(pipeline.retry_delay)
-    assert error.field == "GPUCOMPARE_RETRY_DELAY_S" and "'-1' is not allowed" in str(error)
-
-
 def test_trigger_form_schemas_refuse_what_the_model_refuses() -> None:
     """The manual DAG's Params use these schemas; Airflow validates the form with them."""
     from airflow.sdk import Param

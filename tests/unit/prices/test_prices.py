@@ -8,7 +8,6 @@ tests/integration/prices/test_prices_lake.py.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,11 +17,7 @@ from gpucompare import cli
 from gpucompare.lake import schema
 from gpucompare.prices import refresh
 from gpucompare.prices import tables as prices
-from tests.conftest import DATA_DIR
-
-RECORDED = DATA_DIR / "aws_pricing"
-def recorded(name: str) -> dict:
-    return json.loads((RECORDED / name).read_text(encoding="utf-8"))
+from tests.support.prices_data import recorded
 
 
 def price_rows(*rows: tuple) -> pa.Table:

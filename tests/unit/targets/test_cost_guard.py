@@ -15,20 +15,10 @@ from gpucompare.targets import cost
 from gpucompare.targets.base import BudgetExceeded, TargetError, TargetSpec
 from gpucompare.targets.ec2 import target as ec2
 from gpucompare.targets.ec2.options import DEFAULT_TTL_MINUTES
-from tests.support.ec2_support import TINY_SWEEP
+from tests.support.ec2_support import NIGHTLY, TINY_SWEEP
 
 #: The published matrix, as the fleet's nightly profile runs it: 7 networks × 6 batch sizes
 #: of scoring, 3 networks × 4 batch sizes of training.
-NIGHTLY: dict[str, Any] = {
-    "timeout_s": 900, "warmup": 5, "batches": 10, "repeats": 3,
-    "matrix": [
-        {"modes": ["score"], "batch_sizes": [1, 2, 4, 8, 16, 32], "devices": ["gpu:0"],
-         "networks": ["alexnet", "vgg-16", "googlenet", "inception-bn", "inception-v3", "resnet-50",
-                      "resnet-152"]},
-        {"modes": ["train"], "networks": ["alexnet", "resnet-50", "inception-v3"],
-         "batch_sizes": [8, 16, 32, 64], "devices": ["gpu:0"]},
-    ],
-}
 ON = date(2026, 11, 30)
 
 

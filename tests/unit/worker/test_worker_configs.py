@@ -95,7 +95,7 @@ def test_malformed_device_lists_name_the_allowed_forms(text: str) -> None:
     ({"matrix": [{"modes": ["train"], "networks": ["alexnet"]}]}, "matrix[0].batch_sizes", "missing"),
     ({"timeout": 5, "matrix": []}, "timeout", "timeout_s"),
     ({"run_id": "line\nbreak", "matrix": [{"modes": ["score"], "networks": ["alexnet"],
-                                           "batch_sizes": [1]}]}, "run_id", "printable"),
+                                           "batch_sizes": [1]}]}, "run_id", "letters, digits and . _ : + -"),
 ])
 def test_bad_sweep_files_name_the_key_and_allowed_values(document: dict, where: str, needle: str) -> None:
     with pytest.raises(ConfigError) as caught:

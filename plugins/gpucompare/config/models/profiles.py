@@ -12,6 +12,9 @@ from pydantic import ConfigDict, model_validator
 from bench_tasks.configs import ConfigError, parse_sweep
 from bench_tasks.constants import (
     DEFAULT_CONFIG_TIMEOUT_S,
+    DEFAULT_REPEATS,
+    DEFAULT_TIMED_BATCHES,
+    DEFAULT_WARMUP_BATCHES,
     DTYPES,
     KVSTORES,
     MAX_BATCH_SIZE,
@@ -63,9 +66,9 @@ class ModeOverride(Strict):
 class _Measurement(Strict):
     """How each configuration is measured; the limits are the worker's own."""
 
-    warmup: Annotated[int, Whole(0, MAX_WARMUP_BATCHES)] = 5
-    batches: Annotated[int, Whole(1, MAX_TIMED_BATCHES)] = 10
-    repeats: Annotated[int, Whole(1, MAX_REPEATS)] = 3
+    warmup: Annotated[int, Whole(0, MAX_WARMUP_BATCHES)] = DEFAULT_WARMUP_BATCHES
+    batches: Annotated[int, Whole(1, MAX_TIMED_BATCHES)] = DEFAULT_TIMED_BATCHES
+    repeats: Annotated[int, Whole(1, MAX_REPEATS)] = DEFAULT_REPEATS
     timeout_s: Annotated[int, Whole(1, MAX_TIMEOUT_S)] = DEFAULT_CONFIG_TIMEOUT_S
     description: str = ""
 

@@ -20,9 +20,9 @@ from bench_tasks.constants import (
     MAX_BATCH_SIZE,
     MAX_CONFIG_TIMEOUT_S,
     MODES,
+    NAMED_METHODOLOGIES,
     NETWORKS,
 )
-from gpucompare import settings
 from gpucompare.config import patterns, runtimes
 from gpucompare.config.fields import (
     Flag,
@@ -38,14 +38,14 @@ from gpucompare.config.fields import (
 from gpucompare.config.validation import RULE, UNKNOWN_KEY
 
 #: Where a sweep runs: ``gpucompare.targets.make_target`` knows these kinds.
-TARGET_KINDS: tuple[str, ...] = ("local", "ssh", "ec2")
-MARKETS: tuple[str, ...] = ("on_demand", "spot")
-CURRENCIES: tuple[str, ...] = ("EUR", "USD")
+TARGET_KINDS = patterns.TARGET_KINDS
+MARKETS = patterns.MARKETS
+CURRENCIES = patterns.CURRENCIES
 #: Providers with a price table in the project; any other lower-case name may rent hosts over SSH.
 KNOWN_PROVIDERS: tuple[str, ...] = ("local", "aws", "leadergpu")
 #: A profile's methodology (bench_tasks.methodology): the named rules only, so each night's
 #: figures say which one they follow.
-PROFILE_METHODOLOGIES: tuple[str, ...] = ("official", "robust")
+PROFILE_METHODOLOGIES = NAMED_METHODOLOGIES
 #: The worker environments a rented host can build (``targets.bundle.REQUIREMENTS``).
 REQUIREMENTS: tuple[str, ...] = ("cpu", "gpu")
 DIST_KVSTORES: tuple[str, ...] = ("dist_sync", "dist_device_sync")
@@ -117,7 +117,7 @@ VolumeSize = Annotated[int, Whole(MIN_VOLUME_GB, MAX_VOLUME_GB)]
 SubnetId = _text(patterns.SUBNET_ID, "a subnet id (subnet-…)")
 SecurityGroups = Annotated[tuple[str, ...], TextList(Matching(patterns.SECURITY_GROUP_ID,
                                                               "security group ids (sg-…)"))]
-Deployment = _text(re.compile(settings.DEPLOYMENT_PATTERN), "a deployment name (lower-case letters, "
+Deployment = _text(patterns.DEPLOYMENT, "a deployment name (lower-case letters, "
                    "digits, '-')")
 TagKey = _text(patterns.TAG_KEY, "a tag key not starting with aws: or gpucompare:",
                lambda k: not k.startswith(("aws:", "gpucompare:")))

@@ -21,8 +21,8 @@ from gpucompare.targets.channel import (
     check_address,
     kill_marked_script,
     port_probe_command,
-    q,
     role_script,
+    shell_quote,
 )
 
 log = logging.getLogger(__name__)
@@ -41,15 +41,15 @@ def ssm_role_commands(role: Role, *, point_dir: str, code_dir: str, kill_grace_s
     base = posixpath.join(point_dir, role.name)
     encoded = base64.b64encode(script.encode()).decode("ascii")
     commands = [
-        f"mkdir -p {q(point_dir)}",
-        f"rm -f {q(base)}.*",
-        f"echo {q(encoded)} | base64 -d > {q(path)}",
-        f"sh {q(path)}",
-        f"rc=$(cat {q(base + '.exit')} 2>/dev/null || echo 255)",
+        f"mkdir -p {shell_quote(point_dir)}",
+        f"rm -f {shell_quote(base)}.*",
+        f"echo {shell_quote(encoded)} | base64 -d > {shell_quote(path)}",
+        f"sh {shell_quote(path)}",
+        f"rc=$(cat {shell_quote(base + '.exit')} 2>/dev/null || echo 255)",
     ]
     if role.is_worker:
-        commands.append(f"cat {q(base + '.jsonl')} 2>/dev/null")
-    commands += [f"tail -n {LOG_TAIL_LINES} {q(base + '.log')} >&2 2>/dev/null", 'exit "$rc"']
+        commands.append(f"cat {shell_quote(base + '.jsonl')} 2>/dev/null")
+    commands += [f"tail -n {LOG_TAIL_LINES} {shell_quote(base + '.log')} >&2 2>/dev/null", 'exit "$rc"']
     return commands
 
 

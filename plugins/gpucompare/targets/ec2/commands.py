@@ -10,7 +10,7 @@ import logging
 import os
 
 from gpucompare.targets.base import (
-    q,
+    shell_quote,
 )
 from gpucompare.targets.ec2.options import PROGRESS_UPLOAD_S, SCRIPT_PREAMBLE
 from gpucompare.targets.runs import STDERR_TAIL_LINES
@@ -28,12 +28,12 @@ def deploy_commands(bundle_uri: str, bundle_sha256: str, workdir: str, python: s
     container, checked by its own pull, ``targets.container``)."""
     commands = [
         *SCRIPT_PREAMBLE,
-        f"mkdir -p {q(workdir)}",
-        f"cd {q(workdir)}",
+        f"mkdir -p {shell_quote(workdir)}",
+        f"cd {shell_quote(workdir)}",
         # content-addressed directory: a complete one is never fetched again
         "if [ ! -f .complete ]; then "
-        f"aws s3 cp --only-show-errors {q(bundle_uri)} bundle.tar.gz; "
-        f"echo {q(bundle_sha256 + '  bundle.tar.gz')} | sha256sum -c -; "
+        f"aws s3 cp --only-show-errors {shell_quote(bundle_uri)} bundle.tar.gz; "
+        f"echo {shell_quote(bundle_sha256 + '  bundle.tar.gz')} | sha256sum -c -; "
         "tar -xzf bundle.tar.gz; rm -f bundle.tar.gz; touch .complete; fi",
     ]
     if create_venv:
@@ -43,12 +43,13 @@ def deploy_commands(bundle_uri: str, bundle_sha256: str, workdir: str, python: s
             "if ! python3 -c 'import ensurepip' 2>/dev/null && command -v apt-get >/dev/null; then "
             "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv; fi",
             # marked complete only after pip succeeded: a half-made venv is made again
-            f"if [ ! -f {q(venv + '/.complete')} ]; then rm -rf {q(venv)} && python3 -m venv {q(venv)} && "
-            f"{q(venv + '/bin/pip')} install -q -r bench_tasks/requirements-gpu.txt && "
-            f"touch {q(venv + '/.complete')}; fi",
+            f"if [ ! -f {shell_quote(venv + '/.complete')} ]; then rm -rf {shell_quote(venv)} "
+            f"&& python3 -m venv {shell_quote(venv)} && "
+            f"{shell_quote(venv + '/bin/pip')} install -q -r bench_tasks/requirements-gpu.txt && "
+            f"touch {shell_quote(venv + '/.complete')}; fi",
         ]
     if check_worker:
-        commands.append(f"{q(python)} -m bench_tasks sysinfo > /dev/null")
+        commands.append(f"{shell_quote(python)} -m bench_tasks sysinfo > /dev/null")
     return commands
 
 
@@ -73,29 +74,30 @@ def sweep_commands(*, config_json: str, workdir: str, rundir: str, python: str,
     encoded = base64.b64encode(config_json.encode()).decode("ascii")
     config_path, output_path = f"{rundir}/{name}.json", f"{rundir}/{name}.jsonl"
     progress_path = f"{rundir}/{name}.log"
-    upload_progress = f"aws s3 cp --only-show-errors {q(progress_path)} {q(progress_destination)}"
+    upload_progress = (f"aws s3 cp --only-show-errors {shell_quote(progress_path)} "
+                       f"{shell_quote(progress_destination)}")
     return [
         *SCRIPT_PREAMBLE,
-        f"mkdir -p {q(rundir)}",
-        f"cd {q(workdir)}",
-        f"echo {q(encoded)} | base64 -d > {q(config_path)}",
-        f": > {q(progress_path)}",
+        f"mkdir -p {shell_quote(rundir)}",
+        f"cd {shell_quote(workdir)}",
+        f"echo {shell_quote(encoded)} | base64 -d > {shell_quote(config_path)}",
+        f": > {shell_quote(progress_path)}",
         # its own stdio: SSM (like any reader of the script's output) waits for open pipes
         f"( while sleep {PROGRESS_UPLOAD_S}; do {upload_progress} || true; done )"
         " </dev/null >/dev/null 2>&1 &",
         "uploader=$!",
         "trap 'kill $uploader 2>/dev/null || true' EXIT",
         "status=0",
-        f"{worker_prefix or q(python)} -m bench_tasks sweep --config {q(config_path)} "
-        f"--output {q(output_path + '.partial')} 2> {q(progress_path)} || status=$?",
+        f"{worker_prefix or shell_quote(python)} -m bench_tasks sweep --config {shell_quote(config_path)} "
+        f"--output {shell_quote(output_path + '.partial')} 2> {shell_quote(progress_path)} || status=$?",
         "kill $uploader 2>/dev/null || true",
         f"{upload_progress} || true",
-        f"tail -n {STDERR_TAIL_LINES} {q(progress_path)} >&2",
+        f"tail -n {STDERR_TAIL_LINES} {shell_quote(progress_path)} >&2",
         'if [ "$status" -ne 0 ]; then exit "$status"; fi',
         # only a finished sweep counts; a retried one replaces its file instead of adding to it
-        f"mv {q(output_path + '.partial')} {q(output_path)}",
-        f"cat {q(rundir)}/sweep-*.jsonl > {q(rundir + '/results.jsonl')}",
-        f"aws s3 cp --only-show-errors {q(rundir + '/results.jsonl')} {q(destination)}",
+        f"mv {shell_quote(output_path + '.partial')} {shell_quote(output_path)}",
+        f"cat {shell_quote(rundir)}/sweep-*.jsonl > {shell_quote(rundir + '/results.jsonl')}",
+        f"aws s3 cp --only-show-errors {shell_quote(rundir + '/results.jsonl')} {shell_quote(destination)}",
     ]
 
 

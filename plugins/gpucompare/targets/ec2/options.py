@@ -12,6 +12,7 @@ from typing import Any
 from gpucompare import settings
 from gpucompare.config import models, patterns, runtime_choice, runtimes
 from gpucompare.config.validation import ValidationError, check
+from gpucompare.targets import runs
 from gpucompare.targets.base import (
     TargetConfigError,
     TargetSpec,
@@ -56,9 +57,7 @@ _RUN_ID = patterns.RUN_ID
 _WRITER = re.compile(r"[A-Z0-9]{8,128}:i-[0-9a-f]{8,17}")
 
 
-def run_key(run_id: str) -> str:
-    """The run id as a path component (S3 keys, directories): Airflow's ':' and '+' become '-'."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "-", run_id)
+run_key = runs.run_key  # the ec2 modules' name for it (S3 keys, the remote run folder)
 
 
 

@@ -37,7 +37,7 @@ Results: each ``run_sweep`` writes ``sweep-<config hash>.jsonl`` on the instance
 concatenates all of the run's sweep files into ``results.jsonl`` and copies it to
 ``s3://<results_bucket>/<results_prefix>/<deployment>/<run key>/<writer>/results.jsonl``
 (``<writer>`` = the instance's ``aws:userid``; a retried sweep replaces its own file
-instead of appending twice); ``collect`` downloads that object and ``forget`` (after a
+instead of appending twice); ``collect`` downloads that object and ``delete_run_objects`` (after a
 successful ingest) deletes everything under the run's prefix.
 
 Options (``TargetSpec.options``; validated when the target is built):
@@ -433,7 +433,7 @@ class Ec2Target(Ec2LaunchMixin, SsmCommandsMixin, RunStorageMixin, Target):
                     instance_id, self.options.deployment, instances[0].get("Tags") if instances else None)
         return False
 
-    def forget(self, run_id: str) -> int:
+    def delete_run_objects(self, run_id: str) -> int:
         """Delete every object of the run (results, progress, SSM output) once its results are
         in the lake; returns how many. The bucket's lifecycle rule catches what this misses."""
         bucket, prefix = self.options.results_bucket, self.run_prefix(run_id) + "/"

@@ -20,8 +20,8 @@ from gpucompare.targets.channel import (
     check_address,
     kill_marked_script,
     port_probe_command,
-    q,
     role_script,
+    shell_quote,
     status_script,
 )
 
@@ -65,9 +65,9 @@ class SSHChannel:
         path = posixpath.join(directory, f"{role.name}.sh")
         encoded = base64.b64encode(script.encode()).decode("ascii")
         result = self._run(
-            f"mkdir -p {q(directory)} && rm -f {q(path[:-3])}.* && "
-            f"echo {q(encoded)} | base64 -d > {q(path)} && "
-            f"{{ setsid nohup sh {q(path)} > /dev/null 2>&1 < /dev/null & }}")
+            f"mkdir -p {shell_quote(directory)} && rm -f {shell_quote(path[:-3])}.* && "
+            f"echo {shell_quote(encoded)} | base64 -d > {shell_quote(path)} && "
+            f"{{ setsid nohup sh {shell_quote(path)} > /dev/null 2>&1 < /dev/null & }}")
         if result.exit_code != 0:
             raise DistributedRunError(f"{self.label}: could not start {role.name} in {directory} (exit "
                                       f"{result.exit_code}): {result.stderr.strip()[-300:]}")
@@ -88,12 +88,12 @@ class SSHChannel:
         return found
 
     def worker_output(self, marker: str, role: Role) -> str:
-        return self._run(f"cat {q(posixpath.join(self.point_dir(marker), role.name + '.jsonl'))} "
+        return self._run(f"cat {shell_quote(posixpath.join(self.point_dir(marker), role.name + '.jsonl'))} "
                          "2>/dev/null").stdout
 
     def log_tail(self, marker: str, role: Role) -> str:
         log_file = posixpath.join(self.point_dir(marker), role.name + ".log")
-        return self._run(f"tail -n {LOG_TAIL_LINES} {q(log_file)} 2>/dev/null").stdout
+        return self._run(f"tail -n {LOG_TAIL_LINES} {shell_quote(log_file)} 2>/dev/null").stdout
 
     def stop(self, marker: str, grace_s: float) -> int:
         result = self._run(kill_marked_script(f"{marker}/", grace_s=grace_s),

@@ -5,11 +5,11 @@
 from __future__ import annotations
 
 import posixpath
-import re
 from dataclasses import dataclass
 
+from gpucompare.config import patterns
 from gpucompare.targets import runs as _runs
-from gpucompare.targets.base import q
+from gpucompare.targets.base import shell_quote
 
 # -- remote shell snippets (every value quoted; each builder is unit-tested) ---------------------
 
@@ -39,7 +39,7 @@ class SweepPaths:
 
 def container_name(run_dir_name: str, sweep_dir_name: str) -> str:
     """A docker container name for one sweep: ``[a-zA-Z0-9][a-zA-Z0-9_.-]*``."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", run_dir_name)[:60]
+    safe = patterns.NOT_PLAIN.sub("_", run_dir_name)[:60]
     return f"gpucompare-{safe}-{sweep_dir_name}"
 
 
@@ -82,33 +82,35 @@ def run_script(*, paths: SweepPaths, cwd: str, worker_argv: list[str], env: dict
     A stop request (see ``stop_script``) found after the pid file is written ends the worker,
     so a teardown racing with the launch cannot miss it.
     """
-    argv = " ".join(q(arg) for arg in worker_argv)
+    argv = " ".join(shell_quote(arg) for arg in worker_argv)
     lines = [
         "#!/bin/sh",
         "# Written by gpucompare (plugins/gpucompare/targets/ssh.py): one sweep, detached.",
-        f"cd {q(cwd)} || exit 97",
-        f"mkdir {q(paths.claim)} 2>/dev/null || exit 0",
-        *(f"export {name}={q(value)}" for name, value in sorted(env.items())),
+        f"cd {shell_quote(cwd)} || exit 97",
+        f"mkdir {shell_quote(paths.claim)} 2>/dev/null || exit 0",
+        *(f"export {name}={shell_quote(value)}" for name, value in sorted(env.items())),
     ]
     if container:
-        lines.append(f"printf '%s\\n' {q(container)} > {q(paths.container)}")
+        lines.append(f"printf '%s\\n' {shell_quote(container)} > {shell_quote(paths.container)}")
     lines += [
         f"timeout --kill-after={int(kill_grace_s)} {int(timeout_s)} {argv} "
-        f"> {q(paths.stdout)} 2> {q(paths.progress)} < /dev/null &",
+        f"> {shell_quote(paths.stdout)} 2> {shell_quote(paths.progress)} < /dev/null &",
         "worker=$!",
-        f'echo "$worker" > {q(paths.pid + ".tmp")} && mv {q(paths.pid + ".tmp")} {q(paths.pid)}',
+        f'echo "$worker" > {shell_quote(paths.pid + ".tmp")} '
+        f'&& mv {shell_quote(paths.pid + ".tmp")} {shell_quote(paths.pid)}',
         # A teardown that looked before the pid file existed has left a stop request.
-        f'if [ -f {q(paths.stop)} ]; then kill -TERM -- "-$worker" 2>/dev/null || kill -TERM "$worker"; fi',
+        f'if [ -f {shell_quote(paths.stop)} ]; '
+        'then kill -TERM -- "-$worker" 2>/dev/null || kill -TERM "$worker"; fi',
         'wait "$worker"',
         "rc=$?",
     ]
     if container:
         # SIGKILL of the docker client does not reach the container: make sure it is gone.
-        lines.append(f"docker kill {q(container)} >/dev/null 2>&1")
+        lines.append(f"docker kill {shell_quote(container)} >/dev/null 2>&1")
     lines += [
-        f'if [ "$rc" -eq 0 ]; then mv {q(paths.partial)} {q(paths.results)} || rc=98; fi',
-        f'echo "$rc" > {q(paths.exit_code + ".tmp")} && '
-        f'mv {q(paths.exit_code + ".tmp")} {q(paths.exit_code)}',
+        f'if [ "$rc" -eq 0 ]; then mv {shell_quote(paths.partial)} {shell_quote(paths.results)} || rc=98; fi',
+        f'echo "$rc" > {shell_quote(paths.exit_code + ".tmp")} && '
+        f'mv {shell_quote(paths.exit_code + ".tmp")} {shell_quote(paths.exit_code)}',
         "",
     ]
     return "\n".join(lines)
@@ -116,7 +118,7 @@ def run_script(*, paths: SweepPaths, cwd: str, worker_argv: list[str], env: dict
 
 def launch_command(paths: SweepPaths) -> str:
     """Start run.sh in a new session, immune to the SSH session ending; returns at once."""
-    return (f"setsid nohup sh {q(paths.script)} > {q(paths.launcher)} 2>&1 < /dev/null &")
+    return (f"setsid nohup sh {shell_quote(paths.script)} > {shell_quote(paths.launcher)} 2>&1 < /dev/null &")
 
 
 def stop_script(run_dir: str, *, grace_s: int, only: str | None = None) -> str:
@@ -127,7 +129,7 @@ def stop_script(run_dir: str, *, grace_s: int, only: str | None = None) -> str:
     ``grace_s``. A pid is only signalled while its command line still names its sweep
     directory, so a pid recycled after a reboot is left alone. Safe to run twice.
     """
-    pattern = q(only) if only else f"{q(run_dir)}/sweep-*"
+    pattern = shell_quote(only) if only else f"{shell_quote(run_dir)}/sweep-*"
     return "\n".join([
         "alive() { kill -0 \"$1\" 2>/dev/null && tr '\\000' ' ' < /proc/$1/cmdline 2>/dev/null "
         "| grep -qF -- \"$2\"; }",
@@ -155,7 +157,7 @@ def stop_script(run_dir: str, *, grace_s: int, only: str | None = None) -> str:
 def probe_script(paths: SweepPaths) -> str:
     """Prints the state of a sweep: ``exit N``, ``running``, ``claimed`` or ``new``."""
     return "\n".join([
-        f"d={q(paths.sweep_dir)}",
+        f"d={shell_quote(paths.sweep_dir)}",
         'if [ -f "$d/exit_code" ]; then echo "exit $(cat "$d/exit_code")";',
         'elif [ -f "$d/pid" ] && kill -0 "$(cat "$d/pid")" 2>/dev/null; then echo running;',
         'elif [ -d "$d/claim" ]; then echo claimed;',
@@ -168,12 +170,12 @@ def unpack_command(*, upload: str, code_dir: str, base: str) -> str:
     another deploy finished first."""
     return "\n".join([
         "set -e",
-        f"tmp=$(mktemp -d {q(posixpath.join(base, '.unpack-XXXXXXXX'))})",
-        f'tar -xzf {q(upload)} -C "$tmp"',
-        f"rm -f {q(upload)}",
+        f"tmp=$(mktemp -d {shell_quote(posixpath.join(base, '.unpack-XXXXXXXX'))})",
+        f'tar -xzf {shell_quote(upload)} -C "$tmp"',
+        f"rm -f {shell_quote(upload)}",
         'chmod 755 "$tmp"',
-        f'if ! mv -T "$tmp" {q(code_dir)} 2>/dev/null; then rm -rf "$tmp"; '
-        f"test -d {q(posixpath.join(code_dir, 'bench_tasks'))}; fi",
+        f'if ! mv -T "$tmp" {shell_quote(code_dir)} 2>/dev/null; then rm -rf "$tmp"; '
+        f"test -d {shell_quote(posixpath.join(code_dir, 'bench_tasks'))}; fi",
     ])
 
 
@@ -193,42 +195,45 @@ def venv_command(*, base_python: str, env_dir: str, requirements_file: str, lock
     base = posixpath.dirname(env_dir)
     inner = "\n".join([
         "set -e",
-        f"if [ -f {q(ready)} ]; then echo 'environment ready'; touch {q(ready)}; else",
-        f"  rm -rf {q(env_dir)}",
-        f"  {q(base_python)} -m venv {q(env_dir)}",
-        f"  {q(posixpath.join(env_dir, 'bin', 'python'))} -m pip install --disable-pip-version-check "
-        f"--no-input --progress-bar off -r {q(requirements_file)}",
-        f"  touch {q(ready)}",
+        f"if [ -f {shell_quote(ready)} ]; then echo 'environment ready'; touch {shell_quote(ready)}; else",
+        f"  rm -rf {shell_quote(env_dir)}",
+        f"  {shell_quote(base_python)} -m venv {shell_quote(env_dir)}",
+        f"  {shell_quote(posixpath.join(env_dir, 'bin', 'python'))} -m pip install "
+        "--disable-pip-version-check "
+        f"--no-input --progress-bar off -r {shell_quote(requirements_file)}",
+        f"  touch {shell_quote(ready)}",
         "  echo 'environment created'",
         "fi",
         # newest first by last use; the names are env-<kind>-<hex> (no spaces, nothing to quote)
         "kept=0",
-        f"for marker in $(ls -1dt {q(base)}/env-*/.ready 2>/dev/null); do",
+        f"for marker in $(ls -1dt {shell_quote(base)}/env-*/.ready 2>/dev/null); do",
         '  d=${marker%/.ready}',
-        f'  [ "$d" = {q(env_dir)} ] && continue',
+        f'  [ "$d" = {shell_quote(env_dir)} ] && continue',
         "  kept=$((kept + 1))",
         f'  [ "$kept" -le {int(keep)} ] && continue',
         '  if flock -n -x "$d" rm -rf "$d"; then echo "removed old environment $d"; '
         'else echo "kept $d: a sweep is running in it"; fi',
         "done",
-        f"for d in {q(base)}/env-*; do",
-        f'  [ -d "$d" ] && [ "$d" != {q(env_dir)} ] && [ ! -f "$d/.ready" ] || continue',
+        f"for d in {shell_quote(base)}/env-*; do",
+        f'  [ -d "$d" ] && [ "$d" != {shell_quote(env_dir)} ] && [ ! -f "$d/.ready" ] || continue',
         '  flock -n -x "$d" rm -rf "$d" && echo "removed half-built environment $d"',
         "done",
         "exit 0",
     ])
-    return f"flock -w {int(timeout_s)} {q(lock_file)} sh -c {q(inner)}"
+    return f"flock -w {int(timeout_s)} {shell_quote(lock_file)} sh -c {shell_quote(inner)}"
 
 
 def check_python_command(*, python: str, code_dir: str) -> str:
     check = "import bench_tasks, mxnet; print(mxnet.__version__)"
-    return f"cd {q(code_dir)} && PYTHONPATH={q(code_dir)} {q(python)} -c {q(check)}"
+    return (f"cd {shell_quote(code_dir)} && PYTHONPATH={shell_quote(code_dir)} "
+            f"{shell_quote(python)} -c {shell_quote(check)}")
 
 
 def docker_image_command(image: str, gpus: str) -> str:
     """Pull the worker image if the host lacks it, then run its ``sysinfo`` with the GPUs:
     a host without a driver or the NVIDIA Container Toolkit fails here, not mid-sweep."""
-    return (f"(docker image inspect {q(image)} >/dev/null 2>&1 || docker pull {q(image)}) && "
-            f"docker run --rm --gpus {q(docker_gpus_value(gpus))} {q(image)} sysinfo")
+    return (f"(docker image inspect {shell_quote(image)} >/dev/null 2>&1 "
+            f"|| docker pull {shell_quote(image)}) && "
+            f"docker run --rm --gpus {shell_quote(docker_gpus_value(gpus))} {shell_quote(image)} sysinfo")
 
 

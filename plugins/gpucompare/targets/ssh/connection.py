@@ -13,13 +13,14 @@ and its scaling channel (``SSHChannel``) both go through it.
 from __future__ import annotations
 
 import errno
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import paramiko
+import tenacity
 
 from gpucompare.errors import PermanentError
 from gpucompare.targets import runs as _runs
@@ -37,9 +38,12 @@ class HostKeyError(TargetError, PermanentError):
     """
 
 
-class _TransientError(Exception):
+class ConnectionDropped(Exception):
     """A connection failure worth retrying (refused, reset, timed out, dropped)."""
 
+
+#: The known_hosts file paramiko's ``load_system_host_keys`` reads (the SSH hook loads it).
+SYSTEM_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
 
 _REMOTE_FILE_ERRNOS = {errno.ENOENT, errno.EACCES, errno.EPERM, errno.EEXIST, errno.ENOTDIR,
                        errno.EISDIR, errno.ENOSPC}
@@ -81,8 +85,8 @@ class SSHConnection:
         if self._hook is not None:
             self._hook.client = None
 
-    def describe_host(self) -> str:
-        hook = self._hook
+    def describe_host(self, hook: SSHHook | None = None) -> str:
+        hook = hook or self._hook
         if hook is None:
             return f"connection {self.options.ssh_conn_id!r}"
         return f"{hook.username}@{hook.remote_host}:{hook.port} (connection {self.options.ssh_conn_id!r})"
@@ -111,10 +115,19 @@ class SSHConnection:
         if hook.host_key is None:
             known_hosts = (self.options.known_hosts_file
                            or self._connection_extra(conn_id).get("known_hosts_file"))
-            if known_hosts:
-                key = known_host_key(str(known_hosts), hook.remote_host, int(hook.port))
-                if key is not None:
-                    hook.host_key = key
+            system = SYSTEM_KNOWN_HOSTS.expanduser()
+            files = [str(known_hosts)] if known_hosts else []
+            for path in [*files, *([str(system)] if system.is_file() else [])]:
+                hook.host_key = known_host_key(path, hook.remote_host, int(hook.port))
+                if hook.host_key is not None:
+                    break
+        if hook.host_key is None:
+            # decided here, before connecting, rather than from paramiko's error text
+            raise HostKeyError(
+                f"ssh {self.describe_host(hook)}: the host key is UNKNOWN. Refusing to connect. Put the "
+                "host's key in the connection's host_key extra (\"ssh-ed25519 AAAA...\", e.g. from "
+                "`ssh-keyscan -p PORT HOST`, checked out of band) or in a known_hosts file "
+                "(target option or connection extra known_hosts_file)")
         return hook
 
     @staticmethod
@@ -142,16 +155,9 @@ class SSHConnection:
                 "known_hosts file; allow_host_key_change turns this check off") from exc
         except paramiko.AuthenticationException as exc:
             raise TargetError(f"ssh {name}: login refused: {exc}") from exc
-        except paramiko.SSHException as exc:
-            if "not found in known_hosts" in str(exc):
-                raise HostKeyError(
-                    f"ssh {name}: the host key is UNKNOWN. Refusing to connect. Put the host's key in "
-                    "the connection's host_key extra (\"ssh-ed25519 AAAA...\", e.g. from "
-                    "`ssh-keyscan -p PORT HOST`, checked out of band) or in a known_hosts file "
-                    "(target option or connection extra known_hosts_file)") from exc
-            raise _TransientError(f"{type(exc).__name__}: {exc}") from exc
-        except (OSError, EOFError) as exc:
-            raise _TransientError(f"{type(exc).__name__}: {exc}") from exc
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            self.close()
+            raise ConnectionDropped(f"{type(exc).__name__}: {exc}") from exc
         return self._client
 
     def sftp(self, client: paramiko.SSHClient) -> paramiko.SFTPClient:
@@ -173,30 +179,31 @@ class SSHConnection:
         renamed, the launch is guarded by the claim directory, reads resume at an offset).
         """
         attempts = self.options.connect_retries
-        for attempt in range(1, attempts + 1):
+
+        def attempt() -> T:
             try:
-                client = self._connect()
-                return operation(client)
-            except _TransientError as exc:
-                reason = str(exc)
+                return operation(self._connect())
             except (OSError, EOFError, paramiko.SSHException) as exc:
                 remote_file_error = isinstance(exc, OSError) and exc.errno in _REMOTE_FILE_ERRNOS
                 if remote_file_error or not self._connection_lost():
                     raise TargetError(
                         f"{step}: {self.describe_host()}: {type(exc).__name__}: {exc}") from exc
-                reason = f"connection lost ({type(exc).__name__}: {exc})"
-            self.close()
-            if attempt == attempts:
-                raise TargetError(
-                    f"{step}: {self.describe_host()} unreachable after {attempts} attempts: {reason}. "
-                    "A sweep already started keeps running on the host under its time limit; a retry "
-                    "of this step re-attaches to it")
-            delay = min(self.options.retry_backoff_s * 2 ** (attempt - 1), 60.0)
-            delay *= 1 + random.uniform(0, 0.25)  # jitter: parallel tasks do not retry in step
-            self.line_sink(f"[ssh] {step}: {reason}; reconnecting in {delay:.1f}s "
-                           f"(attempt {attempt + 1} of {attempts})")
-            self._sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
+                self.close()
+                raise ConnectionDropped(f"connection lost ({type(exc).__name__}: {exc})") from exc
+
+        def announce(state: tenacity.RetryCallState) -> None:
+            delay = state.next_action.sleep if state.next_action else 0.0
+            self.line_sink(f"[ssh] {step}: {state.outcome.exception() if state.outcome else ''}; "
+                           f"reconnecting in {delay:.1f}s (attempt {state.attempt_number + 1} of {attempts})")
+
+        try:
+            return reconnect_retries(attempts, self.options.retry_backoff_s, sleep=self._sleep,
+                                     before_sleep=announce)(attempt)
+        except ConnectionDropped as exc:
+            raise TargetError(
+                f"{step}: {self.describe_host()} unreachable after {attempts} attempts: {exc}. "
+                "A sweep already started keeps running on the host under its time limit; a retry "
+                "of this step re-attaches to it") from exc
 
     def run(self, step: str, command: str, *, timeout: float = COMMAND_TIMEOUT_S,
             stream: bool = False, check: bool = True) -> ExecResult:
@@ -204,7 +211,7 @@ class SSHConnection:
 
         The target's steps and code that drives the host beyond them (the scaling channel)
         run commands through here. The caller quotes every value it puts in ``command``
-        (``base.q``). With ``check`` a non-zero exit status raises TargetError with the
+        (``base.shell_quote``). With ``check`` a non-zero exit status raises TargetError with the
         command's stderr tail; ``stream`` passes stdout lines to the line sink as they come.
         """
         result = self.retrying(step, lambda client: self._exec(client, command, timeout, stream))
@@ -217,7 +224,7 @@ class SSHConnection:
     def _exec(self, client: paramiko.SSHClient, command: str, timeout: float, stream: bool) -> ExecResult:
         transport = client.get_transport()
         if transport is None:
-            raise _TransientError("no transport")
+            raise ConnectionDropped("no transport")
         channel = transport.open_session()
         try:
             channel.settimeout(1.0)
@@ -255,6 +262,24 @@ class SSHConnection:
                               err.decode(errors="replace"))
         finally:
             channel.close()
+
+
+def reconnect_retries(
+        attempts: int, backoff_s: float, *, sleep: Callable[[float], None] = time.sleep,
+        before_sleep: Callable[[tenacity.RetryCallState], None] | None = None) -> tenacity.Retrying:
+    """The one retry policy of ssh operations: only a dropped or refused connection
+    (``ConnectionDropped``) is retried, ``attempts`` times in all, waiting ``backoff_s`` doubling up
+    to 60 s plus up to a quarter of ``backoff_s`` of jitter (parallel tasks do not retry in step).
+    A refused host key or login, and a failing remote file operation, are final."""
+    return tenacity.Retrying(
+        retry=tenacity.retry_if_exception_type(ConnectionDropped),
+        stop=tenacity.stop_after_attempt(attempts),
+        wait=(tenacity.wait_exponential(multiplier=backoff_s, max=60.0)
+              + tenacity.wait_random(0, backoff_s / 4)),
+        sleep=sleep,
+        before_sleep=before_sleep,
+        reraise=True,
+    )
 
 
 def known_host_key(known_hosts_file: str, host: str, port: int) -> paramiko.PKey | None:

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucompare import settings
-from gpucompare.config import models, runtime_choice, validation
+from gpucompare.config import runtime_choice
 from gpucompare.targets import container as _container
 from gpucompare.targets import runs as _runs
 from gpucompare.targets.base import (
@@ -64,7 +64,7 @@ from gpucompare.targets.base import (
     TargetError,
     TargetSpec,
     TargetState,
-    q,
+    shell_quote,
 )
 from gpucompare.targets.bundle import REQUIREMENTS, WorkerBundle, build_bundle
 from gpucompare.targets.phases import timed_phase
@@ -138,7 +138,7 @@ class SSHTarget(Target):
                                   "set the target option 'remote_dir'")
             base = posixpath.join(home, "gpucompare")
         run_dir = posixpath.join(base, "runs", run_name)
-        self.connection.run("prepare", f"mkdir -p {q(run_dir)}")
+        self.connection.run("prepare", f"mkdir -p {shell_quote(run_dir)}")
         hook = self.connection.hook()
         state = TargetState(spec=self.spec.to_dict(), run_id=run_id,
                             resource_id=f"{hook.username}@{hook.remote_host}:{hook.port}",
@@ -266,7 +266,7 @@ class SSHTarget(Target):
             for sweep_dir in stopped:
                 self.line_sink(f"[ssh] teardown stopped the sweep still running in {sweep_dir}")
             if self.options.remove_run_dir:
-                self.connection.run("teardown", f"rm -rf {q(run_dir)}")
+                self.connection.run("teardown", f"rm -rf {shell_quote(run_dir)}")
                 self.line_sink(f"[ssh] teardown removed {run_dir}")
         finally:
             self.close()
@@ -283,8 +283,8 @@ class SSHTarget(Target):
         return base
 
     def _upload_bundle(self, bundle: WorkerBundle, base: str, code_dir: str) -> None:
-        present = self.connection.run("deploy", f"test -d {q(posixpath.join(code_dir, 'bench_tasks'))} "
-                                                "&& echo yes || echo no").stdout.strip()
+        worker_dir = shell_quote(posixpath.join(code_dir, "bench_tasks"))
+        present = self.connection.run("deploy", f"test -d {worker_dir} && echo yes || echo no").stdout.strip()
         if present == "yes":
             self.line_sink(f"[ssh] worker code {bundle.name} already on the host")
             return
@@ -307,8 +307,7 @@ class SSHTarget(Target):
             base_python=self.options.base_python, env_dir=env_dir,
             requirements_file=posixpath.join(code_dir, "bench_tasks", REQUIREMENTS[kind]),
             lock_file=posixpath.join(base, ".env.lock"), timeout_s=self.options.env_timeout_s,
-            keep=validation.check("GPUCOMPARE_WORKER_ENVS_KEPT", models.WorkerEnvsKept,
-                                  settings.setting("worker_envs_kept")),
+            keep=settings.worker_envs_kept(),
         ), timeout=self.options.env_timeout_s, stream=True)
         return env_dir
 
@@ -343,7 +342,8 @@ class SSHTarget(Target):
         script = run_script(paths=paths, cwd=cwd, worker_argv=argv, env=env,
                             timeout_s=max(1, round(timeout_s)), kill_grace_s=self.options.kill_grace_s,
                             container=container)
-        self.connection.run("run_sweep", f"rm -rf {q(paths.sweep_dir)} && mkdir -p {q(paths.sweep_dir)}")
+        self.connection.run("run_sweep", f"rm -rf {shell_quote(paths.sweep_dir)} "
+                                         f"&& mkdir -p {shell_quote(paths.sweep_dir)}")
         for remote, text in ((paths.config, _runs.config_json(config)), (paths.script, script)):
             self.connection.retrying("run_sweep", lambda client, r=remote, t=text:
                                      write_text(self.connection.sftp(client), r, t))
