@@ -33,8 +33,11 @@ Scenarios (id: fault → expected launches):
 * sweeper_region_refused / sweeper_region_not_opted_in: DescribeInstances refused in one
   region (403 UnauthorizedOperation, 401 OptInRequired): the other region's expired instance
   is terminated, then SweepIncomplete names the refused region
-* agent_check_refused: the SSM agent check is refused on two prepare tries; each of them
-  terminates what it launched, the third try's instance is torn down at the end → 3
+* agent_check_refused: the SSM agent check answers UnauthorizedOperation (a permanent code):
+  prepare fails on its first try and terminates what it launched → 1
+* agent_check_failing: the agent check fails on two prepare tries with a code that is neither
+  permanent nor retried by botocore (400 InternalFailure); each try terminates what it
+  launched, the third try's instance is torn down at the end → 3
 * send_command_lost: the deploy's SendCommand reaches moto, its answer is lost → 1
 * poll_throttled_download_500: the sweep's GetCommandInvocation throttled twice, the
   results download answers 500 twice → 1
@@ -250,7 +253,11 @@ SCENARIOS: dict[str, tuple[list[tuple[str, str, dict[str, Any]]], int, str]] = {
     "lookup_fails_on_retry": ([("RunInstances", "lose", {"times": MAX_ATTEMPTS}),
                                ("DescribeInstances", "error500", {"times": MAX_ATTEMPTS, "after": 1})],
                               1, "prepare"),
-    "agent_check_refused": ([("DescribeInstanceInformation", "refuse", {"times": 2})], 3, "prepare"),
+    # a code no retry can fix fails prepare at once (issue 19); a 400 botocore does not retry and
+    # that is not permanent is retried by the task, each try terminating what it launched
+    "agent_check_refused": ([("DescribeInstanceInformation", "refuse", {"times": 2})], 1, "prepare"),
+    "agent_check_failing": ([("DescribeInstanceInformation", "refuse",
+                              {"times": 2, "code": "InternalFailure", "status": 400})], 3, "prepare"),
     "send_command_lost": ([("SendCommand", "lose", {})], 1, "deploy"),
     "poll_throttled_download_500": ([("GetCommandInvocation", "throttle", {"times": 2, "after": 1}),
                                      ("S3:GET", "error500", {"times": 2, "after": 2})], 1, "collect"),
@@ -270,6 +277,8 @@ def test_every_launched_instance_is_terminated_whatever_the_network_does(rig: Ri
     launched, left = account(rig, plan["run_id"], scenario)
     assert (launched, left) == (expected, 0), (scenario, outcome)
     if scenario == "agent_check_refused":
+        assert outcome.failed_step == "prepare" and outcome.tries["prepare"] == 1, outcome.errors
+    elif scenario == "agent_check_failing":
         assert outcome.failed_step is None and outcome.tries["prepare"] == 3
     elif scenario == "run_instances_lost_every_try":
         # the first try lost every attempt's answer: the Airflow retry (try 2) found the instance
