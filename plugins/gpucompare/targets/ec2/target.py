@@ -66,6 +66,7 @@ from functools import cached_property
 from typing import Any
 
 from bench_tasks.configs import ConfigError, parse_sweep
+from bench_tasks.constants import WORKER_RUNTIME_ENV
 from gpucompare.targets import container, cost
 from gpucompare.targets.base import (
     LineSink,
@@ -74,6 +75,7 @@ from gpucompare.targets.base import (
     TargetError,
     TargetSpec,
     TargetState,
+    q,
 )
 from gpucompare.targets.ec2.aws_errors import client_error_code
 from gpucompare.targets.ec2.commands import deploy_commands, sweep_commands
@@ -281,7 +283,9 @@ class Ec2Target(Ec2LaunchMixin, SsmCommandsMixin, RunStorageMixin, Target):
         """The AWS-RunShellScript commands of one sweep (the tests run exactly these in bash)."""
         if not state.workdir or not state.extra.get("bench_python"):
             raise TargetError("run_sweep before deploy: the state has no worker directory")
-        prefix = None
+        # the runtime goes into every record (worker_runtime)
+        python = q(str(state.extra["bench_python"]))
+        prefix = f"{WORKER_RUNTIME_ENV}={q(self.options.worker_runtime)} {python}"
         if self.in_container:  # NVIDIA's image runs the bundle, mounted read-only
             if not container.PINNED.fullmatch(str(state.extra.get("image"))):
                 raise TargetError("run_sweep before the pull: the state has no image@digest")

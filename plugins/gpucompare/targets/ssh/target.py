@@ -53,6 +53,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench_tasks.constants import WORKER_RUNTIME_ENV
 from gpucompare import settings
 from gpucompare.config import runtime_choice
 from gpucompare.targets import container as _container
@@ -338,7 +339,8 @@ class SSHTarget(Target):
             if env_dir is not None and not (isinstance(env_dir, str) and _is_absolute_path(env_dir)):
                 raise TargetError(f"run_sweep: the state's env_dir {env_dir!r} is not an absolute path")
             argv = venv_worker_command(python=state.extra["python"], paths=paths, env_dir=env_dir)
-            cwd, env = code_dir, {"PYTHONPATH": code_dir, "PYTHONUNBUFFERED": "1"}
+            cwd, env = code_dir, {"PYTHONPATH": code_dir, "PYTHONUNBUFFERED": "1",
+                                  WORKER_RUNTIME_ENV: self.runtime}
         script = run_script(paths=paths, cwd=cwd, worker_argv=argv, env=env,
                             timeout_s=max(1, round(timeout_s)), kill_grace_s=self.options.kill_grace_s,
                             container=container)
