@@ -140,7 +140,8 @@ _ADVICE: tuple[tuple[tuple[str, ...], str], ...] = (
      "the bucket does not exist: create it (aws s3 mb s3://BUCKET) or correct --lake"),
     (("invalidaccesskeyid", "signaturedoesnotmatch", "expiredtoken", "token has expired",
       "accessdenied", "access denied", "forbidden", "403", "credential", "invalidtoken",
-      "unable to load credentials", "no credentials"),
+      "unable to load credentials", "no credentials", "/latest/api/token", "/latest/meta-data",
+      "169.254.169.254"),
      "the AWS credentials are missing, expired or not allowed here: set AWS_ACCESS_KEY_ID / "
      "AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), AWS_PROFILE, or an instance role with access "
      "to the bucket"),
@@ -150,6 +151,12 @@ _ADVICE: tuple[tuple[tuple[str, ...], str], ...] = (
      "the storage endpoint cannot be reached: check AWS_ENDPOINT_URL (if set), the network and "
      "the region"),
 )
+
+
+#: Environment variables that give AWS credentials (or where to find them); with none of them
+#: set, a failed S3 call is most likely the client asking the instance metadata service.
+_CREDENTIAL_SOURCES = ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
+                       "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI")
 
 
 def explain_storage_error(exc: BaseException, uri: str) -> LakeError | None:
@@ -165,7 +172,11 @@ def explain_storage_error(exc: BaseException, uri: str) -> LakeError | None:
                          "--lake a folder")
     if not isinstance(exc, OSError) and "DeltaError" not in type(exc).__name__ and "Generic" not in text:
         return None
-    for needles, advice in _ADVICE:
+    advices = _ADVICE
+    if uri.startswith("s3://") and not any(os.environ.get(name) for name in _CREDENTIAL_SOURCES):
+        # no credentials given: the client asked the instance metadata service, which failed
+        advices = ((_ADVICE[1][0] + _ADVICE[2][0], _ADVICE[1][1]), *_ADVICE)
+    for needles, advice in advices:
         if any(needle in lowered for needle in needles):
             endpoint = _s3_endpoint()
             where = f" (endpoint {endpoint})" if endpoint and uri.startswith("s3://") else ""

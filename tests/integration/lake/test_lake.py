@@ -399,12 +399,13 @@ def test_report_as_of_rebuilds_an_earlier_version_and_names_it(tmp_path: Path) -
     assert manifest["table_versions"]["results"] == 0 and manifest["as_of"] == "0"
     assert json.loads((tmp_path / "now" / "manifest.json").read_text())["table_versions"]["results"] == 1
     assert "results v0" in (tmp_path / "v0" / "summary.md").read_text()
-    # before the first commit the table did not exist (delta-rs alone would load version 0)
+    # before the first commit the table did not exist (delta-rs alone would load version 0):
+    # refused, exit 2, nothing written (issue 23: an empty report with exit 0 before)
     assert (
         cli.main(["report", "--lake", uri, "--out", str(tmp_path / "old"), "--as-of", "2000-01-01T00:00:00Z"])
-        == 0
+        == 2
     )
-    assert json.loads((tmp_path / "old" / "manifest.json").read_text())["table_versions"]["results"] is None
+    assert not (tmp_path / "old").exists()
     assert cli.main(["report", "--lake", uri, "--out", str(tmp_path / "x"), "--as-of", "7"]) == 2
     assert cli.main(["report", "--lake", uri, "--out", str(tmp_path / "x"), "--as-of", "yesterday"]) == 2
 
