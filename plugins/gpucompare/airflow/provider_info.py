@@ -25,8 +25,11 @@ def _option(name: str) -> dict[str, Any]:
     # Airflow calls this while it configures itself, so a setting added without its description
     # must not break Airflow: it gets a placeholder here, and tests/unit/test_packaging.py fails.
     description = settings.DESCRIPTIONS.get(name) or f"gpucompare setting {name} (no description yet)."
+    # `airflow config list` hides values unless --show-values: the default is in the description too
+    shown = f"Default: {default}." if default else "Default: empty."
     return {
-        "description": f"{description} (environment: GPUCOMPARE_{name.upper()}, which wins over this option)",
+        "description": f"{description} {shown} (environment: GPUCOMPARE_{name.upper()}, which wins over "
+                       "this option)",
         "version_added": None,
         "type": "integer" if default.isdigit() else "string",
         "example": None,

@@ -12,6 +12,7 @@ from pydantic import Field, ValidationInfo, model_validator
 
 from gpucompare.config import gpus
 from gpucompare.config.fields import Number, OneOf, Whole
+from gpucompare.config.models.prices import DeclaredPrice, TargetPrice
 from gpucompare.config.models.values import (
     REQUIREMENTS,
     AmiRef,
@@ -148,12 +149,21 @@ class _TargetFields(Strict):
     gpu_count: GpuCount = 0
     profile: Name = "nightly"  # the fleet's sweep profile (fleet entries only)
     enabled: Enabled = True  # fleet entries only
+    price: TargetPrice | None = None  # the machine's own price, declared (fleet entries only)
 
     def spec(self) -> dict[str, Any]:
         """The ``gpucompare.targets.base.TargetSpec`` fields, as JSON for XCom."""
         return {"name": self.name, "kind": self.kind, "provider": self.provider,
                 "instance_type": self.instance_type, "region": self.region, "market": self.market,
                 "gpu_count": self.gpu_count, "options": self.options.given()}  # type: ignore[attr-defined]
+
+    def declared_price(self) -> DeclaredPrice | None:
+        """``price`` as a price of this target's machine (provider, type, region, market)."""
+        if self.price is None:
+            return None
+        return DeclaredPrice(**self.price.model_dump(exclude_unset=True), provider=self.provider,
+                             instance_type=self.instance_type, region=self.region, market=self.market,
+                             gpu_count=self.gpu_count or None)
 
     @model_validator(mode="after")
     def _runnable_gpu(self) -> Any:
