@@ -12,6 +12,10 @@ export AIRFLOW__CORE__UNIT_TEST_MODE := False
 export GPUCOMPARE_BENCH_PYTHON := $(CURDIR)/$(BENCH_VENV)/bin/python
 # This Airflow's name in paid machines' tags and S3 keys (required; docs/targets-ec2.md)
 export GPUCOMPARE_DEPLOYMENT ?= local-demo
+# The checkout's lake and reports, through the settings every command and DAG reads (not a
+# different default): `gpucompare …` run by hand from the checkout needs the same two exports.
+export GPUCOMPARE_LAKE := $(CURDIR)/lake
+export GPUCOMPARE_REPORTS := $(CURDIR)/reports
 PYTEST_ARGS ?=
 # The quick tier (`make test-fast`, under 2 minutes): the unit tests, tests/unit/ (see tests/README.md).
 FAST_TESTS := tests/unit
@@ -49,6 +53,12 @@ demo: envs
 
 bench-reports: envs
 	$(VENV)/bin/python scripts/bench_reports.py
+
+bench-fidelity: envs
+	$(BENCH_VENV)/bin/python scripts/bench_fidelity.py
+
+bench-sweep: envs
+	$(BENCH_VENV)/bin/python scripts/bench_sweep_efficiency.py
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) .airflow lake reports

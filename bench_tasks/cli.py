@@ -186,8 +186,31 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_flags(sweep)
 
     commands.add_parser("sysinfo", help="host, CPU, GPUs, CUDA, cuDNN and MXNet build as JSON")
-    commands.add_parser("_runner", help=argparse.SUPPRESS)
+    # `_runner` (the measuring process a sweep starts) is no subcommand: main() hands it over
+    # before parsing, so --help never lists it
     return parser
+
+
+#: The internal command a sweep starts its measuring processes with (runner_process.py).
+RUNNER_COMMAND = "_runner"
+#: Commands that import MXNet (the networks, the measurements).
+NEEDS_MXNET = ("describe", "score", "train", "sweep")
+
+
+def missing_worker_packages() -> list[str]:
+    """The worker's packages this interpreter lacks (MXNet, numpy), without importing them."""
+    import importlib.util
+
+    return [name for name in ("mxnet", "numpy") if importlib.util.find_spec(name) is None]
+
+
+def _not_a_worker_environment(command: str, missing: list[str]) -> int:
+    print(f"bench-tasks {command}: this Python ({sys.executable}) has no {' and no '.join(missing)}; "
+          "the worker needs its own environment with MXNet 1.9.1 and numpy < 1.24 (bench_tasks/"
+          "requirements-cpu.txt, or requirements-gpu.txt on CUDA hosts), apart from Airflow's. Run "
+          "`python -m bench_tasks ...` with that environment's interpreter (the local target's bench_python "
+          "setting, GPUCOMPARE_BENCH_PYTHON; docs/install.md, 'Worker environment').", file=sys.stderr)
+    return EXIT_USAGE
 
 
 _MATRIX_FLAG_KEYS = {"networks": "networks", "batch_sizes": "batch_sizes", "dtypes": "dtypes",
@@ -292,12 +315,16 @@ def _sysinfo(_args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command == "_runner":
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == [RUNNER_COMMAND]:
         from bench_tasks import runner
 
         return runner.main()
+    parser = build_parser()
+    args = parser.parse_args(arguments)
+    missing = missing_worker_packages() if args.command in NEEDS_MXNET else []
+    if missing:
+        return _not_a_worker_environment(args.command, missing)
     handlers = {"describe": _describe, "sysinfo": _sysinfo}
     try:
         return handlers.get(args.command, _run)(args)

@@ -1,7 +1,11 @@
 """Cheapest machine per network this month, and how its cost moved: the notebook API at work.
 
-    .venv/bin/python scripts/cheapest_per_network.py [--lake ./lake] [--reports ./reports]
+    .venv/bin/python scripts/cheapest_per_network.py [--lake LAKE] [--reports REPORTS]
         [--mode score|train] [--month 2026-11]
+
+The lake and the reports default to the settings every command reads (GPUCOMPARE_LAKE,
+GPUCOMPARE_REPORTS; ``make demo`` sets ./lake and ./reports). A published figure is called
+published (with its publication date), a measured one measured; a declared price says so.
 
 Reads ``best_value`` from the lake with ``gpucompare.read`` (the ranking of the nightly
 report: measured and recent figures, flagged ones left out), keeps the rank-1 machine of
@@ -27,6 +31,13 @@ for path in (REPO, REPO / "plugins"):
 import gpucompare  # noqa: E402
 
 
+def _text(value: object) -> str:
+    """A cell as text; a missing one (pandas NA: a CPU machine has no GPU model) as ''."""
+    import pandas as pd
+
+    return "" if value is None or pd.isna(value) else str(value)
+
+
 def _month(text: str) -> dt.date:
     try:
         return dt.date.fromisoformat(f"{text}-01")
@@ -36,11 +47,16 @@ def _month(text: str) -> dt.date:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lake", default=str(REPO / "lake"), help="lake URI (default ./lake)")
-    parser.add_argument("--reports", default=str(REPO / "reports"), help="reports root (default ./reports)")
+    parser.add_argument("--lake", default=None, help="lake URI (default: the lake setting, GPUCOMPARE_LAKE)")
+    parser.add_argument("--reports", default=None,
+                        help="reports root (default: the reports setting, GPUCOMPARE_REPORTS)")
     parser.add_argument("--mode", default="score", choices=("score", "train"))
     parser.add_argument("--month", type=_month, default=None, help="YYYY-MM (default: this month, UTC)")
     args = parser.parse_args(argv)
+    from gpucompare import settings
+
+    args.lake, args.reports = args.lake or settings.lake_uri(), args.reports or settings.reports_uri()
+    print(f"lake {args.lake}, reports {args.reports}")
     month = args.month or dt.datetime.now(dt.UTC).date().replace(day=1)
     next_month = (month + dt.timedelta(days=32)).replace(day=1)
 
@@ -56,16 +72,21 @@ def main(argv: list[str] | None = None) -> int:
     cheapest = (this_month.sort_values("cost_per_million")
                 .groupby(["network", "methodology"], as_index=False).head(1))
     if cheapest.empty:
-        print(f"No ranked {args.mode} figure measured in {month:%Y-%m} (see best_value: not_ranked_reason).")
+        print(f"No ranked {args.mode} figure dated {month:%Y-%m} (see best_value: not_ranked_reason; "
+              "a machine "
+              "of your own ranks once it has a price: gpucompare add-price).")
         return 0
     history = gpucompare.read_history("best_value", reports=args.reports)
     print(f"Cheapest machine per network, {args.mode}, figures of {month:%Y-%m}:")
     for row in cheapest.sort_values(["network", "methodology"]).itertuples():
+        when = "measured" if row.origin == "measured" else f"{row.origin} figure of"
+        price = (f"{row.price_note}, from {row.price_effective_from}" if row.price_source == "declared"
+                 else f"price of {row.price_effective_from}")
         print(
             f"  {row.network:<13} {row.methodology:<8} {row.provider} {row.instance_type} "
-            f"({row.gpu_model or row.device_kind}): "
+            f"({_text(row.gpu_model) or row.device_kind}): "
             f"{row.cost_per_million:.4f} {row.currency} per million images "
-            f"(measured {row.result_date}, price of {row.price_effective_from})"
+            f"({when} {row.result_date}, {price})"
         )
         if history.empty:
             continue

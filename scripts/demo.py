@@ -9,8 +9,15 @@ Steps (each Airflow command's output goes to ``.airflow/demo-logs/<step>.log``):
 4. ``python -m gpucompare import-published``: the published reference figures (idempotent);
 5. ``python -m gpucompare import-catalog --shipped``: the shipped price catalog samples of other
    providers (gcp, azure, lambda, runpod, nebius; idempotent), which the projections report reads;
-6. ``airflow dags test gpucompare_reports`` → ``./reports/<date>/`` and ``./reports/latest``;
-7. a cost-per-million table in the terminal and the path of ``reports/latest/index.html``.
+6. ``python -m gpucompare add-price``: a declared price for this machine (``local/local-cpu``),
+   labelled as what it is, an example price for the demo machine, so the first page ranks
+   something and every report says the price is declared (``price_source`` ``declared``);
+7. ``airflow dags test gpucompare_reports`` → ``./reports/<date>/`` and ``./reports/latest``;
+8. a cost-per-million table in the terminal and the path of ``reports/latest/index.html``.
+
+Every step finds the lake and the reports through the settings (``GPUCOMPARE_LAKE``,
+``GPUCOMPARE_REPORTS``: ``./lake`` and ``./reports``, set here and by the Makefile), as the
+DAGs do; no step passes ``--lake``.
 
 Run twice, it gives the same reports plus the second night's data: each ``dags test`` is a
 new DAG run with its own run id, so its results are kept beside the first run's (both dated
@@ -41,6 +48,9 @@ ENV_DEFAULTS = {
     # the deployment's name is required (issue 19); the demo's own
     "GPUCOMPARE_DEPLOYMENT": "local-demo",
 }
+#: The demo machine's declared price: an example, and labelled so wherever it is used.
+DEMO_PRICE = ("--provider", "local", "--instance-type", "local-cpu", "--per-month", "25", "--currency", "EUR",
+              "--from", "2026-01-01", "--label", "example price for this demo machine")
 #: Columns of the terminal table: (header, cost_per_million column, width).
 TABLE = (("provider", "provider", 9), ("machine", "instance_type", 10), ("GPU", "gpu_model", 11),
          ("mode", "mode", 5), ("network", "network", 12), ("batch", "batch_size", 5),
@@ -169,10 +179,9 @@ def main() -> int:
         run_step("create-pool", [airflow, "pools", "set", pool, str(fleet_config.max_instances),
                                  "gpucompare: targets working at once"], env, log_dir)
         run_step("nightly", [airflow, "dags", "test", "gpucompare_nightly"], env, log_dir)
-        run_step("import-published", [python, "-m", "gpucompare", "import-published",
-                                      "--lake", settings.lake_uri()], env, log_dir)
-        run_step("import-catalogs", [python, "-m", "gpucompare", "import-catalog", "--shipped",
-                                     "--lake", settings.lake_uri()], env, log_dir)
+        run_step("import-published", [python, "-m", "gpucompare", "import-published"], env, log_dir)
+        run_step("import-catalogs", [python, "-m", "gpucompare", "import-catalog", "--shipped"], env, log_dir)
+        run_step("declare-price", [python, "-m", "gpucompare", "add-price", *DEMO_PRICE], env, log_dir)
         run_step("reports", [airflow, "dags", "test", "gpucompare_reports"], env, log_dir)
     except DemoError as exc:
         print(f"\n{exc}", file=sys.stderr)
@@ -181,6 +190,8 @@ def main() -> int:
     latest = Path(settings.reports_uri()) / "latest"
     print(f"\nCost per million images ({latest / 'cost_per_million.csv'}):\n")
     print(cost_table(latest / "cost_per_million.csv"))
+    print("\nThis machine's cost uses a declared price, not a provider's: "
+          f"{' '.join(DEMO_PRICE[-1:])} (25 EUR per month / 730 h; price_source 'declared' in every report).")
     print(f"\n{lake_summary(settings.lake_uri())}")
     print(f"Report: {latest / 'index.html'}")
     print(f"Done in {time.monotonic() - started:.0f} s (logs in {log_dir}).")

@@ -49,8 +49,8 @@ SELECT
           AND other.images_per_sec >= b.images_per_sec
           AND (other.price_per_hour < b.price_per_hour OR other.images_per_sec > b.images_per_sec)
     ) AS on_pareto_front,
-    origin, result_date, measured_at, price_effective_from, price_source, result_source, target, flags,
-    joules_per_image, kwh_per_million, gco2e_per_million, sample_key
+    origin, result_date, measured_at, price_effective_from, price_source, price_note, result_source, target,
+    flags, joules_per_image, kwh_per_million, gco2e_per_million, sample_key
 FROM best AS b
 ORDER BY network, mode, methodology, ranked DESC, cost_per_million, provider, instance_type, region,
          market

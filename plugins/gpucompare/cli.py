@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from gpucompare import settings
 from gpucompare.config import patterns
 from gpucompare.errors import UsageError
 from gpucompare.lake import schema
@@ -45,8 +48,51 @@ def register(name: str, help: str, configure: Callable[[argparse.ArgumentParser]
 
 
 def _lake_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--lake", default="./lake", help="lake URI: a local path or s3://bucket/prefix "
-                        "(default ./lake; S3 endpoint from AWS_ENDPOINT_URL if set)")
+    parser.add_argument("--lake", default=None, help="lake URI: a local path or s3://bucket/prefix "
+                        "(default: the lake setting, GPUCOMPARE_LAKE or [gpucompare] lake, the one the "
+                        "DAGs use; S3 endpoint from AWS_ENDPOINT_URL if set)")
+
+
+def _origin(flag: str | None, name: str) -> str:
+    """Where a location came from: the flag, the environment variable or the Airflow setting."""
+    if flag:
+        return "--" + name if name == "lake" else "--out"
+    return settings.origin(name)
+
+
+def no_lake_advice(uri: str, origin: str) -> str:
+    """Where a reading command looked for a lake, and how to make one or point to one."""
+    text = (f"no lake at {uri} (from {origin}). Create it with `gpucompare load-prices` and "
+            "`gpucompare import-published` (or let the nightly DAG ingest a run), or point to an existing "
+            "lake with --lake or GPUCOMPARE_LAKE")
+    here = Path.cwd() / "lake"
+    if not settings.is_remote(uri) and here.is_dir() and here.resolve() != Path(uri).resolve():
+        text += f" (this folder has one: export GPUCOMPARE_LAKE={here})"
+    return text
+
+
+def lake_location(args: argparse.Namespace, *, must_exist: bool = False, warn_absent: bool = False) -> str:
+    """The lake a command uses: ``--lake``, else the lake setting (as the DAGs read it); printed on
+    stderr. ``must_exist``: a command that only reads ends with exit 2 and advice when it is absent;
+    ``warn_absent``: a command that can do without (``plan``) says so and goes on."""
+    uri = args.lake or settings.lake_uri()
+    origin = _origin(args.lake, "lake")
+    print(f"gpucompare {args.command}: lake {uri} (from {origin})", file=sys.stderr)
+    if must_exist or warn_absent:
+        from gpucompare.lake import tables as lake
+        from gpucompare.lake.storage import LakeError
+
+        try:
+            exists = lake.open_lake(uri).exists()
+        except LakeError as exc:
+            raise UsageError(str(exc)) from None
+        if not exists and must_exist:
+            raise UsageError(no_lake_advice(uri, origin))
+        if not exists:
+            print(f"gpucompare {args.command}: {no_lake_advice(uri, origin)}; going on without one",
+                  file=sys.stderr)
+    args.lake = uri
+    return uri
 
 
 def _date(text: str) -> dt.date:
@@ -86,7 +132,7 @@ def _run_ingest(args: argparse.Namespace) -> int:
     context = lake_ingest.RunContext(provider=args.provider, instance_type=args.instance_type,
                                      region=args.region, market=args.market, target=args.target,
                                      source=args.source, dag_run_id=args.dag_run_id)
-    target = lake.open_lake(args.lake)
+    target = lake.open_lake(lake_location(args))
     try:
         summary = lake_ingest.ingest_results(target, args.results, context, run_id=args.run_id,
                                              code_hash=args.code_hash or local_code_hash())
@@ -113,7 +159,7 @@ def _run_import_published(args: argparse.Namespace) -> int:
     from gpucompare.lake import tables as lake
     from gpucompare.prices import published
 
-    target = lake.open_lake(args.lake)
+    target = lake.open_lake(lake_location(args))
     try:
         summary = published.import_published(target, results_csv=args.results, prices_csv=args.prices,
                                              scaling_csv=args.scaling)
@@ -125,22 +171,123 @@ def _run_import_published(args: argparse.Namespace) -> int:
 
 # ---- prices ------------------------------------------------------------------------------
 def _configure_load_prices(parser: argparse.ArgumentParser) -> None:
+    parser.description = ("Write the shipped price and exchange-rate history, and the prices the fleet "
+                          "file declares (its prices entries and targets' price), into the lake.")
+    parser.add_argument("--fleet", default=None,
+                        help="the fleet file whose declared prices are loaded (default: the fleet setting, "
+                             "GPUCOMPARE_FLEET, else the shipped example)")
     _lake_argument(parser)
 
 
 def _run_load_prices(args: argparse.Namespace) -> int:
+    from gpucompare.config import fleet
+    from gpucompare.config.validation import ValidationError
     from gpucompare.lake import tables as lake
     from gpucompare.lake.storage import LakeError
+    from gpucompare.prices import declared
     from gpucompare.prices import tables as prices
 
-    target = lake.open_lake(args.lake)
+    try:
+        fleet_prices = fleet.load_fleet(args.fleet, fx_rate=prices.shipped_fx_rate).declared_prices
+    except ValidationError as exc:
+        raise UsageError(str(exc)) from None
+    target = lake.open_lake(lake_location(args))
     try:
         written = [target.write_table("prices", "shipped", prices.shipped_prices()),
                    target.write_table("fx", "shipped", prices.shipped_fx())]
+        own = declared.store(target, fleet_prices)
     except LakeError as exc:
         raise UsageError(str(exc)) from None
     print(f"loaded the shipped price and exchange-rate history into {args.lake}: "
           + "; ".join(w.describe() for w in written))
+    for price, summary in zip(fleet_prices, own, strict=True):
+        print(f"  {price.provider} {price.instance_type}: {price.hourly():.4f} {price.currency}/h from "
+              f"{price.effective_from}, {price.note()} ({'written' if summary.changed else 'unchanged'})")
+    return 0
+
+
+# ---- add-price ---------------------------------------------------------------------------
+#: the flags of add-price by the field of config.models.DeclaredPrice they set (errors name flags)
+_PRICE_FLAGS = {"purchase.price": "--purchase-price", "purchase.life_months": "--life-months",
+                "purchase.life_years": "--life-years", "purchase.power_per_hour": "--power-per-hour",
+                "purchase": "--purchase-price", "effective_from": "--from"}
+
+
+def _configure_add_price(parser: argparse.ArgumentParser) -> None:
+    from gpucompare.config.models import HOURS_PER_MONTH
+
+    parser.description = (
+        "Declare the price of a machine of your own (a rented server's monthly fee, an on-premises "
+        "host's amortised cost, a negotiated rate) into the lake's price history. Give exactly one of "
+        f"--per-hour, --per-month (÷ {HOURS_PER_MONTH} h) or --purchase-price with --life-months or "
+        "--life-years (+ --power-per-hour). Reports show it as price_source 'declared' with --label.")
+    parser.add_argument("--provider", required=True, help="the provider name the results carry, e.g. local")
+    parser.add_argument("--instance-type", required=True, help="the machine name the results carry, "
+                        "e.g. local-cpu")
+    parser.add_argument("--region", default=None, help="only in this region (default: every region)")
+    parser.add_argument("--market", default="on_demand", help="on_demand (default) or spot")
+    parser.add_argument("--gpu-model", default=None, help="the GPU model, e.g. 'Tesla T4'")
+    parser.add_argument("--gpu-count", default=None, help="GPUs of the machine")
+    parser.add_argument("--per-hour", default=None, metavar="PRICE", help="price per hour")
+    parser.add_argument("--per-month", default=None, metavar="PRICE",
+                        help=f"price per month (per hour = PRICE / {HOURS_PER_MONTH})")
+    parser.add_argument("--purchase-price", default=None, metavar="PRICE", help="what the machine cost")
+    parser.add_argument("--life-months", default=None, help="months the purchase is spread over")
+    parser.add_argument("--life-years", default=None, help="years the purchase is spread over")
+    parser.add_argument("--power-per-hour", default=None, metavar="PRICE",
+                        help="running cost per hour added to the amortised price (electricity, hosting)")
+    parser.add_argument("--currency", required=True, help="EUR or USD")
+    parser.add_argument("--from", dest="effective_from", default=None, metavar="YYYY-MM-DD",
+                        help="the date the price is valid from (default today, UTC; a result is priced "
+                             "by the price valid on its date)")
+    parser.add_argument("--label", required=True,
+                        help="what the price is, shown beside it in every report "
+                             "(e.g. 'our rack, invoice 2026-114')")
+    _lake_argument(parser)
+
+
+def declared_price_from_args(args: argparse.Namespace) -> Any:
+    """The ``DeclaredPrice`` the flags state (an error names the flag at fault)."""
+    from gpucompare.config import validation
+    from gpucompare.config.models import DeclaredPrice
+
+    document: dict[str, Any] = {
+        "provider": args.provider, "instance_type": args.instance_type, "market": args.market,
+        "currency": args.currency, "label": args.label,
+        "effective_from": args.effective_from or dt.datetime.now(dt.UTC).date().isoformat(),
+    }
+    optional = {"region": args.region, "gpu_model": args.gpu_model, "gpu_count": args.gpu_count,
+                "per_hour": args.per_hour, "per_month": args.per_month}
+    document.update({k: v for k, v in optional.items() if v is not None})
+    bought = {"price": args.purchase_price, "life_months": args.life_months,
+              "life_years": args.life_years, "power_per_hour": args.power_per_hour}
+    if any(v is not None for v in bought.values()):
+        document["purchase"] = {k: v for k, v in bought.items() if v is not None}
+    try:
+        return validation.validate(DeclaredPrice, document)
+    except validation.ValidationError as exc:
+        flag = _PRICE_FLAGS.get(exc.field, "--" + exc.field.replace("_", "-"))
+        raise validation.ValidationError(flag, exc.message, exc.allowed, exc.more) from None
+
+
+def _run_add_price(args: argparse.Namespace) -> int:
+    from gpucompare.config.validation import ValidationError
+    from gpucompare.lake import tables as lake
+    from gpucompare.lake.storage import LakeError
+    from gpucompare.prices import declared
+
+    try:
+        price = declared_price_from_args(args)
+    except ValidationError as exc:
+        raise UsageError(str(exc)) from None
+    target = lake.open_lake(lake_location(args))
+    try:
+        (summary,) = declared.store(target, [price])
+    except LakeError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"declared {price.provider} {price.instance_type} ({price.market}"
+          f"{', ' + price.region if price.region else ''}): {price.hourly():.4f} {price.currency}/h "
+          f"from {price.effective_from}, {price.note()}; {summary.describe()} in {args.lake}")
     return 0
 
 
@@ -173,7 +320,7 @@ def _run_refresh_prices(args: argparse.Namespace) -> int:
         bad = [t for t in instance_types if not patterns.INSTANCE_TYPE.fullmatch(t)]
         if bad:
             raise UsageError(f"--instance-types: {bad[0]!r} is not a valid instance type")
-    target = lake.open_lake(args.lake)
+    target = lake.open_lake(lake_location(args))
     new_rows = refresh.refresh_aws_to_lake(target, region=region, instance_types=instance_types,
                                            today=args.date, csv_path=args.csv, aws_conn_id=args.aws_conn_id)
     print(f"refreshed {new_rows.num_rows} AWS price row(s) for {region} into {args.lake}")
@@ -207,7 +354,7 @@ def _run_import_catalog(args: argparse.Namespace) -> int:
 
     if args.shipped == (args.location is not None):
         raise UsageError("give a catalog LOCATION or --shipped (not both)")
-    target = lake.open_lake(args.lake)
+    target = lake.open_lake(lake_location(args))
     try:
         if args.shipped:
             results = importer.import_shipped(target)
@@ -239,7 +386,7 @@ def _run_lake_info(args: argparse.Namespace) -> int:
     from gpucompare.lake.storage import LakeError
 
     try:
-        target = lake.open_lake(args.lake).require()
+        target = lake.open_lake(lake_location(args, must_exist=True))
     except LakeError as exc:
         raise UsageError(str(exc)) from None
     for line in describe_lake(target):
@@ -260,7 +407,11 @@ def _configure_report(parser: argparse.ArgumentParser) -> None:
     parser.description = ("Build the report set from the lake: " + ", ".join(REPORTS)
                           + ", index.html, summary.md.")
     _lake_argument(parser)
-    parser.add_argument("--out", required=True, help="output directory (local path or s3://bucket/prefix)")
+    parser.add_argument("--out", default=None,
+                        help="output directory (local path or s3://bucket/prefix); default: as the reports "
+                             "DAG writes, REPORTS/<today>/ published as REPORTS/latest with the day's "
+                             "history, REPORTS being the reports setting (GPUCOMPARE_REPORTS or "
+                             "[gpucompare] reports)")
     parser.add_argument("--currency", default="EUR", type=str.upper, choices=schema.CURRENCIES,
                         help="currency of every money column (default EUR)")
     ranking = parser.add_argument_group(
@@ -352,14 +503,20 @@ def _run_report(args: argparse.Namespace) -> int:
             with_projections=args.with_projections or defaults.with_projections,
             nights=args.nights,
         )
-        report_set = run_reports(args.lake, args.out, currency=args.currency, options=options,
-                                 history=args.history, as_of=args.as_of)
+        lake_location(args, must_exist=True)
+        out, history, dated = _report_destination(args)
+        report_set = run_reports(args.lake, out, currency=args.currency, options=options,
+                                 history=history, as_of=args.as_of)
     except ReportsIncomplete as incomplete:  # the rest is written; say what failed, exit 1
         report_set = incomplete.report_set
         for name, message in incomplete.failures.items():
             print(f"gpucompare report: {name} failed: {message}", file=sys.stderr)
     except (ReportError, LakeError) as exc:
         raise UsageError(str(exc)) from None
+    if dated is not None:
+        from gpucompare.reports.publish import publish_latest
+
+        args.out = publish_latest(args.out, dated)  # REPORTS/latest → REPORTS/<today>
     counts = ", ".join(f"{name} {table.num_rows}" for name, table in report_set.tables.items())
     print(f"reports of {report_set.rows_scanned:,} results in {args.out} ({report_set.currency}): {counts}")
     print(describe_provenance(report_set))
@@ -372,26 +529,47 @@ def _run_report(args: argparse.Namespace) -> int:
     return 1 if report_set.failures else 0
 
 
+def _report_destination(args: argparse.Namespace) -> tuple[str, str | None, str | None]:
+    """(folder, history root, dated folder name): ``--out`` as given, else the reports setting's
+    ``<today>`` folder with the history beside it, as the reports DAG writes them."""
+    origin = _origin(args.out, "reports")
+    if args.out is not None:
+        print(f"gpucompare report: reports in {args.out} (from {origin})", file=sys.stderr)
+        return args.out, args.history, None
+    args.out = settings.reports_uri()
+    dated = dt.datetime.now(dt.UTC).date().isoformat()
+    print(f"gpucompare report: reports in {args.out} (from {origin})", file=sys.stderr)
+    return f"{args.out.rstrip('/')}/{dated}", args.history or args.out, dated
+
+
 def _configure_athena_ddl(parser: argparse.ArgumentParser) -> None:
     from gpucompare.reports.athena import ATHENA_HISTORY, ATHENA_LAKE, ATHENA_REPORTS
 
     parser.description = "CREATE EXTERNAL TABLE statements for the lake's Delta tables and the reports."
     parser.add_argument("--database", default="gpucompare", help="Glue database (default gpucompare)")
-    parser.add_argument("--lake", default=ATHENA_LAKE, help=f"s3:// URI of the lake (default {ATHENA_LAKE})")
-    parser.add_argument("--reports", default=ATHENA_REPORTS,
-                        help=f"s3:// URI of the report folder BI reads (default {ATHENA_REPORTS})")
-    parser.add_argument("--history", default=ATHENA_HISTORY,
-                        help="s3:// URI of the reports root holding report_history/ "
-                             f"(default {ATHENA_HISTORY})")
+    parser.add_argument("--lake", default=None, help="s3:// URI of the lake (default: the lake setting "
+                        f"when it is on S3, else {ATHENA_LAKE})")
+    parser.add_argument("--reports", default=None,
+                        help="s3:// URI of the report folder BI reads (default: REPORTS/latest of the "
+                             f"reports setting when it is on S3, else {ATHENA_REPORTS})")
+    parser.add_argument("--history", default=None,
+                        help="s3:// URI of the reports root holding report_history/ (default: the reports "
+                             f"setting when it is on S3, else {ATHENA_HISTORY})")
     parser.add_argument("--out", type=Path, default=None,
                         help="write results.sql, reports.sql and report_history.sql here "
                              "(default: print them)")
 
 
 def _run_athena_ddl(args: argparse.Namespace) -> int:
-    from gpucompare.reports.athena import athena_ddl
+    from gpucompare.reports.athena import ATHENA_HISTORY, ATHENA_LAKE, ATHENA_REPORTS, athena_ddl
     from gpucompare.reports.report_set import ReportError
 
+    lake, reports = settings.lake_uri(), settings.reports_uri()
+    args.lake = args.lake or (lake if lake.startswith("s3://") else ATHENA_LAKE)
+    root = reports.rstrip("/") if reports.startswith("s3://") else None
+    args.reports = args.reports or (f"{root}/latest" if root else ATHENA_REPORTS)
+    args.history = args.history or root or ATHENA_HISTORY
+    print(f"gpucompare athena-ddl: lake {args.lake}, reports {args.reports}", file=sys.stderr)
     try:
         files = athena_ddl(args.database, args.lake, args.reports, args.history)
     except ReportError as exc:
@@ -422,7 +600,7 @@ def _run_compact(args: argparse.Namespace) -> int:
         raise UsageError(f"--older-than-days must be >= 0, got {args.older_than_days}")
     before = lake.compaction_cutoff(args.older_than_days)
     try:
-        summary = lake.open_lake(args.lake).require().compact(before=before)
+        summary = lake.open_lake(lake_location(args, must_exist=True)).compact(before=before)
     except LakeError as exc:
         raise UsageError(str(exc)) from None
     print(f"{args.lake}: {summary.describe()}")
@@ -434,7 +612,8 @@ def _configure_migrate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--from", dest="source", required=True,
                         help="a lake in the old Hive layout "
                              "(results/mode=…/date=…/*.parquet, prices/, fx/, …)")
-    parser.add_argument("--to", dest="target", required=True, help="the new (Delta) lake: a local path or s3://")
+    parser.add_argument("--to", "--lake", dest="lake", default=None,
+                        help="the new (Delta) lake: a local path or s3:// (default: the lake setting)")
 
 
 def _run_migrate(args: argparse.Namespace) -> int:
@@ -444,13 +623,13 @@ def _run_migrate(args: argparse.Namespace) -> int:
 
     try:
         dropped = migration.dropped_columns(args.source)
-        counts = migration.migrate(args.source, lake.open_lake(args.target))
+        counts = migration.migrate(args.source, lake.open_lake(lake_location(args)))
     except (LakeError, migration.MigrationError) as exc:
         raise UsageError(str(exc)) from None
     for kind, columns in dropped.items():
         print(f"{kind}: dropped {len(columns)} column(s) the Delta table does not have: {', '.join(columns)}")
     for kind, (old, new) in counts.items():
-        print(f"{kind}: {old} row(s) in {args.source}, {new} row(s) in {args.target}"
+        print(f"{kind}: {old} row(s) in {args.source}, {new} row(s) in {args.lake}"
               f"{'' if old == new else '  MISMATCH'}")
     return 0 if all(old == new for old, new in counts.values()) else 1
 
@@ -459,8 +638,11 @@ register("ingest", "validate a bench_tasks results file and write it into the la
          _configure_ingest, _run_ingest)
 register("import-published", "bring the published reference figures into the lake (target=published)",
          _configure_import_published, _run_import_published)
-register("load-prices", "write the shipped price and exchange-rate history into the lake",
+register("load-prices", "write the shipped price and exchange-rate history and the fleet file's declared "
+         "prices into the lake",
          _configure_load_prices, _run_load_prices)
+register("add-price", "declare the price of a machine of your own (per hour, per month or an amortised "
+         "purchase) into the lake's price history", _configure_add_price, _run_add_price)
 register("refresh-prices", "append today's on-demand and spot prices from the AWS APIs",
          _configure_refresh_prices, _run_refresh_prices)
 register("import-catalog", "import another provider's price catalog (SkyPilot vms.csv, Azure Retail Prices)",
@@ -489,6 +671,9 @@ def _configure_plan(parser: argparse.ArgumentParser) -> None:
 def _run_plan(args: argparse.Namespace) -> int:
     from gpucompare.targets import plan
 
+    # no lake: no recorded phases, so constants and the shipped prices only (the cost guard's case
+    # before a deployment's first night); said on stderr, not silently
+    lake_location(args, warn_absent=True)
     return plan.run(args)
 
 
@@ -556,7 +741,7 @@ def _run_scaling_run(args: argparse.Namespace) -> int:
                                   parsed.scaling_profiles[group.profile], fleet.target_run_id(run_id, "cli"))
     except ValueError as exc:  # ValidationError and the plan's refusals: bad input, nothing ran
         raise UsageError(str(exc)) from None
-    written = run_scaling_plan(plan, lake_uri=args.lake, results_path=args.results,
+    written = run_scaling_plan(plan, lake_uri=lake_location(args), results_path=args.results,
                                line_sink=lambda line: print(line, file=sys.stderr, flush=True))
     print(f"{len(plan['points'])} point(s) of {group.name} ingested: {', '.join(written)}")
     return 0
@@ -661,6 +846,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The exit code when the reader of the output went away (``gpucompare schema fleet | head``):
+#: 128 + SIGPIPE, as the shell's own tools end.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -669,6 +859,11 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"{parser.prog} {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the pipe's reader closed early: end quietly, and keep Python from complaining again
+        # when it flushes stdout at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except Exception as exc:  # a storage failure says what to do (exit 2); anything else shows
         from gpucompare.lake.storage import explain_storage_error
 

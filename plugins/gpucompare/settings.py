@@ -231,6 +231,14 @@ def _raw(name: str) -> str | None:
     return value
 
 
+def origin(name: str) -> str:
+    """Where a setting's value comes from: its environment variable, ``[gpucompare] <name>`` (the
+    Airflow configuration) or the default (what commands print beside the lake they use)."""
+    if os.environ.get(env_name(name)):
+        return env_name(name)
+    return f"[gpucompare] {name} setting" if _raw(name) is not None else f"[gpucompare] {name} default"
+
+
 def _validated(raw: dict[str, str]) -> Settings:
     try:
         return Settings.model_validate(raw)

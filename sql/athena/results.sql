@@ -20,3 +20,7 @@ TBLPROPERTIES ('table_type' = 'DELTA');
 CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.published_scaling
 LOCATION 's3://your-bucket/lake/published_scaling/'
 TBLPROPERTIES ('table_type' = 'DELTA');
+
+CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.run_phases
+LOCATION 's3://your-bucket/lake/run_phases/'
+TBLPROPERTIES ('table_type' = 'DELTA');

@@ -17,60 +17,16 @@ from __future__ import annotations
 import csv
 import json
 import os
-import shutil
-import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.support.wheel_support import EXTRAS, build_wheel, clean_env, run
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
-
-#: What the build reads (pyproject.toml maps these folders into the distribution).
-SOURCES = ("pyproject.toml", "README.md", "plugins", "sql", "dags", "bench_tasks")
-EXTRAS = "aws,ssh,celery,postgres"
-
-
-def _run(command: list[str], *, cwd: Path, env: dict[str, str], timeout: float = 600) -> str:
-    started = time.monotonic()
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    # each step's time, for keeping the test within its budget (pytest -s shows them)
-    shown = " ".join(Path(c).name if "/" in c else c for c in command).replace("\n", " ")[:90]
-    print(f"  {time.monotonic() - started:6.1f}s  {shown}")
-    assert done.returncode == 0, (f"{' '.join(command)} exited {done.returncode}:\n"
-                                  f"{done.stdout}\n{done.stderr}")
-    return done.stdout
-
-
-def _clean_env(venv: Path, airflow_home: Path) -> dict[str, str]:
-    """This environment minus every gpucompare/Airflow setting and path the checkout adds."""
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("GPUCOMPARE_", "AIRFLOW", "PYTHON", "VIRTUAL_ENV", "PYTEST"))}
-    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", AIRFLOW_HOME=str(airflow_home),
-               AIRFLOW__CORE__LOAD_EXAMPLES="False")
-    return env
-
-
-def _build_wheel(tmp_path: Path) -> Path:
-    source = tmp_path / "src"
-    source.mkdir()
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    for name in SOURCES:
-        origin = REPO_ROOT / name
-        if origin.is_dir():
-            shutil.copytree(origin, source / name, ignore=ignore)
-        else:
-            shutil.copy2(origin, source / name)
-    dist = tmp_path / "dist"
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", str(source), "-w", str(dist)],
-         cwd=tmp_path, env=dict(os.environ))
-    (wheel,) = dist.glob("gpucompare-*.whl")
-    return wheel
-
 
 def _expected_members() -> set[str]:
     """The files of the checkout that an installed package needs, as wheel paths: every module of
@@ -93,7 +49,7 @@ def _expected_members() -> set[str]:
 
 
 def test_the_wheel_installs_and_works_outside_the_checkout(tmp_path: Path) -> None:
-    wheel = _build_wheel(tmp_path)
+    wheel = build_wheel(tmp_path)
     with zipfile.ZipFile(wheel) as archive:
         members = set(archive.namelist())
         entry_points = archive.read(next(m for m in members if m.endswith(".dist-info/entry_points.txt")))
@@ -107,16 +63,16 @@ def test_the_wheel_installs_and_works_outside_the_checkout(tmp_path: Path) -> No
 
     venv, airflow_home, work = tmp_path / "venv", tmp_path / "airflow", tmp_path / "work"
     work.mkdir()
-    _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path, env=dict(os.environ))
-    env = _clean_env(venv, airflow_home)
+    run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path, env=dict(os.environ))
+    env = clean_env(venv, airflow_home)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "--quiet"]
     constraints = str(REPO_ROOT / "constraints.txt")
-    _run([*pip, "install", str(wheel), "-c", constraints], cwd=work, env=env)
+    run([*pip, "install", str(wheel), "-c", constraints], cwd=work, env=env)
     # The optional parts resolve against the same pins (resolution only: they are big).
-    _run([*pip, "install", "--dry-run", f"{wheel}[{EXTRAS}]", "-c", constraints], cwd=work, env=env)
+    run([*pip, "install", "--dry-run", f"{wheel}[{EXTRAS}]", "-c", constraints], cwd=work, env=env)
 
     python = str(venv / "bin" / "python")
-    where = json.loads(_run([python, "-c", (
+    where = json.loads(run([python, "-c", (
         "import json, gpucompare, gpucompare.sql, bench_tasks\n"
         "from gpucompare import settings\n"
         "from gpucompare.targets.bundle import build_bundle, unpacked_bundle\n"
@@ -135,19 +91,19 @@ def test_the_wheel_installs_and_works_outside_the_checkout(tmp_path: Path) -> No
     assert where["unpacked"] == ["bench_tasks"]  # the local worker's PYTHONPATH holds nothing else
 
     gpucompare = str(venv / "bin" / "gpucompare")
-    imported = _run([gpucompare, "import-published"], cwd=work, env=env)
+    imported = run([gpucompare, "import-published"], cwd=work, env=env)
     assert "published result(s)" in imported
-    _run([gpucompare, "report", "--out", "reports"], cwd=work, env=env)
+    run([gpucompare, "report", "--out", "reports"], cwd=work, env=env)
     with (work / "reports" / "cost_per_million.csv").open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     # the published machines' cost per million, priced from the shipped tables
     assert [row for row in rows if row["provider"] == "leadergpu" and float(row["cost_per_million"] or 0) > 0]
     assert (work / "reports" / "index.html").stat().st_size > 0
-    assert "sweep" in _run([str(venv / "bin" / "bench-tasks"), "--help"], cwd=work, env=env)
+    assert "sweep" in run([str(venv / "bin" / "bench-tasks"), "--help"], cwd=work, env=env)
 
     dags = airflow_home / "dags"
-    _run([gpucompare, "dags", "install", str(dags)], cwd=work, env=env)
-    parsed = json.loads(_run([python, "-c", (
+    run([gpucompare, "dags", "install", str(dags)], cwd=work, env=env)
+    parsed = json.loads(run([python, "-c", (
         "import json, sys\n"
         "from airflow.dag_processing.dagbag import DagBag\n"
         "bag = DagBag(sys.argv[1])\n"
@@ -162,18 +118,18 @@ def test_the_wheel_installs_and_works_outside_the_checkout(tmp_path: Path) -> No
     airflow = str(venv / "bin" / "airflow")
     # One installed DAG end to end through its thin file, on the default lake and reports
     # folders ($AIRFLOW_HOME/gpucompare/...): outside the venv and the working folder.
-    _run([gpucompare, "import-published", "--lake", where["lake"]], cwd=work, env=env)
-    _run([airflow, "db", "migrate"], cwd=work, env=env)
-    _run([airflow, "dags", "test", "gpucompare_reports"], cwd=work, env=env)
+    run([gpucompare, "import-published", "--lake", where["lake"]], cwd=work, env=env)
+    run([airflow, "db", "migrate"], cwd=work, env=env)
+    run([airflow, "dags", "test", "gpucompare_reports"], cwd=work, env=env)
     assert (Path(where["reports"]) / "latest" / "index.html").is_file()
-    plugins = json.loads(_run([airflow, "plugins", "--output", "json"], cwd=work, env=env))
+    plugins = json.loads(run([airflow, "plugins", "--output", "json"], cwd=work, env=env))
     ours = [p for p in plugins if p["name"] == "gpucompare"]
     assert len(ours) == 1 and "EntryPoint" in ours[0]["source"], plugins
-    providers = json.loads(_run([airflow, "providers", "list", "--output", "json"], cwd=work, env=env))
+    providers = json.loads(run([airflow, "providers", "list", "--output", "json"], cwd=work, env=env))
     assert "gpucompare" in {p["package_name"] for p in providers}
-    listed = _run([airflow, "config", "list", "--section", "gpucompare", "--include-descriptions",
+    listed = run([airflow, "config", "list", "--section", "gpucompare", "--include-descriptions",
                    "--show-values"], cwd=work, env=env)
-    settings_names = json.loads(_run([python, "-c", (
+    settings_names = json.loads(run([python, "-c", (
         "import json; from gpucompare import settings; print(json.dumps(list(settings.DEFAULTS)))")],
         cwd=work, env=env))
     for name in settings_names:

@@ -32,6 +32,9 @@ def test_every_setting_has_a_description_and_becomes_a_provider_option() -> None
         assert option["default"] == settings.default_text(name)
         assert option["description"].startswith(settings.description(name))
         assert settings.env_name(name) in option["description"]
+        # `airflow config list --include-descriptions` hides values: the default is in the text
+        shown = settings.default_text(name) or "empty"
+        assert f"Default: {shown}." in option["description"], name
 
 
 def test_provider_info_is_valid_for_airflow() -> None:

@@ -21,8 +21,11 @@ SECTION = "gpucompare"
 
 
 def _option(name: str) -> dict[str, Any]:
+    default = settings.default_text(name)
+    # `airflow config list` hides values unless --show-values: the default is in the description too
+    shown = f"Default: {default}." if default else "Default: empty."
     return {
-        "description": f"{settings.description(name)} Allowed: {settings.allowed(name)}. "
+        "description": f"{settings.description(name)} Allowed: {settings.allowed(name)}. {shown} "
                        f"(environment: {settings.env_name(name)}, which wins over this option)",
         "version_added": None,
         "type": settings.option_type(name),

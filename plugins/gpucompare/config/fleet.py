@@ -110,6 +110,8 @@ class Fleet:
     #: (amount, currency): the most any paid run of this deployment may be estimated to cost;
     #: no fleet entry and no trigger form can set a higher ``budget_cap`` (None: no ceiling).
     budget_ceiling: tuple[float, str] | None = None
+    #: prices declared for the user's own machines (``prices`` entries and targets' ``price``)
+    declared_prices: tuple[models.DeclaredPrice, ...] = ()
     #: converts a ``budget_cap`` given in another currency than the ceiling's (``FxRate``); the
     #: callers above the prices layer pass ``gpucompare.prices.tables.shipped_fx_rate``
     fx_rate: FxRate | None = field(default=None, compare=False, repr=False)
@@ -187,7 +189,8 @@ def parse_fleet(document: Mapping[str, Any], source: str = "fleet", *,
     defaults = {kind: options.given() for kind in models.TARGET_KINDS
                 if (options := getattr(checked.defaults, kind)) is not None}
     return Fleet(checked.schedule, checked.max_instances, defaults, dict(checked.profiles), targets, source,
-                 dict(checked.scaling_profiles), tuple(checked.scaling_groups), ceiling, fx_rate)
+                 dict(checked.scaling_profiles), tuple(checked.scaling_groups), ceiling,
+                 tuple(checked.declared_prices()), fx_rate)
 
 
 def _with_runtimes(checked: models.FleetFile) -> tuple[FleetTarget, ...]:

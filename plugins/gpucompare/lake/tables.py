@@ -1,6 +1,8 @@
 """The results lake: Delta Lake tables (through ``deltalake``, delta-rs) on a local folder or on S3.
 
-A lake is a URI: a local path (default ``./lake``, or ``file:///…``) or ``s3://bucket/prefix``.
+A lake is a URI: a local path (or ``file:///…``) or ``s3://bucket/prefix``; by default the lake setting
+(``gpucompare.settings.lake_uri``: ``GPUCOMPARE_LAKE`` or ``[gpucompare] lake``), the one every
+command and DAG uses.
 It holds five Delta tables, each a folder with its transaction log (``_delta_log/``) beside
 its Parquet files; no catalog service is needed::
 
@@ -57,7 +59,6 @@ from gpucompare.lake import schema
 from gpucompare.lake.reading import KIND_SCHEMAS, LOAD_COLUMN, LakeReader, NoLakeError
 from gpucompare.lake.storage import LakeError, check_local_folder, check_uri_characters, filesystem_for
 
-DEFAULT_LAKE = "./lake"
 #: How long removed files stay for time travel (vacuum keeps them this long): 7 days.
 RETENTION_HOURS = 7 * 24
 #: Whole-transaction attempts when a commit meets a real conflict (delta-rs retries the rest).
@@ -90,8 +91,11 @@ class IngestError(PermanentError):
 
 
 def open_lake(uri: str | None = None) -> Lake:
-    """Open the lake at ``uri`` (default ``./lake``); nothing is created until a write."""
-    uri = uri or DEFAULT_LAKE
+    """Open the lake at ``uri`` (default: the lake setting); nothing is created until a write."""
+    if not uri:
+        from gpucompare import settings
+
+        uri = settings.lake_uri()
     check_uri_characters(uri)
     fs, root = filesystem_for(uri)
     if isinstance(fs, pafs.LocalFileSystem):

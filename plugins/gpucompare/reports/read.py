@@ -4,7 +4,7 @@
     cost = gpucompare.read("cost_per_million", lake="s3://bucket/lake")
     history = gpucompare.read_history("best_value", reports="s3://bucket/reports")
 
-Columns and types are those of the BI contract (README, section "Reports"; the Parquet files
+Columns and types are those of the BI contract (docs/reports.md; the Parquet files
 and the Athena DDL): each column is a pandas ``ArrowDtype`` of the report's Arrow type, so
 ``flags`` stays a list of strings, dates stay dates (``date32``), timestamps stay UTC and
 integer columns keep their missing values without turning into floats.
@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from gpucompare.lake.reading import TABLE_KINDS
 from gpucompare.reports.report_set import DERIVED, REPORTS, ReportError, ReportOptions
 
 if TYPE_CHECKING:
     import pandas as pd
 
-#: The lake's own tables readable by name.
-LAKE_TABLES: tuple[str, ...] = ("results", "prices", "fx", "published_scaling")
+#: The lake's own tables readable by name (every table of the lake).
+LAKE_TABLES: tuple[str, ...] = TABLE_KINDS
 #: Every name ``read`` accepts.
 TABLES: tuple[str, ...] = (*LAKE_TABLES, *REPORTS, *DERIVED)
 
@@ -58,6 +59,11 @@ def read_table(
     if name in LAKE_TABLES:
         if name == "results":
             return results_table(inputs)
+        if name == "run_phases":
+            from gpucompare.lake.phases import read_phases
+
+            # a version number is the results table's; a timestamp applies to run_phases too
+            return read_phases(inputs.lake, as_of if isinstance(as_of, str) else None)
         return {"prices": inputs.prices, "fx": inputs.fx, "published_scaling": inputs.published_scaling}[name]
     built = build_reports(
         inputs,
@@ -77,7 +83,7 @@ def read(
 ) -> pd.DataFrame:
     """One table as a pandas DataFrame.
 
-    ``name``: a lake table (``results``, ``prices``, ``fx``, ``published_scaling``) or a
+    ``name``: a lake table (``results``, ``prices``, ``fx``, ``published_scaling``, ``run_phases``) or a
     report (``cost_per_million``, ``scaling``, ``throughput``, ``throughput_matrix``,
     ``best_value``, ``regressions``). ``lake``: local path or ``s3://bucket/prefix``
     (default: the ``GPUCOMPARE_LAKE`` setting). ``as_of``: the lake as it was at a version

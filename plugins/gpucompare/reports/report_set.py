@@ -221,7 +221,10 @@ COLUMN_DOCS: dict[str, str] = {
     "cost_per_million": "cost of 1,000,000 images in the report currency "
     "(price_per_hour x seconds_per_million / 3600)",
     "currency": "currency of every money column: EUR | USD",
-    "price_source": "source of the price row; missing (no price) or missing_fx (no exchange rate)",
+    "price_source": "source of the price row; declared (a price the user declared for a machine of their "
+    "own: see price_note), missing (no price) or missing_fx (no exchange rate)",
+    "price_note": "declared prices: the label the user gave and how the hourly price was made (per hour, per "
+    "month / 730 h, or an amortised purchase), starting with declared:; empty for other prices",
     "price_effective_from": "price date: the day the price used became valid (latest <= result_date; "
     "projections: latest <= the report date)",
     "price_currency": "currency the price was listed in",

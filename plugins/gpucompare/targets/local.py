@@ -2,8 +2,11 @@
 
 It crosses the same boundary as the remote targets, the command
 ``python -m bench_tasks sweep --config … --output …``, run with the worker environment's
-interpreter (option ``python``, else ``$GPUCOMPARE_BENCH_PYTHON``, else
-``<repo>/.venv-bench/bin/python``) from the directory that holds ``bench_tasks``. The
+interpreter (option ``python``, else the ``bench_python`` setting, ``GPUCOMPARE_BENCH_PYTHON``,
+else ``./.venv-bench/bin/python`` in the current directory) from the directory that holds
+``bench_tasks``. A missing or broken worker environment is a :class:`WorkerEnvironmentError`:
+permanent (no retry can create it), naming the setting and the commands that create one for the
+install at hand (a checkout: ``make envs``; a wheel: a venv from the shipped requirements). The
 worker's progress lines (its standard error) go to the line sink as they are printed. The
 worker runs in its own process group, so the time limit and ``teardown`` stop it with every
 process it started (the sweep isolates each configuration in a process of its own).
@@ -44,6 +47,36 @@ _READ_CHUNK = 65536
 def default_bench_python() -> Path:
     """The worker interpreter: the ``bench_python`` setting (``$GPUCOMPARE_BENCH_PYTHON``)."""
     return settings.bench_python()
+
+
+class WorkerEnvironmentError(TargetConfigError):
+    """The local target's worker interpreter is missing or cannot import the worker and MXNet:
+    permanent (a retry meets the same environment); the message says how to make one."""
+
+
+def checkout_root() -> Path | None:
+    """The checkout this library runs from (an editable install), or None for an installed wheel."""
+    import gpucompare
+
+    root = Path(gpucompare.__file__).resolve().parents[2]
+    checkout = (root / "Makefile").is_file() and (root / "bench_tasks" / "__init__.py").is_file()
+    return root if checkout else None
+
+
+def worker_environment_advice() -> str:
+    """How to create the worker environment and point the ``bench_python`` setting at it."""
+    from gpucompare import resources
+
+    setting = ("the setting bench_python (GPUCOMPARE_BENCH_PYTHON or [gpucompare] bench_python; "
+               "or the target option 'python')")
+    root = checkout_root()
+    if root is not None:
+        return (f"create it from the checkout with `make -C {root} envs` and set {setting} to "
+                f"{root / '.venv-bench' / 'bin' / 'python'}")
+    requirements = resources.worker_dir() / "requirements-cpu.txt"
+    return ("create one apart from Airflow's (MXNet 1.9.1 needs numpy < 1.24): `python3.11 -m venv "
+            f"/opt/gpucompare-worker && /opt/gpucompare-worker/bin/pip install -r {requirements}`, then set "
+            f"{setting} to /opt/gpucompare-worker/bin/python (docs/install.md, 'Worker environment')")
 
 
 def default_work_dir() -> Path:
@@ -103,9 +136,8 @@ class LocalTarget(Target):
         """Check that the worker interpreter runs and imports the worker and MXNet."""
         python = self.options.python
         if not python.exists():
-            raise TargetError(f"deploy: worker interpreter {python} does not exist "
-                              "(create it with `make envs`, or set GPUCOMPARE_BENCH_PYTHON "
-                              "or the target option 'python')")
+            raise WorkerEnvironmentError(f"deploy: worker interpreter {python} does not exist; "
+                                         + worker_environment_advice())
         check = "import bench_tasks, mxnet; print(mxnet.__version__)"
         try:
             done = subprocess.run([str(python), "-c", check], cwd=self.code_root, env=self._env(),
@@ -113,9 +145,10 @@ class LocalTarget(Target):
         except subprocess.TimeoutExpired as exc:
             raise TargetError(
                 f"deploy: {python} took over {DEPLOY_CHECK_TIMEOUT_S}s to import mxnet") from exc
-        if done.returncode != 0:
-            raise TargetError(f"deploy: {python} cannot import the worker and mxnet "
-                              f"(exit {done.returncode}):\n{_runs.tail_text(done.stderr)}")
+        if done.returncode != 0:  # not a worker environment: retrying meets the same one
+            raise WorkerEnvironmentError(f"deploy: {python} cannot import the worker and mxnet "
+                                         f"(exit {done.returncode}); {worker_environment_advice()}:\n"
+                                         f"{_runs.tail_text(done.stderr)}")
         version = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "?"
         state.extra["python"] = str(python)
         state.extra["mxnet_version"] = version

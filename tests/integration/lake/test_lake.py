@@ -533,13 +533,15 @@ def test_migrate_lake_converts_the_old_layout_with_equal_counts(
     assert cli.main(["migrate-lake", "--from", str(tmp_path / "old"), "--to", str(tmp_path / "new")]) == 2
 
 
-def test_lake_uri_is_checked(tmp_path: Path) -> None:
+def test_lake_uri_is_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(LakeError, match="scheme not supported"):
         lake.open_lake("ftp://example.com/lake")
     with pytest.raises(LakeError, match="names no bucket"):
         lake.open_lake("s3://")
     assert lake.open_lake(f"file://{tmp_path}/l").root == f"{tmp_path}/l"
-    assert lake.open_lake().root == str(Path("./lake").resolve())
+    # no URI: the lake setting, as every command and DAG reads it (not ./lake)
+    monkeypatch.setenv("GPUCOMPARE_LAKE", str(tmp_path / "configured"))
+    assert lake.open_lake().root == str(tmp_path / "configured")
 
 
 def test_lake_info_counts_what_was_written(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

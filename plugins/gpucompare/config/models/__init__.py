@@ -8,6 +8,8 @@
 * ``profiles``: :class:`SweepProfile` (and the worker's sweep document it makes),
   :class:`ScalingProfile`, :class:`ScalingGroup`;
 * ``fleet_file``: :class:`FleetFile`, the whole fleet file;
+* ``prices``: :class:`DeclaredPrice` and :class:`TargetPrice`, a price the user declares for a
+  machine of their own (per hour, per month or an amortised purchase);
 * ``trigger``: :class:`TriggerParams`, the manual DAG's params, and the form's JSON schema.
 
 Validate with ``gpucompare.config.validation.validate`` / ``check`` to get the project's error
@@ -26,6 +28,7 @@ from gpucompare.config.models.options import (
     SshTarget,
     Target,
 )
+from gpucompare.config.models.prices import HOURS_PER_MONTH, DeclaredPrice, Purchase, TargetPrice
 from gpucompare.config.models.profiles import (
     ModeOverride,
     ScalingGroup,
@@ -57,7 +60,8 @@ from gpucompare.config.models.values import (
 )
 
 __all__ = [
-    "CURRENCIES", "DEFAULT_MAX_INSTANCES", "DEFAULT_SCHEDULE", "DIST_KVSTORES", "KNOWN_PROVIDERS",
+    "CURRENCIES", "DEFAULT_MAX_INSTANCES", "DEFAULT_SCHEDULE", "DIST_KVSTORES", "HOURS_PER_MONTH",
+    "KNOWN_PROVIDERS", "DeclaredPrice", "Purchase", "TargetPrice",
     "MARKETS", "MAX_GPU_COUNT", "MAX_NODES", "MAX_VOLUME_GB", "MIN_VOLUME_GB", "PLACEHOLDER_BUCKET",
     "TARGET_KINDS", "AwsRegion", "BudgetCeiling", "Cron",
     "Defaults", "Ec2Options", "Ec2Target", "FleetFile", "LocalOptions", "LocalTarget", "ModeOverride",

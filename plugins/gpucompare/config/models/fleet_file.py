@@ -17,6 +17,7 @@ from gpucompare.config.models.options import (
     SshTarget,
     Target,
 )
+from gpucompare.config.models.prices import DeclaredPrice
 from gpucompare.config.models.profiles import ScalingGroup, ScalingProfile, SweepProfile
 from gpucompare.config.models.values import (
     DEFAULT_MAX_INSTANCES,
@@ -63,6 +64,8 @@ class FleetFile(Strict):
     targets: Annotated[list[Target], Field(min_length=1)]
     scaling_profiles: dict[Name, ScalingProfile] = Field(default_factory=dict)
     scaling_groups: list[ScalingGroup] = Field(default_factory=list)
+    #: prices the user declares for machines of their own (``config.models.prices``)
+    prices: list[DeclaredPrice] = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod
@@ -71,7 +74,7 @@ class FleetFile(Strict):
         if not isinstance(data, Mapping):
             return data
         data = dict(data)
-        for key in ("defaults", "scaling_profiles", "scaling_groups"):
+        for key in ("defaults", "scaling_profiles", "scaling_groups", "prices"):
             if data.get(key) is None:
                 data.pop(key, None)
         for key in ("profiles", "scaling_profiles"):
@@ -123,6 +126,11 @@ class FleetFile(Strict):
                     raise rule(f"{where}.targets",
                                f"the hosts differ in {key}: a group is one kind of machine")
         return self
+
+    def declared_prices(self) -> list[DeclaredPrice]:
+        """Every declared price: the ``prices`` entries, then each target's own ``price``."""
+        own = [p for t in self.targets if (p := t.declared_price()) is not None]
+        return [*self.prices, *own]
 
     def target(self, name: str) -> LocalTarget | SshTarget | Ec2Target:
         return next(t for t in self.targets if t.name == name)

@@ -12,6 +12,7 @@ from pydantic import Field, ValidationInfo, model_validator
 
 from gpucompare.config import runtime_choice
 from gpucompare.config.fields import Number, OneOf, Whole
+from gpucompare.config.models.prices import DeclaredPrice, TargetPrice
 from gpucompare.config.models.values import (
     DEFAULT_CONTAINER_AMI,
     PLACEHOLDER_BUCKET,
@@ -156,6 +157,7 @@ class _TargetFields(Strict):
     enabled: Enabled = True  # fleet entries only
     #: None: the profile's, else auto (``config.runtime_choice``); the plan states the one chosen
     worker_runtime: WorkerRuntime | None = None
+    price: TargetPrice | None = None  # the machine's own price, declared (fleet entries only)
 
     def spec(self) -> dict[str, Any]:
         """The ``gpucompare.targets.base.TargetSpec`` fields, as JSON for XCom."""
@@ -163,6 +165,14 @@ class _TargetFields(Strict):
                 "instance_type": self.instance_type, "region": self.region, "market": self.market,
                 "gpu_count": self.gpu_count, "worker_runtime": self.worker_runtime or "auto",
                 "options": self.options.given()}  # type: ignore[attr-defined]
+
+    def declared_price(self) -> DeclaredPrice | None:
+        """``price`` as a price of this target's machine (provider, type, region, market)."""
+        if self.price is None:
+            return None
+        return DeclaredPrice(**self.price.model_dump(exclude_unset=True), provider=self.provider,
+                             instance_type=self.instance_type, region=self.region, market=self.market,
+                             gpu_count=self.gpu_count or None)
 
     @model_validator(mode="after")
     def _runnable_gpu(self) -> Any:

@@ -75,7 +75,7 @@ from gpucompare.targets.base import (
     TargetError,
     TargetSpec,
     TargetState,
-    q,
+    shell_quote,
 )
 from gpucompare.targets.ec2.aws_errors import client_error_code
 from gpucompare.targets.ec2.commands import deploy_commands, sweep_commands
@@ -284,8 +284,8 @@ class Ec2Target(Ec2LaunchMixin, SsmCommandsMixin, RunStorageMixin, Target):
         if not state.workdir or not state.extra.get("bench_python"):
             raise TargetError("run_sweep before deploy: the state has no worker directory")
         # the runtime goes into every record (worker_runtime)
-        python = q(str(state.extra["bench_python"]))
-        prefix = f"{WORKER_RUNTIME_ENV}={q(self.options.worker_runtime)} {python}"
+        python = shell_quote(str(state.extra["bench_python"]))
+        prefix = f"{WORKER_RUNTIME_ENV}={shell_quote(self.options.worker_runtime)} {python}"
         if self.in_container:  # NVIDIA's image runs the bundle, mounted read-only
             if not container.PINNED.fullmatch(str(state.extra.get("image"))):
                 raise TargetError("run_sweep before the pull: the state has no image@digest")
