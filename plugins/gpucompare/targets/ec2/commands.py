@@ -1,17 +1,17 @@
 """The shell commands an ``ec2`` target sends to its instance through SSM (pure functions of
-their inputs; the tests run exactly these in bash).
+their inputs; the tests run exactly these in bash). A sweep's files follow ``targets.runs``,
+the layout the ssh target uses; its lock makes a sweep run at most once (``sweep_commands``).
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import logging
 import os
+import posixpath
 
-from gpucompare.targets.base import (
-    q,
-)
+from gpucompare.targets import runs as _runs
+from gpucompare.targets.base import q
 from gpucompare.targets.ec2.options import PROGRESS_UPLOAD_S, SCRIPT_PREAMBLE
 from gpucompare.targets.runs import STDERR_TAIL_LINES
 
@@ -50,47 +50,84 @@ def deploy_commands(bundle_uri: str, bundle_sha256: str, workdir: str, python: s
     return commands
 
 
-def sweep_name(config_json: str) -> str:
-    """The name of one sweep of a run: the hash of its configuration (a retry finds its own)."""
-    return "sweep-" + hashlib.sha256(config_json.encode()).hexdigest()[:16]
+def sweep_commands(*, config: dict, workdir: str, run_dir: str, python: str, destination: str,
+                   progress_destination: str, timeout_s: int, kill_grace_s: int = 30) -> list[str]:
+    """Run one sweep at most once on the instance, however often this command is sent.
 
+    The sweep's folder is ``<run dir>/sweep-<config hash>`` (``targets.runs``: the layout the
+    ssh target uses). The command takes the folder's ``lock`` with ``flock`` and keeps it for
+    as long as the worker runs (its children inherit it), so:
 
-def sweep_commands(*, config_json: str, workdir: str, rundir: str, python: str,
-                   destination: str, progress_destination: str) -> list[str]:
-    """Run one sweep, merge the run's sweep files into results.jsonl, copy it to S3.
+    * a finished sweep (``exit_code`` 0 and ``results.jsonl``) is reused: nothing runs again;
+    * a running one (another command holds the lock) is re-attached to: this command waits
+      on the lock, then reports that sweep's exit status; it never starts a second worker;
+    * a dead or failed one (lock free, no exit status 0) is started again from scratch.
 
-    The config travels base64-encoded, so no character in it can reach the shell. The
-    worker's progress (its standard error) goes to a file that a background loop copies to
-    ``progress_destination`` every ``PROGRESS_UPLOAD_S`` (the orchestrator follows it); its
-    tail is repeated on standard error so SSM's output has it when the worker fails.
+    Then it merges the run's finished sweeps into ``<run dir>/results.jsonl`` and copies that
+    to ``destination``. The config travels base64-encoded, so no character in it reaches the
+    shell; the worker runs under ``timeout`` (exit 124/137 past ``timeout_s``); its progress
+    (standard error) goes to ``progress.log``, which a background loop copies to
+    ``progress_destination`` every ``PROGRESS_UPLOAD_S`` (the orchestrator follows it), and
+    its tail is repeated on standard error so SSM's output has it when the worker fails.
     """
-    name = sweep_name(config_json)
-    encoded = base64.b64encode(config_json.encode()).decode("ascii")
-    config_path, output_path = f"{rundir}/{name}.json", f"{rundir}/{name}.jsonl"
-    progress_path = f"{rundir}/{name}.log"
-    upload_progress = f"aws s3 cp --only-show-errors {q(progress_path)} {q(progress_destination)}"
+    name = _runs.sweep_dir_name(config)
+    paths = _runs.SweepPaths(posixpath.join(run_dir, name))
+    finished = (f'[ -f {q(paths.exit_code)} ] && [ "$(cat {q(paths.exit_code)})" = 0 ] '
+                f"&& [ -f {q(paths.results)} ]")
     return [
         *SCRIPT_PREAMBLE,
-        f"mkdir -p {q(rundir)}",
+        f"mkdir -p {q(paths.sweep_dir)}",
         f"cd {q(workdir)}",
-        f"echo {q(encoded)} | base64 -d > {q(config_path)}",
-        f": > {q(progress_path)}",
-        # its own stdio: SSM (like any reader of the script's output) waits for open pipes
-        f"( while sleep {PROGRESS_UPLOAD_S}; do {upload_progress} || true; done )"
-        " </dev/null >/dev/null 2>&1 &",
-        "uploader=$!",
-        "trap 'kill $uploader 2>/dev/null || true' EXIT",
-        "status=0",
-        f"{q(python)} -m bench_tasks sweep --config {q(config_path)} --output {q(output_path + '.partial')} "
-        f"2> {q(progress_path)} || status=$?",
-        "kill $uploader 2>/dev/null || true",
-        f"{upload_progress} || true",
-        f"tail -n {STDERR_TAIL_LINES} {q(progress_path)} >&2",
-        'if [ "$status" -ne 0 ]; then exit "$status"; fi',
-        # only a finished sweep counts; a retried one replaces its file instead of adding to it
-        f"mv {q(output_path + '.partial')} {q(output_path)}",
-        f"cat {q(rundir)}/sweep-*.jsonl > {q(rundir + '/results.jsonl')}",
-        f"aws s3 cp --only-show-errors {q(rundir + '/results.jsonl')} {q(destination)}",
+        f"exec 9>>{q(paths.lock)}",
+        "attached=no",
+        "if ! flock -n 9; then",
+        f"  echo 'gpucompare: sweep {name} is running under another command: re-attaching' >&2",
+        "  flock 9; attached=yes",
+        "fi",
+        f"if {finished}; then",
+        f"  [ \"$attached\" = yes ] || echo 'gpucompare: sweep {name} already finished: reusing it' >&2",
+        'elif [ "$attached" = yes ]; then',
+        f"  rc=$(cat {q(paths.exit_code)} 2>/dev/null || echo 99)",
+        f"  tail -n {STDERR_TAIL_LINES} {q(paths.progress)} >&2 || true",
+        '  exit "$rc"',
+        "else",
+        *("  " + line for line in _worker_lines(config, paths, python=python, timeout_s=timeout_s,
+                                               kill_grace_s=kill_grace_s,
+                                               progress_destination=progress_destination)),
+        "fi",
+        # only finished sweeps count; a retried one replaces its file instead of adding to it
+        f"cat {q(run_dir)}/sweep-*/{_runs.RESULTS_FILE} > {q(run_dir + '/results.jsonl.tmp')}",
+        f"mv {q(run_dir + '/results.jsonl.tmp')} {q(run_dir + '/results.jsonl')}",
+        f"aws s3 cp --only-show-errors {q(run_dir + '/results.jsonl')} {q(destination)}",
     ]
 
 
+def _worker_lines(config: dict, paths: _runs.SweepPaths, *, python: str, timeout_s: int,
+                  kill_grace_s: int, progress_destination: str) -> list[str]:
+    """Start the sweep from scratch under the lock: config, worker, results, exit status."""
+    encoded = base64.b64encode(_runs.config_json(config).encode()).decode("ascii")
+    upload_progress = f"aws s3 cp --only-show-errors {q(paths.progress)} {q(progress_destination)}"
+    return [
+        f"rm -f {q(paths.exit_code)} {q(paths.results)} {q(paths.partial)}",
+        f"echo {q(encoded)} | base64 -d > {q(paths.config)}",
+        f": > {q(paths.progress)}",
+        # its own stdio (SSM waits for open pipes), not the lock (an uploader left behind must
+        # not hold the sweep), and it stops when the script is gone
+        f"( while kill -0 $$ 2>/dev/null && sleep {PROGRESS_UPLOAD_S}; do {upload_progress} || true; done )"
+        " </dev/null >/dev/null 2>&1 9>&- &",
+        "uploader=$!",
+        "trap 'kill $uploader 2>/dev/null || true' EXIT",
+        "rc=0",
+        # the worker inherits the lock (while it lives no other command starts one), not the
+        # command's pipes (a worker outliving a cancelled command must not hold SSM's output)
+        f"timeout --kill-after={int(kill_grace_s)} {int(timeout_s)} {q(python)} -m bench_tasks sweep "
+        f"--config {q(paths.config)} --output {q(paths.partial)} "
+        f"> {q(paths.stdout)} 2> {q(paths.progress)} < /dev/null || rc=$?",
+        "kill $uploader 2>/dev/null || true",
+        f"{upload_progress} || true",
+        f'if [ "$rc" -eq 0 ]; then mv {q(paths.partial)} {q(paths.results)} || rc=98; fi',
+        f'echo "$rc" > {q(paths.exit_code + ".tmp")}',
+        f"mv {q(paths.exit_code + '.tmp')} {q(paths.exit_code)}",
+        f"tail -n {STDERR_TAIL_LINES} {q(paths.progress)} >&2",
+        'if [ "$rc" -ne 0 ]; then exit "$rc"; fi',
+    ]

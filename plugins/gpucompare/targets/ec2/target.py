@@ -6,9 +6,17 @@ is the one Airflow already manages. The provider's operators (``EC2CreateInstanc
 ``SsmRunCommandOperator`` …) are whole Airflow tasks; the target's steps are called from
 inside the DAG's own tasks, so it uses the same hooks, waiters and calls they do.
 
-This module holds the target's steps and its teardown; the launch (``launch``), the SSM
-commands (``ssm``) and the run's S3 keys and bundle upload (``storage``) are mixed into
-``Ec2Target`` from their own modules.
+This module holds the target's steps and its teardown; the launch (``launch``) and the
+run's S3 keys and bundle upload (``storage``) are mixed into ``Ec2Target`` from their own
+modules; every SSM command goes through one ``ssm.SsmRunner`` (also the host channel's).
+
+Exactly one sweep per machine and configuration: ``start_sweep`` finds the sweep's earlier
+command (its CommandId kept in the state, or found again through SSM by its comment) and
+re-attaches to it while it runs, reuses it once it succeeded, and sends it again only when it
+failed or was lost; on the instance the sweep's folder (``targets.runs``) holds a ``flock``
+lock the worker keeps while it lives and an exit file, so even a command sent twice runs one
+worker (``commands.sweep_commands``). ``start_sweep`` is short; the wait is ``run_sweep``'s
+(in the task) or a trigger's (``airflow.deferrable``).
 
 What ``prepare`` creates, and why:
 
@@ -56,17 +64,18 @@ the run will execute, for the estimate), ``poll_interval_s`` (15), ``agent_timeo
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
 import tempfile
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
 from bench_tasks.configs import ConfigError, parse_sweep
 from gpucompare.targets import cost
+from gpucompare.targets import runs as _runs
 from gpucompare.targets.base import (
     LineSink,
     Target,
@@ -89,18 +98,37 @@ from gpucompare.targets.ec2.options import (
     Ec2Options,
     run_key,
 )
-from gpucompare.targets.ec2.ssm import ProgressFollower, SsmCommandsMixin
+from gpucompare.targets.ec2.ssm import SSM_RUNNING, ProgressFollower, SsmRunner, raise_unless_success
 from gpucompare.targets.ec2.storage import RunStorageMixin, build_worker_bundle
 from gpucompare.targets.phases import timed_phase
 
 log = logging.getLogger(__name__)
 
+#: Seconds the worker gets after its time limit to stop (then ``timeout`` kills it).
+KILL_GRACE_S = 30
+#: Seconds beyond the worker's time limit the sweep's command may take (merge, upload).
+SWEEP_SLACK_S = 120
 
-class Ec2Target(Ec2LaunchMixin, SsmCommandsMixin, RunStorageMixin, Target):
+
+@dataclass(frozen=True)
+class SweepStart:
+    """What ``Ec2Target.start_sweep`` did: the command the sweep's wait follows, and why
+    (``start``: sent now; ``attach``: an earlier command still runs; ``reuse``: it succeeded)."""
+
+    command_id: str
+    decision: str
+    sweep: str
+    progress_key: str
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
     """Provision, use and terminate one EC2 instance per run (see the module docstring).
 
-    The launch (``launch.py``), the SSM commands (``ssm.py``) and the run's S3 keys and bundle
-    upload (``storage.py``) are mixed in; they use this class's hooks and options.
+    The launch (``launch.py``) and the run's S3 keys and bundle upload (``storage.py``) are
+    mixed in; SSM commands go through ``runner()`` (``ssm.SsmRunner``).
     """
 
     kind = "ec2"
@@ -251,47 +279,118 @@ class Ec2Target(Ec2LaunchMixin, SsmCommandsMixin, RunStorageMixin, Target):
         # the instance reads it with its own profile: no presigned URL (a credential) in SSM history
         commands = deploy_commands(f"s3://{self.options.results_bucket}/{bundle_key}", bundle.sha256, workdir,
                                    python, create_venv=self.options.bench_python is None)
-        self._run_commands(state, instance_id, commands, self.options.deploy_timeout_s, purpose="deploy")
+        invocation = self.runner(state).run(commands, self.options.deploy_timeout_s,
+                                            comment=f"gpucompare deploy {run_key(state.run_id)}",
+                                            output_prefix=f"{self._writer_prefix(state)}/ssm")
+        for line in ((invocation.get("StandardOutputContent") or "").splitlines()
+                     + (invocation.get("StandardErrorContent") or "").splitlines()):
+            self.line_sink(line)
+        raise_unless_success(invocation, purpose="deploy", instance_id=instance_id)
         state.workdir = workdir
         state.extra = {**state.extra, "bench_python": python, "bundle": bundle.content_hash}
         return state
 
     # --- run ---
 
-    def sweep_commands(self, state: TargetState, sweep_config: dict[str, Any]) -> list[str]:
+    def runner(self, state: TargetState) -> SsmRunner:
+        """The SSM runner of the run's instance (the one its host channel uses too)."""
+        return SsmRunner(self.ssm_hook.conn, self._instance_id(state),
+                         poll_interval_s=self.options.poll_interval_s,
+                         output_bucket=self.options.results_bucket)
+
+    def run_dir(self, state: TargetState) -> str:
+        """The run's folder on the instance (``targets.runs`` names it, as on an ssh host)."""
+        return f"{self.options.remote_root}/runs/{_runs.run_dir_name(state.run_id)}"
+
+    def sweep_commands(self, state: TargetState, sweep_config: dict[str, Any], *,
+                       timeout_s: float = 3600) -> list[str]:
         """The AWS-RunShellScript commands of one sweep (the tests run exactly these in bash)."""
         if not state.workdir or not state.extra.get("bench_python"):
             raise TargetError("run_sweep before deploy: the state has no worker directory")
-        config_json = self._config_json(state, sweep_config)
-        rundir = f"{self.options.remote_root}/runs/{run_key(state.run_id)}"
+        config = self._sweep_config(state, sweep_config)
         destination = f"s3://{self.options.results_bucket}/{self._results_key(state)}"
-        progress = f"s3://{self.options.results_bucket}/{self._progress_key(state, config_json)}"
+        progress = f"s3://{self.options.results_bucket}/{self._progress_key(state, config)}"
         return sweep_commands(
-            config_json=config_json, workdir=state.workdir, rundir=rundir,
+            config=config, workdir=state.workdir, run_dir=self.run_dir(state),
             python=str(state.extra["bench_python"]), destination=destination, progress_destination=progress,
+            timeout_s=max(1, math.ceil(timeout_s)), kill_grace_s=KILL_GRACE_S,
         )
 
     @staticmethod
-    def _config_json(state: TargetState, sweep_config: dict[str, Any]) -> str:
+    def _sweep_config(state: TargetState, sweep_config: dict[str, Any]) -> dict[str, Any]:
         """The sweep config as sent (with the run id), refused here if the worker would refuse it."""
-        config = {"run_id": state.run_id, **sweep_config}
+        config = _runs.with_run_id(sweep_config, state.run_id)
         try:
             # refused here, with the field named, rather than on the instance after a long wait
             parse_sweep(config, where="sweep_config")
         except ConfigError as exc:
             raise TargetConfigError(str(exc)) from exc
-        return json.dumps(config, sort_keys=True)
+        return config
+
+    def _sweep_comment(self, state: TargetState, config: dict[str, Any]) -> str:
+        """How SSM knows the sweep's command again (``SsmRunner.find``) on the run's instance."""
+        return f"gpucompare sweep {_runs.sweep_dir_name(config)} {run_key(state.run_id)}"[:100]
+
+    def start_sweep(self, state: TargetState, sweep_config: dict[str, Any], *,
+                    timeout_s: float) -> SweepStart:
+        """Send the sweep's command unless one already covers it; a short call (no waiting).
+
+        The CommandId of the sweep is kept in ``state.extra["sweep_commands"]`` and found again
+        through SSM (the command's comment names the sweep) by a retry that lost the state:
+        a command still running is re-attached to (``attach``), one that succeeded is reused
+        (``reuse``), and only a dead or failed one is sent again (``start``), whose script
+        itself re-attaches to a worker still holding the sweep's lock on the instance.
+        """
+        if not timeout_s or timeout_s <= 0:
+            raise TargetError(f"run_sweep: timeout_s must be > 0, got {timeout_s!r}")
+        config = self._sweep_config(state, sweep_config)
+        commands = self.sweep_commands(state, sweep_config, timeout_s=timeout_s)
+        name, comment = _runs.sweep_dir_name(config), self._sweep_comment(state, config)
+        runner = self.runner(state)
+        known = state.extra.get("sweep_commands", {}).get(name) or runner.find(comment)
+        decision = "start"
+        if known:
+            status = runner.invocation(known).get("Status")
+            decision = "attach" if status in SSM_RUNNING else "reuse" if status == "Success" else "start"
+            log.info("Sweep %s of run %s: command %s is %s: %s", name, state.run_id, known, status, decision)
+        if decision == "start":
+            known = runner.send(commands, timeout_s + KILL_GRACE_S + SWEEP_SLACK_S, comment=comment,
+                                output_prefix=f"{self._writer_prefix(state)}/ssm")
+        state.extra["sweep_commands"] = {**state.extra.get("sweep_commands", {}), name: known}
+        log.info("Sweep %s on %s: %s (command %s)", name, runner.instance_id, decision, known)
+        return SweepStart(command_id=str(known), decision=decision, sweep=name,
+                          progress_key=self._progress_key(state, config))
+
+    def finish_sweep(self, state: TargetState, invocation: dict[str, Any]) -> TargetState:
+        """After the sweep's command ended: its output into the log, an error unless it succeeded."""
+        for line in (invocation.get("StandardOutputContent") or "").splitlines():
+            self.line_sink(line)
+        raise_unless_success(invocation, purpose="sweep", instance_id=self._instance_id(state))
+        state.remote_results = f"s3://{self.options.results_bucket}/{self._results_key(state)}"
+        return state
 
     @timed_phase("sweep")
     def run_sweep(self, state: TargetState, sweep_config: dict[str, Any], *, timeout_s: float) -> TargetState:
+        """Start (or re-attach to, or reuse) the sweep and wait for it in this task."""
+        started = self.start_sweep(state, sweep_config, timeout_s=timeout_s)
+        progress = ProgressFollower(self.s3_hook, self.options.results_bucket, started.progress_key,
+                                    self.line_sink)
+        invocation = self.runner(state).wait(
+            started.command_id, timeout_s + KILL_GRACE_S + SWEEP_SLACK_S, on_poll=progress.follow,
+            still_alive=lambda status: self._check_alive(state, started.command_id, status))
+        progress.follow()
+        if not progress.seen_any:
+            for line in (invocation.get("StandardErrorContent") or "").splitlines():
+                self.line_sink(line)
+        return self.finish_sweep(state, invocation)
+
+    def _check_alive(self, state: TargetState, command_id: str, status: str | None) -> None:
+        """A spot interruption or the TTL timer ends the machine, not the command's status."""
         instance_id = self._instance_id(state)
-        commands = self.sweep_commands(state, sweep_config)
-        config_json = self._config_json(state, sweep_config)
-        progress = ProgressFollower(self.s3_hook, self.options.results_bucket,
-                                    self._progress_key(state, config_json), self.line_sink)
-        self._run_commands(state, instance_id, commands, timeout_s, purpose="sweep", progress=progress)
-        state.remote_results = f"s3://{self.options.results_bucket}/{self._results_key(state)}"
-        return state
+        instance_state = self.ec2_hook.get_instance_state(instance_id)
+        if instance_state not in ("pending", "running"):
+            raise TargetError(f"instance {instance_id} is {instance_state} while SSM command "
+                              f"{command_id} was {status} (spot interruption or time-to-live?)")
 
     # --- collect ---
 
@@ -335,10 +434,9 @@ class Ec2Target(Ec2LaunchMixin, SsmCommandsMixin, RunStorageMixin, Target):
         if address is None:
             reservations = self.ec2_hook.conn.describe_instances(InstanceIds=[instance_id])["Reservations"]
             address = reservations[0]["Instances"][0].get("PrivateIpAddress")
-        return SSMChannel(ssm_client=self.ssm_hook.conn, instance_id=instance_id, address=address,
+        return SSMChannel(runner=self.runner(state), address=address,
                           python=state.extra["bench_python"], code_dir=state.workdir,
-                          run_dir=f"{self.options.remote_root}/runs/{run_key(state.run_id)}",
-                          poll_interval_s=self.options.poll_interval_s)
+                          run_dir=self.run_dir(state))
 
     @timed_phase("teardown")
     def teardown(self, state: TargetState | None) -> None:
