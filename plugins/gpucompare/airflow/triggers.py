@@ -34,18 +34,21 @@ class SweepTrigger(BaseTrigger):
     :param state: the target's state when the sweep started (``TargetState.to_dict()``)
     :param started: what ``start_sweep`` returned (its folder or command, its deadline)
     :param poll_interval_s: seconds between two polls
+    :param carry: JSON the event brings back as is (``event["carry"]``): what the resumed task
+        needs, in the event itself rather than only in the deferral's kwargs
     """
 
     def __init__(self, *, spec: dict[str, Any], state: dict[str, Any], started: dict[str, Any],
-                 poll_interval_s: float = 15.0) -> None:
+                 poll_interval_s: float = 15.0, carry: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.spec, self.state, self.started = spec, state, started
         self.poll_interval_s = float(poll_interval_s)
+        self.carry = carry or {}
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}",
                 {"spec": self.spec, "state": self.state, "started": self.started,
-                 "poll_interval_s": self.poll_interval_s})
+                 "poll_interval_s": self.poll_interval_s, "carry": self.carry})
 
     def _poller(self) -> Any:
         from gpucompare.targets import make_target
@@ -63,7 +66,7 @@ class SweepTrigger(BaseTrigger):
                 except Exception as exc:  # the task decides: it raises the target's error
                     event = {"error": f"{type(exc).__name__}: {exc}"}
                 if event is not None:
-                    yield TriggerEvent(event)
+                    yield TriggerEvent({**event, **({"carry": self.carry} if self.carry else {})})
                     return
                 await asyncio.sleep(self.poll_interval_s)
         finally:

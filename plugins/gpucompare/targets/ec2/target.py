@@ -68,6 +68,7 @@ import logging
 import math
 import os
 import tempfile
+import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
@@ -98,7 +99,13 @@ from gpucompare.targets.ec2.options import (
     Ec2Options,
     run_key,
 )
-from gpucompare.targets.ec2.ssm import SSM_RUNNING, ProgressFollower, SsmRunner, raise_unless_success
+from gpucompare.targets.ec2.ssm import (
+    SSM_RUNNING,
+    ProgressFollower,
+    SsmRunner,
+    is_final,
+    raise_unless_success,
+)
 from gpucompare.targets.ec2.storage import RunStorageMixin, build_worker_bundle
 from gpucompare.targets.phases import timed_phase
 
@@ -119,9 +126,16 @@ class SweepStart:
     decision: str
     sweep: str
     progress_key: str
+    limit_s: float  # the command's own time limit (the worker's, its kill grace, the upload)
+    deadline: float  # wall clock (epoch seconds) past which the wait cancels the command
 
-    def to_dict(self) -> dict[str, str]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SweepStart:
+        """From ``to_dict()``'s JSON; keys the caller added (the pipeline's) are left out."""
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__})
 
 
 class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
@@ -353,18 +367,35 @@ class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
             status = runner.invocation(known).get("Status")
             decision = "attach" if status in SSM_RUNNING else "reuse" if status == "Success" else "start"
             log.info("Sweep %s of run %s: command %s is %s: %s", name, state.run_id, known, status, decision)
+        limit = timeout_s + KILL_GRACE_S + SWEEP_SLACK_S
         if decision == "start":
-            known = runner.send(commands, timeout_s + KILL_GRACE_S + SWEEP_SLACK_S, comment=comment,
+            known = runner.send(commands, limit, comment=comment,
                                 output_prefix=f"{self._writer_prefix(state)}/ssm")
         state.extra["sweep_commands"] = {**state.extra.get("sweep_commands", {}), name: known}
         log.info("Sweep %s on %s: %s (command %s)", name, runner.instance_id, decision, known)
+        # the agent enforces the limit itself; give it time to report before giving up
+        grace = max(4 * self.options.poll_interval_s, min(60.0, limit / 10))
         return SweepStart(command_id=str(known), decision=decision, sweep=name,
-                          progress_key=self._progress_key(state, config))
+                          progress_key=self._progress_key(state, config), limit_s=limit,
+                          deadline=time.time() + limit + grace)
 
-    def finish_sweep(self, state: TargetState, invocation: dict[str, Any]) -> TargetState:
+    def sweep_poller(self, state: TargetState, started: SweepStart | dict[str, Any]) -> CommandPoller:
+        """Follows the sweep's command one ``poll()`` at a time (in the task or in a trigger)."""
+        if isinstance(started, dict):
+            started = SweepStart.from_dict(started)
+        return CommandPoller(self, state, started)
+
+    def finish_sweep(self, state: TargetState, started: SweepStart | dict[str, Any],
+                     event: dict[str, Any]) -> TargetState:
         """After the sweep's command ended: its output into the log, an error unless it succeeded."""
+        if event.get("error"):
+            raise TargetError(str(event["error"]))
+        invocation = event["invocation"]
         for line in (invocation.get("StandardOutputContent") or "").splitlines():
             self.line_sink(line)
+        if not event.get("progress_seen"):
+            for line in (invocation.get("StandardErrorContent") or "").splitlines():
+                self.line_sink(line)
         raise_unless_success(invocation, purpose="sweep", instance_id=self._instance_id(state))
         state.remote_results = f"s3://{self.options.results_bucket}/{self._results_key(state)}"
         return state
@@ -373,16 +404,10 @@ class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
     def run_sweep(self, state: TargetState, sweep_config: dict[str, Any], *, timeout_s: float) -> TargetState:
         """Start (or re-attach to, or reuse) the sweep and wait for it in this task."""
         started = self.start_sweep(state, sweep_config, timeout_s=timeout_s)
-        progress = ProgressFollower(self.s3_hook, self.options.results_bucket, started.progress_key,
-                                    self.line_sink)
-        invocation = self.runner(state).wait(
-            started.command_id, timeout_s + KILL_GRACE_S + SWEEP_SLACK_S, on_poll=progress.follow,
-            still_alive=lambda status: self._check_alive(state, started.command_id, status))
-        progress.follow()
-        if not progress.seen_any:
-            for line in (invocation.get("StandardErrorContent") or "").splitlines():
-                self.line_sink(line)
-        return self.finish_sweep(state, invocation)
+        poller = self.sweep_poller(state, started)
+        while (event := poller.poll()) is None:
+            time.sleep(self.options.poll_interval_s)
+        return self.finish_sweep(state, started, event)
 
     def _check_alive(self, state: TargetState, command_id: str, status: str | None) -> None:
         """A spot interruption or the TTL timer ends the machine, not the command's status."""
@@ -513,6 +538,47 @@ class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
             self.s3_hook.delete_objects(bucket, keys)
         log.info("Deleted %d object(s) of run %s under s3://%s/%s", len(keys), run_id, bucket, prefix)
         return len(keys)
+
+
+class CommandPoller:
+    """The wait for one sweep's SSM command, one ``poll()`` at a time: progress lines (from S3)
+    go to the target's line sink; ``poll`` returns None while the command runs, else the event
+    ``finish_sweep`` takes: ``{"invocation": ..., "progress_seen": ...}`` once it ended, or
+    ``{"error": ...}`` when the instance is gone (spot interruption, time-to-live) or the
+    command ran past its deadline; an abandoned command is cancelled."""
+
+    def __init__(self, target: Ec2Target, state: TargetState, started: SweepStart) -> None:
+        self.target, self.state, self.started = target, state, started
+        self.runner = target.runner(state)
+        self.progress = ProgressFollower(target.s3_hook, target.options.results_bucket, started.progress_key,
+                                         target.line_sink)
+        self.last_status: str | None = None
+
+    def poll(self) -> dict[str, Any] | None:
+        command_id = self.started.command_id
+        invocation = self.runner.invocation(command_id)
+        status = invocation.get("Status")
+        if status != self.last_status:
+            log.info("SSM command %s on %s: %s", command_id, self.runner.instance_id, status)
+            self.last_status = status
+        self.progress.follow()
+        if is_final(status):
+            keep = ("CommandId", "Status", "ResponseCode", "StandardOutputContent", "StandardErrorContent")
+            return {"invocation": {key: invocation.get(key) for key in keep},
+                    "progress_seen": self.progress.seen_any}
+        try:
+            self.target._check_alive(self.state, command_id, status)
+        except TargetError as exc:
+            self.runner.cancel(command_id)
+            return {"error": str(exc)}
+        if time.time() >= self.started.deadline:
+            self.runner.cancel(command_id)
+            return {"error": f"SSM command {command_id} on {self.runner.instance_id} still {status} after "
+                             f"{self.started.limit_s:.0f} s: cancelled"}
+        return None
+
+    def close(self) -> None:
+        """Nothing to close: each poll is a call of the target's clients."""
 
 
 def _tag(instance: dict[str, Any], key: str) -> str | None:
