@@ -2,7 +2,7 @@
 the triggerer's CPU for many deferred sweeps.
 
     .venv/bin/python scripts/bench_deferrable.py [--sweep-s 120] [--triggers 50] [--cpu-s 60]
-                                                  [--skip-ec2]
+                                                  [--skip-ec2] [--skip-ssh]
 
 * ssh: a throwaway OpenSSH server on 127.0.0.1 (``tests/support/fixtures_sshd.py``); the
   worker is a stand-in interpreter that sleeps ``--sweep-s`` seconds and writes one record.
@@ -114,7 +114,9 @@ def bench_ec2(seconds: float, poll: float | None) -> dict[str, float]:
         os.environ[f"AIRFLOW_CONN_{ec2_support.CONN_ID.upper()}"] = json.dumps({
             "conn_type": "aws", "login": "testing", "password": "testing",
             "extra": {"endpoint_url": url, "region_name": "us-east-1"}})
-        client = lambda service: boto3.client(service, region_name="us-east-1", endpoint_url=url)  # noqa: E731
+        def client(service: str, region_name: str = "us-east-1") -> Any:
+            return boto3.client(service, region_name=region_name, endpoint_url=url)
+
         client("s3").create_bucket(Bucket="gpucompare-bench")
         ec2_support.publish_ami_parameter(client)
         spec = ec2_support.ec2_spec(ec2_support.create_instance_profile(client), "gpucompare-bench",
@@ -199,6 +201,7 @@ def main() -> int:
     parser.add_argument("--cpu-s", type=float, default=60.0)
     parser.add_argument("--poll", type=float, default=None)
     parser.add_argument("--skip-ec2", action="store_true")
+    parser.add_argument("--skip-ssh", action="store_true")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory(prefix="bench-deferrable-") as tmp:
@@ -206,7 +209,8 @@ def main() -> int:
         server = start_sshd(root / "sshd")
         os.environ[server.conn_env_var] = server.connection_json()
         try:
-            _report("ssh", bench_ssh(server, root, args.sweep_s, args.poll), args.sweep_s)
+            if not args.skip_ssh:
+                _report("ssh", bench_ssh(server, root, args.sweep_s, args.poll), args.sweep_s)
             if not args.skip_ec2:
                 _report("ec2", bench_ec2(args.sweep_s, args.poll), args.sweep_s)
             if args.triggers:
