@@ -177,7 +177,7 @@ def main() -> int:
     try:
         run_step("migrate-db", [airflow, "db", "migrate"], env, log_dir)
         run_step("create-pool", [airflow, "pools", "set", pool, str(fleet_config.max_instances),
-                                 "gpucompare: targets working at once"], env, log_dir)
+                                 "gpucompare: targets working at once", "--include-deferred"], env, log_dir)
         run_step("nightly", [airflow, "dags", "test", "gpucompare_nightly"], env, log_dir)
         run_step("import-published", [python, "-m", "gpucompare", "import-published"], env, log_dir)
         run_step("import-catalogs", [python, "-m", "gpucompare", "import-catalog", "--shipped"], env, log_dir)

@@ -88,7 +88,7 @@ def airflow_db() -> Path:
     from airflow.models.pool import Pool
 
     Pool.create_or_update_pool(POOL_NAME, slots=2, description="gpucompare test pool",
-                               include_deferred=False)
+                               include_deferred=True)
     return _HOME
 
 

@@ -37,7 +37,7 @@ def pool_slots(airflow_db) -> Iterator[Any]:
 
     def set_slots(slots: int) -> None:
         Pool.create_or_update_pool(POOL_NAME, slots=slots, description="gpucompare test pool",
-                                   include_deferred=False)
+                                   include_deferred=True)
 
     yield set_slots
     with create_session() as session:

@@ -36,6 +36,7 @@ from gpucompare.scaling.run import measure_and_ingest
 from gpucompare.targets import make_target
 from gpucompare.targets.base import TargetSpec
 from gpucompare.targets.ec2.channel import SSMChannel
+from gpucompare.targets.ec2.ssm import SsmRunner
 from gpucompare.targets.ssh.channel import SSHChannel
 from tests.conftest import BENCH_PYTHON
 
@@ -272,9 +273,10 @@ def _ssm_hosts(aws_client, tmp_path, addresses=None):
     for index, instance in enumerate(instances):
         address = addresses[index] if addresses else instance["PrivateIpAddress"]
         channels.append(SSMChannel(
-            ssm_client=aws_client("ssm"), instance_id=instance["InstanceId"], address=address,
-            python=str(BENCH_PYTHON), code_dir=str(Path(distributed.__file__).resolve().parents[3]),
-            run_dir=str(tmp_path / f"instance{index}"), poll_interval_s=0.05))
+            runner=SsmRunner(aws_client("ssm"), instance["InstanceId"], poll_interval_s=0.05),
+            address=address, python=str(BENCH_PYTHON),
+            code_dir=str(Path(distributed.__file__).resolve().parents[3]),
+            run_dir=str(tmp_path / f"instance{index}")))
     return channels
 
 

@@ -150,7 +150,9 @@ def init_commands(pool_name: str, pool_slots: int) -> list[list[str]]:
     """
     return [
         ["airflow", "db", "migrate"],
-        ["airflow", "pools", "set", pool_name, str(pool_slots), "gpucompare: instances working at once"],
+        # deferred sweeps count: a machine whose sweep waits in the triggerer still costs money
+        ["airflow", "pools", "set", pool_name, str(pool_slots), "gpucompare: instances working at once",
+         "--include-deferred"],
     ]
 
 

@@ -44,12 +44,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import tempfile
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from airflow.providers.standard.decorators.python import _PythonDecoratedOperator
 from airflow.sdk import Asset, TriggerRule, WeightRule, get_current_context, task, task_group
+from airflow.sdk.bases.decorator import task_decorator_factory
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from gpucompare import settings
@@ -237,6 +240,8 @@ def _phases_recorded(plan: dict[str, Any], target: Any, market: str | None = Non
 
 
 def _run_sweep(plan: dict[str, Any], state: dict[str, Any], mode: str) -> dict[str, Any]:
+    """Start the sweep and defer its wait to ``SweepTrigger`` (targets that can: ssh, ec2), or
+    run it here (local). A sweep already finished is reused without deferring."""
     sweep = plan["sweeps"].get(mode)
     if sweep is None:
         log.info("Profile %s has no %s mode; nothing to run", plan["profile"], mode)
@@ -244,8 +249,54 @@ def _run_sweep(plan: dict[str, Any], state: dict[str, Any], mode: str) -> dict[s
     log.info("Running the %s sweep of %s (time limit %.0f s)", mode, plan["spec"]["name"], sweep["timeout_s"])
     target = _target(plan)
     with _phases_recorded(plan, target, state.get("market")), bad_input_fails():
-        done = target.run_sweep(_state(state), sweep["config"], timeout_s=sweep["timeout_s"])
-    return done.to_dict()
+        if not hasattr(target, "start_sweep"):
+            return target.run_sweep(_state(state), sweep["config"], timeout_s=sweep["timeout_s"]).to_dict()
+        current = _state(state)
+        began = time.time()
+        started = target.start_sweep(current, sweep["config"], timeout_s=sweep["timeout_s"])
+        started = {**(started.to_dict() if hasattr(started, "to_dict") else started), "began": began}
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from gpucompare.airflow.triggers import SweepTrigger
+
+    log.info("%s sweep of %s: %s; waiting in the triggerer", mode, plan["spec"]["name"], started["decision"])
+    carry = {"plan": plan, "state": current.to_dict(), "started": started}
+    trigger = SweepTrigger(spec=plan["spec"], state=current.to_dict(), started=started,
+                           poll_interval_s=target.options.poll_interval_s, carry=carry)
+    # what the resumed task needs travels in the event (dag.test() replaces the kwargs by it)
+    raise TaskDeferred(trigger=trigger, method_name="resume_sweep")
+
+
+@contextlib.contextmanager
+def _sweep_phase(target: Any, started: dict[str, Any]) -> Iterator[None]:
+    """The ``sweep`` phase of a deferred sweep: from its start in the first task to the end of
+    the resumed one (the wait in the triggerer included), recorded whether it ended or raised."""
+    from datetime import UTC, datetime
+
+    began = float(started.get("began") or time.time())
+    record = None
+    try:
+        with target.phases.timed("sweep") as record:
+            record.started_at = datetime.fromtimestamp(began, UTC).isoformat()
+            yield
+    finally:
+        if record is not None:
+            record.seconds = time.time() - began
+
+
+class SweepOperator(_PythonDecoratedOperator):
+    """A sweep step: its function starts the sweep and defers (``_run_sweep``); the task
+    resumes in ``resume_sweep`` when ``SweepTrigger`` fires, for seconds again."""
+
+    def resume_sweep(self, context: Any, event: dict[str, Any], **_: Any) -> dict[str, Any]:
+        plan, state, started = (event["carry"][key] for key in ("plan", "state", "started"))
+        context["target_name"] = plan["spec"]["name"]  # the map index label, as _name_map_index
+        target = _target(plan)
+        with _phases_recorded(plan, target, state.get("market")), bad_input_fails(), \
+                _sweep_phase(target, started):
+            done = target.finish_sweep(_state(state), started, event)
+        log.info("Sweep of %s finished (%s)", plan["spec"]["name"], started["decision"])
+        return done.to_dict()
 
 
 def staged_results_location(plan: dict[str, Any]) -> str:
@@ -263,11 +314,12 @@ _STEP_POLICY: dict[str, tuple[int, bool, bool]] = {}
 
 
 def _step(timeout: timedelta, retries: int = 3, *, holds_machine: bool = True,
-          bounded_retries: bool = False) -> Any:
+          bounded_retries: bool = False, sweep: bool = False) -> Any:
     """The decorator of a step of the group: its time limit and its target's name as the map
     index label in the UI; its retries with backoff (``bounded_retries``: the bounded schedule of the
     steps that hold an idle machine) and the pool when it holds a machine come from the
     settings, so they are applied when a DAG builds the group (``_with_settings``), not here.
+    ``sweep``: the step is a :class:`SweepOperator` (it starts the sweep and defers the wait).
 
     Priority grows along the group (``WeightRule.UPSTREAM``): when the pool is short of slots,
     the next step of a target whose machine is up goes before another target's ``prepare``,
@@ -275,8 +327,11 @@ def _step(timeout: timedelta, retries: int = 3, *, holds_machine: bool = True,
     the other way round, upstream steps first)."""
     def decorate(function: Any) -> Any:
         _STEP_POLICY[function.__name__] = (retries, holds_machine, bounded_retries)
-        return task(map_index_template=MAP_INDEX_TEMPLATE, execution_timeout=timeout,
-                    weight_rule=WeightRule.UPSTREAM)(function)
+        options = dict(map_index_template=MAP_INDEX_TEMPLATE, execution_timeout=timeout,
+                       weight_rule=WeightRule.UPSTREAM)
+        if sweep:
+            return task_decorator_factory(function, decorated_operator_class=SweepOperator, **options)
+        return task(**options)(function)
 
     return decorate
 
@@ -310,14 +365,14 @@ def deploy(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         return target.deploy(_state(state)).to_dict()
 
 
-@_step(timedelta(seconds=SWEEP_TASK_TIMEOUT_S), retries=1)
+@_step(timedelta(seconds=SWEEP_TASK_TIMEOUT_S), retries=1, sweep=True)
 def score_sweep(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """The scoring sweep (as MXNet's benchmark_score.py), progress streamed into this log."""
     _name_map_index(plan)
     return _run_sweep(plan, state, "score")
 
 
-@_step(timedelta(seconds=SWEEP_TASK_TIMEOUT_S), retries=1)
+@_step(timedelta(seconds=SWEEP_TASK_TIMEOUT_S), retries=1, sweep=True)
 def train_sweep(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """The training sweep (as train_imagenet.py --benchmark 1)."""
     _name_map_index(plan)

@@ -13,6 +13,9 @@ re-attach; failed: start again) and two sweeps of one run (score, then train) ne
         pid                     the process (group) running the worker
         exit_code               the worker's exit status, written last
         stop                    a teardown's request to stop (closes the race with a launch)
+        lock                    ec2: held (``flock``) by the command running the worker and
+                                its children; a second command for the same sweep waits on it
+                                (re-attaches) instead of starting a second worker
 
 ``collect`` concatenates the ``results.jsonl`` of every sweep of the run, in the order
 the sweeps ran (their remote paths are kept in ``TargetState.extra["result_files"]``).
@@ -22,9 +25,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 import re
 from collections import deque
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +43,7 @@ PROGRESS_FILE = "progress.log"
 PID_FILE = "pid"
 EXIT_CODE_FILE = "exit_code"
 STOP_FILE = "stop"  # left by teardown: a worker starting after it is stopped at once
+LOCK_FILE = "lock"  # flock'ed by the command that runs the worker (ec2)
 
 #: Lines of the worker's standard error quoted in an error message.
 STDERR_TAIL_LINES = 40
@@ -91,6 +97,30 @@ def config_json(sweep_config: dict[str, Any]) -> str:
 def sweep_dir_name(sweep_config: dict[str, Any]) -> str:
     """``sweep-<hash>``: the same configuration always maps to the same directory."""
     return "sweep-" + hashlib.sha256(config_json(sweep_config).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class SweepPaths:
+    """Where one sweep's files are on the host (the layout of the module docstring)."""
+
+    sweep_dir: str
+
+    def _file(self, name: str) -> str:
+        return posixpath.join(self.sweep_dir, name)
+
+    config = property(lambda self: self._file(CONFIG_FILE))
+    partial = property(lambda self: self._file(PARTIAL_RESULTS_FILE))
+    results = property(lambda self: self._file(RESULTS_FILE))
+    progress = property(lambda self: self._file(PROGRESS_FILE))
+    pid = property(lambda self: self._file(PID_FILE))
+    exit_code = property(lambda self: self._file(EXIT_CODE_FILE))
+    lock = property(lambda self: self._file(LOCK_FILE))
+    script = property(lambda self: self._file("run.sh"))
+    stdout = property(lambda self: self._file("stdout.log"))
+    launcher = property(lambda self: self._file("launcher.log"))
+    claim = property(lambda self: self._file("claim"))
+    container = property(lambda self: self._file("container"))
+    stop = property(lambda self: self._file(STOP_FILE))
 
 
 def remember_results(state: TargetState, results_path: str) -> None:

@@ -34,6 +34,7 @@ from gpucompare.scaling.launcher import (
     scheduler_port_start,
 )
 from gpucompare.targets.ec2.channel import SSMChannel
+from gpucompare.targets.ec2.ssm import SsmRunner
 from tests.conftest import REPO_ROOT
 
 REPO = REPO_ROOT
@@ -143,7 +144,7 @@ def test_bad_scaling_configuration_is_refused_with_the_field_named(change, field
 
 def _hosts(count: int) -> list[SSMChannel]:
     # SSM channels hold only addresses and paths until they send something: no client needed here
-    return [SSMChannel(ssm_client=None, instance_id=f"i-{i:017x}", address=f"10.0.0.{10 + i}",
+    return [SSMChannel(runner=SsmRunner(None, f"i-{i:017x}"), address=f"10.0.0.{10 + i}",
                        python="/opt/gpucompare/venv/bin/python", code_dir="/opt/gpucompare/bench-abc",
                        run_dir="/opt/gpucompare/runs/r1") for i in range(count)]
 

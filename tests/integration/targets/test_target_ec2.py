@@ -250,11 +250,13 @@ def test_what_run_command_is_sent_and_polled(aws, aws_client):
         assert sent["DocumentName"] == "AWS-RunShellScript"
         # moto adds every instance it knows to a command's InstanceIds: check what went out
         assert requested_instances == [[state.resource_id]] * 2
-        assert sent["Parameters"]["executionTimeout"] == ["321"]
+        # the worker's own limit plus its kill grace and the time to merge and upload
+        assert sent["Parameters"]["executionTimeout"] == [str(321 + ec2.KILL_GRACE_S + ec2.SWEEP_SLACK_S)]
         assert sent["OutputS3BucketName"] == aws["bucket"]
         assert sent["OutputS3KeyPrefix"] == f"{writer_prefix}/ssm"
         lines = sent["Parameters"]["commands"]
-        assert lines == target.sweep_commands(state, sweep)
+        assert lines == target.sweep_commands(state, sweep, timeout_s=321)
+        assert any(line.strip().startswith("timeout --kill-after=30 321 ") for line in lines)
         assert lines[:2] == ["#!/bin/bash", "set -euo pipefail"]
         script = "\n".join(lines)
         assert '"matrix"' not in script  # the config travels only base64-encoded
@@ -266,7 +268,8 @@ def test_what_run_command_is_sent_and_polled(aws, aws_client):
         # every line parses as shell words: nothing left unquoted or unbalanced
         for line in lines[2:]:
             shlex.split(line)
-        invocation = target.wait_for_command(sent["CommandId"], state.resource_id, 5)
+        assert state.extra["sweep_commands"] == {sent["Comment"].split()[2]: sent["CommandId"]}
+        invocation = target.runner(state).wait(sent["CommandId"], 5)
         assert invocation["Status"] == "Success"
 
         # a config the worker would refuse is refused here, before anything is sent
@@ -605,7 +608,10 @@ def test_a_failed_command_raises_with_its_stderr_tail(aws, aws_client):
     assert live_instances(aws_client, run_id) == []
 
 
-def test_a_command_past_its_time_limit_is_cancelled(aws, aws_client):
+def test_a_command_past_its_time_limit_is_cancelled(aws, aws_client, monkeypatch):
+    # no kill grace nor upload slack beyond the worker's limit: the wait gives up after ~1 s
+    monkeypatch.setattr(ec2, "KILL_GRACE_S", 0)
+    monkeypatch.setattr(ec2, "SWEEP_SLACK_S", 0)
     run_id = new_run_id()
     target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
     state = target.prepare(run_id)
@@ -653,7 +659,7 @@ def test_progress_lines_are_followed_while_the_sweep_runs(aws, aws_client):
     state = target.prepare(run_id)
     try:
         state = target.deploy(state)
-        key = target._progress_key(state, target._config_json(state, TINY_SWEEP))
+        key = target._progress_key(state, target._sweep_config(state, TINY_SWEEP))
         progress_lines = ["[1/2] score alexnet b1: warming up", "[1/2] score alexnet b1: ok",
                           "[2/2] score alexnet b2: ok"]
         answers = [{"Status": "InProgress"}] * 4 + [

@@ -1,5 +1,6 @@
 """The host channel of an ``ec2`` target (``Ec2Target.channel``): each role is one SSM Run
-Command invocation on the instance."""
+Command invocation on the instance, through the target's own runner (``ssm.SsmRunner``: the
+same final statuses, error codes and cancelling as the target's steps)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import base64
 import logging
 import posixpath
 import re
-import time
 from collections.abc import Sequence
 from typing import Any
 
+from gpucompare.targets.base import TargetError
 from gpucompare.targets.channel import (
     COMMAND_TIMEOUT_S,
     LOG_TAIL_LINES,
@@ -24,12 +25,9 @@ from gpucompare.targets.channel import (
     role_script,
     shell_quote,
 )
+from gpucompare.targets.ec2.ssm import SsmRunner, exit_code_of, is_final
 
 log = logging.getLogger(__name__)
-
-
-SSM_DOCUMENT = "AWS-RunShellScript"
-SSM_RUNNING = frozenset({"Pending", "InProgress", "Delayed"})
 
 
 def ssm_role_commands(role: Role, *, point_dir: str, code_dir: str, kill_grace_s: float) -> list[str]:
@@ -61,44 +59,22 @@ class SSMChannel:
     cancels the invocations and sends the stop script (marker-matched kill) as a command.
     """
 
-    def __init__(self, *, ssm_client: Any, instance_id: str, address: str, python: str, code_dir: str,
-                 run_dir: str, poll_interval_s: float = 2.0) -> None:
-        self.ssm = ssm_client
-        self.instance_id = instance_id
-        self.address = check_address(address, f"{instance_id}: private address")
+    def __init__(self, *, runner: SsmRunner, address: str, python: str, code_dir: str,
+                 run_dir: str) -> None:
+        self.runner = runner
+        self.instance_id = runner.instance_id
+        self.address = check_address(address, f"{self.instance_id}: private address")
         self.python = python
         self.code_dir = code_dir
         self.run_dir = run_dir
-        self.poll_interval_s = poll_interval_s
-        self.label = f"{instance_id} ({self.address})"
+        self.label = f"{self.instance_id} ({self.address})"
         self._commands: dict[tuple[str, str], str] = {}
 
-    def _send(self, commands: list[str], timeout_s: float, comment: str) -> str:
-        response = self.ssm.send_command(
-            InstanceIds=[self.instance_id], DocumentName=SSM_DOCUMENT,
-            Comment=f"{comment} on {self.instance_id}"[:100],
-            Parameters={"commands": commands, "executionTimeout": [str(int(timeout_s))]})
-        return response["Command"]["CommandId"]
-
-    def _invocation(self, command_id: str) -> dict[str, Any]:
+    def _run(self, commands: list[str], timeout_s: float, comment: str) -> Any:
         try:
-            return self.ssm.get_command_invocation(CommandId=command_id, InstanceId=self.instance_id)
-        except Exception as exc:  # botocore's ClientError: right after SendCommand it may not exist
-            if "InvocationDoesNotExist" in str(exc):
-                return {"Status": "Pending"}
-            raise
-
-    def _run(self, commands: list[str], timeout_s: float, comment: str) -> dict[str, Any]:
-        command_id = self._send(commands, timeout_s, comment)
-        deadline = time.monotonic() + timeout_s + 60
-        while True:
-            invocation = self._invocation(command_id)
-            if invocation.get("Status") not in SSM_RUNNING:
-                return invocation
-            if time.monotonic() > deadline:
-                raise DistributedRunError(f"{self.label}: SSM command {command_id} ({comment}) did not "
-                                          f"finish in {timeout_s:.0f}s")
-            time.sleep(self.poll_interval_s)
+            return self.runner.run(commands, timeout_s, comment=f"{comment} on {self.instance_id}")
+        except TargetError as exc:
+            raise DistributedRunError(f"{self.label}: SSM command ({comment}): {exc}") from exc
 
     def point_dir(self, marker: str) -> str:
         return posixpath.join(self.run_dir, f"dist-{marker}")
@@ -116,8 +92,9 @@ class SSMChannel:
     def launch(self, role: Role, marker: str, kill_grace_s: float) -> None:
         commands = ssm_role_commands(role, point_dir=self.point_dir(marker), code_dir=self.code_dir,
                                      kill_grace_s=kill_grace_s)
-        self._commands[(marker, role.name)] = self._send(
-            commands, role.timeout_s + kill_grace_s + 60, f"gpucompare dist {marker} {role.name}")
+        self._commands[(marker, role.name)] = self.runner.send(
+            commands, role.timeout_s + kill_grace_s + 60,
+            comment=f"gpucompare dist {marker} {role.name} on {self.instance_id}")
 
     def statuses(self, marker: str, roles: Sequence[Role]) -> dict[str, RoleStatus]:
         found = {}
@@ -125,20 +102,16 @@ class SSMChannel:
             command_id = self._commands.get((marker, role.name))
             if command_id is None:
                 continue
-            invocation = self._invocation(command_id)
-            status = invocation.get("Status")
-            if status in SSM_RUNNING:
-                found[role.name] = RoleStatus("running")
+            invocation = self.runner.invocation(command_id)
+            if is_final(invocation.get("Status")):
+                found[role.name] = RoleStatus("exit", exit_code_of(invocation))
             else:
-                code = invocation.get("ResponseCode")
-                if not isinstance(code, int) or (status != "Success" and code == 0):
-                    code = 255  # cancelled or timed out by SSM: no status of its own
-                found[role.name] = RoleStatus("exit", code)
+                found[role.name] = RoleStatus("running")
         return found
 
     def _output(self, marker: str, role: Role, key: str) -> str:
         command_id = self._commands.get((marker, role.name))
-        return (self._invocation(command_id).get(key) or "") if command_id else ""
+        return (self.runner.invocation(command_id).get(key) or "") if command_id else ""
 
     def worker_output(self, marker: str, role: Role) -> str:
         return self._output(marker, role, "StandardOutputContent")
@@ -149,10 +122,7 @@ class SSMChannel:
     def stop(self, marker: str, grace_s: float) -> int:
         for (command_marker, _name), command_id in list(self._commands.items()):
             if command_marker == marker:
-                try:
-                    self.ssm.cancel_command(CommandId=command_id, InstanceIds=[self.instance_id])
-                except Exception as exc:  # already finished: nothing to cancel
-                    log.debug("cancel %s: %s", command_id, exc)
+                self.runner.cancel(command_id)
         invocation = self._run([kill_marked_script(f"{marker}/", grace_s=grace_s)],
                                grace_s + COMMAND_TIMEOUT_S, f"gpucompare dist stop {marker}")
         match = re.search(r"stopped (\d+)", invocation.get("StandardOutputContent") or "")

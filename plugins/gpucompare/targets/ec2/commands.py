@@ -1,17 +1,17 @@
 """The shell commands an ``ec2`` target sends to its instance through SSM (pure functions of
-their inputs; the tests run exactly these in bash).
+their inputs; the tests run exactly these in bash). A sweep's files follow ``targets.runs``,
+the layout the ssh target uses; its lock makes a sweep run at most once (``sweep_commands``).
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import logging
 import os
+import posixpath
 
-from gpucompare.targets.base import (
-    shell_quote,
-)
+from gpucompare.targets import runs as _runs
+from gpucompare.targets.base import shell_quote
 from gpucompare.targets.ec2.options import PROGRESS_UPLOAD_S, SCRIPT_PREAMBLE
 from gpucompare.targets.runs import STDERR_TAIL_LINES
 
@@ -53,51 +53,91 @@ def deploy_commands(bundle_uri: str, bundle_sha256: str, workdir: str, python: s
     return commands
 
 
-def sweep_name(config_json: str) -> str:
-    """The name of one sweep of a run: the hash of its configuration (a retry finds its own)."""
-    return "sweep-" + hashlib.sha256(config_json.encode()).hexdigest()[:16]
-
-
-def sweep_commands(*, config_json: str, workdir: str, rundir: str, python: str,
-                   destination: str, progress_destination: str,
+def sweep_commands(*, config: dict, workdir: str, run_dir: str, python: str, destination: str,
+                   progress_destination: str, timeout_s: int, kill_grace_s: int = 30,
                    worker_prefix: str | None = None) -> list[str]:
-    """Run one sweep, merge the run's sweep files into results.jsonl, copy it to S3.
+    """Run one sweep at most once on the instance, however often this command is sent.
 
-    The config travels base64-encoded, so no character in it can reach the shell. The
-    worker's progress (its standard error) goes to a file that a background loop copies to
-    ``progress_destination`` every ``PROGRESS_UPLOAD_S`` (the orchestrator follows it); its
-    tail is repeated on standard error so SSM's output has it when the worker fails.
-    ``worker_prefix`` (shell text) replaces the interpreter: ``docker run … image python`` for a
-    container runtime (``targets.container.shell_prefix``).
+    The sweep's folder is ``<run dir>/sweep-<config hash>`` (``targets.runs``: the layout the
+    ssh target uses). The command takes the folder's ``lock`` with ``flock`` and keeps it for
+    as long as the worker runs (its children inherit it), so:
+
+    * a finished sweep (``exit_code`` 0 and ``results.jsonl``) is reused: nothing runs again;
+    * a running one (another command holds the lock) is re-attached to: this command waits
+      on the lock, then reports that sweep's exit status; it never starts a second worker;
+    * a dead or failed one (lock free, no exit status 0) is started again from scratch.
+
+    Then it merges the run's finished sweeps into ``<run dir>/results.jsonl`` and copies that
+    to ``destination``. The config travels base64-encoded, so no character in it reaches the
+    shell; the worker runs under ``timeout`` (exit 124/137 past ``timeout_s``); its progress
+    (standard error) goes to ``progress.log``, which a background loop copies to
+    ``progress_destination`` every ``PROGRESS_UPLOAD_S`` (the orchestrator follows it), and
+    its tail is repeated on standard error so SSM's output has it when the worker fails.
+    ``worker_prefix`` (shell text) replaces the interpreter: ``env GPUCOMPARE_WORKER_RUNTIME=… python``,
+    or ``docker run … image python`` for a container runtime (``targets.container.shell_prefix``).
     """
-    name = sweep_name(config_json)
-    encoded = base64.b64encode(config_json.encode()).decode("ascii")
-    config_path, output_path = f"{rundir}/{name}.json", f"{rundir}/{name}.jsonl"
-    progress_path = f"{rundir}/{name}.log"
-    upload_progress = (f"aws s3 cp --only-show-errors {shell_quote(progress_path)} "
-                       f"{shell_quote(progress_destination)}")
+    name = _runs.sweep_dir_name(config)
+    merged, merged_tmp = shell_quote(run_dir + "/results.jsonl"), shell_quote(run_dir + "/results.jsonl.tmp")
+    paths = _runs.SweepPaths(posixpath.join(run_dir, name))
+    finished = (f'[ -f {shell_quote(paths.exit_code)} ] && [ "$(cat {shell_quote(paths.exit_code)})" = 0 ] '
+                f"&& [ -f {shell_quote(paths.results)} ]")
     return [
         *SCRIPT_PREAMBLE,
-        f"mkdir -p {shell_quote(rundir)}",
+        f"mkdir -p {shell_quote(paths.sweep_dir)}",
         f"cd {shell_quote(workdir)}",
-        f"echo {shell_quote(encoded)} | base64 -d > {shell_quote(config_path)}",
-        f": > {shell_quote(progress_path)}",
-        # its own stdio: SSM (like any reader of the script's output) waits for open pipes
-        f"( while sleep {PROGRESS_UPLOAD_S}; do {upload_progress} || true; done )"
-        " </dev/null >/dev/null 2>&1 &",
-        "uploader=$!",
-        "trap 'kill $uploader 2>/dev/null || true' EXIT",
-        "status=0",
-        f"{worker_prefix or shell_quote(python)} -m bench_tasks sweep --config {shell_quote(config_path)} "
-        f"--output {shell_quote(output_path + '.partial')} 2> {shell_quote(progress_path)} || status=$?",
-        "kill $uploader 2>/dev/null || true",
-        f"{upload_progress} || true",
-        f"tail -n {STDERR_TAIL_LINES} {shell_quote(progress_path)} >&2",
-        'if [ "$status" -ne 0 ]; then exit "$status"; fi',
-        # only a finished sweep counts; a retried one replaces its file instead of adding to it
-        f"mv {shell_quote(output_path + '.partial')} {shell_quote(output_path)}",
-        f"cat {shell_quote(rundir)}/sweep-*.jsonl > {shell_quote(rundir + '/results.jsonl')}",
-        f"aws s3 cp --only-show-errors {shell_quote(rundir + '/results.jsonl')} {shell_quote(destination)}",
+        f"exec 9>>{shell_quote(paths.lock)}",
+        "attached=no",
+        "if ! flock -n 9; then",
+        f"  echo 'gpucompare: sweep {name} is running under another command: re-attaching' >&2",
+        "  flock 9; attached=yes",
+        "fi",
+        f"if {finished}; then",
+        f"  [ \"$attached\" = yes ] || echo 'gpucompare: sweep {name} already finished: reusing it' >&2",
+        'elif [ "$attached" = yes ]; then',
+        f"  rc=$(cat {shell_quote(paths.exit_code)} 2>/dev/null || echo 99)",
+        f"  tail -n {STDERR_TAIL_LINES} {shell_quote(paths.progress)} >&2 || true",
+        '  exit "$rc"',
+        "else",
+        *("  " + line for line in _worker_lines(config, paths, python=python, timeout_s=timeout_s,
+                                               kill_grace_s=kill_grace_s, worker_prefix=worker_prefix,
+                                               progress_destination=progress_destination)),
+        "fi",
+        # only finished sweeps count; a retried one replaces its file instead of adding to it
+        f"cat {shell_quote(run_dir)}/sweep-*/{_runs.RESULTS_FILE} > {merged_tmp}",
+        f"mv {merged_tmp} {merged}",
+        f"aws s3 cp --only-show-errors {merged} {shell_quote(destination)}",
     ]
 
 
+def _worker_lines(config: dict, paths: _runs.SweepPaths, *, python: str, timeout_s: int,
+                  kill_grace_s: int, progress_destination: str,
+                  worker_prefix: str | None = None) -> list[str]:
+    """Start the sweep from scratch under the lock: config, worker, results, exit status."""
+    encoded = base64.b64encode(_runs.config_json(config).encode()).decode("ascii")
+    upload_progress = (f"aws s3 cp --only-show-errors {shell_quote(paths.progress)} "
+                       f"{shell_quote(progress_destination)}")
+    return [
+        f"rm -f {shell_quote(paths.exit_code)} {shell_quote(paths.results)} {shell_quote(paths.partial)}",
+        f"echo {shell_quote(encoded)} | base64 -d > {shell_quote(paths.config)}",
+        f": > {shell_quote(paths.progress)}",
+        # its own stdio (SSM waits for open pipes), not the lock (an uploader left behind must
+        # not hold the sweep), and it stops when the script is gone
+        f"( while kill -0 $$ 2>/dev/null && sleep {PROGRESS_UPLOAD_S}; do {upload_progress} || true; done )"
+        " </dev/null >/dev/null 2>&1 9>&- &",
+        "uploader=$!",
+        "trap 'kill $uploader 2>/dev/null || true' EXIT",
+        "rc=0",
+        # the worker inherits the lock (while it lives no other command starts one), not the
+        # command's pipes (a worker outliving a cancelled command must not hold SSM's output)
+        f"timeout --kill-after={int(kill_grace_s)} {int(timeout_s)} {worker_prefix or shell_quote(python)} "
+        "-m bench_tasks sweep "
+        f"--config {shell_quote(paths.config)} --output {shell_quote(paths.partial)} "
+        f"> {shell_quote(paths.stdout)} 2> {shell_quote(paths.progress)} < /dev/null || rc=$?",
+        "kill $uploader 2>/dev/null || true",
+        f"{upload_progress} || true",
+        f'if [ "$rc" -eq 0 ]; then mv {shell_quote(paths.partial)} {shell_quote(paths.results)} || rc=98; fi',
+        f'echo "$rc" > {shell_quote(paths.exit_code + ".tmp")}',
+        f"mv {shell_quote(paths.exit_code + '.tmp')} {shell_quote(paths.exit_code)}",
+        f"tail -n {STDERR_TAIL_LINES} {shell_quote(paths.progress)} >&2",
+        'if [ "$rc" -ne 0 ]; then exit "$rc"; fi',
+    ]

@@ -200,7 +200,8 @@ def _use_statements(
         ),
         _statement(
             "FollowCommandsAndAgents",
-            ["ssm:GetCommandInvocation", "ssm:ListCommandInvocations", "ssm:DescribeInstanceInformation"],
+            ["ssm:GetCommandInvocation", "ssm:ListCommands", "ssm:ListCommandInvocations",
+             "ssm:DescribeInstanceInformation"],
             "*",
         ),
         _statement(

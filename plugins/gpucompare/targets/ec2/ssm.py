@@ -1,11 +1,14 @@
-"""Running commands on an ``ec2`` target's instance through SSM Run Command.
+"""The one SSM Run Command runner of the ``ec2`` target and of its host channel.
 
-``send_commands`` sends them (the ``AWS-RunShellScript`` document, the full output to the
-instance's own S3 prefix), ``wait_for_command`` polls until a final status (cancelling past
-the time limit, failing at once when the instance itself is gone), ``_run_commands`` does
-both and streams the output; ``ProgressFollower`` reads the worker's progress file from S3
-as the instance uploads it, so progress lines arrive while the sweep runs.
-``SsmCommandsMixin`` needs the target's hooks and options; ``Ec2Target`` mixes it in.
+``SsmRunner`` sends ``AWS-RunShellScript`` commands to one instance, reads an invocation
+(``InvocationDoesNotExist`` right after SendCommand counts as ``Pending``: decided by the
+error code, never by message text), finds an earlier command of the same purpose again
+(``find``: a retried task re-attaches to it instead of sending a second one), waits until a
+final status, and cancels (``CancelCommand``) every command it abandons: past its time
+limit, or when the wait is interrupted. The statuses are SSM's own, in two sets:
+``SSM_RUNNING`` (more will happen) and ``SSM_FINAL`` (nothing more will); an unknown status
+counts as running until the time limit. ``ProgressFollower`` reads the worker's progress file
+from S3 as the instance uploads it, so progress lines arrive while the sweep runs.
 """
 
 from __future__ import annotations
@@ -16,108 +19,154 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpucompare.targets.base import LineSink, TargetError, TargetState
+from gpucompare.targets.base import LineSink, TargetError
 from gpucompare.targets.ec2.aws_errors import client_error_code
-from gpucompare.targets.ec2.channel import SSM_DOCUMENT
-from gpucompare.targets.ec2.options import SSM_FINAL_STATUSES, Ec2Options, run_key
 from gpucompare.targets.runs import STDERR_TAIL_LINES
 
 log = logging.getLogger(__name__)
 
+SSM_DOCUMENT = "AWS-RunShellScript"
+#: Invocation statuses after which more will happen (``Cancelling`` ends as ``Cancelled``).
+SSM_RUNNING = frozenset({"Pending", "InProgress", "Delayed", "Cancelling"})
+#: Invocation statuses after which nothing more will happen.
+SSM_FINAL = frozenset({"Success", "Failed", "Cancelled", "TimedOut", "DeliveryTimedOut",
+                       "ExecutionTimedOut", "Undeliverable", "Terminated", "InvalidPlatform",
+                       "AccessDenied"})
+#: Error codes of GetCommandInvocation that mean "not registered yet" (right after SendCommand).
+NOT_YET = frozenset({"InvocationDoesNotExist"})
+#: Error codes of CancelCommand that mean there is nothing (left) to cancel.
+NOTHING_TO_CANCEL = frozenset({"InvalidCommandId", "InvalidInstanceId", "DuplicateInstanceId"})
 
-class SsmCommandsMixin:
-    """Send commands to the run's instance and wait for them (see the module docstring)."""
 
-    # provided by Ec2Target
-    line_sink: LineSink
-    options: Ec2Options
-    ec2_hook: Any
-    ssm_hook: Any
+def is_final(status: str | None) -> bool:
+    return status in SSM_FINAL
 
-    _writer_prefix: Callable[[TargetState], str]  # RunStorageMixin's
 
-    def _run_commands(self, state: TargetState, instance_id: str, commands: list[str], timeout_s: float,
-                      *, purpose: str, progress: ProgressFollower | None = None) -> dict[str, Any]:
-        """Send the commands through SSM Run Command, poll until done, stream the output.
+def exit_code_of(invocation: dict[str, Any]) -> int:
+    """The command's exit status; 255 when SSM ended it (cancelled, timed out) without one."""
+    code = invocation.get("ResponseCode")
+    if not isinstance(code, int) or code < 0 or (invocation.get("Status") != "Success" and code == 0):
+        return 255
+    return code
 
-        With a ``progress`` follower the worker's progress lines arrive while it runs (the
-        instance uploads its progress file every ``PROGRESS_UPLOAD_S``); SSM's own copy of
-        standard error is then only used for the error message.
-        """
-        command_id = self.send_commands(state, instance_id, commands, timeout_s, purpose=purpose)
-        invocation = self.wait_for_command(command_id, instance_id, timeout_s,
-                                           on_poll=progress.follow if progress else None)
-        if progress:
-            progress.follow()
-        for line in (invocation.get("StandardOutputContent") or "").splitlines():
-            self.line_sink(line)
-        stderr = invocation.get("StandardErrorContent") or ""
-        if not (progress and progress.seen_any):
-            for line in stderr.splitlines():
-                self.line_sink(line)
-        if invocation.get("Status") != "Success":
-            tail = "\n".join(stderr.splitlines()[-STDERR_TAIL_LINES:])
-            raise TargetError(
-                f"{purpose} on {instance_id} ended {invocation.get('Status')} (exit code "
-                f"{invocation.get('ResponseCode')}, command {command_id}); stderr tail:\n{tail}")
-        return invocation
 
-    def send_commands(self, state: TargetState, instance_id: str, commands: list[str], timeout_s: float,
-                      *, purpose: str) -> str:
-        # the agent uploads with the instance's credentials: below the instance's own prefix
-        output_prefix = f"{self._writer_prefix(state)}/ssm"
-        response = self.ssm_hook.conn.send_command(
-            InstanceIds=[instance_id],
-            DocumentName=SSM_DOCUMENT,
-            Comment=f"gpucompare {purpose} {run_key(state.run_id)}"[:100],
-            Parameters={"commands": commands, "executionTimeout": [str(int(math.ceil(timeout_s)))]},
-            # full stdout/stderr land here (the API returns only the first 24,000 characters)
-            OutputS3BucketName=self.options.results_bucket,
-            OutputS3KeyPrefix=output_prefix,
-        )
-        command_id = response["Command"]["CommandId"]
-        log.info("Sent SSM %s command %s to %s (%d commands, timeout %.0f s)", purpose, command_id,
-                 instance_id, len(commands), timeout_s)
+class SsmRunner:
+    """Commands on one instance through SSM Run Command (see the module docstring).
+
+    :param ssm_client: a boto3 SSM client (the target's ``SsmHook().conn``)
+    :param instance_id: the instance every command goes to
+    :param poll_interval_s: seconds between two reads of a running invocation
+    :param output_bucket: where the agent writes the full output (the API keeps 24,000 characters)
+    :param sleep: the pause between polls (tests pass their own)
+    """
+
+    def __init__(self, ssm_client: Any, instance_id: str, *, poll_interval_s: float = 15.0,
+                 output_bucket: str | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.ssm = ssm_client
+        self.instance_id = instance_id
+        self.poll_interval_s = poll_interval_s
+        self.output_bucket = output_bucket
+        self._sleep = sleep
+
+    def send(self, commands: list[str], timeout_s: float, *, comment: str,
+             output_prefix: str | None = None) -> str:
+        """Send the commands; returns the CommandId. ``comment`` is how ``find`` knows it again."""
+        request: dict[str, Any] = {
+            "InstanceIds": [self.instance_id], "DocumentName": SSM_DOCUMENT, "Comment": comment[:100],
+            "Parameters": {"commands": commands, "executionTimeout": [str(int(math.ceil(timeout_s)))]},
+        }
+        if self.output_bucket and output_prefix:
+            request.update(OutputS3BucketName=self.output_bucket, OutputS3KeyPrefix=output_prefix)
+        command_id = self.ssm.send_command(**request)["Command"]["CommandId"]
+        log.info("Sent SSM command %s to %s (%s; %d lines, timeout %.0f s)", command_id, self.instance_id,
+                 comment[:100], len(commands), timeout_s)
         return command_id
 
-    def wait_for_command(self, command_id: str, instance_id: str, timeout_s: float, *,
-                         on_poll: Callable[[], None] | None = None) -> dict[str, Any]:
-        """Poll GetCommandInvocation until a final status; cancel and raise past the time limit."""
+    def invocation(self, command_id: str) -> dict[str, Any]:
+        """The command's invocation on the instance (``Pending`` while SSM has not registered it)."""
         from botocore.exceptions import ClientError
 
-        # the agent enforces executionTimeout itself; give it time to report before we give up
-        grace = max(4 * self.options.poll_interval_s, min(60.0, timeout_s / 10))
+        try:
+            return self.ssm.get_command_invocation(CommandId=command_id, InstanceId=self.instance_id)
+        except ClientError as exc:
+            if client_error_code(exc) in NOT_YET:
+                return {"Status": "Pending", "CommandId": command_id}
+            raise TargetError(f"SSM GetCommandInvocation {command_id} on {self.instance_id} failed: "
+                              f"{exc}") from exc
+
+    def find(self, comment: str) -> str | None:
+        """The newest command sent to the instance with exactly this comment, if any."""
+        from botocore.exceptions import ClientError
+
+        try:
+            commands = self.ssm.list_commands(InstanceId=self.instance_id).get("Commands", [])
+        except ClientError as exc:
+            raise TargetError(f"SSM ListCommands on {self.instance_id} failed: {exc}") from exc
+        mine = [c for c in commands if c.get("Comment") == comment[:100]]
+        if not mine:
+            return None
+        return max(mine, key=lambda c: c.get("RequestedDateTime") or 0)["CommandId"]
+
+    def cancel(self, command_id: str) -> None:
+        """Cancel the command on the instance; one that already ended is fine."""
+        from botocore.exceptions import ClientError
+
+        try:
+            self.ssm.cancel_command(CommandId=command_id, InstanceIds=[self.instance_id])
+            log.info("Cancelled SSM command %s on %s", command_id, self.instance_id)
+        except ClientError as exc:
+            if client_error_code(exc) in NOTHING_TO_CANCEL:
+                log.info("SSM command %s on %s: nothing left to cancel", command_id, self.instance_id)
+            else:
+                log.warning("Could not cancel SSM command %s on %s: %s", command_id, self.instance_id, exc)
+
+    def wait(self, command_id: str, timeout_s: float, *, on_poll: Callable[[], None] | None = None,
+             still_alive: Callable[[str | None], None] | None = None) -> dict[str, Any]:
+        """Poll until a final status. Past ``timeout_s`` (plus time for the agent to report its
+        own ``executionTimeout``), or when the wait is interrupted (an exception from
+        ``still_alive`` or ``on_poll``, a kill of the task), the command is cancelled."""
+        grace = max(4 * self.poll_interval_s, min(60.0, timeout_s / 10))
         deadline = time.monotonic() + timeout_s + grace
         last_status = None
-        while True:
-            try:
-                invocation = self.ssm_hook.get_command_invocation(command_id, instance_id)
-            except ClientError as exc:
-                # right after SendCommand the invocation may not exist yet
-                if client_error_code(exc) != "InvocationDoesNotExist":
-                    raise TargetError(f"SSM GetCommandInvocation {command_id} failed: {exc}") from exc
-                invocation = {"Status": "Pending"}
-            status = invocation.get("Status")
-            if status != last_status:
-                log.info("SSM command %s on %s: %s", command_id, instance_id, status)
-                last_status = status
-            if status in SSM_FINAL_STATUSES:
-                return invocation
-            if on_poll:
-                on_poll()
-            # a spot interruption or the TTL timer ends the machine, not the command's status
-            instance_state = self.ec2_hook.get_instance_state(instance_id)
-            if instance_state not in ("pending", "running"):
-                raise TargetError(f"instance {instance_id} is {instance_state} while SSM command "
-                                  f"{command_id} was {status} (spot interruption or time-to-live?)")
-            if time.monotonic() >= deadline:
-                try:
-                    self.ssm_hook.conn.cancel_command(CommandId=command_id, InstanceIds=[instance_id])
-                except ClientError as exc:
-                    log.warning("Could not cancel SSM command %s: %s", command_id, exc)
-                raise TargetError(f"SSM command {command_id} on {instance_id} still {status} after "
-                                  f"{timeout_s:.0f} s: cancelled")
-            time.sleep(self.options.poll_interval_s)
+        finished = False
+        try:
+            while True:
+                invocation = self.invocation(command_id)
+                status = invocation.get("Status")
+                if status != last_status:
+                    log.info("SSM command %s on %s: %s", command_id, self.instance_id, status)
+                    last_status = status
+                if is_final(status):
+                    finished = True
+                    return invocation
+                if on_poll:
+                    on_poll()
+                if still_alive:
+                    still_alive(status)
+                if time.monotonic() >= deadline:
+                    raise TargetError(f"SSM command {command_id} on {self.instance_id} still {status} "
+                                      f"after {timeout_s:.0f} s: cancelled")
+                self._sleep(self.poll_interval_s)
+        finally:
+            if not finished:
+                self.cancel(command_id)
+
+    def run(self, commands: list[str], timeout_s: float, *, comment: str,
+            output_prefix: str | None = None) -> dict[str, Any]:
+        """Send, then wait for the final status (cancelled if abandoned)."""
+        return self.wait(self.send(commands, timeout_s, comment=comment, output_prefix=output_prefix),
+                         timeout_s)
+
+
+def raise_unless_success(invocation: dict[str, Any], *, purpose: str, instance_id: str) -> None:
+    """A ``TargetError`` with the command's status, exit code and stderr tail unless it succeeded."""
+    if invocation.get("Status") == "Success":
+        return
+    stderr = invocation.get("StandardErrorContent") or ""
+    tail = "\n".join(stderr.splitlines()[-STDERR_TAIL_LINES:])
+    raise TargetError(
+        f"{purpose} on {instance_id} ended {invocation.get('Status')} (exit code "
+        f"{invocation.get('ResponseCode')}, command {invocation.get('CommandId')}); stderr tail:\n{tail}")
 
 
 class ProgressFollower:

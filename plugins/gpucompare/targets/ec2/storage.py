@@ -19,8 +19,8 @@ from typing import Any
 
 from gpucompare.targets.base import TargetError, TargetSpec, TargetState
 from gpucompare.targets.ec2.aws_errors import client_error_code
-from gpucompare.targets.ec2.commands import sweep_name
 from gpucompare.targets.ec2.options import _WRITER, Ec2Options, run_key
+from gpucompare.targets.runs import sweep_dir_name
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +98,8 @@ class RunStorageMixin:
         self.s3_hook.load_bytes(bundle.data, key, bucket, replace=True)
         return key
 
-    def _progress_key(self, state: TargetState, config_json: str) -> str:
-        return f"{self._writer_prefix(state)}/progress/{sweep_name(config_json)}.log"
+    def _progress_key(self, state: TargetState, config: dict[str, Any]) -> str:
+        return f"{self._writer_prefix(state)}/progress/{sweep_dir_name(config)}.log"
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,17 @@ is the one Airflow already manages. The provider's operators (``EC2CreateInstanc
 ``SsmRunCommandOperator`` …) are whole Airflow tasks; the target's steps are called from
 inside the DAG's own tasks, so it uses the same hooks, waiters and calls they do.
 
-This module holds the target's steps and its teardown; the launch (``launch``), the SSM
-commands (``ssm``) and the run's S3 keys and bundle upload (``storage``) are mixed into
-``Ec2Target`` from their own modules.
+This module holds the target's steps and its teardown; the launch (``launch``) and the
+run's S3 keys and bundle upload (``storage``) are mixed into ``Ec2Target`` from their own
+modules; every SSM command goes through one ``ssm.SsmRunner`` (also the host channel's).
+
+Exactly one sweep per machine and configuration: ``start_sweep`` finds the sweep's earlier
+command (its CommandId kept in the state, or found again through SSM by its comment) and
+re-attaches to it while it runs, reuses it once it succeeded, and sends it again only when it
+failed or was lost; on the instance the sweep's folder (``targets.runs``) holds a ``flock``
+lock the worker keeps while it lives and an exit file, so even a command sent twice runs one
+worker (``commands.sweep_commands``). ``start_sweep`` is short; the wait is ``run_sweep``'s
+(in the task) or a trigger's (``airflow.deferrable``).
 
 What ``prepare`` creates, and why:
 
@@ -56,11 +64,12 @@ the run will execute, for the estimate), ``poll_interval_s`` (15), ``agent_timeo
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
 import tempfile
+import time
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
@@ -68,6 +77,7 @@ from typing import Any
 from bench_tasks.configs import ConfigError, parse_sweep
 from bench_tasks.constants import WORKER_RUNTIME_ENV
 from gpucompare.targets import container, cost
+from gpucompare.targets import runs as _runs
 from gpucompare.targets.base import (
     LineSink,
     Target,
@@ -91,18 +101,50 @@ from gpucompare.targets.ec2.options import (
     Ec2Options,
     run_key,
 )
-from gpucompare.targets.ec2.ssm import ProgressFollower, SsmCommandsMixin
+from gpucompare.targets.ec2.ssm import (
+    SSM_RUNNING,
+    ProgressFollower,
+    SsmRunner,
+    is_final,
+    raise_unless_success,
+)
 from gpucompare.targets.ec2.storage import RunStorageMixin, build_worker_bundle
 from gpucompare.targets.phases import timed_phase
 
 log = logging.getLogger(__name__)
 
+#: Seconds the worker gets after its time limit to stop (then ``timeout`` kills it).
+KILL_GRACE_S = 30
+#: Seconds beyond the worker's time limit the sweep's command may take (merge, upload).
+SWEEP_SLACK_S = 120
 
-class Ec2Target(Ec2LaunchMixin, SsmCommandsMixin, RunStorageMixin, Target):
+
+@dataclass(frozen=True)
+class SweepStart:
+    """What ``Ec2Target.start_sweep`` did: the command the sweep's wait follows, and why
+    (``start``: sent now; ``attach``: an earlier command still runs; ``reuse``: it succeeded)."""
+
+    command_id: str
+    decision: str
+    sweep: str
+    progress_key: str
+    limit_s: float  # the command's own time limit (the worker's, its kill grace, the upload)
+    deadline: float  # wall clock (epoch seconds) past which the wait cancels the command
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SweepStart:
+        """From ``to_dict()``'s JSON; keys the caller added (the pipeline's) are left out."""
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__})
+
+
+class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
     """Provision, use and terminate one EC2 instance per run (see the module docstring).
 
-    The launch (``launch.py``), the SSM commands (``ssm.py``) and the run's S3 keys and bundle
-    upload (``storage.py``) are mixed in; they use this class's hooks and options.
+    The launch (``launch.py``) and the run's S3 keys and bundle upload (``storage.py``) are
+    mixed in; SSM commands go through ``runner()`` (``ssm.SsmRunner``).
     """
 
     kind = "ec2"
@@ -252,8 +294,7 @@ class Ec2Target(Ec2LaunchMixin, SsmCommandsMixin, RunStorageMixin, Target):
     @timed_phase("pull")
     def _pull_image(self, state: TargetState) -> TargetState:
         image = container.runtime_image(self.options.worker_runtime)
-        invocation = self._run_commands(state, self._instance_id(state),
-                                        [*SCRIPT_PREAMBLE, container.pull_script(image)],
+        invocation = self._run_commands(state, [*SCRIPT_PREAMBLE, container.pull_script(image)],
                                         self.options.deploy_timeout_s, purpose="pull")
         pulled = container.parse_pull(invocation.get("StandardOutputContent") or "", image)
         state.extra = {**state.extra, "image": pulled.reference,
@@ -262,7 +303,6 @@ class Ec2Target(Ec2LaunchMixin, SsmCommandsMixin, RunStorageMixin, Target):
 
     @timed_phase("deploy")
     def _deploy_bundle(self, state: TargetState) -> TargetState:
-        instance_id = self._instance_id(state)
         bundle = build_worker_bundle()
         # named by the bytes (not the code hash), checked here and again on the instance
         bundle_key = self.upload_bundle(bundle)
@@ -272,57 +312,146 @@ class Ec2Target(Ec2LaunchMixin, SsmCommandsMixin, RunStorageMixin, Target):
         commands = deploy_commands(f"s3://{self.options.results_bucket}/{bundle_key}", bundle.sha256, workdir,
                                    python, check_worker=not self.in_container,
                                    create_venv=self.options.bench_python is None and not self.in_container)
-        self._run_commands(state, instance_id, commands, self.options.deploy_timeout_s, purpose="deploy")
+        self._run_commands(state, commands, self.options.deploy_timeout_s, purpose="deploy")
         state.workdir = workdir
         state.extra = {**state.extra, "bench_python": python, "bundle": bundle.content_hash}
         return state
 
     # --- run ---
 
-    def sweep_commands(self, state: TargetState, sweep_config: dict[str, Any]) -> list[str]:
+    def _run_commands(self, state: TargetState, commands: list[str], timeout_s: float, *,
+                      purpose: str) -> dict[str, Any]:
+        """One short SSM command (deploy, pull) through the target's runner: its output lines
+        into the task log, a failure raised naming ``purpose``; returns the invocation."""
+        instance_id = self._instance_id(state)
+        invocation = self.runner(state).run(commands, timeout_s,
+                                            comment=f"gpucompare {purpose} {run_key(state.run_id)}",
+                                            output_prefix=f"{self._writer_prefix(state)}/ssm")
+        for line in ((invocation.get("StandardOutputContent") or "").splitlines()
+                     + (invocation.get("StandardErrorContent") or "").splitlines()):
+            self.line_sink(line)
+        raise_unless_success(invocation, purpose=purpose, instance_id=instance_id)
+        return invocation
+
+    def runner(self, state: TargetState) -> SsmRunner:
+        """The SSM runner of the run's instance (the one its host channel uses too)."""
+        return SsmRunner(self.ssm_hook.conn, self._instance_id(state),
+                         poll_interval_s=self.options.poll_interval_s,
+                         output_bucket=self.options.results_bucket)
+
+    def run_dir(self, state: TargetState) -> str:
+        """The run's folder on the instance (``targets.runs`` names it, as on an ssh host)."""
+        return f"{self.options.remote_root}/runs/{_runs.run_dir_name(state.run_id)}"
+
+    def sweep_commands(self, state: TargetState, sweep_config: dict[str, Any], *,
+                       timeout_s: float = 3600) -> list[str]:
         """The AWS-RunShellScript commands of one sweep (the tests run exactly these in bash)."""
         if not state.workdir or not state.extra.get("bench_python"):
             raise TargetError("run_sweep before deploy: the state has no worker directory")
         # the runtime goes into every record (worker_runtime)
         python = shell_quote(str(state.extra["bench_python"]))
-        prefix = f"{WORKER_RUNTIME_ENV}={shell_quote(self.options.worker_runtime)} {python}"
+        prefix = f"env {WORKER_RUNTIME_ENV}={shell_quote(self.options.worker_runtime)} {python}"
         if self.in_container:  # NVIDIA's image runs the bundle, mounted read-only
             if not container.PINNED.fullmatch(str(state.extra.get("image"))):
                 raise TargetError("run_sweep before the pull: the state has no image@digest")
             prefix = container.shell_prefix(
                 image=state.extra["image"], runtime=self.options.worker_runtime, code_dir=state.workdir,
-                sweep_dir=f"{self.options.remote_root}/runs/{run_key(state.run_id)}", uid=0, gid=0)
-        config_json = self._config_json(state, sweep_config)
-        rundir = f"{self.options.remote_root}/runs/{run_key(state.run_id)}"
+                sweep_dir=self.run_dir(state), uid=0, gid=0)
+        config = self._sweep_config(state, sweep_config)
         destination = f"s3://{self.options.results_bucket}/{self._results_key(state)}"
-        progress = f"s3://{self.options.results_bucket}/{self._progress_key(state, config_json)}"
+        progress = f"s3://{self.options.results_bucket}/{self._progress_key(state, config)}"
         return sweep_commands(
-            config_json=config_json, workdir=state.workdir, rundir=rundir,
+            config=config, workdir=state.workdir, run_dir=self.run_dir(state),
             python=str(state.extra["bench_python"]), destination=destination, progress_destination=progress,
-            worker_prefix=prefix,
+            worker_prefix=prefix, timeout_s=max(1, math.ceil(timeout_s)), kill_grace_s=KILL_GRACE_S,
         )
 
     @staticmethod
-    def _config_json(state: TargetState, sweep_config: dict[str, Any]) -> str:
+    def _sweep_config(state: TargetState, sweep_config: dict[str, Any]) -> dict[str, Any]:
         """The sweep config as sent (with the run id), refused here if the worker would refuse it."""
-        config = {"run_id": state.run_id, **sweep_config}
+        config = _runs.with_run_id(sweep_config, state.run_id)
         try:
             # refused here, with the field named, rather than on the instance after a long wait
             parse_sweep(config, where="sweep_config")
         except ConfigError as exc:
             raise TargetConfigError(str(exc)) from exc
-        return json.dumps(config, sort_keys=True)
+        return config
+
+    def _sweep_comment(self, state: TargetState, config: dict[str, Any]) -> str:
+        """How SSM knows the sweep's command again (``SsmRunner.find``) on the run's instance."""
+        return f"gpucompare sweep {_runs.sweep_dir_name(config)} {run_key(state.run_id)}"[:100]
+
+    def start_sweep(self, state: TargetState, sweep_config: dict[str, Any], *,
+                    timeout_s: float) -> SweepStart:
+        """Send the sweep's command unless one already covers it; a short call (no waiting).
+
+        The CommandId of the sweep is kept in ``state.extra["sweep_commands"]`` and found again
+        through SSM (the command's comment names the sweep) by a retry that lost the state:
+        a command still running is re-attached to (``attach``), one that succeeded is reused
+        (``reuse``), and only a dead or failed one is sent again (``start``), whose script
+        itself re-attaches to a worker still holding the sweep's lock on the instance.
+        """
+        if not timeout_s or timeout_s <= 0:
+            raise TargetError(f"run_sweep: timeout_s must be > 0, got {timeout_s!r}")
+        config = self._sweep_config(state, sweep_config)
+        commands = self.sweep_commands(state, sweep_config, timeout_s=timeout_s)
+        name, comment = _runs.sweep_dir_name(config), self._sweep_comment(state, config)
+        runner = self.runner(state)
+        known = state.extra.get("sweep_commands", {}).get(name) or runner.find(comment)
+        decision = "start"
+        if known:
+            status = runner.invocation(known).get("Status")
+            decision = "attach" if status in SSM_RUNNING else "reuse" if status == "Success" else "start"
+            log.info("Sweep %s of run %s: command %s is %s: %s", name, state.run_id, known, status, decision)
+        limit = timeout_s + KILL_GRACE_S + SWEEP_SLACK_S
+        if decision == "start":
+            known = runner.send(commands, limit, comment=comment,
+                                output_prefix=f"{self._writer_prefix(state)}/ssm")
+        state.extra["sweep_commands"] = {**state.extra.get("sweep_commands", {}), name: known}
+        log.info("Sweep %s on %s: %s (command %s)", name, runner.instance_id, decision, known)
+        # the agent enforces the limit itself; give it time to report before giving up
+        grace = max(4 * self.options.poll_interval_s, min(60.0, limit / 10))
+        return SweepStart(command_id=str(known), decision=decision, sweep=name,
+                          progress_key=self._progress_key(state, config), limit_s=limit,
+                          deadline=time.time() + limit + grace)
+
+    def sweep_poller(self, state: TargetState, started: SweepStart | dict[str, Any]) -> CommandPoller:
+        """Follows the sweep's command one ``poll()`` at a time (in the task or in a trigger)."""
+        if isinstance(started, dict):
+            started = SweepStart.from_dict(started)
+        return CommandPoller(self, state, started)
+
+    def finish_sweep(self, state: TargetState, started: SweepStart | dict[str, Any],
+                     event: dict[str, Any]) -> TargetState:
+        """After the sweep's command ended: its output into the log, an error unless it succeeded."""
+        if event.get("error"):
+            raise TargetError(str(event["error"]))
+        invocation = event["invocation"]
+        for line in (invocation.get("StandardOutputContent") or "").splitlines():
+            self.line_sink(line)
+        if not event.get("progress_seen"):
+            for line in (invocation.get("StandardErrorContent") or "").splitlines():
+                self.line_sink(line)
+        raise_unless_success(invocation, purpose="sweep", instance_id=self._instance_id(state))
+        state.remote_results = f"s3://{self.options.results_bucket}/{self._results_key(state)}"
+        return state
 
     @timed_phase("sweep")
     def run_sweep(self, state: TargetState, sweep_config: dict[str, Any], *, timeout_s: float) -> TargetState:
+        """Start (or re-attach to, or reuse) the sweep and wait for it in this task."""
+        started = self.start_sweep(state, sweep_config, timeout_s=timeout_s)
+        poller = self.sweep_poller(state, started)
+        while (event := poller.poll()) is None:
+            time.sleep(self.options.poll_interval_s)
+        return self.finish_sweep(state, started, event)
+
+    def _check_alive(self, state: TargetState, command_id: str, status: str | None) -> None:
+        """A spot interruption or the TTL timer ends the machine, not the command's status."""
         instance_id = self._instance_id(state)
-        commands = self.sweep_commands(state, sweep_config)
-        config_json = self._config_json(state, sweep_config)
-        progress = ProgressFollower(self.s3_hook, self.options.results_bucket,
-                                    self._progress_key(state, config_json), self.line_sink)
-        self._run_commands(state, instance_id, commands, timeout_s, purpose="sweep", progress=progress)
-        state.remote_results = f"s3://{self.options.results_bucket}/{self._results_key(state)}"
-        return state
+        instance_state = self.ec2_hook.get_instance_state(instance_id)
+        if instance_state not in ("pending", "running"):
+            raise TargetError(f"instance {instance_id} is {instance_state} while SSM command "
+                              f"{command_id} was {status} (spot interruption or time-to-live?)")
 
     # --- collect ---
 
@@ -366,10 +495,9 @@ class Ec2Target(Ec2LaunchMixin, SsmCommandsMixin, RunStorageMixin, Target):
         if address is None:
             reservations = self.ec2_hook.conn.describe_instances(InstanceIds=[instance_id])["Reservations"]
             address = reservations[0]["Instances"][0].get("PrivateIpAddress")
-        return SSMChannel(ssm_client=self.ssm_hook.conn, instance_id=instance_id, address=address,
+        return SSMChannel(runner=self.runner(state), address=address,
                           python=state.extra["bench_python"], code_dir=state.workdir,
-                          run_dir=f"{self.options.remote_root}/runs/{run_key(state.run_id)}",
-                          poll_interval_s=self.options.poll_interval_s)
+                          run_dir=self.run_dir(state))
 
     @timed_phase("teardown")
     def teardown(self, state: TargetState | None) -> None:
@@ -446,6 +574,47 @@ class Ec2Target(Ec2LaunchMixin, SsmCommandsMixin, RunStorageMixin, Target):
             self.s3_hook.delete_objects(bucket, keys)
         log.info("Deleted %d object(s) of run %s under s3://%s/%s", len(keys), run_id, bucket, prefix)
         return len(keys)
+
+
+class CommandPoller:
+    """The wait for one sweep's SSM command, one ``poll()`` at a time: progress lines (from S3)
+    go to the target's line sink; ``poll`` returns None while the command runs, else the event
+    ``finish_sweep`` takes: ``{"invocation": ..., "progress_seen": ...}`` once it ended, or
+    ``{"error": ...}`` when the instance is gone (spot interruption, time-to-live) or the
+    command ran past its deadline; an abandoned command is cancelled."""
+
+    def __init__(self, target: Ec2Target, state: TargetState, started: SweepStart) -> None:
+        self.target, self.state, self.started = target, state, started
+        self.runner = target.runner(state)
+        self.progress = ProgressFollower(target.s3_hook, target.options.results_bucket, started.progress_key,
+                                         target.line_sink)
+        self.last_status: str | None = None
+
+    def poll(self) -> dict[str, Any] | None:
+        command_id = self.started.command_id
+        invocation = self.runner.invocation(command_id)
+        status = invocation.get("Status")
+        if status != self.last_status:
+            log.info("SSM command %s on %s: %s", command_id, self.runner.instance_id, status)
+            self.last_status = status
+        self.progress.follow()
+        if is_final(status):
+            keep = ("CommandId", "Status", "ResponseCode", "StandardOutputContent", "StandardErrorContent")
+            return {"invocation": {key: invocation.get(key) for key in keep},
+                    "progress_seen": self.progress.seen_any}
+        try:
+            self.target._check_alive(self.state, command_id, status)
+        except TargetError as exc:
+            self.runner.cancel(command_id)
+            return {"error": str(exc)}
+        if time.time() >= self.started.deadline:
+            self.runner.cancel(command_id)
+            return {"error": f"SSM command {command_id} on {self.runner.instance_id} still {status} after "
+                             f"{self.started.limit_s:.0f} s: cancelled"}
+        return None
+
+    def close(self) -> None:
+        """Nothing to close: each poll is a call of the target's clients."""
 
 
 def _tag(instance: dict[str, Any], key: str) -> str | None:

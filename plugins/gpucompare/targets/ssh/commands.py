@@ -5,36 +5,11 @@
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
 
 from gpucompare.config import patterns
 from gpucompare.targets import runs as _runs
 from gpucompare.targets.base import shell_quote
-
-# -- remote shell snippets (every value quoted; each builder is unit-tested) ---------------------
-
-
-@dataclass(frozen=True)
-class SweepPaths:
-    """Where one sweep's files are on the host."""
-
-    sweep_dir: str
-
-    def _file(self, name: str) -> str:
-        return posixpath.join(self.sweep_dir, name)
-
-    config = property(lambda self: self._file(_runs.CONFIG_FILE))
-    partial = property(lambda self: self._file(_runs.PARTIAL_RESULTS_FILE))
-    results = property(lambda self: self._file(_runs.RESULTS_FILE))
-    progress = property(lambda self: self._file(_runs.PROGRESS_FILE))
-    pid = property(lambda self: self._file(_runs.PID_FILE))
-    exit_code = property(lambda self: self._file(_runs.EXIT_CODE_FILE))
-    script = property(lambda self: self._file("run.sh"))
-    stdout = property(lambda self: self._file("stdout.log"))
-    launcher = property(lambda self: self._file("launcher.log"))
-    claim = property(lambda self: self._file("claim"))
-    container = property(lambda self: self._file("container"))
-    stop = property(lambda self: self._file(_runs.STOP_FILE))
+from gpucompare.targets.runs import SweepPaths  # the layout shared with the ec2 target
 
 
 def container_name(run_dir_name: str, sweep_dir_name: str) -> str:

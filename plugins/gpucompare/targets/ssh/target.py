@@ -197,6 +197,22 @@ class SSHTarget(Target):
     @timed_phase("sweep")
     def run_sweep(self, state: TargetState, sweep_config: dict[str, Any], *,
                   timeout_s: float) -> TargetState:
+        """Start (or re-attach to, or reuse) the sweep and wait for it in this task."""
+        started = self.start_sweep(state, sweep_config, timeout_s=timeout_s)
+        if started["decision"] != "reuse":
+            poller = self.sweep_poller(state, started)
+            while (event := poller.poll()) is None:
+                self._sleep(self.options.poll_interval_s)
+            return self.finish_sweep(state, started, event)
+        return self.finish_sweep(state, started, {"exit_code": 0})
+
+    def start_sweep(self, state: TargetState, sweep_config: dict[str, Any], *,
+                    timeout_s: float) -> dict[str, Any]:
+        """Start the sweep unless it runs (``attach``) or finished (``reuse``); a short call.
+
+        Returns what its wait needs (``sweep_poller``: in this task, or in a trigger): the
+        sweep's folder, the decision and the wall-clock deadline of the orchestrator's backstop.
+        """
         if not timeout_s or timeout_s <= 0:
             raise TargetError(f"run_sweep: timeout_s must be > 0, got {timeout_s!r}")
         run_dir = _checked_run_dir(state, "run_sweep")
@@ -215,16 +231,47 @@ class SSHTarget(Target):
         status = self.connection.run("run_sweep", probe_script(paths)).stdout.strip()
         if status == "exit 0":
             self.line_sink(f"[ssh] sweep {sweep_name} already finished; reusing its results")
+            decision = "reuse"
         elif status == "running":
             self.line_sink(f"[ssh] sweep {sweep_name} is already running; re-attaching")
-            self._follow(paths, timeout_s)
+            decision = "attach"
         else:
             if status != "new":
                 self.line_sink(f"[ssh] sweep {sweep_name} left by an earlier attempt ({status}); "
                                "starting it again")
             self._start(state, paths, config, timeout_s)
-            self._follow(paths, timeout_s)
+            decision = "start"
+        deadline = time.time() + timeout_s + self.options.kill_grace_s + BACKSTOP_SLACK_S
+        return {"sweep_dir": paths.sweep_dir, "decision": decision, "timeout_s": timeout_s,
+                "deadline": deadline}
+
+    def sweep_poller(self, state: TargetState, started: dict[str, Any]) -> SweepPoller:
+        """Reads the sweep's progress and exit file, one ``poll()`` at a time (see ``SweepPoller``)."""
+        run_dir = _checked_run_dir(state, "run_sweep")
+        paths = SweepPaths(started["sweep_dir"])
+        if posixpath.dirname(paths.sweep_dir) != run_dir:
+            raise TargetError(f"run_sweep: sweep {paths.sweep_dir!r} is not in the run directory {run_dir}")
+        return SweepPoller(self, paths, deadline=float(started["deadline"]))
+
+    def finish_sweep(self, state: TargetState, started: dict[str, Any], event: dict[str, Any]) -> TargetState:
+        """After the wait: the sweep's results recorded, or its failure raised (stderr tail)."""
+        paths = SweepPaths(started["sweep_dir"])
+        if event.get("error"):
+            raise TargetError(str(event["error"]))
+        exit_code, timeout_s = event.get("exit_code"), float(started["timeout_s"])
+        if exit_code != 0:
+            tail = self._remote_tail(paths)
+            if exit_code in _runs.TIMEOUT_EXIT_CODES:
+                raise TargetError(f"run_sweep: the sweep was stopped on the host (exit {exit_code}: its "
+                                  f"time limit of {timeout_s:.0f}s, or it was killed). Its stderr ended "
+                                  f"with:\n{tail}")
+            if exit_code == 98:
+                raise TargetError(f"run_sweep: the worker exited with 0 but wrote no results. Its stderr "
+                                  f"ended with:\n{tail}")
+            raise TargetError(f"run_sweep: the worker failed on {self.connection.describe_host()} with "
+                              f"exit status {exit_code}. Its stderr ended with:\n{tail}")
         _runs.remember_results(state, paths.results)
+        self.close()
         return state
 
     def collect(self, state: TargetState, local_path: str) -> str:
@@ -353,52 +400,6 @@ class SSHTarget(Target):
                        f"(time limit {timeout_s:.0f}s)")
         self.connection.run("run_sweep", launch_command(paths))
 
-    def _follow(self, paths: SweepPaths, timeout_s: float) -> None:
-        """Stream the sweep's progress until it exits; raise if it failed or ran out of time."""
-        reader = ProgressReader(paths.progress)
-        deadline = time.monotonic() + timeout_s + self.options.kill_grace_s + BACKSTOP_SLACK_S
-        polls = 0
-        not_alive_since: float | None = None
-        while True:
-            exit_code = self.connection.retrying(
-                "run_sweep", lambda client: poll_exit_code(self.connection.sftp(client), reader, paths))
-            for line in reader.take_lines():
-                self.line_sink(line)
-            if exit_code is not None:
-                break
-            if time.monotonic() > deadline:
-                self._kill_sweep(paths)
-                raise TargetError(f"run_sweep: time limit of {timeout_s:.0f}s exceeded and the host did "
-                                  "not stop the sweep; it was killed. Its stderr ended with:\n"
-                                  f"{self._remote_tail(paths)}")
-            polls += 1
-            if polls % LIVENESS_EVERY_POLLS == 0:
-                status = self.connection.run("run_sweep", probe_script(paths)).stdout.strip()
-                if status in {"running"} or status.startswith("exit"):
-                    not_alive_since = None
-                else:
-                    not_alive_since = not_alive_since or time.monotonic()
-                    if time.monotonic() - not_alive_since > LOST_AFTER_S:
-                        raise TargetError(f"run_sweep: the sweep in {paths.sweep_dir} stopped without "
-                                          f"an exit status ({status}); was the host rebooted? Its "
-                                          f"stderr ended with:\n{self._remote_tail(paths)}\n"
-                                          f"Its launcher said:\n"
-                                          f"{self._remote_tail(paths, paths.launcher)}")
-            self._sleep(self.options.poll_interval_s)
-        for line in reader.flush():
-            self.line_sink(line)
-        if exit_code == 0:
-            return
-        tail = self._remote_tail(paths)
-        if exit_code in _runs.TIMEOUT_EXIT_CODES:
-            raise TargetError(f"run_sweep: the sweep was stopped on the host (exit {exit_code}: its time "
-                              f"limit of {timeout_s:.0f}s, or it was killed). Its stderr ended with:\n{tail}")
-        if exit_code == 98:
-            raise TargetError(f"run_sweep: the worker exited with 0 but wrote no results. Its stderr "
-                              f"ended with:\n{tail}")
-        raise TargetError(f"run_sweep: the worker failed on {self.connection.describe_host()} with exit "
-                          f"status {exit_code}. Its stderr ended with:\n{tail}")
-
     def _kill_sweep(self, paths: SweepPaths) -> None:
         self.connection.run("run_sweep", stop_script(posixpath.dirname(paths.sweep_dir),
                                                      grace_s=self.options.kill_grace_s, only=paths.sweep_dir),
@@ -413,6 +414,51 @@ class SSHTarget(Target):
         except TargetError as exc:
             return f"(could not read {path}: {exc})"
         return _runs.tail_text(text)
+
+
+class SweepPoller:
+    """The wait for one sweep on the host, one ``poll()`` at a time: new progress lines go to
+    the target's line sink; ``poll`` returns None while the sweep runs, else the event
+    ``finish_sweep`` takes (``{"exit_code": N}``, or ``{"error": ...}`` when the sweep ran past
+    the orchestrator's backstop (it is killed) or stopped without an exit status). Used by
+    ``run_sweep`` in the task and by the deferred task's trigger (``airflow.triggers``)."""
+
+    def __init__(self, target: SSHTarget, paths: SweepPaths, *, deadline: float) -> None:
+        self.target, self.paths, self.deadline = target, paths, deadline
+        self.reader = ProgressReader(paths.progress)
+        self.polls = 0
+        self.not_alive_since: float | None = None
+
+    def poll(self) -> dict[str, Any] | None:
+        connection, paths = self.target.connection, self.paths
+        exit_code = connection.retrying(
+            "run_sweep", lambda client: poll_exit_code(connection.sftp(client), self.reader, paths))
+        for line in self.reader.take_lines():
+            self.target.line_sink(line)
+        if exit_code is not None:
+            for line in self.reader.flush():
+                self.target.line_sink(line)
+            return {"exit_code": exit_code}
+        if time.time() > self.deadline:
+            self.target._kill_sweep(paths)
+            return {"error": "run_sweep: the time limit was exceeded and the host did not stop the sweep; "
+                             f"it was killed. Its stderr ended with:\n{self.target._remote_tail(paths)}"}
+        self.polls += 1
+        if self.polls % LIVENESS_EVERY_POLLS == 0:
+            status = connection.run("run_sweep", probe_script(paths)).stdout.strip()
+            if status == "running" or status.startswith("exit"):
+                self.not_alive_since = None
+            else:
+                self.not_alive_since = self.not_alive_since or time.monotonic()
+                if time.monotonic() - self.not_alive_since > LOST_AFTER_S:
+                    return {"error": f"run_sweep: the sweep in {paths.sweep_dir} stopped without an exit "
+                                     f"status ({status}); was the host rebooted? Its stderr ended with:\n"
+                                     f"{self.target._remote_tail(paths)}\nIts launcher said:\n"
+                                     f"{self.target._remote_tail(paths, paths.launcher)}"}
+        return None
+
+    def close(self) -> None:
+        self.target.close()
 
 
 def _checked_run_dir(state: TargetState, step: str) -> str:

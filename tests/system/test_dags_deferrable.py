@@ -1,0 +1,80 @@
+"""The nightly DAG with deferred sweeps, end to end with ``dag.test()``.
+
+Real Airflow (SQLite), a real OpenSSH server on 127.0.0.1 standing in for rented hosts
+(several targets, each its own folder on it), the real worker (tiny sweeps on the CPU), the
+real lake. ``dag.test()`` runs each deferred task's trigger in line (Airflow's
+``_run_task(run_triggerer=True)``), so the sweep tasks go through ``start_sweep`` → defer →
+``SweepTrigger`` → ``resume_sweep`` exactly as with a triggerer, one task at a time. The
+20-target, pool-of-4 run of the issue is ``scripts/bench_deferrable.py``'s job (timings).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpucompare.lake.phases import read_phases
+from gpucompare.lake.tables import open_lake
+from tests.conftest import BENCH_PYTHON
+from tests.support.fixtures_airflow import POOL_NAME
+
+pytestmark = [pytest.mark.dag, pytest.mark.integration, pytest.mark.slow]
+
+SCORE_ONLY = {"networks": ["alexnet"], "batch_sizes": [1], "modes": ["score"], "warmup": 1,
+              "batches": 1, "repeats": 1, "timeout_s": 120}
+TARGETS = 3
+POOL_SLOTS = 2
+
+
+def _pool_steps(run_id: str) -> list[Any]:
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return session.query(TaskInstance).filter(TaskInstance.run_id == run_id,
+                                                  TaskInstance.pool == POOL_NAME).all()
+
+
+def _most_at_once(intervals: list[tuple[Any, Any, int]]) -> int:
+    """The largest sum of slots of intervals open at one instant."""
+    edges = sorted([(start, slots) for start, _, slots in intervals]
+                   + [(end, -slots) for _, end, slots in intervals], key=lambda e: (e[0], e[1]))
+    most = current = 0
+    for _, change in edges:
+        current += change
+        most = max(most, current)
+    return most
+
+
+def test_nightly_with_deferred_ssh_sweeps_fills_the_lake_within_the_pool(
+        run_dag, write_fleet, gpucompare_dirs, sshd, tmp_path) -> None:
+    """The ssh sweeps can only succeed through the deferral: score_sweep always defers on an
+    ssh target and only ``resume_sweep`` returns its state."""
+    from airflow.models.pool import Pool
+
+    Pool.create_or_update_pool(POOL_NAME, slots=POOL_SLOTS, description="gpucompare test pool",
+                               include_deferred=True)
+    assert Pool.get_pool(POOL_NAME).include_deferred
+    write_fleet({"max_instances": POOL_SLOTS, "profiles": {"tiny": SCORE_ONLY}, "targets": [{
+        "name": f"rented-{index}", "kind": "ssh", "provider": "leadergpu", "instance_type": "ltbv14",
+        "profile": "tiny", "options": {"ssh_conn_id": sshd.conn_id, "python": str(BENCH_PYTHON),
+                                       "remote_dir": str(tmp_path / f"host{index}"), "poll_interval_s": 0.3}}
+        for index in range(TARGETS)]})
+
+    night = run_dag("gpucompare_nightly")
+
+    assert night.state == "success", night.states
+    assert night.task_states("target.score_sweep") == ["success"] * TARGETS
+    rows = open_lake(str(gpucompare_dirs.lake)).results_table().to_pylist()
+    assert sorted((r["target"], r["mode"]) for r in rows) == [("ssh", "score")] * TARGETS
+    # the pool's slots were never exceeded (from the task instances' start and end times)
+    steps = [(ti.start_date, ti.end_date, ti.pool_slots) for ti in _pool_steps(night.run_id)
+             if ti.start_date is not None]  # a mapped task's unexpanded row never ran
+    assert len(steps) == TARGETS * 5  # prepare, deploy, score_sweep, train_sweep (no train mode), collect
+    assert _most_at_once(steps) <= POOL_SLOTS
+    # the sweep phase of each target is recorded, from its start to the resumed task's end
+    phases = read_phases(open_lake(str(gpucompare_dirs.lake))).to_pylist()
+    sweeps = [p for p in phases if p["phase"] == "sweep"]
+    assert len(sweeps) == TARGETS and all(p["status"] == "ok" and p["seconds"] > 0 for p in sweeps)
+
