@@ -20,7 +20,7 @@ import pytest
 from tests.conftest import REPO_ROOT
 from tests.support.lake_support import run_records, write_records
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400)]
+pytestmark = pytest.mark.timeout(2400)
 
 
 def _env(lake: Path, airflow_home: Path) -> dict[str, str]:

@@ -19,7 +19,7 @@ from gpucompare.lake.tables import open_lake
 from tests.conftest import BENCH_PYTHON
 from tests.support.fixtures_airflow import POOL_NAME
 
-pytestmark = [pytest.mark.dag, pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.dag, pytest.mark.slow]
 
 SCORE_ONLY = {"networks": ["alexnet"], "batch_sizes": [1], "modes": ["score"], "warmup": 1,
               "batches": 1, "repeats": 1, "timeout_s": 120}

@@ -27,8 +27,6 @@ from gpucompare.targets import runs
 from gpucompare.targets.ec2.commands import sweep_commands
 from tests.support.target_helpers import wait_for
 
-pytestmark = pytest.mark.integration
-
 CONFIG = {"run_id": "nightly-1", "timeout_s": 60, "warmup": 1, "batches": 1, "repeats": 1,
           "matrix": [{"modes": ["score"], "networks": ["alexnet"], "batch_sizes": [1], "devices": ["cpu"]}]}
 

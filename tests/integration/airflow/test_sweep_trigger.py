@@ -25,8 +25,6 @@ from gpucompare.targets.ssh.target import SSHTarget, SweepPoller
 from tests.support.fixtures_sshd import SshdServer
 from tests.support.target_helpers import TINY_SWEEP
 
-pytestmark = pytest.mark.integration
-
 FAKE_PYTHON = textwrap.dedent("""\
     #!/bin/sh
     # stands in for the worker's interpreter: the deploy check, and a sweep that sleeps

@@ -16,8 +16,6 @@ from gpucompare.reports.report_set import ReportSet
 from tests.integration.reports.test_html import small_report
 from tests.support.page_site import GENERATED_AT
 
-pytestmark = pytest.mark.integration
-
 
 def _with(table: pa.Table, columns: dict[str, list]) -> pa.Table:
     for name, values in columns.items():

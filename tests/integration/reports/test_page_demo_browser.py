@@ -15,8 +15,6 @@ import pytest
 from tests.integration.reports.test_html_browser import WIDTHS, _open, browser  # noqa: F401 (the fixture)
 from tests.support.page_site import demo_site
 
-pytestmark = pytest.mark.integration
-
 #: Elements whose text must fit their own box (a table cell, a card, a heading, a label).
 TEXT_BOXES = "td, th, caption, .card b, .card span, h1, h2, h3, p, li, nav a, summary"
 

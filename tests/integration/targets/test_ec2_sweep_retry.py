@@ -26,8 +26,6 @@ from tests.support.ec2_support import (
     publish_ami_parameter,
 )
 
-pytestmark = pytest.mark.integration
-
 
 class Endpoint:
     """What the client sends and what its GetCommandInvocation answers (``answers``, one per

@@ -29,8 +29,6 @@ from tests.support.ec2_support import (
 )
 from tests.support.fake_docker import DIGEST
 
-pytestmark = pytest.mark.integration
-
 IMAGE = "nvcr.io/nvidia/mxnet:24.06-py3"
 PINNED = f"nvcr.io/nvidia/mxnet@{DIGEST}"
 CONTAINER_AMI_PARAMETER = "/gpucompare/test/dlami-base/latest/ami-id"  # moto refuses /aws/ names

@@ -46,7 +46,6 @@ def h100_spec(server, tmp_path: Path, **options) -> TargetSpec:
                                "poll_interval_s": 0.3, "kill_grace_s": 2, **options})
 
 
-@pytest.mark.integration
 def test_ngc_runtime_over_ssh_pulls_once_runs_in_the_container_and_records_provenance(
         docker_host, tmp_path: Path) -> None:
     server, bin_dir = docker_host
@@ -88,7 +87,6 @@ def test_ngc_runtime_over_ssh_pulls_once_runs_in_the_container_and_records_prove
     assert json.loads(rows[0]["framework_build"])["image_digest"] == DIGEST
 
 
-@pytest.mark.integration
 def test_a_run_the_stand_in_refuses_fails_the_sweep_with_its_reason(docker_host, tmp_path: Path) -> None:
     """The stand-in really checks: a run with a device list instead of --gpus all is refused."""
     server, _ = docker_host
