@@ -82,7 +82,9 @@ def test_ngc_runtime_launches_the_container_ami_pulls_the_pinned_image_and_runs_
         assert sorted(sent) == ["deploy", "pull", "sweep"]
         assert f"docker pull {IMAGE}" in "\n".join(sent["pull"])
         assert not any("pip install" in line or "venv" in line for line in sent["deploy"])  # no venv
-        (run,) = [shlex.split(line) for line in sent["sweep"] if line.startswith("docker run ")]
+        # the worker line of the sweep script: `timeout … docker run … image python -m bench_tasks sweep …`
+        (run,) = [shlex.split(line[line.index("docker run "):])
+                  for line in sent["sweep"] if "docker run " in line]
         assert run[:run.index(PINNED)].count("--gpus") == 1 and "--gpus" in run and "all" in run
         assert {"--rm", "--init", "--user"} <= set(run) and run[run.index("--user") + 1] == "0:0"
         assert f"{state.workdir}:/opt/gpucompare/code:ro" in run
