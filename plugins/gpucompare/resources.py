@@ -14,6 +14,7 @@ install is refused with a clear error rather than half working.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from importlib.resources import files
 from pathlib import Path
 
@@ -60,6 +61,20 @@ def sql_file(name: str) -> Path:
 def data_dir(*parts: str) -> Path:
     """A folder of the shipped tables: ``data_dir("prices")`` → ``gpucompare/data/prices``."""
     return _existing(_package_dir("gpucompare").joinpath("data", *parts), "/".join(("data", *parts)))
+
+
+def shipped_table(name: str, what: str) -> Path:
+    """A shipped CSV table of ``gpucompare/data`` (``what`` names it in the error when it is missing)."""
+    path = data_dir() / name
+    if not path.exists():
+        raise ResourceError(f"{what} is missing at {path}: the installation is incomplete")
+    return path
+
+
+def table_lines(path: Path) -> Iterator[str]:
+    """The lines of a shipped CSV table without its ``#`` comment lines (its sources and dates)."""
+    with path.open(encoding="utf-8", newline="") as handle:
+        yield from (line for line in handle if not line.startswith("#"))
 
 
 def dags_dir() -> Path:

@@ -25,7 +25,7 @@ import csv
 import functools
 import logging
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,18 +78,7 @@ class GpuModel:
 
 def gpus_file() -> Path:
     """The shipped table (``gpucompare/data/gpus.csv``)."""
-    path = resources.data_dir() / "gpus.csv"
-    if not path.exists():
-        raise resources.ResourceError(f"the GPU model table is missing at {path}: "
-                                      "the installation is incomplete")
-    return path
-
-
-def _data_lines(path: Path) -> Iterator[str]:
-    with path.open(encoding="utf-8", newline="") as handle:
-        for line in handle:
-            if not line.startswith("#"):
-                yield line
+    return resources.shipped_table("gpus.csv", "the GPU model table")
 
 
 def columns() -> tuple[str, ...]:
@@ -121,7 +110,7 @@ def read_table(path: Path | None = None) -> tuple[GpuModel, ...]:
     """Every row of the table (the shipped one unless ``path`` is given), checked."""
     path = path or gpus_file()
     models = []
-    for number, row in enumerate(csv.DictReader(_data_lines(path)), start=1):
+    for number, row in enumerate(csv.DictReader(resources.table_lines(path)), start=1):
         models.append(_parse_row(row, f"{path.name} row {number}"))
     return tuple(models)
 

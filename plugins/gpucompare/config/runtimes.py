@@ -16,7 +16,7 @@ from __future__ import annotations
 import csv
 import functools
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,16 +91,8 @@ def runs_capability(runtime: WorkerRuntime, capability: tuple[int, int]) -> bool
 
 
 def runtimes_file() -> Path:
-    path = resources.data_dir() / "runtimes.csv"
-    if not path.exists():
-        raise resources.ResourceError(f"the worker runtimes table is missing at {path}: "
-                                      "the installation is incomplete")
-    return path
-
-
-def _data_lines(path: Path) -> Iterator[str]:
-    with path.open(encoding="utf-8", newline="") as handle:
-        yield from (line for line in handle if not line.startswith("#"))
+    """The shipped table (``gpucompare/data/runtimes.csv``)."""
+    return resources.shipped_table("runtimes.csv", "the worker runtimes table")
 
 
 def _capability(row: Mapping[str, str], column: str, where: str) -> tuple[int, int] | None:
@@ -140,7 +132,7 @@ def read_table(path: Path | None = None) -> tuple[WorkerRuntime, ...]:
     """Every runtime of the table (the shipped one unless ``path`` is given), checked."""
     path = path or runtimes_file()
     found = [_parse_row(row, f"{path.name} row {n}")
-             for n, row in enumerate(csv.DictReader(_data_lines(path)), start=1)]
+             for n, row in enumerate(csv.DictReader(resources.table_lines(path)), start=1)]
     names = [r.name for r in found]
     if len(set(names)) != len(names) or CPU not in names:
         raise ValidationError(path.name, f"runtime names must be unique and include {CPU!r}: {names}")
