@@ -83,7 +83,7 @@ def build_reports() -> dict[str, Any]:
     latest = publish_latest(reports_root, dated)
     rows = {name: table.num_rows for name, table in report_set.tables.items()}
     log.info("Reports in %s (latest: %s): %s", out, latest, rows)
-    context["outlet_events"][pipeline.REPORTS].extra = {"date": dated, "rows": rows}
+    pipeline.declared_outlet_events().extra = {"date": dated, "rows": rows}
     return {"out": out, "latest": latest, "rows": rows,
             "missing_prices": report_set.missing_prices.num_rows}
 

@@ -105,26 +105,28 @@ def _asset_uri(location: str, table: str) -> str:
     return f"{Path(location).resolve().as_uri()}/{table}"
 
 
+#: The results table of the lake; updated once per DAG run that ingested anything. Built when
+#: this module is first imported (a DAG file's parse): the scheduler, every DAG file and the task
+#: that announces it must name one and the same asset.
+RESULTS = Asset(name="gpucompare_results", uri=_asset_uri(settings.lake_uri(), "results"),
+                group="gpucompare")
+#: The published report set (``<reports>/latest``); BI refreshes can schedule on it.
+REPORTS = Asset(name="gpucompare_reports", uri=_asset_uri(settings.reports_uri(), "latest"),
+                group="gpucompare")
+
+
 def results_asset() -> Asset:
-    """The results table of the lake; updated once per DAG run that ingested anything."""
-    return Asset(name="gpucompare_results", uri=_asset_uri(settings.lake_uri(), "results"),
-                 group="gpucompare")
+    """The results asset (:data:`RESULTS`)."""
+    return RESULTS
 
 
-def reports_asset() -> Asset:
-    """The published report set (``<reports>/latest``); BI refreshes can schedule on it."""
-    return Asset(name="gpucompare_reports", uri=_asset_uri(settings.reports_uri(), "latest"),
-                 group="gpucompare")
-
-
-def __getattr__(name: str) -> Any:
-    """``pipeline.RESULTS`` / ``pipeline.REPORTS``: the assets, built from the settings when a DAG
-    file asks for them (while it is parsed), never when this module is imported."""
-    if name == "RESULTS":
-        return results_asset()
-    if name == "REPORTS":
-        return reports_asset()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def declared_outlet_events() -> Any:
+    """The outlet events of the running task's own declared asset (the one its DAG was built
+    with), so an event always goes to the asset the scheduler knows, never one rebuilt from the
+    settings as they are now."""
+    context = get_current_context()
+    (asset,) = context["task"].outlets
+    return context["outlet_events"][asset]
 
 
 def is_permanent(exc: BaseException) -> bool:
@@ -484,7 +486,7 @@ def results_ready(plans_task_id: str) -> dict[str, Any]:
         raise AirflowSkipException("no target ingested results; the results Asset is not updated")
     extra = {"targets": [d["target"] for d in done], "records": sum(d["records"] for d in done),
              "dag_run_id": get_current_context()["dag_run"].run_id}
-    get_current_context()["outlet_events"][results_asset()].extra = extra
+    declared_outlet_events().extra = extra
     log.info("Results ready: %s", extra)
     return extra
 
@@ -548,7 +550,7 @@ def scaling_group(plan: dict[str, Any]) -> dict[str, Any]:
         written = scaling_run.run_scaling_plan(
             plan, lake_uri=settings.lake_uri(), dag_run_id=dag_run_id,
             results_path=str(Path(scratch) / "results.jsonl"), line_sink=lambda line: log.info("%s", line))
-    get_current_context()["outlet_events"][results_asset()].extra = {"scaling_group": plan["group"],
+    declared_outlet_events().extra = {"scaling_group": plan["group"],
                                                              "dag_run_id": dag_run_id}
     return {"group": plan["group"], "records": len(plan["points"]), "files": written}
 
