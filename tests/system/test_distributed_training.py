@@ -160,12 +160,14 @@ def test_scaling_run_over_three_hosts_reaches_the_scaling_report(group, tmp_path
         assert row["efficiency"] == pytest.approx(row["speedup"] / record["gpu_count"])
     # and the report page draws them: speedup and efficiency against devices, with the ideal line
     from gpucompare.reports import formatting
+    from gpucompare.reports.page import render_chart
     from gpucompare.reports.page_scaling import scaling_figures
 
-    charts = [figure.svg for figure in scaling_figures(report, formatting.Colours(), "efficiency")]
-    [efficiency_chart] = [c for c in charts if "googlenet: efficiency" in c]
+    figures = scaling_figures(report, formatting.Colours(), "efficiency")
+    charts = [render_chart(figure.chart) for figure in figures]
+    [efficiency_chart] = [c for c in charts if "googlenet" in c and "efficiency" in c]
     assert "ideal (linear)" in efficiency_chart
-    assert f"4 → {ours[4]['efficiency']:,.2f}</title>" in efficiency_chart
+    assert f"4 → {ours[4]['efficiency']:,.4g}</title>" in efficiency_chart
 
 
 def _kill_worker_when_training(marker: str, host: str, killed: list[int], stop: threading.Event) -> None:
