@@ -99,6 +99,19 @@ def _starts(instance: dict) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
+def _lock_free(instance: dict) -> bool:
+    """Whether nothing holds the sweep's lock (``flock``, as the script takes it)."""
+    import fcntl
+
+    with open(instance["sweep_dir"] / runs.LOCK_FILE, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return True
+
+
 def _uploaded(instance: dict) -> list[dict]:
     path = instance["box"] / "s3" / "bucket" / "run" / "results.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -156,6 +169,8 @@ def test_a_dead_sweep_is_started_again_and_a_failed_one_too(instance):
     os.killpg(first.pid, signal.SIGKILL)  # the command's shell ...
     os.kill(int(_starts(instance)[0]), signal.SIGKILL)  # ... and its worker (under `timeout`)
     first.communicate(timeout=30)
+    # `timeout` (its own process group) holds the lock until it has reaped the killed worker
+    wait_for(lambda: _lock_free(instance), 30, "the dead sweep's lock to be released")
 
     (instance["box"] / "fail").touch()
     (instance["box"] / "release").touch()
