@@ -41,7 +41,7 @@ def test_a_failing_report_and_page_are_recorded_and_the_rest_is_written(
     def broken(_build: object) -> None:
         raise ZeroDivisionError("float division by zero")
 
-    def broken_page(_report_set: object) -> str:
+    def broken_page(_report_set: object, _generated_at: object) -> str:
         raise OverflowError("cannot draw 1e13")
 
     monkeypatch.setitem(build.BUILDERS, "scaling", broken)
