@@ -25,9 +25,10 @@ pytestmark = pytest.mark.timeout(2400)
 
 def _env(lake: Path, airflow_home: Path) -> dict[str, str]:
     """This environment without any gpucompare or Airflow setting, plus GPUCOMPARE_LAKE only
-    (and an AIRFLOW_HOME of the test's own, so nothing defaults into the user's ~/airflow)."""
+    (and an AIRFLOW_HOME of the test's own, so nothing defaults into the user's ~/airflow; and
+    the deployment's name, a required setting that plan's run ids carry)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUCOMPARE_", "AIRFLOW"))}
-    env.update(GPUCOMPARE_LAKE=str(lake), AIRFLOW_HOME=str(airflow_home),
+    env.update(GPUCOMPARE_LAKE=str(lake), GPUCOMPARE_DEPLOYMENT="lake-test", AIRFLOW_HOME=str(airflow_home),
                PYTHONPATH=os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "plugins")]))
     return env
 
