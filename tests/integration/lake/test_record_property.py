@@ -25,15 +25,9 @@ from gpucompare import cli
 from gpucompare.lake import tables as lake
 from gpucompare.reports.build import build_reports
 from gpucompare.reports.inputs import ReportInputs
+from tests.support.worker_support import PLAUSIBLE_RECORD
 
-BASE = dict(
-    run_id="prop-0", config_id="score-resnet-50-b4-gpu", mode="score", network="resnet-50",
-    image_shape="3,224,224", dtype="float32", batch_size=4, per_device_batch=4, devices=["gpu:0"],
-    device_kind="gpu", gpu_count=1, num_nodes=1, warmup_batches=5, timed_batches=10, repeats=3,
-    images_per_sec=120.0, images_per_sec_samples=[119.0, 120.0, 121.0], cv=0.01, status="ok",
-    started_at="2026-11-30T02:00:00+00:00", finished_at="2026-11-30T02:01:00+00:00", host="h",
-    parameters=25_000_000, gpu_memory_mib=24_000,
-)
+BASE = {**PLAUSIBLE_RECORD, "run_id": "prop-0"}
 INT_FIELDS = ("batch_size", "per_device_batch", "gpu_count", "num_nodes", "repeats", "parameters",
               "warmup_batches", "timed_batches", "gpu_memory_mib")
 FLOAT_FIELDS = ("images_per_sec", "cv", "setup_seconds", "warmup_seconds", "timed_seconds")

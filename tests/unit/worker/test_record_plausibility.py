@@ -7,6 +7,7 @@ committed, or ``json.loads`` / ``fromisoformat`` raised an exception no caller h
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -19,17 +20,11 @@ from bench_tasks.record import (
     loads_record,
     validate_record,
 )
+from tests.support.worker_support import PLAUSIBLE_RECORD
 
 
 def good(**overrides: object) -> dict:
-    values = dict(
-        run_id="r1", config_id="score-resnet-50-b4-gpu", mode="score", network="resnet-50",
-        image_shape="3,224,224", dtype="float32", batch_size=4, per_device_batch=4, devices=["gpu:0"],
-        device_kind="gpu", gpu_count=1, num_nodes=1, warmup_batches=5, timed_batches=10, repeats=3,
-        images_per_sec=120.0, images_per_sec_samples=[119.0, 120.0, 121.0], cv=0.01, status="ok",
-        started_at="2026-11-30T02:00:00+00:00", finished_at="2026-11-30T02:01:00+00:00", host="h",
-        parameters=25_000_000, gpu_memory_mib=24_000,
-    )
+    values = copy.deepcopy(PLAUSIBLE_RECORD)
     values.update(overrides)
     return empty_record(**values)
 
