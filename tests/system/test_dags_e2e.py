@@ -47,18 +47,27 @@ def asset_events(asset_name: str, run_id: str) -> list[Any]:
         return [(event.source_dag_id, dict(event.extra or {})) for event in events]
 
 
-def queued_since(dag_id: str, since: Any) -> bool:
-    """True if an asset event since ``since`` queued ``dag_id`` and the scheduler's own query
-    (``DagModel.dags_needing_dagruns``) now counts it among the asset-triggered DAGs to run."""
+def queued_since(dag_id: str, since: Any) -> dict[str, Any]:
+    """Whether an asset event since ``since`` queued ``dag_id`` and the scheduler's own query
+    (``DagModel.dags_needing_dagruns``) now counts it among the asset-triggered DAGs to run
+    (``ready``), with what the scheduler looks at, so a failure says why."""
     from airflow.models.asset import AssetDagRunQueue
     from airflow.models.dag import DagModel
+    from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session
 
     with create_session() as session:
         queued = session.query(AssetDagRunQueue).filter(AssetDagRunQueue.target_dag_id == dag_id,
                                                         AssetDagRunQueue.created_at >= since).count()
         _, triggered_by_assets = DagModel.dags_needing_dagruns(session)
-        return queued >= 1 and dag_id in triggered_by_assets
+        model = session.query(DagModel).filter(DagModel.dag_id == dag_id).one_or_none()
+        unfinished = session.query(DagRun).filter(DagRun.dag_id == dag_id,
+                                                  DagRun.state.in_(("queued", "running"))).count()
+        return {"ready": queued >= 1 and dag_id in triggered_by_assets, "queued": queued,
+                "triggered_by_assets": sorted(triggered_by_assets), "unfinished_runs": unfinished,
+                "dag_model": model and {"paused": model.is_paused, "stale": model.is_stale,
+                                        "import_errors": model.has_import_errors,
+                                        "asset_expression": model.asset_expression}}
 
 
 def test_nightly_on_the_local_target_fills_the_lake_and_the_reports_follow(
@@ -81,7 +90,8 @@ def test_nightly_on_the_local_target_fills_the_lake_and_the_reports_follow(
     events = asset_events("gpucompare_results", night.run_id)
     assert events == [("gpucompare_nightly", {"targets": ["local"], "records": 2,
                                               "dag_run_id": night.run_id})]
-    assert queued_since("gpucompare_reports", night.dag_run.start_date)
+    queue = queued_since("gpucompare_reports", night.dag_run.start_date)
+    assert queue["ready"], queue
 
     reports = run_dag("gpucompare_reports")
 

@@ -94,15 +94,20 @@ def test_paths_expand_airflow_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
 
 
 def test_the_library_module_reads_no_setting_at_import(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Importing the task-group module with a broken retry or pool setting works; the DAG build
-    reads them. (The two assets are the exception: built at import, so the DAG that declares an
-    asset and the task that announces it name the same one — rebuilt per DAG they lost their
-    events under dag.test, tests/system/test_dags_e2e.py.)"""
+    """Importing the task-group module with a broken retry, pool or lake setting works; the DAG
+    build reads them. The two assets are fixed names, not built from the lake or reports setting:
+    reloading the module under another lake names the same assets (built from the settings, a
+    reload in one test left the DAG files scheduling on another asset than the one the nightly
+    announced, and the reports DAG was never queued: tests/system/test_dags_e2e.py)."""
     import importlib
 
+    before = (pipeline.RESULTS, pipeline.REPORTS)
     monkeypatch.setenv("GPUCOMPARE_RETRY_DELAY_S", "-1")
     monkeypatch.setenv("GPUCOMPARE_POOL", "")
+    monkeypatch.setenv("GPUCOMPARE_LAKE", "s3://")
+    monkeypatch.setenv("GPUCOMPARE_REPORTS", "/nonexistent/elsewhere")
     reloaded = importlib.reload(pipeline)
+    assert (reloaded.RESULTS, reloaded.REPORTS) == before
     with pytest.raises(settings.SettingError, match="GPUCOMPARE_RETRY_DELAY_S"):
         reloaded.default_args()
 

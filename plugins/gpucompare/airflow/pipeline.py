@@ -99,20 +99,13 @@ def default_args() -> dict[str, Any]:
     return {"owner": OWNER, "execution_timeout": timedelta(hours=1), **network_retries(2)}
 
 
-def _asset_uri(location: str, table: str) -> str:
-    if settings.is_remote(location):
-        return f"{location.rstrip('/')}/{table}"
-    return f"{Path(location).resolve().as_uri()}/{table}"
-
-
-#: The results table of the lake; updated once per DAG run that ingested anything. Built when
-#: this module is first imported (a DAG file's parse): the scheduler, every DAG file and the task
-#: that announces it must name one and the same asset.
-RESULTS = Asset(name="gpucompare_results", uri=_asset_uri(settings.lake_uri(), "results"),
-                group="gpucompare")
+#: The results table of the lake; updated once per DAG run that ingested anything. Its URI is a
+#: fixed name in a private scheme (``x-``: Airflow stores it as written), never derived from the
+#: lake setting: the DAG files, the scheduler and the task that announces it must name one and the
+#: same asset whatever environment each of them was started in. The event's extra says which run.
+RESULTS = Asset(name="gpucompare_results", uri="x-gpucompare://lake/results", group="gpucompare")
 #: The published report set (``<reports>/latest``); BI refreshes can schedule on it.
-REPORTS = Asset(name="gpucompare_reports", uri=_asset_uri(settings.reports_uri(), "latest"),
-                group="gpucompare")
+REPORTS = Asset(name="gpucompare_reports", uri="x-gpucompare://reports/latest", group="gpucompare")
 
 
 def results_asset() -> Asset:
