@@ -1,4 +1,5 @@
-"""The installable package's parts, checked in the checkout (fast; tests/system/test_wheel.py installs it).
+"""The installable package's parts, checked in the checkout (fast; tests/system/test_install_guide.py
+installs it).
 
 Settings and the provider's ``[gpucompare]`` section come from one table; shipped files are
 found through ``gpucompare.resources``; ``gpucompare dags install`` never clobbers a user's
