@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -21,6 +22,15 @@ BENCH_PYTHON = Path(os.environ.get("GPUCOMPARE_BENCH_PYTHON", REPO_ROOT / ".venv
 #: Every test runs as one named deployment (the setting is required, issue 19); a test about the
 #: name itself sets or removes it with monkeypatch.
 os.environ.setdefault("GPUCOMPARE_DEPLOYMENT", "ci-tests")
+
+#: The settings' scratch folders default to shared places under the system temp folder; each test
+#: process gets its own (so parallel test processes, e.g. pytest-xdist's workers, never share a
+#: staging or work folder, and no test run leaves files in the developer's). A test about a
+#: default removes the variable with monkeypatch.
+_SCRATCH = Path(tempfile.mkdtemp(prefix="gpucompare-tests-"))
+for _name, _folder in (("GPUCOMPARE_STAGING", "staging"), ("GPUCOMPARE_LOCAL_WORK_DIR", "work"),
+                       ("GPUCOMPARE_CACHE_DIR", "cache")):
+    os.environ.setdefault(_name, str(_SCRATCH / _folder))
 
 for path in (REPO_ROOT, REPO_ROOT / "plugins"):
     if str(path) not in sys.path:
