@@ -192,40 +192,41 @@ def _string_list(value: Any, where: str) -> list[str]:
     return value
 
 
-def expand_matrix(matrix: Mapping[str, Any], where: str = "matrix") -> list[Config]:
-    """Every configuration of one matrix (modes × networks × dtypes × devices × batches).
-
-    Missing keys take the defaults: dtypes [float32], devices [cpu], kvstore ``device`` for
-    training, no scaling, warm-up/batches/repeats/timeout from ``bench_tasks.constants``.
-    """
+def _check_matrix_keys(matrix: Mapping[str, Any], where: str) -> None:
+    """No unknown key, and the three axes that have no default are there."""
     unknown = sorted(set(matrix) - set(MATRIX_KEYS))
     if unknown:
         raise ConfigError(f"{where}.{unknown[0]}", f"unknown key; allowed: {', '.join(MATRIX_KEYS)}")
     for required in ("modes", "networks", "batch_sizes"):
         if required not in matrix:
             raise ConfigError(f"{where}.{required}", "missing")
-    modes = [_choice(m, MODES, f"{where}.modes") for m in _string_list(matrix["modes"], f"{where}.modes")]
-    networks = [_choice(n, NETWORKS, f"{where}.networks")
-                for n in _string_list(matrix["networks"], f"{where}.networks")]
-    dtypes = [_choice(d, DTYPES, f"{where}.dtypes")
-              for d in _string_list(matrix.get("dtypes", ["float32"]), f"{where}.dtypes")]
-    device_lists = [parse_devices(d, f"{where}.devices")
-                    for d in _string_list(matrix.get("devices", ["cpu"]), f"{where}.devices")]
-    batches_listed = matrix["batch_sizes"]
-    if not isinstance(batches_listed, list) or not batches_listed:
+
+
+def _choices(matrix: Mapping[str, Any], key: str, allowed: Sequence[str], where: str,
+             default: list[str] | None = None) -> list[str]:
+    """The matrix's list under ``key`` (or ``default``), each entry one of ``allowed``."""
+    listed = _string_list(matrix[key] if default is None else matrix.get(key, default), f"{where}.{key}")
+    return [_choice(value, allowed, f"{where}.{key}") for value in listed]
+
+
+def _batch_sizes(matrix: Mapping[str, Any], where: str) -> list[int]:
+    listed = matrix["batch_sizes"]
+    if not isinstance(listed, list) or not listed:
         raise ConfigError(f"{where}.batch_sizes", f"expected a non-empty list of integers >= 1, "
-                          f"got {batches_listed!r}")
-    batch_sizes = [_bounded_int(b, f"{where}.batch_sizes", 1, MAX_BATCH_SIZE) for b in batches_listed]
-    kvstore = matrix.get("kvstore")
-    if kvstore is not None:
-        _choice(kvstore, KVSTORES, f"{where}.kvstore")
-    scaling = matrix.get("scaling")
-    if scaling is not None:
-        _choice(scaling, SCALING_KINDS, f"{where}.scaling")
-    train_loop = matrix.get("train_loop")
-    if train_loop is not None:
-        _choice(train_loop, TRAIN_LOOPS, f"{where}.train_loop")
-    common = {
+                          f"got {listed!r}")
+    return [_bounded_int(b, f"{where}.batch_sizes", 1, MAX_BATCH_SIZE) for b in listed]
+
+
+def _optional_choice(matrix: Mapping[str, Any], key: str, allowed: Sequence[str], where: str) -> str | None:
+    value = matrix.get(key)
+    if value is not None:
+        _choice(value, allowed, f"{where}.{key}")
+    return value
+
+
+def _measurement_counts(matrix: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Warm-up, timed batches, repeats and the per-configuration timeout, defaults filled in."""
+    return {
         "warmup": _bounded_int(matrix.get("warmup", DEFAULT_WARMUP_BATCHES), f"{where}.warmup",
                                0, MAX_WARMUP_BATCHES),
         "batches": _bounded_int(matrix.get("batches", DEFAULT_TIMED_BATCHES), f"{where}.batches",
@@ -234,11 +235,14 @@ def expand_matrix(matrix: Mapping[str, Any], where: str = "matrix") -> list[Conf
         "timeout_s": _seconds(matrix.get("timeout_s", DEFAULT_CONFIG_TIMEOUT_S), f"{where}.timeout_s",
                               MAX_CONFIG_TIMEOUT_S),
     }
-    methodology = matrix.get("methodology")
-    if methodology is not None:
-        _choice(methodology, METHODOLOGIES, f"{where}.methodology")
+
+
+def _stopping_rule(matrix: Mapping[str, Any], where: str, counts: Mapping[str, Any],
+                   kvstore: str | None) -> dict[str, Any]:
+    """The methodology's stopping fields (``bench_tasks.methodology.resolve``) for these counts."""
+    methodology = _optional_choice(matrix, "methodology", METHODOLOGIES, where)
     try:
-        policy = resolve(methodology, batches=common["batches"], repeats=common["repeats"],
+        policy = resolve(methodology, batches=counts["batches"], repeats=counts["repeats"],
                          min_time_s=matrix.get("min_time_s"), target_cv_pct=matrix.get("target_cv_pct"),
                          max_repeats=matrix.get("max_repeats"))
     except MethodologyError as exc:
@@ -247,8 +251,28 @@ def expand_matrix(matrix: Mapping[str, Any], where: str = "matrix") -> list[Conf
         # dist_sync steps are synchronous: workers stopping by their own clocks would hang
         raise ConfigError(f"{where}.methodology", f"{policy.methodology} with kvstore {kvstore}: every "
                           "worker must time the same batches; allowed: official")
-    stopping = {"methodology": policy.methodology, "min_time_s": policy.min_time_s,
-                "target_cv": policy.target_cv, "max_repeats": policy.max_repeats}
+    return {"methodology": policy.methodology, "min_time_s": policy.min_time_s,
+            "target_cv": policy.target_cv, "max_repeats": policy.max_repeats}
+
+
+def expand_matrix(matrix: Mapping[str, Any], where: str = "matrix") -> list[Config]:
+    """Every configuration of one matrix (modes × networks × dtypes × devices × batches).
+
+    Missing keys take the defaults: dtypes [float32], devices [cpu], kvstore ``device`` for
+    training, no scaling, warm-up/batches/repeats/timeout from ``bench_tasks.constants``.
+    """
+    _check_matrix_keys(matrix, where)
+    modes = _choices(matrix, "modes", MODES, where)
+    networks = _choices(matrix, "networks", NETWORKS, where)
+    dtypes = _choices(matrix, "dtypes", DTYPES, where, default=["float32"])
+    device_lists = [parse_devices(d, f"{where}.devices")
+                    for d in _string_list(matrix.get("devices", ["cpu"]), f"{where}.devices")]
+    batch_sizes = _batch_sizes(matrix, where)
+    kvstore = _optional_choice(matrix, "kvstore", KVSTORES, where)
+    scaling = _optional_choice(matrix, "scaling", SCALING_KINDS, where)
+    train_loop = _optional_choice(matrix, "train_loop", TRAIN_LOOPS, where)
+    counts = _measurement_counts(matrix, where)
+    stopping = _stopping_rule(matrix, where, counts, kvstore)
     configs = []
     for mode in modes:
         mode_kvstore = (kvstore or DEFAULT_TRAIN_KVSTORE) if mode == "train" else None
@@ -258,7 +282,7 @@ def expand_matrix(matrix: Mapping[str, Any], where: str = "matrix") -> list[Conf
                 for devices in device_lists:
                     for batch in batch_sizes:
                         configs.append(Config(mode, network, dtype, batch, devices,
-                                              mode_kvstore, scaling, **common, **stopping,
+                                              mode_kvstore, scaling, **counts, **stopping,
                                               train_loop=mode_loop))
     return configs
 

@@ -21,6 +21,7 @@ Prints Markdown tables (what was tried, how often, what happened) for the closin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import shutil
@@ -215,6 +216,40 @@ class _S3:
         self.server.stop()
 
 
+def _trial_lake(store: _S3 | None, work: Path) -> tuple[str, Path]:
+    """A fresh lake URI for one trial (a new bucket on S3, else a folder) and the trial's folder."""
+    folder = Path(tempfile.mkdtemp(dir=work))
+    return (store.bucket_uri() if store else str(folder / "lake")), folder
+
+
+def bench_concurrency(stores: list[tuple[str, _S3 | None]], trials: int, work: Path) -> None:
+    print("\n### 4 ingests + a changed re-ingest + a compaction at once (processes)\n")
+    print("| store | trial | result | detail |\n|---|---|---|---|")
+    for name, store in stores:
+        for trial in range(trials):
+            ok, detail = concurrency_trial(*_trial_lake(store, work))
+            print(f"| {name} | {trial + 1} | {'ok' if ok else 'FAILED'} | {detail} |", flush=True)
+
+
+def bench_kills(stores: list[tuple[str, _S3 | None]], trials: int, work: Path) -> None:
+    print("\n### SIGKILL of an ingest (12,000 records) and of a compaction\n")
+    print(
+        "| store | what | killed after | trials | interrupted run | all checks |\n"
+        "|---|---|---|---|---|---|"
+    )
+    for name, store in stores:
+        for delay in (0.3, 1.0, 2.0, 3.5, 8.0, 14.0):
+            states, oks = Counter(), 0
+            for _ in range(trials):
+                state, ok = kill_ingest_trial(*_trial_lake(store, work), delay)
+                states[state] += 1
+                oks += ok
+            print(f"| {name} | ingest | {delay} s | {trials} | {dict(states)} | {oks}/{trials} |", flush=True)
+        for delay in (0.2, 0.6, 1.2):
+            oks = sum(kill_compaction_trial(*_trial_lake(store, work), delay) for _ in range(trials))
+            print(f"| {name} | compaction | {delay} s | {trials} | - | {oks}/{trials} |", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="ingest,memory,concurrency,kill")
@@ -228,53 +263,12 @@ def main(argv: list[str] | None = None) -> int:
             bench_ingest(work)
         if "memory" in parts:
             bench_memory(work)
-        stores = [("local", None)]
-        s3 = _S3().__enter__() if args.s3 else None
-        if s3 is not None:
-            stores.append(("s3 (moto, conditional PUT)", s3))
-        try:
+        with _S3() if args.s3 else contextlib.nullcontext() as s3:
+            stores = [("local", None)] + ([("s3 (moto, conditional PUT)", s3)] if s3 is not None else [])
             if "concurrency" in parts:
-                print("\n### 4 ingests + a changed re-ingest + a compaction at once (processes)\n")
-                print("| store | trial | result | detail |\n|---|---|---|---|")
-                for name, store in stores:
-                    for trial in range(args.trials):
-                        folder = Path(tempfile.mkdtemp(dir=work))
-                        uri = store.bucket_uri() if store else str(folder / "lake")
-                        ok, detail = concurrency_trial(uri, folder)
-                        print(f"| {name} | {trial + 1} | {'ok' if ok else 'FAILED'} | {detail} |", flush=True)
+                bench_concurrency(stores, args.trials, work)
             if "kill" in parts:
-                print("\n### SIGKILL of an ingest (12,000 records) and of a compaction\n")
-                print(
-                    "| store | what | killed after | trials | interrupted run | all checks |\n"
-                    "|---|---|---|---|---|---|"
-                )
-                for name, store in stores:
-                    for delay in (0.3, 1.0, 2.0, 3.5, 8.0, 14.0):
-                        states, oks = Counter(), 0
-                        for _ in range(args.trials):
-                            folder = Path(tempfile.mkdtemp(dir=work))
-                            uri = store.bucket_uri() if store else str(folder / "lake")
-                            state, ok = kill_ingest_trial(uri, folder, delay)
-                            states[state] += 1
-                            oks += ok
-                        print(
-                            f"| {name} | ingest | {delay} s | {args.trials} | {dict(states)} | "
-                            f"{oks}/{args.trials} |",
-                            flush=True,
-                        )
-                    for delay in (0.2, 0.6, 1.2):
-                        oks = 0
-                        for _ in range(args.trials):
-                            folder = Path(tempfile.mkdtemp(dir=work))
-                            uri = store.bucket_uri() if store else str(folder / "lake")
-                            oks += kill_compaction_trial(uri, folder, delay)
-                        print(
-                            f"| {name} | compaction | {delay} s | {args.trials} | - | {oks}/{args.trials} |",
-                            flush=True,
-                        )
-        finally:
-            if s3 is not None:
-                s3.__exit__()
+                bench_kills(stores, args.trials, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

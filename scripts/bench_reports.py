@@ -130,6 +130,88 @@ def _throughput(mode: str, network: str, dtype: str, batch: int, count: int, spe
     return value
 
 
+#: Positions of the columns a grid entry (``_grid``) is split on.
+_MACHINE, _MODE, _NETWORK, _BATCH, _THROUGHPUT = 0, 6, 7, 9, 12
+
+
+def _grid() -> list[tuple]:
+    """One entry per (machine, configuration), the columns that do not change night to night:
+    (machine index, provider, type, region, market, GPU, mode, network, dtype, batch, GPUs,
+    scaling, base images/s)."""
+    grid = []
+    for machine_index, (provider, itype, region, market, gpu, gpus, speed, _price) in enumerate(MACHINES):
+        for mode, network, dtype, batch, count, scaling in _configs(gpus):
+            grid.append((machine_index, provider, itype, region, market, gpu, mode, network, dtype, batch,
+                         count, scaling, _throughput(mode, network, dtype, batch, count, speed)))
+    return grid
+
+
+def _mode_plan(grid: list[tuple], mode: str, rng: np.random.Generator, files_per_partition: int) -> dict:
+    """What stays the same every night for one mode: base throughputs, the cells that regress on
+    the last night or never fit (oom), the static Arrow columns, and where each machine group's
+    rows start (``bounds``)."""
+    part = [g for g in grid if g[_MODE] == mode]
+    n = len(part)
+    columns = list(zip(*part, strict=True))
+    # a few configurations regress on the last night, as the regression report must find
+    regressed = rng.random(n) < 0.002
+    # the largest batches of the biggest networks do not fit: the same cells every night
+    oom = (np.array(columns[_BATCH]) >= 256) & np.isin(np.array(columns[_NETWORK]), ["vgg-16", "resnet-152"])
+    groups = np.array(columns[_MACHINE]) * files_per_partition // len(MACHINES)
+    return {"n": n, "base": np.array(columns[_THROUGHPUT]), "regressed": regressed, "oom": oom,
+            "static": _static_columns(columns, n),
+            "bounds": np.searchsorted(groups, np.arange(files_per_partition + 1))}
+
+
+class _Nights:
+    """The nights of a lake, last one ``LAST_NIGHT``; each call draws one night's table of a mode
+    (night-to-night noise from ``rng``, the injected regressions on the last night)."""
+
+    LAST_NIGHT = dt.date(2026, 11, 29)
+
+    def __init__(self, plans: dict[str, dict], nights: int, rng: np.random.Generator) -> None:
+        self.plans, self.count, self.rng = plans, nights, rng
+
+    def table(self, mode: str, night: int) -> tuple[dt.date, pa.Table]:
+        m = self.plans[mode]
+        date = self.LAST_NIGHT - dt.timedelta(days=self.count - 1 - night)
+        ips = m["base"] * self.rng.normal(1.0, 0.01, m["n"])  # night-to-night spread of a median of 3 repeats
+        if night == self.count - 1:
+            ips = np.where(m["regressed"], ips * 0.7, ips)
+        return date, _night_table(m["static"], mode, date, ips, m["oom"])
+
+
+def _commit_streamed(target: lake_module.Lake, nights: _Nights) -> None:
+    """Every night of a mode streamed into one commit: a compacted lake's shape."""
+    for mode in ("score", "train"):
+        def batches(mode: str = mode) -> pa.RecordBatchReader:
+            def generate():  # noqa: ANN202 - a generator of record batches
+                for night in range(nights.count):
+                    yield from nights.table(mode, night)[1].to_batches()
+            return pa.RecordBatchReader.from_batches(schema.RESULTS_SCHEMA, generate())
+
+        target.commit("results", batches, predicate=None, partition_by=["mode", "date"])
+
+
+def _commit_run_by_run(target: lake_module.Lake, nights: _Nights, files_per_partition: int) -> None:
+    """One commit per machine group and night, a run id each, as the nightly DAG writes them."""
+    for night in range(nights.count):
+        tables = {mode: nights.table(mode, night) for mode in ("score", "train")}
+        date = tables["score"][0]
+        for group in range(files_per_partition):
+            parts = []
+            for mode, (_, table) in tables.items():
+                bounds = nights.plans[mode]["bounds"]
+                start, stop = int(bounds[group]), int(bounds[group + 1])
+                if stop > start:
+                    parts.append(table.slice(start, stop - start))
+            run = f"nightly-{date.isoformat()}-g{group}"
+            run_table = pa.concat_tables(parts)
+            run_table = run_table.set_column(run_table.schema.get_field_index("run_id"), "run_id",
+                                             pa.array([run] * run_table.num_rows, pa.string()))
+            target.commit("results", lambda t=run_table: t, predicate=None, partition_by=["mode", "date"])
+
+
 def build_lake(lake: Path, rows: int, seed: int = 7, files_per_partition: int = 1,
                nights: int | None = None) -> dict[str, int]:
     """Write about ``rows`` results into the lake's Delta table ``results``.
@@ -140,78 +222,15 @@ def build_lake(lake: Path, rows: int, seed: int = 7, files_per_partition: int = 
     writes run by run: ``nights × groups`` commits (``nights`` caps how many nights, because
     each commit costs a log entry). Returns the counts."""
     rng = np.random.default_rng(seed)
-    grid = []  # one entry per (machine, config): the columns that do not change night to night
-    for machine_index, (provider, itype, region, market, gpu, gpus, speed, _price) in enumerate(MACHINES):
-        for mode, network, dtype, batch, count, scaling in _configs(gpus):
-            grid.append(
-                (
-                    machine_index,
-                    provider,
-                    itype,
-                    region,
-                    market,
-                    gpu,
-                    mode,
-                    network,
-                    dtype,
-                    batch,
-                    count,
-                    scaling,
-                    _throughput(mode, network, dtype, batch, count, speed),
-                )
-            )
+    grid = _grid()
     nights = nights or max(2, rows // len(grid))
-    last_night = dt.date(2026, 11, 29)
     target = lake_module.open_lake(str(lake))
-    injected = 0
-    modes: dict[str, dict[str, object]] = {}
-    for mode in ("score", "train"):
-        part = [g for g in grid if g[6] == mode]
-        n = len(part)
-        columns = list(zip(*part, strict=True))
-        # a few configurations regress on the last night, as the regression report must find
-        regressed = rng.random(n) < 0.002
-        # the largest batches of the biggest networks do not fit: the same cells every night
-        oom = (np.array(columns[9]) >= 256) & np.isin(np.array(columns[7]), ["vgg-16", "resnet-152"])
-        injected += int((regressed & ~oom).sum())
-        groups = np.array(columns[0]) * files_per_partition // len(MACHINES)
-        modes[mode] = {"n": n, "base": np.array(columns[12]), "regressed": regressed, "oom": oom,
-                       "static": _static_columns(columns, n),
-                       "bounds": np.searchsorted(groups, np.arange(files_per_partition + 1))}
-
-    def night_table(mode: str, night: int) -> tuple[dt.date, pa.Table]:
-        m = modes[mode]
-        date = last_night - dt.timedelta(days=nights - 1 - night)
-        ips = m["base"] * rng.normal(1.0, 0.01, m["n"])  # night-to-night spread of a median of 3 repeats
-        if night == nights - 1:
-            ips = np.where(m["regressed"], ips * 0.7, ips)
-        return date, _night_table(m["static"], mode, date, ips, m["oom"])
-
+    plans = {mode: _mode_plan(grid, mode, rng, files_per_partition) for mode in ("score", "train")}
+    drawn = _Nights(plans, nights, rng)
     if files_per_partition == 1:
-        for mode in ("score", "train"):  # every night of a mode streamed into one commit
-            def batches(mode: str = mode) -> pa.RecordBatchReader:
-                def generate():  # noqa: ANN202 - a generator of record batches
-                    for night in range(nights):
-                        yield from night_table(mode, night)[1].to_batches()
-                return pa.RecordBatchReader.from_batches(schema.RESULTS_SCHEMA, generate())
-
-            target.commit("results", batches, predicate=None, partition_by=["mode", "date"])
+        _commit_streamed(target, drawn)
     else:
-        for night in range(nights):  # one commit per machine group and night: a run each
-            tables = {mode: night_table(mode, night) for mode in ("score", "train")}
-            date = tables["score"][0]
-            for group in range(files_per_partition):
-                parts = []
-                for mode, (_, table) in tables.items():
-                    bounds = modes[mode]["bounds"]
-                    start, stop = int(bounds[group]), int(bounds[group + 1])
-                    if stop > start:
-                        parts.append(table.slice(start, stop - start))
-                run = f"nightly-{date.isoformat()}-g{group}"
-                run_table = pa.concat_tables(parts)
-                run_table = run_table.set_column(run_table.schema.get_field_index("run_id"), "run_id",
-                                                 pa.array([run] * run_table.num_rows, pa.string()))
-                target.commit("results", lambda t=run_table: t, predicate=None, partition_by=["mode", "date"])
+        _commit_run_by_run(target, drawn, files_per_partition)
     return {
         "machines": len(MACHINES),
         "files_per_partition": files_per_partition,
@@ -219,7 +238,7 @@ def build_lake(lake: Path, rows: int, seed: int = 7, files_per_partition: int = 
         "nights": nights,
         "rows": nights * len(grid),
         "commits": target.version("results") + 1,
-        "regressions_injected": injected,
+        "regressions_injected": sum(int((p["regressed"] & ~p["oom"]).sum()) for p in plans.values()),
     }
 
 

@@ -22,6 +22,7 @@ import argparse
 import datetime as dt
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 REPO = Path(__file__).resolve().parent.parent
 for path in (REPO, REPO / "plugins"):
@@ -29,6 +30,9 @@ for path in (REPO, REPO / "plugins"):
         sys.path.insert(0, str(path))
 
 import gpucompare  # noqa: E402
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _text(value: object) -> str:
@@ -45,7 +49,7 @@ def _month(text: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"--month {text!r} is not YYYY-MM") from None
 
 
-def main(argv: list[str] | None = None) -> int:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lake", default=None, help="lake URI (default: the lake setting, GPUCOMPARE_LAKE)")
     parser.add_argument("--reports", default=None,
@@ -56,21 +60,62 @@ def main(argv: list[str] | None = None) -> int:
     from gpucompare import settings
 
     args.lake, args.reports = args.lake or settings.lake_uri(), args.reports or settings.reports_uri()
-    print(f"lake {args.lake}, reports {args.reports}")
-    month = args.month or dt.datetime.now(dt.UTC).date().replace(day=1)
-    next_month = (month + dt.timedelta(days=32)).replace(day=1)
+    return args
 
-    best = gpucompare.read("best_value", lake=args.lake)
+
+def _cheapest_in_month(best: pd.DataFrame, mode: str, month: dt.date) -> pd.DataFrame:
+    """Rank 1 among the month's ranked figures of ``mode``, per network and methodology."""
+    next_month = (month + dt.timedelta(days=32)).replace(day=1)
     this_month = best[
-        (best["mode"] == args.mode)
+        (best["mode"] == mode)
         & best["ranked"]
         & (best["result_date"] >= month)
         & (best["result_date"] < next_month)
     ]
     # rank 1 among this month's ranked figures (the ranking itself spans every date), per
     # methodology: an official figure is never set against a robust one
-    cheapest = (this_month.sort_values("cost_per_million")
-                .groupby(["network", "methodology"], as_index=False).head(1))
+    return (this_month.sort_values("cost_per_million")
+            .groupby(["network", "methodology"], as_index=False).head(1))
+
+
+def _print_machine(row: Any) -> None:
+    when = "measured" if row.origin == "measured" else f"{row.origin} figure of"
+    price = (f"{row.price_note}, from {row.price_effective_from}" if row.price_source == "declared"
+             else f"price of {row.price_effective_from}")
+    print(
+        f"  {row.network:<13} {row.methodology:<8} {row.provider} {row.instance_type} "
+        f"({_text(row.gpu_model) or row.device_kind}): "
+        f"{row.cost_per_million:.4f} {row.currency} per million images "
+        f"({when} {row.result_date}, {price})"
+    )
+
+
+def _print_cost_moves(history: pd.DataFrame, row: Any, mode: str) -> None:
+    """How the machine's cost per million moved over the report history's days, if it did."""
+    # history days written before the methodology column held official figures only
+    days_methodology = (history["methodology"].fillna("official") if "methodology" in history
+                        else "official")
+    same = history[
+        (history["network"] == row.network)
+        & (days_methodology == row.methodology)
+        & (history["mode"] == mode)
+        & (history["provider"] == row.provider)
+        & (history["instance_type"] == row.instance_type)
+    ]
+    moves = same.groupby("report_date")["cost_per_million"].min().dropna()
+    if len(moves) > 1:
+        first, last = moves.iloc[0], moves.iloc[-1]
+        print(
+            f"  {'':<22} cost over {len(moves)} report days: {first:.4f} ({moves.index[0]}) -> "
+            f"{last:.4f} ({moves.index[-1]}), {(last / first - 1) * 100:+.1f} %"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
+    print(f"lake {args.lake}, reports {args.reports}")
+    month = args.month or dt.datetime.now(dt.UTC).date().replace(day=1)
+    cheapest = _cheapest_in_month(gpucompare.read("best_value", lake=args.lake), args.mode, month)
     if cheapest.empty:
         print(f"No ranked {args.mode} figure dated {month:%Y-%m} (see best_value: not_ranked_reason; "
               "a machine "
@@ -79,34 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     history = gpucompare.read_history("best_value", reports=args.reports)
     print(f"Cheapest machine per network, {args.mode}, figures of {month:%Y-%m}:")
     for row in cheapest.sort_values(["network", "methodology"]).itertuples():
-        when = "measured" if row.origin == "measured" else f"{row.origin} figure of"
-        price = (f"{row.price_note}, from {row.price_effective_from}" if row.price_source == "declared"
-                 else f"price of {row.price_effective_from}")
-        print(
-            f"  {row.network:<13} {row.methodology:<8} {row.provider} {row.instance_type} "
-            f"({_text(row.gpu_model) or row.device_kind}): "
-            f"{row.cost_per_million:.4f} {row.currency} per million images "
-            f"({when} {row.result_date}, {price})"
-        )
-        if history.empty:
-            continue
-        # history days written before the methodology column held official figures only
-        days_methodology = (history["methodology"].fillna("official") if "methodology" in history
-                            else "official")
-        same = history[
-            (history["network"] == row.network)
-            & (days_methodology == row.methodology)
-            & (history["mode"] == args.mode)
-            & (history["provider"] == row.provider)
-            & (history["instance_type"] == row.instance_type)
-        ]
-        moves = same.groupby("report_date")["cost_per_million"].min().dropna()
-        if len(moves) > 1:
-            first, last = moves.iloc[0], moves.iloc[-1]
-            print(
-                f"  {'':<22} cost over {len(moves)} report days: {first:.4f} ({moves.index[0]}) -> "
-                f"{last:.4f} ({moves.index[-1]}), {(last / first - 1) * 100:+.1f} %"
-            )
+        _print_machine(row)
+        if not history.empty:
+            _print_cost_moves(history, row, args.mode)
     if history.empty:
         print(f"(no report history under {args.reports}/report_history yet: the reports DAG keeps one a day)")
     return 0

@@ -48,20 +48,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def fit_side(network: str, batch: int, warmup: int, batches: int, per_batch: bool = False) -> float:
-    """Images/s of MXNet's Module.fit over the timed window (runs in this process); with
-    ``per_batch`` the median over the timed batches, each ended by waiting for all work."""
-    sys.path.insert(0, str(REPO))
+def _synthetic_batches(shape: tuple[int, ...], count: int):  # noqa: ANN202 - an mx.io.DataIter
+    """train_imagenet.py --benchmark 1's data: one uniform(-1, 1) batch with random labels,
+    returned ``count`` times."""
     import mxnet as mx
     import numpy as np
 
-    from bench_tasks import networks
     from bench_tasks.constants import NUM_CLASSES
 
     class SyntheticBatches(mx.io.DataIter):
-        """One synthetic batch returned ``count`` times (train_imagenet.py --benchmark 1's data)."""
-
-        def __init__(self, shape: tuple[int, ...], count: int) -> None:
+        def __init__(self) -> None:
             super().__init__(shape[0])
             self.count, self.done = count, 0
             # fit.py keeps its batch in pinned host memory; a CPU-only build has none
@@ -88,15 +84,15 @@ def fit_side(network: str, batch: int, warmup: int, batches: int, per_batch: boo
             return mx.io.DataBatch(data=(self.data,), label=(self.label,), pad=0, index=None,
                                    provide_data=self.provide_data, provide_label=self.provide_label)
 
-    clock: dict[int, float] = {}
+    return SyntheticBatches()
 
-    def window(params: mx.model.BatchEndParam) -> None:
-        if params.nbatch in (warmup - 1, warmup + batches - 1) or (per_batch and params.nbatch >= warmup):
-            mx.nd.waitall()
-            clock[params.nbatch] = time.perf_counter()
 
-    shape = (batch, *networks.image_shape(network))
-    train = SyntheticBatches(shape, warmup + batches)
+def _fit_like_train_imagenet(network: str, batch: int, train: object, window: object) -> None:
+    """One epoch of Module.fit with the arguments common/fit.py passes (see the module doc)."""
+    import mxnet as mx
+
+    from bench_tasks import networks
+
     initializer = (mx.init.Normal() if network == "alexnet" else mx.init.Xavier() if "vgg" in network
                    else mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2))
     module = mx.mod.Module(symbol=networks.get_symbol(network), context=mx.cpu())
@@ -107,6 +103,25 @@ def fit_side(network: str, batch: int, warmup: int, batches: int, per_batch: boo
                initializer=initializer, arg_params=None, aux_params=None,
                batch_end_callback=[mx.callback.Speedometer(batch, 20), window],
                epoch_end_callback=None, allow_missing=True)
+
+
+def fit_side(network: str, batch: int, warmup: int, batches: int, per_batch: bool = False) -> float:
+    """Images/s of MXNet's Module.fit over the timed window (runs in this process); with
+    ``per_batch`` the median over the timed batches, each ended by waiting for all work."""
+    sys.path.insert(0, str(REPO))
+    import mxnet as mx
+
+    from bench_tasks import networks
+
+    clock: dict[int, float] = {}
+
+    def window(params: mx.model.BatchEndParam) -> None:
+        if params.nbatch in (warmup - 1, warmup + batches - 1) or (per_batch and params.nbatch >= warmup):
+            mx.nd.waitall()
+            clock[params.nbatch] = time.perf_counter()
+
+    shape = (batch, *networks.image_shape(network))
+    _fit_like_train_imagenet(network, batch, _synthetic_batches(shape, warmup + batches), window)
     start = clock.get(warmup - 1)
     if warmup == 0 or start is None:
         raise SystemExit("--warmup must be >= 1 (the window starts at the end of the last warm-up batch)")

@@ -110,7 +110,7 @@ def _configure_ingest(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--provider", required=True, help="e.g. aws, leadergpu, local")
     parser.add_argument("--instance-type", required=True, help="the provider's machine name, e.g. g5.xlarge")
     parser.add_argument("--region", default=None, help="provider region, e.g. us-east-1")
-    parser.add_argument("--market", default="on_demand", choices=schema.MARKETS)
+    parser.add_argument("--market", default=patterns.DEFAULT_MARKET, choices=schema.MARKETS)
     parser.add_argument("--target", default="local", choices=[t for t in schema.TARGETS if t != "published"])
     parser.add_argument("--source", default=None,
                         help="where the figures come from (default: gpucompare <target> run)")
@@ -225,7 +225,8 @@ def _configure_add_price(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--instance-type", required=True, help="the machine name the results carry, "
                         "e.g. local-cpu")
     parser.add_argument("--region", default=None, help="only in this region (default: every region)")
-    parser.add_argument("--market", default="on_demand", help="on_demand (default) or spot")
+    parser.add_argument("--market", default=patterns.DEFAULT_MARKET,
+                        help=f"{' or '.join(patterns.MARKETS)} (default {patterns.DEFAULT_MARKET})")
     parser.add_argument("--gpu-model", default=None, help="the GPU model, e.g. 'Tesla T4'")
     parser.add_argument("--gpu-count", default=None, help="GPUs of the machine")
     parser.add_argument("--per-hour", default=None, metavar="PRICE", help="price per hour")

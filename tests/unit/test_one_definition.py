@@ -108,6 +108,38 @@ def test_the_run_id_rule_and_the_markets_have_one_home() -> None:
     assert [m.split(":")[0] for m in markets] == ["plugins/gpucompare/config/patterns.py"]
 
 
+#: Defaults of the market written as a literal outside their home, and why.
+ALLOWED_MARKET_DEFAULTS: dict[str, str] = {
+    "plugins/gpucompare/lake/ingest.py": "RunContext's default; the file is being rewritten on the edges "
+                                         "branch this session (use patterns.DEFAULT_MARKET after that merge)",
+}
+
+
+def _literal_defaults(path: Path, value: str) -> list[str]:
+    """Where ``value`` is written as a default: a parameter's or field's default, argparse's
+    ``default=``, or the fallback of ``mapping.get(key, value)``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.arguments):
+            candidates = [*node.defaults, *node.kw_defaults]
+        elif isinstance(node, ast.AnnAssign):
+            candidates = [node.value]
+        elif isinstance(node, ast.Call):
+            candidates = [k.value for k in node.keywords if k.arg == "default"]
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "get" and len(node.args) == 2:
+                candidates.append(node.args[1])
+        else:
+            continue
+        found += [_where(path, c) for c in candidates if isinstance(c, ast.Constant) and c.value == value]
+    return found
+
+
+def test_the_default_market_has_one_home() -> None:
+    places = [w for path in _files() for w in _literal_defaults(path, "on_demand")
+              if w.split(":")[0] not in ALLOWED_MARKET_DEFAULTS]
+    assert places == [], "use patterns.DEFAULT_MARKET"
+
+
 def test_the_checks_see_a_repeat(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text('import re\nA = re.compile(r"[a-z]+x")\nMARKETS = ("on_demand", "spot")\n'
@@ -115,3 +147,9 @@ def test_the_checks_see_a_repeat(tmp_path: Path) -> None:
     assert [p for p, _ in _regex_literals(probe)] == ["[a-z]+x", "[a-z]+x"]
     assert _named_value_sets(probe) == [frozenset({"on_demand", "spot"})]
     assert len([v for v, _ in _string_collections(probe) if v == {"on_demand", "spot"}]) == 2
+    defaults = tmp_path / "defaults.py"
+    defaults.write_text('def f(m="on_demand", *, n="on_demand"):\n    return d.get("market", "on_demand")\n'
+                        'class C:\n    market: str = "on_demand"\n'
+                        'p.add_argument("--market", default="on_demand")\nx = "on_demand"\n')
+    lines = sorted(w.split(":")[1] for w in _literal_defaults(defaults, "on_demand"))
+    assert lines == ["1", "1", "2", "4", "5"]

@@ -66,6 +66,8 @@ CURRENCIES: tuple[str, ...] = ("EUR", "USD")
 TARGET_KINDS: tuple[str, ...] = ("local", "ssh", "ec2")
 #: how a machine is bought: the price row, the launch and the cost guard use the same names
 MARKETS: tuple[str, ...] = ("on_demand", "spot")
+#: the market of a target, price or result that names none
+DEFAULT_MARKET = "on_demand"
 #: an absolute POSIX path of plain characters (a remote directory or interpreter); a ``.`` or
 #: ``..`` segment is refused with ``has_dot_segment``
 ABSOLUTE_PATH = re.compile(r"(/[A-Za-z0-9._+@%=,-]+)+/?")

@@ -131,6 +131,29 @@ def _image_shape(network: str) -> str:
     return "3,299,299" if network == "inception-v3" else "3,224,224"
 
 
+def _published_measurement(row: dict[str, str], status: str, where: str) -> tuple[float | None, list[str]]:
+    """images/s of an ``ok`` row, checked against the number its published cell shows (a
+    decimal comma flagged), and the row's flags; ``None`` for a failed cell, which must have none."""
+    cell = row["published_value"]
+    flags: list[str] = []
+    if status != "ok":
+        if row["images_per_sec"].strip():
+            raise PublishedError(f"{where}: a {status} cell has no images_per_sec, "
+                                 f"got {row['images_per_sec']!r}")
+        return None, flags
+    try:
+        images_per_sec = float(row["images_per_sec"])
+    except ValueError:
+        raise PublishedError(f"{where}: images_per_sec {row['images_per_sec']!r} is not a number") from None
+    shown = _parse_published_number(cell)
+    if shown is None or abs(shown - images_per_sec) > 1e-9 * max(1.0, shown):
+        raise PublishedError(f"{where}: images_per_sec {images_per_sec} is not what the published "
+                             f"cell {cell!r} shows")
+    if _DECIMAL_COMMA.match(cell.strip()):
+        flags.append("decimal_comma")
+    return images_per_sec, flags
+
+
 def published_result(row: dict[str, str], where: str, imported_at: dt.datetime,
                      published_on: dt.date = PUBLISHED_ON) -> dict[str, Any]:
     """One results row (``schema.RESULTS_SCHEMA``) from one line of the published results CSV."""
@@ -140,22 +163,7 @@ def published_result(row: dict[str, str], where: str, imported_at: dt.datetime,
     batch_size = _int(row["batch_size"], where, "batch_size")
     status = _status_of(row, where)
     cell = row["published_value"]
-    images_per_sec = None
-    flags: list[str] = []
-    if status == "ok":
-        try:
-            images_per_sec = float(row["images_per_sec"])
-        except ValueError:
-            raise PublishedError(
-                f"{where}: images_per_sec {row['images_per_sec']!r} is not a number") from None
-        shown = _parse_published_number(cell)
-        if shown is None or abs(shown - images_per_sec) > 1e-9 * max(1.0, shown):
-            raise PublishedError(f"{where}: images_per_sec {images_per_sec} is not what the published "
-                                 f"cell {cell!r} shows")
-        if _DECIMAL_COMMA.match(cell.strip()):
-            flags.append("decimal_comma")
-    elif row["images_per_sec"].strip():
-        raise PublishedError(f"{where}: a {status} cell has no images_per_sec, got {row['images_per_sec']!r}")
+    images_per_sec, flags = _published_measurement(row, status, where)
     note = row.get("note") or None
     if note and "multiplied by 8" in note:
         flags.append("batch_scaled_x8")

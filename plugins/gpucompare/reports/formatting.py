@@ -95,14 +95,14 @@ def machine_label(row: dict[str, Any], *, with_gpu: bool = True) -> str:
 
 def price_label(row: dict[str, Any]) -> str:
     """The price's date, and for a price the user declared: 'declared: <note>'."""
-    date = _date(row.get("price_effective_from"))
+    date = date_text(row.get("price_effective_from"))
     if row.get("price_source") == "declared":
         note = row.get("price_note")
         return f"{date}, declared" + (f": {note}" if note else "")
     return date
 
 
-def _hardware_label(row: dict[str, Any]) -> str:
+def hardware_label(row: dict[str, Any]) -> str:
     """Provider, instance type and GPU model (or CPU): the hardware, whatever the region or market."""
     provider = row.get("provider")
     name = str(row.get("instance_type") or "?")
@@ -123,20 +123,22 @@ def devices(row: dict[str, Any]) -> str:
     return f"{count} GPU{'s' if count != 1 else ''}{on_nodes}"
 
 
-def _is_published(row: dict[str, Any]) -> bool:
+def is_published(row: dict[str, Any]) -> bool:
+    """A published figure (an article's table or curve), not one we measured."""
     return row.get("origin") in ("published", "published_curve") or row.get("target") == "published"
 
 
-def _date(value: Any) -> str:
+def date_text(value: Any) -> str:
+    """A date as YYYY-MM-DD, a missing one as '–'."""
     return value.isoformat() if isinstance(value, dt.date) else ("–" if value is None else str(value))
 
 
 def when(row: dict[str, Any]) -> str:
     """Short provenance for a chart label: 'measured 2026-11-30' or 'published 2017'."""
     date = row.get("result_date")
-    if _is_published(row):
+    if is_published(row):
         return f"published {date.year}" if isinstance(date, dt.date) else "published"
-    return f"measured {_date(date)}"
+    return f"measured {date_text(date)}"
 
 
 def methodology(row: dict[str, Any]) -> str:
@@ -152,17 +154,19 @@ def titled(title: str, method: str) -> str:
 def provenance(row: dict[str, Any]) -> str:
     """Long provenance for tables: where and when the figure was measured, or which publication,
     and its methodology."""
-    date = _date(row.get("result_date"))
-    if _is_published(row):
+    date = date_text(row.get("result_date"))
+    if is_published(row):
         return f"published {date}: {row.get('result_source') or '?'} ({methodology(row)})"
     return f"measured {date} on {row.get('target') or '?'} ({methodology(row)})"
 
 
-def _slug(*parts: Any) -> str:
+def slug(*parts: Any) -> str:
+    """An HTML id from the parts: lower-case letters and digits joined by '-'."""
     return re.sub(r"[^a-z0-9]+", "-", "-".join(str(p) for p in parts).lower()).strip("-")
 
 
-def _flags(row: dict[str, Any]) -> list[str]:
+def row_flags(row: dict[str, Any]) -> list[str]:
+    """The row's flags as a list (none: empty)."""
     return list(row.get("flags") or [])
 
 

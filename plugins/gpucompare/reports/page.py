@@ -34,7 +34,7 @@ import jinja2
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gpucompare.reports.formatting import CURRENCY_SIGN, Colours, _date, _is_published
+from gpucompare.reports.formatting import CURRENCY_SIGN, Colours, date_text, is_published
 from gpucompare.reports.page_campaign import campaign_section
 from gpucompare.reports.page_cost import (
     best_per_network,
@@ -104,9 +104,9 @@ def headline_cards(
     from the published ones."""
     counts = _counts(report_set)
     years = ", ".join(str(y) for y in counts["years"])
-    own = sum(1 for r in missing if not _is_published(r))
+    own = sum(1 for r in missing if not is_published(r))
     return [
-        Card(_date(counts["newest"]) if counts["newest"] else "none yet",
+        Card(date_text(counts["newest"]) if counts["newest"] else "none yet",
              f"newest measured night · {counts['measured']:,} measured configurations"),
         Card(f"{counts['published']:,}",
              f"published figures{', from ' + years if years else ''} · {counts['sources']} publication(s), "

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from gpucompare.reports.formatting import _date, duration, money
+from gpucompare.reports.formatting import date_text, duration, money
 from gpucompare.reports.page_parts import Section, data_table
 from gpucompare.reports.report_set import ReportSet
 
@@ -68,7 +68,7 @@ def campaign_section(report_set: ReportSet) -> Section:
     body = [
         [
             r["target"] + ("" if r["torn_down"] else " (not torn down)"),
-            _date(r["night"]),
+            date_text(r["night"]),
             f"{r['kind']}: {r['provider']} {r['instance_type']}",
             r["configurations"],
             duration(r["billed_seconds"]),

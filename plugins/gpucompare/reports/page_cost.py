@@ -14,17 +14,17 @@ from gpucompare.reports.formatting import (
     CURRENCY_SIGN,
     MAX_BARS,
     Colours,
-    _flags,
-    _is_published,
-    _slug,
     devices,
     duration,
+    is_published,
     machine_label,
     machine_name,
     methodology,
     money,
     price_label,
     provenance,
+    row_flags,
+    slug,
     time_per_million,
     titled,
     when,
@@ -48,7 +48,7 @@ from gpucompare.reports.report_set import ReportSet
 def _not_ranked_text(row: dict[str, Any], report_set: ReportSet) -> str:
     reason = row.get("not_ranked_reason")
     if reason == "flagged":
-        return "not ranked: flagged (" + ", ".join(_flags(row)) + ")"
+        return "not ranked: flagged (" + ", ".join(row_flags(row)) + ")"
     if reason == "old_published":
         return f"not ranked: published over {report_set.options.published_max_age_years} years ago"
     return ""
@@ -70,7 +70,7 @@ def _bar(row: dict[str, Any], currency: str, colours: Colours, several_batches: 
         row["cost_per_million"],
         colours(row),
         money(row["cost_per_million"], currency),
-        published=_is_published(row),
+        published=is_published(row),
         note=f"{when(row)} · price of {price_label(row)}" + ("" if row["ranked"] else " · not ranked"),
         low=low,
         high=high,
@@ -93,7 +93,7 @@ def cost_figures(
         group = by_network[(network, method)]
         drawn = _cheapest_with_unranked(group)
         several = len({r["batch_size"] for r in drawn}) > 1
-        chart_id = _slug("cost", mode, network, *([] if method == "official" else [method]))
+        chart_id = slug("cost", mode, network, *([] if method == "official" else [method]))
         title = titled(f"{network}, {mode}, {batch_text(drawn)}: cost per million images", method)
         chart = bar_chart(chart_id, [_bar(r, currency, colours, several) for r in drawn],
                           f"{CURRENCY_SIGN.get(currency, currency)} per million images", title=title)
@@ -147,11 +147,11 @@ def _cost_summary(drawn: list[dict[str, Any]], rows: list[dict[str, Any]], repor
     else:
         text = "No machine ranked: every priced figure here is flagged or an old published one. "
     drawn_ranked = sum(1 for r in drawn if r["ranked"])
-    drawn_published = sum(1 for r in drawn if _is_published(r))
+    drawn_published = sum(1 for r in drawn if is_published(r))
     text += (f"{len(drawn)} bar(s) drawn of {len(rows)} priced figure(s): {drawn_ranked} ranked, "
              f"{len(drawn) - drawn_ranked} not ranked (drawn for comparison); "
              f"{len(drawn) - drawn_published} measured, {drawn_published} published")
-    years = sorted({r["result_date"].year for r in drawn if _is_published(r) and r["result_date"]})
+    years = sorted({r["result_date"].year for r in drawn if is_published(r) and r["result_date"]})
     if years:
         text += " (" + ", ".join(str(y) for y in years) + ")"
     ties = tie_groups(ranked)
@@ -247,8 +247,8 @@ def missing_tables(rows: list[dict[str, Any]]) -> tuple[Table, Table]:
             for r in chosen
         ]
 
-    own = [r for r in rows if not _is_published(r)]
-    published = [r for r in rows if _is_published(r)]
+    own = [r for r in rows if not is_published(r)]
+    published = [r for r in rows if is_published(r)]
     return (
         data_table(headers, body(own), numeric, caption=f"Your results without a price: {len(own)}"),
         data_table(headers, body(published), numeric,
@@ -258,5 +258,5 @@ def missing_tables(rows: list[dict[str, Any]]) -> tuple[Table, Table]:
 
 def unpriced_machines(rows: list[dict[str, Any]]) -> list[str]:
     """The measured machines (not published ones) that have results but no price, by name."""
-    return sorted({machine_label(r) for r in rows if not _is_published(r)})
+    return sorted({machine_label(r) for r in rows if not is_published(r)})
 

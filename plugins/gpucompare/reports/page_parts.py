@@ -192,7 +192,3 @@ def has_energy(rows: Sequence[dict[str, Any]]) -> bool:
     columns exist in every report since schema 3, mostly empty where nothing could be read)."""
     keys = ("joules_per_image", "kwh_per_million", "gco2e_per_million")
     return any(finite(row.get(key)) for row in rows for key in keys)
-
-
-def has_column(rows: Sequence[dict[str, Any]], column: str) -> bool:
-    return bool(rows) and column in rows[0]

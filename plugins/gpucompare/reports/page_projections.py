@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpucompare.config import patterns
-from gpucompare.reports.formatting import _date, _slug, duration, money
+from gpucompare.reports.formatting import date_text, duration, money, slug
 from gpucompare.reports.page_parts import Section, data_table
 from gpucompare.reports.report_set import ReportSet
 
@@ -142,7 +142,7 @@ def _figure_note(row: dict[str, Any]) -> str:
     if row["measured_machine"]:
         return MEASURED_MARK + extra
     return (f"projected from {row['measured_provider']} {row['measured_instance_type']}, "
-            f"measured {_date(row['result_date'])}{extra}")
+            f"measured {date_text(row['result_date'])}{extra}")
 
 
 def _network_table(mode: str, network: str, methodology: str, rows: list[dict[str, Any]],
@@ -166,7 +166,7 @@ def _network_table(mode: str, network: str, methodology: str, rows: list[dict[st
                 _money(r, "cost_per_million", currency),
                 *([_epochs90(r, currency)] if train else []),
                 _figure_note(r),
-                _date(r["price_effective_from"]),
+                date_text(r["price_effective_from"]),
             ])
     providers = sorted({r["provider"] for r in rows})
     best = min(rows, key=_whole_machine_first)
@@ -180,7 +180,7 @@ def _network_table(mode: str, network: str, methodology: str, rows: list[dict[st
         f"for the GPUs measured on {', '.join(measured)}; ★ = the measured machine at its catalog price."
     )
     # one table per methodology (how the figure was timed): projections of two are never ranked together
-    chart_id = _slug("where-else", mode, network, *([] if methodology == "official" else [methodology]))
+    chart_id = slug("where-else", mode, network, *([] if methodology == "official" else [methodology]))
     title = f"{network}, {mode}: cheapest providers for the GPUs measured ({methodology} methodology)"
     table = data_table(headers, body, numeric,
                        caption=f"{title}: top {TOP_PROVIDERS} providers per market ({currency})")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpucompare.reports.formatting import (
-    _date,
+    date_text,
     devices,
     machine_label,
     methodology,
@@ -51,7 +51,7 @@ def regressions_table(rows: list[dict[str, Any]], limit: int = 60) -> Table:
                 num(r["noise"]),
                 pct(r["change"]),
                 r["verdict"] if r["status"] == "ok" else f"{r['verdict']} ({r['status']})",
-                _date(r["result_date"]),
+                date_text(r["result_date"]),
             ]
             for r in flagged
         ),

@@ -16,10 +16,10 @@ from gpucompare.reports.formatting import (
     IDEAL_COLOUR,
     MAX_LINES,
     Colours,
-    _hardware_label,
-    _slug,
+    hardware_label,
     methodology,
     provenance,
+    slug,
     titled,
     when,
 )
@@ -65,7 +65,7 @@ def _curves(scaling: list[dict[str, Any]], metric: str) -> tuple[dict, dict, dic
                    row["region"], row["market"], row["mode"], row["dtype"], row["scaling"],
                    row["baseline_batch"])
             labels[key] = (
-                f"{_hardware_label(row)} {row['scaling']}, b{row['baseline_batch']}"
+                f"{hardware_label(row)} {row['scaling']}, b{row['baseline_batch']}"
                 + (" (score)" if row["mode"] == "score" else "")
                 + f", {when(row)}"
             )
@@ -89,7 +89,7 @@ def _figure(network: str, method: str, mine: dict[tuple, list[tuple[float, float
     batches = sorted({int(k[9]) for k in chosen if k[9] is not None})
     sizes = ("" if not batches else f", b = {batches[0]}" if len(batches) == 1
              else f", b = {batches[0]}–{batches[-1]}")
-    chart_id = _slug("scaling", metric, network, *([] if method == "official" else [method]))
+    chart_id = slug("scaling", metric, network, *([] if method == "official" else [method]))
     what, y_label = (("speedup over one GPU", "speedup over 1 GPU") if metric == "speedup"
                      else ("efficiency (speedup ÷ GPUs)", "speedup ÷ GPUs"))
     title = titled(f"{network}{sizes}: {what}", method)

@@ -15,14 +15,14 @@ from gpucompare.reports.charts import Series, line_chart
 from gpucompare.reports.formatting import (
     MAX_LINES,
     Colours,
-    _flags,
-    _hardware_label,
-    _is_published,
-    _slug,
     devices,
+    hardware_label,
+    is_published,
     machine_label,
     methodology,
     provenance,
+    row_flags,
+    slug,
     titled,
     when,
 )
@@ -68,15 +68,15 @@ def throughput_figures(throughput: list[dict[str, Any]], mode: str, colours: Col
         chosen = _top_machines(chart, info)
         series = [
             Series(
-                f"{_hardware_label(info[m])}, {when(info[m])}",
+                f"{hardware_label(info[m])}, {when(info[m])}",
                 chart[m],
                 colours(info[m]),
-                "published" if _is_published(info[m]) else "measured",
+                "published" if is_published(info[m]) else "measured",
                 intervals=intervals[m],
             )
             for m in chosen
         ]
-        chart_id = _slug("throughput", mode, network, *([] if method == "official" else [method]))
+        chart_id = slug("throughput", mode, network, *([] if method == "official" else [method]))
         batches = sorted({int(x) for m in chosen for x, _ in chart[m]})
         sizes = f"batch {batches[0]}" if len(batches) == 1 else f"batch {batches[0]}–{batches[-1]}"
         title = titled(f"{network}, {mode}, {sizes}: images/s against batch size (one device, float32)",
@@ -85,7 +85,7 @@ def throughput_figures(throughput: list[dict[str, Any]], mode: str, colours: Col
         for m in chosen:
             values = dict(chart[m])
             table_rows.append(
-                [_hardware_label(info[m]), provenance(info[m])] + [num(values.get(b)) for b in batches]
+                [hardware_label(info[m]), provenance(info[m])] + [num(values.get(b)) for b in batches]
             )
         model = line_chart(chart_id, series, "batch size (log scale)", "images/s", log2_x=True, title=title)
         figures.append(
@@ -112,7 +112,7 @@ def _best(points: list[tuple[float, float]]) -> float:
 
 def _summary(chosen: list[tuple], chart: dict[tuple, list[tuple[float, float]]],
              info: dict[tuple, dict[str, Any]], log_y: bool) -> str:
-    published = [m for m in chosen if _is_published(info[m])]
+    published = [m for m in chosen if is_published(info[m])]
     drawn = (f"{len(chosen) - len(published)} measured and {len(published)} published machine(s) drawn"
              + ("; images/s on a log scale so the slowest line stays readable" if log_y else "")
              + "; every value is in the data table.")
@@ -120,7 +120,7 @@ def _summary(chosen: list[tuple], chart: dict[tuple, list[tuple[float, float]]],
     if not finite(_best(chart[fastest])):
         return "No finite images/s to compare. " + drawn
     best_batch, best_speed = max(((x, y) for x, y in chart[fastest] if finite(y)), key=lambda p: p[1])
-    return (f"Fastest: {_hardware_label(info[fastest])} at {best_speed:,.2f} images/s "
+    return (f"Fastest: {hardware_label(info[fastest])} at {best_speed:,.2f} images/s "
             f"(batch {int(best_batch)}, {when(info[fastest])}). " + drawn)
 
 
@@ -136,8 +136,8 @@ def _top_machines(
         if identity not in seen_types:
             seen_types.add(identity)
             ranked.append(machine)
-    measured = [m for m in ranked if not _is_published(info[m])]
-    published = [m for m in ranked if _is_published(info[m])]
+    measured = [m for m in ranked if not is_published(info[m])]
+    published = [m for m in ranked if is_published(info[m])]
     published = published[: max(2, MAX_LINES - len(measured))]
     return measured[: MAX_LINES - len(published)] + published
 
@@ -153,7 +153,7 @@ def suspicious_published(throughput: pa.Table) -> Table | None:
     rows = [
         r
         for r in throughput.filter(pc.equal(throughput["origin"], "published")).to_pylist()
-        if any(flag in _flags(r) for flag in SUSPICIOUS_FLAGS)
+        if any(flag in row_flags(r) for flag in SUSPICIOUS_FLAGS)
     ]
     if not rows:
         return None
@@ -167,7 +167,7 @@ def suspicious_published(throughput: pa.Table) -> Table | None:
                 r["batch_size"],
                 devices(r),
                 num(r["images_per_sec"]),
-                ", ".join(_flags(r)),
+                ", ".join(row_flags(r)),
                 provenance(r),
             ]
             for r in rows

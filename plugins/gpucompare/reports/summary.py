@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpucompare.reports.formatting import (
-    _date,
+    date_text,
     devices,
     duration,
     machine_label,
@@ -47,7 +47,7 @@ def _published_cost_table(cost: pa.Table, currency: str) -> list[str]:
     )
     if not rows:
         return []
-    dates = sorted({_date(r["result_date"]) for r in rows})
+    dates = sorted({date_text(r["result_date"]) for r in rows})
     lines = [
         "",
         f"## Published machines, time and cost of 1,000,000 images (score, batch {PUBLISHED_COST_BATCH})",
@@ -106,7 +106,7 @@ def render_summary(report_set: ReportSet) -> str:
             f"{r['batch_size']} | "
             f"{num(r['images_per_sec'])} | {time_per_million(r['images_per_sec'])} | "
             f"{money(r['cost_per_million'], currency)} | {provenance(r)} | "
-            f"{_date(r['price_effective_from'])} |"
+            f"{date_text(r['price_effective_from'])} |"
         )
     if not best:
         lines += [

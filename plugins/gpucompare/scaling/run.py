@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gpucompare.config import patterns
 from gpucompare.scaling.launcher import (
     DistributedRunError,
     HostChannel,
@@ -58,7 +59,7 @@ def run_scaling_plan(plan: Mapping[str, Any], *, lake_uri: str, results_path: st
         spec = plan["specs"][0]
         markets = {s.market for s in states if s.market}
         # a spot group whose hosts fell back to on-demand (some or all) is recorded as asked
-        market = markets.pop() if len(markets) == 1 else spec.get("market", "on_demand")
+        market = markets.pop() if len(markets) == 1 else spec.get("market", patterns.DEFAULT_MARKET)
         context = RunContext(provider=spec["provider"], instance_type=spec["instance_type"],
                              region=spec.get("region"), market=market, target=spec["kind"],
                              dag_run_id=dag_run_id, source=f"gpucompare scaling group {plan['group']}")

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from gpucompare.config import patterns
 from gpucompare.errors import PermanentError
 from gpucompare.targets.phases import PhaseLog
 
@@ -60,7 +61,7 @@ class TargetSpec:
     provider: str
     instance_type: str
     region: str | None = None
-    market: str = "on_demand"
+    market: str = patterns.DEFAULT_MARKET
     gpu_count: int = 0
     options: dict[str, Any] = field(default_factory=dict)
     #: a runtime of data/runtimes.csv, or auto (resolved by ``config.runtime_choice``)

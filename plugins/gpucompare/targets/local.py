@@ -35,7 +35,7 @@ from bench_tasks.constants import WORKER_RUNTIME_ENV
 from gpucompare import settings
 from gpucompare.config import models, runtime_choice
 from gpucompare.config.validation import ValidationError, validate
-from gpucompare.targets import runs as _runs
+from gpucompare.targets import runs
 from gpucompare.targets.base import LineSink, Target, TargetConfigError, TargetError, TargetSpec, TargetState
 from gpucompare.targets.bundle import unpacked_bundle
 from gpucompare.targets.phases import timed_phase
@@ -126,7 +126,7 @@ class LocalTarget(Target):
     # -- the interface -----------------------------------------------------------------
     @timed_phase("provision")
     def prepare(self, run_id: str) -> TargetState:
-        run_dir = self.options.work_dir / _runs.run_dir_name(run_id)
+        run_dir = self.options.work_dir / runs.run_dir_name(run_id)
         run_dir.mkdir(parents=True, exist_ok=True)
         return TargetState(spec=self.spec.to_dict(), run_id=run_id, resource_id=None,
                            market=self.spec.market, workdir=str(run_dir))
@@ -148,7 +148,7 @@ class LocalTarget(Target):
         if done.returncode != 0:  # not a worker environment: retrying meets the same one
             raise WorkerEnvironmentError(f"deploy: {python} cannot import the worker and mxnet "
                                          f"(exit {done.returncode}); {worker_environment_advice()}:\n"
-                                         f"{_runs.tail_text(done.stderr)}")
+                                         f"{runs.tail_text(done.stderr)}")
         version = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "?"
         state.extra["python"] = str(python)
         state.extra["mxnet_version"] = version
@@ -158,31 +158,31 @@ class LocalTarget(Target):
     @timed_phase("sweep")
     def run_sweep(self, state: TargetState, sweep_config: dict[str, Any], *,
                   timeout_s: float) -> TargetState:
-        config = _runs.with_run_id(sweep_config, state.run_id)
-        sweep_dir = self._run_dir(state, "run_sweep") / _runs.sweep_dir_name(config)
-        results = sweep_dir / _runs.RESULTS_FILE
+        config = runs.with_run_id(sweep_config, state.run_id)
+        sweep_dir = self._run_dir(state, "run_sweep") / runs.sweep_dir_name(config)
+        results = sweep_dir / runs.RESULTS_FILE
         if _finished_ok(sweep_dir):
             self.line_sink(f"[local] sweep {sweep_dir.name} already finished; reusing its results")
-            _runs.remember_results(state, str(results))
+            runs.remember_results(state, str(results))
             return state
         self._stop_sweep(sweep_dir)  # a previous attempt that is still running (a killed task)
         _reset_sweep_dir(sweep_dir)
-        (sweep_dir / _runs.CONFIG_FILE).write_text(_runs.config_json(config))
+        (sweep_dir / runs.CONFIG_FILE).write_text(runs.config_json(config))
         exit_code = self._run_worker(sweep_dir, timeout_s)
-        (sweep_dir / _runs.EXIT_CODE_FILE).write_text(f"{exit_code}\n")
+        (sweep_dir / runs.EXIT_CODE_FILE).write_text(f"{exit_code}\n")
         if exit_code != 0:
             raise TargetError(f"run_sweep: the worker exited with {exit_code}; its stderr ended with:\n"
-                              f"{_tail_of_file(sweep_dir / _runs.PROGRESS_FILE)}")
-        partial = sweep_dir / _runs.PARTIAL_RESULTS_FILE
+                              f"{_tail_of_file(sweep_dir / runs.PROGRESS_FILE)}")
+        partial = sweep_dir / runs.PARTIAL_RESULTS_FILE
         if not partial.is_file():
             raise TargetError(f"run_sweep: the worker exited with 0 but wrote no results ({partial})")
         partial.replace(results)
-        _runs.remember_results(state, str(results))
+        runs.remember_results(state, str(results))
         return state
 
     def collect(self, state: TargetState, local_path: str) -> str:
         run_dir = self._run_dir(state, "collect")
-        sources = [Path(p) for p in _runs.result_files(state, "collect")]
+        sources = [Path(p) for p in runs.result_files(state, "collect")]
         outside = [str(p) for p in sources if p.parent.parent != run_dir]
         if outside:
             raise TargetError(f"collect: results file(s) outside the run directory {run_dir}: "
@@ -190,7 +190,7 @@ class LocalTarget(Target):
         missing = [str(p) for p in sources if not p.is_file()]
         if missing:
             raise TargetError(f"collect: results file(s) missing: {', '.join(missing)}")
-        return _runs.concatenate_files(sources, Path(local_path))
+        return runs.concatenate_files(sources, Path(local_path))
 
     @timed_phase("teardown")
     def teardown(self, state: TargetState | None) -> None:
@@ -201,8 +201,8 @@ class LocalTarget(Target):
         if not run_dir.is_dir():
             return
         for sweep_dir in sorted(run_dir.glob("sweep-*")):
-            if not (sweep_dir / _runs.EXIT_CODE_FILE).exists():
-                (sweep_dir / _runs.STOP_FILE).touch()
+            if not (sweep_dir / runs.EXIT_CODE_FILE).exists():
+                (sweep_dir / runs.STOP_FILE).touch()
             self._stop_sweep(sweep_dir)
         if self.options.remove_run_dir:
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -233,8 +233,8 @@ class LocalTarget(Target):
 
     def worker_command(self, sweep_dir: Path) -> list[str]:
         return [str(self.options.python), "-m", "bench_tasks", "sweep",
-                "--config", str(sweep_dir / _runs.CONFIG_FILE),
-                "--output", str(sweep_dir / _runs.PARTIAL_RESULTS_FILE)]
+                "--config", str(sweep_dir / runs.CONFIG_FILE),
+                "--output", str(sweep_dir / runs.PARTIAL_RESULTS_FILE)]
 
     def _run_worker(self, sweep_dir: Path, timeout_s: float) -> int:
         """Run the worker, stream its lines, enforce the time limit; return its exit status."""
@@ -242,12 +242,12 @@ class LocalTarget(Target):
             raise TargetError(f"run_sweep: timeout_s must be > 0, got {timeout_s!r}")
         command = self.worker_command(sweep_dir)
         self.line_sink(f"[local] running {' '.join(command)} (time limit {timeout_s:.0f}s)")
-        with open(sweep_dir / _runs.PROGRESS_FILE, "wb") as progress, subprocess.Popen(
+        with open(sweep_dir / runs.PROGRESS_FILE, "wb") as progress, subprocess.Popen(
             command, cwd=self.code_root, env=self._env(), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
         ) as process:
-            (sweep_dir / _runs.PID_FILE).write_text(f"{process.pid}\n")
-            if (sweep_dir / _runs.STOP_FILE).exists():  # a teardown came before the pid file
+            (sweep_dir / runs.PID_FILE).write_text(f"{process.pid}\n")
+            if (sweep_dir / runs.STOP_FILE).exists():  # a teardown came before the pid file
                 _kill_group(process.pid, self.options.kill_grace_s, process)
             deadline = time.monotonic() + timeout_s
             try:
@@ -261,16 +261,16 @@ class LocalTarget(Target):
                 self.line_sink(f"[local] time limit of {timeout_s:.0f}s reached; stopping the worker")
                 _kill_group(process.pid, self.options.kill_grace_s, process)
             exit_code = process.wait()
-        (sweep_dir / _runs.PID_FILE).unlink(missing_ok=True)
+        (sweep_dir / runs.PID_FILE).unlink(missing_ok=True)
         if timed_out:
             raise TargetError(f"run_sweep: time limit of {timeout_s:.0f}s exceeded; the worker was "
                               f"killed. Its stderr ended with:\n"
-                              f"{_tail_of_file(sweep_dir / _runs.PROGRESS_FILE)}")
+                              f"{_tail_of_file(sweep_dir / runs.PROGRESS_FILE)}")
         return exit_code
 
     def _stream(self, process: subprocess.Popen, progress: Any, deadline: float) -> bool:
         """Pass the worker's output lines on until it closes them; False if time ran out."""
-        splitter = _runs.LineSplitter()
+        splitter = runs.LineSplitter()
         assert process.stdout is not None
         with selectors.DefaultSelector() as selector:
             selector.register(process.stdout, selectors.EVENT_READ)
@@ -298,7 +298,7 @@ class LocalTarget(Target):
 
     def _stop_sweep(self, sweep_dir: Path) -> None:
         """Kill the process group named in the sweep's pid file, if it is still that worker."""
-        pid_file = sweep_dir / _runs.PID_FILE
+        pid_file = sweep_dir / runs.PID_FILE
         try:
             pid = int(pid_file.read_text().strip())
         except (OSError, ValueError):
@@ -311,16 +311,16 @@ class LocalTarget(Target):
 
 def _finished_ok(sweep_dir: Path) -> bool:
     try:
-        exit_code = (sweep_dir / _runs.EXIT_CODE_FILE).read_text().strip()
+        exit_code = (sweep_dir / runs.EXIT_CODE_FILE).read_text().strip()
     except OSError:
         return False
-    return exit_code == "0" and (sweep_dir / _runs.RESULTS_FILE).is_file()
+    return exit_code == "0" and (sweep_dir / runs.RESULTS_FILE).is_file()
 
 
 def _reset_sweep_dir(sweep_dir: Path) -> None:
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    for name in (_runs.RESULTS_FILE, _runs.PARTIAL_RESULTS_FILE, _runs.EXIT_CODE_FILE,
-                 _runs.PROGRESS_FILE, _runs.PID_FILE, _runs.STOP_FILE):
+    for name in (runs.RESULTS_FILE, runs.PARTIAL_RESULTS_FILE, runs.EXIT_CODE_FILE,
+                 runs.PROGRESS_FILE, runs.PID_FILE, runs.STOP_FILE):
         (sweep_dir / name).unlink(missing_ok=True)
 
 
@@ -330,7 +330,7 @@ def _is_worker_of(pid: int, sweep_dir: Path) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
     except OSError:
         return False
-    return str(sweep_dir / _runs.CONFIG_FILE) in cmdline
+    return str(sweep_dir / runs.CONFIG_FILE) in cmdline
 
 
 def _kill_group(pgid: int, grace_s: float, process: subprocess.Popen | None = None) -> None:
@@ -364,6 +364,6 @@ def _group_alive(pgid: int) -> bool:
 
 def _tail_of_file(path: Path) -> str:
     try:
-        return _runs.tail_text(path.read_text(errors="replace"))
+        return runs.tail_text(path.read_text(errors="replace"))
     except OSError:
         return "(no output)"

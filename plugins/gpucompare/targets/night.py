@@ -39,7 +39,7 @@ from datetime import date
 from typing import Any
 
 from bench_tasks.configs import Config
-from gpucompare.config import runtime_choice, runtimes
+from gpucompare.config import patterns, runtime_choice, runtimes
 from gpucompare.lake.schema import CONFIG_PHASES
 from gpucompare.targets import cost
 from gpucompare.targets.base import TargetConfigError
@@ -392,13 +392,14 @@ def estimate_night(spec: Mapping[str, Any], sweep_configs: Iterable[Mapping[str,
     reason = None
     try:
         priced = cost.estimate_run_cost(instance_type, str(spec.get("region")),
-                                        spec.get("market", "on_demand"), sweep_configs, currency=currency,
+                                        spec.get("market", patterns.DEFAULT_MARKET), sweep_configs,
+                                        currency=currency,
                                         price_lookup=price_lookup or lake.price_lookup or
                                         cost.table_price_lookup(provider=provider),
                                         on_date=on_date, time_estimate=time)
     except TargetConfigError as exc:
         reason = str(exc)
     return NightEstimate(target=spec["name"], kind=kind, provider=provider, instance_type=instance_type,
-                         region=spec.get("region"), market=spec.get("market", "on_demand"),
+                         region=spec.get("region"), market=spec.get("market", patterns.DEFAULT_MARKET),
                          configurations=plan.configurations, recorded_configurations=plan.recorded,
                          phases=tuple(phases), cost_estimate=priced, unpriced_reason=reason)

@@ -15,6 +15,7 @@ from gpucompare.config.fields import Number, OneOf, Whole
 from gpucompare.config.models.prices import DeclaredPrice, TargetPrice
 from gpucompare.config.models.values import (
     DEFAULT_CONTAINER_AMI,
+    DEFAULT_MARKET,
     PLACEHOLDER_BUCKET,
     REQUIREMENTS,
     AmiRef,
@@ -151,7 +152,7 @@ class _TargetFields(Strict):
     provider: Provider
     instance_type: InstanceLabel
     region: Region | None = None
-    market: Market = "on_demand"
+    market: Market = DEFAULT_MARKET
     gpu_count: GpuCount = 0
     profile: Name = "nightly"  # the fleet's sweep profile (fleet entries only)
     enabled: Enabled = True  # fleet entries only
@@ -190,7 +191,7 @@ class _TargetFields(Strict):
     def _spot_is_ec2(self) -> Any:
         if self.market == "spot" and self.kind != "ec2":
             raise rule("market", f"'spot' is not allowed for a {self.kind} target",
-                       "on_demand")
+                       DEFAULT_MARKET)
         return self
 
 

@@ -19,6 +19,7 @@ from gpucompare.config import runtime_choice, runtimes, validation
 from gpucompare.config.fields import Number, OneOf, Whole
 from gpucompare.config.models.options import Target
 from gpucompare.config.models.values import (
+    DEFAULT_MARKET,
     KNOWN_PROVIDERS,
     MAX_GPU_COUNT,
     TARGET_KINDS,
@@ -53,7 +54,7 @@ class TriggerParams(Strict):
     region: Annotated[Region | None, Field(
         title="Region", description="AWS region for ec2; optional for others")] = "us-east-1"
     market: Annotated[Market, Field(
-        title="Market", description="spot falls back to on-demand when refused (ec2 only)")] = "on_demand"
+        title="Market", description="spot falls back to on-demand when refused (ec2 only)")] = DEFAULT_MARKET
     gpu_count: Annotated[int, Whole(0, MAX_GPU_COUNT), Field(
         title="GPU count", description="GPUs of the machine; 0 for a CPU-only host")] = 1
     networks: Annotated[Networks, Field(

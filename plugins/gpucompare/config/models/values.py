@@ -40,6 +40,7 @@ from gpucompare.config.validation import RULE, UNKNOWN_KEY
 #: Where a sweep runs: ``gpucompare.targets.make_target`` knows these kinds.
 TARGET_KINDS = patterns.TARGET_KINDS
 MARKETS = patterns.MARKETS
+DEFAULT_MARKET = patterns.DEFAULT_MARKET
 CURRENCIES = patterns.CURRENCIES
 #: Providers with a price table in the project; any other lower-case name may rent hosts over SSH.
 KNOWN_PROVIDERS: tuple[str, ...] = ("local", "aws", "leadergpu")

@@ -10,7 +10,7 @@ import logging
 import os
 import posixpath
 
-from gpucompare.targets import runs as _runs
+from gpucompare.targets import runs
 from gpucompare.targets.base import shell_quote
 from gpucompare.targets.ec2.options import PROGRESS_UPLOAD_S, SCRIPT_PREAMBLE
 from gpucompare.targets.runs import STDERR_TAIL_LINES
@@ -76,9 +76,9 @@ def sweep_commands(*, config: dict, workdir: str, run_dir: str, python: str, des
     ``worker_prefix`` (shell text) replaces the interpreter: ``env GPUCOMPARE_WORKER_RUNTIME=… python``,
     or ``docker run … image python`` for a container runtime (``targets.container.shell_prefix``).
     """
-    name = _runs.sweep_dir_name(config)
+    name = runs.sweep_dir_name(config)
     merged, merged_tmp = shell_quote(run_dir + "/results.jsonl"), shell_quote(run_dir + "/results.jsonl.tmp")
-    paths = _runs.SweepPaths(posixpath.join(run_dir, name))
+    paths = runs.SweepPaths(posixpath.join(run_dir, name))
     finished = (f'[ -f {shell_quote(paths.exit_code)} ] && [ "$(cat {shell_quote(paths.exit_code)})" = 0 ] '
                 f"&& [ -f {shell_quote(paths.results)} ]")
     return [
@@ -103,17 +103,17 @@ def sweep_commands(*, config: dict, workdir: str, run_dir: str, python: str, des
                                                progress_destination=progress_destination)),
         "fi",
         # only finished sweeps count; a retried one replaces its file instead of adding to it
-        f"cat {shell_quote(run_dir)}/sweep-*/{_runs.RESULTS_FILE} > {merged_tmp}",
+        f"cat {shell_quote(run_dir)}/sweep-*/{runs.RESULTS_FILE} > {merged_tmp}",
         f"mv {merged_tmp} {merged}",
         f"aws s3 cp --only-show-errors {merged} {shell_quote(destination)}",
     ]
 
 
-def _worker_lines(config: dict, paths: _runs.SweepPaths, *, python: str, timeout_s: int,
+def _worker_lines(config: dict, paths: runs.SweepPaths, *, python: str, timeout_s: int,
                   kill_grace_s: int, progress_destination: str,
                   worker_prefix: str | None = None) -> list[str]:
     """Start the sweep from scratch under the lock: config, worker, results, exit status."""
-    encoded = base64.b64encode(_runs.config_json(config).encode()).decode("ascii")
+    encoded = base64.b64encode(runs.config_json(config).encode()).decode("ascii")
     upload_progress = (f"aws s3 cp --only-show-errors {shell_quote(paths.progress)} "
                        f"{shell_quote(progress_destination)}")
     return [

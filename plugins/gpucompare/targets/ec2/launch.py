@@ -22,7 +22,7 @@ from gpucompare.errors import TransientError
 from gpucompare.targets.base import TargetConfigError, TargetError, TargetSpec
 from gpucompare.targets.ec2.aws_errors import client_error_code, http_status, permanent_aws_error_code
 from gpucompare.targets.ec2.options import (
-    _AMI_ID,
+    AMI_ID,
     DEPLOYMENT_TAG,
     EXPIRES_AT_TAG,
     RUN_ID_TAG,
@@ -98,7 +98,7 @@ class Ec2LaunchMixin:
     def resolve_ami(self) -> str:
         """The AMI id: given directly, or read from the SSM parameter that names it."""
         ami = self.options.ami
-        if _AMI_ID.fullmatch(ami):
+        if AMI_ID.fullmatch(ami):
             return ami
         name = ami.removeprefix("resolve:ssm:")
         try:
@@ -106,7 +106,7 @@ class Ec2LaunchMixin:
         except Exception as exc:
             raise TargetError(f"ec2 option 'ami': cannot read SSM parameter {name!r} in "
                               f"{self.spec.region}: {exc}") from exc
-        if not _AMI_ID.fullmatch(value.strip()):
+        if not AMI_ID.fullmatch(value.strip()):
             raise TargetError(f"ec2 option 'ami': SSM parameter {name!r} holds {value!r}, not an AMI id")
         return value.strip()
 

@@ -50,11 +50,11 @@ DEFAULT_VOLUME_GB = 150  # the Deep Learning Base AMI's root snapshot is ~100 GB
 PROGRESS_UPLOAD_S = 20
 
 # Used with fullmatch only: "$" would accept a trailing newline.
-_AMI_ID = patterns.AMI_ID
-_INSTANCE_ID = re.compile(r"i-[0-9a-f]{8,17}")
-_RUN_ID = patterns.RUN_ID
+AMI_ID = patterns.AMI_ID
+INSTANCE_ID = re.compile(r"i-[0-9a-f]{8,17}")
+RUN_ID = patterns.RUN_ID
 #: ``aws:userid`` of an instance role session: ``<role id>:<instance id>``.
-_WRITER = re.compile(r"[A-Z0-9]{8,128}:i-[0-9a-f]{8,17}")
+WRITER = re.compile(r"[A-Z0-9]{8,128}:i-[0-9a-f]{8,17}")
 
 
 run_key = runs.run_key  # the ec2 modules' name for it (S3 keys, the remote run folder)

@@ -19,7 +19,7 @@ from typing import Any
 
 from gpucompare.targets.base import TargetError, TargetSpec, TargetState
 from gpucompare.targets.ec2.aws_errors import client_error_code
-from gpucompare.targets.ec2.options import _WRITER, Ec2Options, run_key
+from gpucompare.targets.ec2.options import WRITER, Ec2Options, run_key
 from gpucompare.targets.runs import sweep_dir_name
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ class RunStorageMixin:
     def _writer_prefix(self, state: TargetState) -> str:
         """The run's keys the instance may write: below its own ``aws:userid``."""
         writer = state.extra.get("writer")
-        if not isinstance(writer, str) or not _WRITER.fullmatch(writer):
+        if not isinstance(writer, str) or not WRITER.fullmatch(writer):
             writer = self._writer_of(self._instance_id(state))
             state.extra["writer"] = writer
         return f"{self.run_prefix(state.run_id)}/{writer}"

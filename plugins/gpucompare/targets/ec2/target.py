@@ -76,8 +76,7 @@ from typing import Any
 
 from bench_tasks.configs import ConfigError, parse_sweep
 from bench_tasks.constants import WORKER_RUNTIME_ENV
-from gpucompare.targets import container, cost
-from gpucompare.targets import runs as _runs
+from gpucompare.targets import container, cost, runs
 from gpucompare.targets.base import (
     LineSink,
     Target,
@@ -91,12 +90,12 @@ from gpucompare.targets.ec2.aws_errors import client_error_code
 from gpucompare.targets.ec2.commands import deploy_commands, sweep_commands
 from gpucompare.targets.ec2.launch import Ec2LaunchMixin, current_attempt, find_run_instances
 from gpucompare.targets.ec2.options import (
-    _INSTANCE_ID,
-    _RUN_ID,
     DEFAULT_TTL_MINUTES,
     DEPLOYMENT_TAG,
     EXPIRES_AT_TAG,
+    INSTANCE_ID,
     LIVE_STATES,
+    RUN_ID,
     SCRIPT_PREAMBLE,
     Ec2Options,
     run_key,
@@ -233,7 +232,7 @@ class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
         idempotency token: retries inside one attempt (botocore's, after a lost response)
         get the same instance back; a later attempt first looks the run's instance up by tag.
         """
-        if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+        if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
             raise TargetConfigError(f"run_id {run_id!r} may hold only letters, digits and _.:+- (1-200)")
         estimate = self.estimate()
         if estimate is not None:
@@ -341,7 +340,7 @@ class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
 
     def run_dir(self, state: TargetState) -> str:
         """The run's folder on the instance (``targets.runs`` names it, as on an ssh host)."""
-        return f"{self.options.remote_root}/runs/{_runs.run_dir_name(state.run_id)}"
+        return f"{self.options.remote_root}/runs/{runs.run_dir_name(state.run_id)}"
 
     def sweep_commands(self, state: TargetState, sweep_config: dict[str, Any], *,
                        timeout_s: float = 3600) -> list[str]:
@@ -369,7 +368,7 @@ class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
     @staticmethod
     def _sweep_config(state: TargetState, sweep_config: dict[str, Any]) -> dict[str, Any]:
         """The sweep config as sent (with the run id), refused here if the worker would refuse it."""
-        config = _runs.with_run_id(sweep_config, state.run_id)
+        config = runs.with_run_id(sweep_config, state.run_id)
         try:
             # refused here, with the field named, rather than on the instance after a long wait
             parse_sweep(config, where="sweep_config")
@@ -379,7 +378,7 @@ class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
 
     def _sweep_comment(self, state: TargetState, config: dict[str, Any]) -> str:
         """How SSM knows the sweep's command again (``SsmRunner.find``) on the run's instance."""
-        return f"gpucompare sweep {_runs.sweep_dir_name(config)} {run_key(state.run_id)}"[:100]
+        return f"gpucompare sweep {runs.sweep_dir_name(config)} {run_key(state.run_id)}"[:100]
 
     def start_sweep(self, state: TargetState, sweep_config: dict[str, Any], *,
                     timeout_s: float) -> SweepStart:
@@ -395,7 +394,7 @@ class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
             raise TargetError(f"run_sweep: timeout_s must be > 0, got {timeout_s!r}")
         config = self._sweep_config(state, sweep_config)
         commands = self.sweep_commands(state, sweep_config, timeout_s=timeout_s)
-        name, comment = _runs.sweep_dir_name(config), self._sweep_comment(state, config)
+        name, comment = runs.sweep_dir_name(config), self._sweep_comment(state, config)
         runner = self.runner(state)
         known = state.extra.get("sweep_commands", {}).get(name) or runner.find(comment)
         decision = "start"
@@ -516,7 +515,7 @@ class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
         # by tag too: a prepare that failed after RunInstances may not have recorded the id
         ids = [instance["InstanceId"] for instance in self._instances_of(state.run_id)]
         if state.resource_id and state.resource_id not in ids:
-            if not (isinstance(state.resource_id, str) and _INSTANCE_ID.fullmatch(state.resource_id)):
+            if not (isinstance(state.resource_id, str) and INSTANCE_ID.fullmatch(state.resource_id)):
                 log.warning("Teardown of run %s: ignoring malformed instance id %r in the state",
                             state.run_id, state.resource_id)
             elif self._is_ours(state.resource_id):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import posixpath
 
 from gpucompare.config import patterns
-from gpucompare.targets import runs as _runs
+from gpucompare.targets import runs
 from gpucompare.targets.base import shell_quote
 from gpucompare.targets.runs import SweepPaths  # the layout shared with the ec2 target
 
@@ -35,8 +35,8 @@ def docker_command(*, image: str, gpus: str, sweep_dir: str, container: str, uid
         "--volume", f"{sweep_dir}:/sweep",
         "--workdir", "/sweep",
         image,
-        "sweep", "--config", f"/sweep/{_runs.CONFIG_FILE}",
-        "--output", f"/sweep/{_runs.PARTIAL_RESULTS_FILE}",
+        "sweep", "--config", f"/sweep/{runs.CONFIG_FILE}",
+        "--output", f"/sweep/{runs.PARTIAL_RESULTS_FILE}",
     ]
 
 

@@ -23,7 +23,7 @@ import paramiko
 import tenacity
 
 from gpucompare.errors import PermanentError
-from gpucompare.targets import runs as _runs
+from gpucompare.targets import runs
 from gpucompare.targets.base import LineSink, TargetError
 from gpucompare.targets.ssh.options import COMMAND_TIMEOUT_S, DEFAULT_CONN_TIMEOUT_S, SSHOptions, T
 
@@ -218,7 +218,7 @@ class SSHConnection:
         if check and result.exit_code != 0:
             raise TargetError(f"{step}: a command failed on {self.describe_host()} with exit status "
                               f"{result.exit_code}; its stderr ended with:\n"
-                              f"{_runs.tail_text(result.stderr or result.stdout)}")
+                              f"{runs.tail_text(result.stderr or result.stdout)}")
         return result
 
     def _exec(self, client: paramiko.SSHClient, command: str, timeout: float, stream: bool) -> ExecResult:
@@ -231,7 +231,7 @@ class SSHConnection:
             channel.exec_command(command)
             channel.shutdown_write()
             out, err = bytearray(), bytearray()
-            splitter = _runs.LineSplitter()
+            splitter = runs.LineSplitter()
             deadline = time.monotonic() + timeout
             while True:
                 got = False

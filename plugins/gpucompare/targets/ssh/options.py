@@ -22,7 +22,7 @@ BACKSTOP_SLACK_S = 30
 LIVENESS_EVERY_POLLS = 10
 #: A claimed sweep with no live process for this long is considered lost (host rebooted...).
 LOST_AFTER_S = 60
-_TAIL_BYTES = 16384
+TAIL_BYTES = 16384
 
 
 
@@ -64,6 +64,6 @@ class SSHOptions:
         return cls(**values)
 
 
-def _is_absolute_path(value: str) -> bool:
+def is_absolute_path(value: str) -> bool:
     """A remote absolute path with no '.' or '..' segment (the remote home, a run directory)."""
     return bool(patterns.ABSOLUTE_PATH.fullmatch(value)) and not patterns.has_dot_segment(value)

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import paramiko
 
-from gpucompare.targets import runs as _runs
+from gpucompare.targets import runs
 from gpucompare.targets.base import TargetError
 from gpucompare.targets.ssh.commands import SweepPaths
-from gpucompare.targets.ssh.options import _TAIL_BYTES
+from gpucompare.targets.ssh.options import TAIL_BYTES
 
 
 def write_text(sftp: paramiko.SFTPClient, remote: str, text: str) -> None:
@@ -47,7 +47,7 @@ class ProgressReader:
     def __init__(self, path: str) -> None:
         self.path = path
         self.offset = 0
-        self._splitter = _runs.LineSplitter()
+        self._splitter = runs.LineSplitter()
         self._lines: list[str] = []
 
     def read_from(self, sftp: paramiko.SFTPClient) -> None:
@@ -78,7 +78,7 @@ def read_tail(sftp: paramiko.SFTPClient, path: str) -> str:
     try:
         with sftp.open(path, "r") as handle:
             size = handle.stat().st_size or 0
-            handle.seek(max(0, size - _TAIL_BYTES))
+            handle.seek(max(0, size - TAIL_BYTES))
             return handle.read().decode(errors="replace")
     except FileNotFoundError:
         return ""

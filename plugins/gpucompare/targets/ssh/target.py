@@ -57,7 +57,7 @@ from bench_tasks.constants import WORKER_RUNTIME_ENV
 from gpucompare import settings
 from gpucompare.config import runtime_choice
 from gpucompare.targets import container as _container
-from gpucompare.targets import runs as _runs
+from gpucompare.targets import runs
 from gpucompare.targets.base import (
     LineSink,
     Target,
@@ -90,7 +90,7 @@ from gpucompare.targets.ssh.options import (
     LIVENESS_EVERY_POLLS,
     LOST_AFTER_S,
     SSHOptions,
-    _is_absolute_path,
+    is_absolute_path,
 )
 from gpucompare.targets.ssh.remote_files import (
     ProgressReader,
@@ -127,14 +127,14 @@ class SSHTarget(Target):
     @timed_phase("provision")
     def prepare(self, run_id: str) -> TargetState:
         """Reach the host (host key verified), find its base directory, create the run's."""
-        run_name = _runs.run_dir_name(run_id)
+        run_name = runs.run_dir_name(run_id)
         facts = self.connection.run("prepare", 'printf "%s\\n" "$HOME"; id -u; id -g').stdout.split()
         if len(facts) != 3:
             raise TargetError(f"prepare: unexpected answer from the host: {facts!r}")
         home, uid, gid = facts
         base = self.options.remote_dir
         if base is None:
-            if not _is_absolute_path(home):
+            if not is_absolute_path(home):
                 raise TargetError(f"prepare: the remote home {home!r} is not a plain path; "
                                   "set the target option 'remote_dir'")
             base = posixpath.join(home, "gpucompare")
@@ -219,14 +219,14 @@ class SSHTarget(Target):
         if not self.options.use_docker:
             for name in ("code_dir",) if self.in_container else ("code_dir", "python"):
                 value = state.extra.get(name)
-                if not isinstance(value, str) or not _is_absolute_path(value):
+                if not isinstance(value, str) or not is_absolute_path(value):
                     raise TargetError(f"run_sweep: the worker is not deployed (state has no valid "
                                       f"{name}: {value!r}; deploy did not run)")
         if self.in_container and not _container.PINNED.fullmatch(str(state.extra.get("image"))):
             raise TargetError(f"run_sweep: the state has no pulled image@digest "
                               f"({state.extra.get('image')!r}); deploy did not pull it")
-        config = _runs.with_run_id(sweep_config, state.run_id)
-        sweep_name = _runs.sweep_dir_name(config)
+        config = runs.with_run_id(sweep_config, state.run_id)
+        sweep_name = runs.sweep_dir_name(config)
         paths = SweepPaths(posixpath.join(run_dir, sweep_name))
         status = self.connection.run("run_sweep", probe_script(paths)).stdout.strip()
         if status == "exit 0":
@@ -261,7 +261,7 @@ class SSHTarget(Target):
         exit_code, timeout_s = event.get("exit_code"), float(started["timeout_s"])
         if exit_code != 0:
             tail = self._remote_tail(paths)
-            if exit_code in _runs.TIMEOUT_EXIT_CODES:
+            if exit_code in runs.TIMEOUT_EXIT_CODES:
                 raise TargetError(f"run_sweep: the sweep was stopped on the host (exit {exit_code}: its "
                                   f"time limit of {timeout_s:.0f}s, or it was killed). Its stderr ended "
                                   f"with:\n{tail}")
@@ -270,14 +270,14 @@ class SSHTarget(Target):
                                   f"ended with:\n{tail}")
             raise TargetError(f"run_sweep: the worker failed on {self.connection.describe_host()} with "
                               f"exit status {exit_code}. Its stderr ended with:\n{tail}")
-        _runs.remember_results(state, paths.results)
+        runs.remember_results(state, paths.results)
         self.close()
         return state
 
     def collect(self, state: TargetState, local_path: str) -> str:
         """Copy every finished sweep's results back over SFTP, concatenated into ``local_path``."""
         run_dir = _checked_run_dir(state, "collect")
-        remote_files = _runs.result_files(state, "collect")
+        remote_files = runs.result_files(state, "collect")
         outside = [f for f in remote_files if posixpath.dirname(posixpath.dirname(f)) != run_dir]
         if outside:
             raise TargetError(f"collect: results file(s) outside the run directory {run_dir}: "
@@ -291,7 +291,7 @@ class SSHTarget(Target):
                 self.connection.retrying("collect", lambda client, r=remote, lf=local:
                                          get_file(self.connection.sftp(client), r, lf))
                 local_files.append(local)
-            _runs.concatenate_files(local_files, destination)
+            runs.concatenate_files(local_files, destination)
         self.line_sink(f"[ssh] collected {len(remote_files)} results file(s) into {destination}")
         return str(destination)
 
@@ -383,7 +383,7 @@ class SSHTarget(Target):
             container = None
             code_dir = state.extra["code_dir"]
             env_dir = state.extra.get("env_dir")
-            if env_dir is not None and not (isinstance(env_dir, str) and _is_absolute_path(env_dir)):
+            if env_dir is not None and not (isinstance(env_dir, str) and is_absolute_path(env_dir)):
                 raise TargetError(f"run_sweep: the state's env_dir {env_dir!r} is not an absolute path")
             argv = venv_worker_command(python=state.extra["python"], paths=paths, env_dir=env_dir)
             cwd, env = code_dir, {"PYTHONPATH": code_dir, "PYTHONUNBUFFERED": "1",
@@ -393,7 +393,7 @@ class SSHTarget(Target):
                             container=container)
         self.connection.run("run_sweep", f"rm -rf {shell_quote(paths.sweep_dir)} "
                                          f"&& mkdir -p {shell_quote(paths.sweep_dir)}")
-        for remote, text in ((paths.config, _runs.config_json(config)), (paths.script, script)):
+        for remote, text in ((paths.config, runs.config_json(config)), (paths.script, script)):
             self.connection.retrying("run_sweep", lambda client, r=remote, t=text:
                                      write_text(self.connection.sftp(client), r, t))
         self.line_sink(f"[ssh] starting sweep {posixpath.basename(paths.sweep_dir)} "
@@ -413,7 +413,7 @@ class SSHTarget(Target):
                 "run_sweep", lambda client: read_tail(self.connection.sftp(client), path))
         except TargetError as exc:
             return f"(could not read {path}: {exc})"
-        return _runs.tail_text(text)
+        return runs.tail_text(text)
 
 
 class SweepPoller:
@@ -467,8 +467,8 @@ def _checked_run_dir(state: TargetState, step: str) -> str:
     The state travels through XCom; this keeps anything else out of ``rm -rf`` and kill.
     """
     run_dir, base = state.workdir, state.extra.get("remote_base")
-    if not (isinstance(run_dir, str) and isinstance(base, str) and _is_absolute_path(run_dir)
-            and _is_absolute_path(base) and posixpath.dirname(run_dir) == posixpath.join(base, "runs")):
+    if not (isinstance(run_dir, str) and isinstance(base, str) and is_absolute_path(run_dir)
+            and is_absolute_path(base) and posixpath.dirname(run_dir) == posixpath.join(base, "runs")):
         raise TargetError(f"{step}: the state's run directory {run_dir!r} is not <remote_base>/runs/<run> "
                           f"(remote_base {base!r}); was prepare run by this target?")
     return run_dir
