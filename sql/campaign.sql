@@ -15,6 +15,7 @@
 --     outside every phase: waits between Airflow tasks, collect).
 --   <phase>_cost: the billed seconds of the phase × the price per hour / 3600, in $currency;
 --     a phase that was not billed costs 0; no price (e.g. local) = empty, never 0.
+--   price_source, price_note: as in cost_per_million (a declared price: 'declared' and its label).
 -- Price matching follows cost_per_million.sql: same provider and instance_type, region and
 -- market equal where both are known (exact matches first, then on_demand), the latest
 -- effective_from <= the night; converted at the night's rate (direct or inverse).
@@ -131,8 +132,9 @@ SELECT
     idle_seconds,
     price_per_hour,
     CASE WHEN price_per_hour IS NOT NULL THEN $currency END AS currency,
-    CASE WHEN price_per_hour IS NOT NULL THEN price_source
+    CASE WHEN price_per_hour IS NOT NULL THEN shown_price_source(price_source)
          WHEN price_source IS NOT NULL THEN 'missing_fx' ELSE 'missing' END AS price_source,
+    CASE WHEN price_per_hour IS NOT NULL THEN declared_price_note(price_source) END AS price_note,
     price_per_hour * coalesce(provision_billed, 0) / 3600 AS provision_cost,
     price_per_hour * coalesce(deploy_billed, 0) / 3600 AS deploy_cost,
     price_per_hour * setup_seconds * sweep_billed_share / 3600 AS setup_cost,

@@ -15,7 +15,8 @@
 -- methodology (official | robust | custom) is carried from the result: rows of two
 -- methodologies are separate rows, never one figure.
 -- A price the user declared (gpucompare.prices.declared: its source starts with 'declared: ') shows
--- price_source 'declared' and its note (label and how the hourly price was made) in price_note.
+-- price_source 'declared' and its note (label and how the hourly price was made) in price_note: the
+-- macros shown_price_source / declared_price_note (reports.inputs.connect, one rule for every report).
 -- Provenance of every row: result_date and measured_at (when the figure was measured or
 -- published), price_effective_from (the price's date), origin, result_source, target, flags.
 -- Uncertainty: cost is price / throughput, so its 95 % interval is the price over the ends of the
@@ -107,10 +108,9 @@ SELECT
     CASE
         WHEN price_source IS NULL THEN 'missing'
         WHEN fx_rate IS NULL THEN 'missing_fx'
-        WHEN starts_with(price_source, 'declared: ') THEN 'declared'
-        ELSE price_source
+        ELSE shown_price_source(price_source)
     END AS price_source,
-    CASE WHEN starts_with(price_source, 'declared: ') THEN price_source END AS price_note,
+    declared_price_note(price_source) AS price_note,
     price_effective_from,
     price_currency,
     fx_rate,

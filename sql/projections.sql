@@ -25,7 +25,8 @@
 -- measurement's date); currency: the latest rate <= $report_date, direct or inverse; no rate: empty
 -- money columns and price_source 'missing_fx'. Price rows without gpu_count are not projected onto.
 -- Every row: basis = 'projected', the measured result (run_id, config_id, measured_* machine,
--- result_date, measured_at) and the price (price_effective_from, price_source).
+-- result_date, measured_at) and the price (price_effective_from, price_source; a declared price shows
+-- price_source 'declared' and its label in price_note, as in cost_per_million).
 WITH measured AS (
     SELECT
         l.provider AS measured_provider, l.instance_type AS measured_instance_type,
@@ -102,7 +103,8 @@ SELECT
     provider = measured_provider AND instance_type = measured_instance_type AS measured_machine,
     measured_provider, measured_instance_type, measured_region, measured_market, measured_gpu_model,
     run_id, config_id, result_source, target, result_date, measured_at, flags,
-    CASE WHEN fx_rate IS NULL THEN 'missing_fx' ELSE price_source END AS price_source,
+    CASE WHEN fx_rate IS NULL THEN 'missing_fx' ELSE shown_price_source(price_source) END AS price_source,
+    CASE WHEN fx_rate IS NOT NULL THEN declared_price_note(price_source) END AS price_note,
     CASE WHEN contains(price_source, $gpu_only_note) THEN 'gpus_only' ELSE 'instance' END AS price_covers,
     price_effective_from, price_currency, fx_rate
 FROM money

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucompare import settings
+from gpucompare.airflow.notices import silence_dependency_notices
 from gpucompare.config import patterns
 from gpucompare.errors import UsageError
 from gpucompare.lake import schema
@@ -853,6 +854,7 @@ EXIT_BROKEN_PIPE = 141
 
 
 def main(argv: list[str] | None = None) -> int:
+    silence_dependency_notices()  # the commands that import Airflow's API print Starlette's notice
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

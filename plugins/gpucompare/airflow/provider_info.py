@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpucompare import __version__, settings
+from gpucompare.airflow.notices import silence_dependency_notices
 
 PACKAGE_NAME = "gpucompare"
 SECTION = "gpucompare"
@@ -47,7 +48,10 @@ def config_section() -> dict[str, Any]:
 
 
 def get_provider_info() -> dict[str, Any]:
-    """The provider metadata (Airflow's runtime ``provider_info.schema.json``)."""
+    """The provider metadata (Airflow's runtime ``provider_info.schema.json``). Airflow calls it in
+    every process while it configures itself, so it also silences our dependencies' known notices
+    there (``airflow.notices``: by exact text)."""
+    silence_dependency_notices()
     return {
         "package-name": PACKAGE_NAME,
         "name": "gpucompare",

@@ -12,8 +12,8 @@ rows and what projections join on.
 capability 9.0 and later, or below 5.0) with a :class:`~gpucompare.config.validation.ValidationError`
 naming the GPU and the reason; a GPU the table does not know is allowed with a warning (the
 table cannot list every GPU, and refusing an unknown name would block a user with a new one).
-:func:`instance_gpu` finds a target's GPU in the shipped price tables' ``gpu_model`` column;
-``config.runtime_choice`` decides a target's runtime from it before anything is provisioned.
+An instance type's GPU is in ``config.instances`` (data/instances.csv); ``config.runtime_choice``
+decides a target's runtime from both before anything is provisioned.
 
 Standard library, ``gpucompare.resources`` and ``config.validation`` only: the DAG files import
 the configuration at parse time.
@@ -220,32 +220,3 @@ def runnable_range() -> str:
     highs = [r.cc_max for r in runtimes.gpu_runtimes() if r.cc_max]
     low, high = min(lows), max(highs)
     return f"compute capability {low[0]}.{low[1]} to {high[0]}.x, e.g. T4, V100, A10G, A100, L4, H100, H200"
-
-
-# -- the target's GPU, from the shipped price tables ---------------------------------------
-@functools.lru_cache(maxsize=1)
-def _shipped_instance_gpus() -> dict[tuple[str, str], str]:
-    """(provider, instance type) → gpu_model, from every shipped price table (data/prices/*.csv).
-
-    Read with the csv module (not prices/, which sits above config): only the three columns
-    used here, each table's header checked for them.
-    """
-    found: dict[tuple[str, str], str] = {}
-    for path in sorted(resources.data_dir("prices").glob("*.csv")):
-        with path.open(encoding="utf-8", newline="") as handle:
-            reader = csv.DictReader(handle)
-            missing = {"provider", "instance_type", "gpu_model"} - set(reader.fieldnames or ())
-            if missing:
-                raise ValidationError(path.name, f"missing column(s) {', '.join(sorted(missing))}")
-            for row in reader:
-                if row["gpu_model"]:
-                    found.setdefault((row["provider"], row["instance_type"]), row["gpu_model"])
-    return found
-
-
-def instance_gpu(provider: str, instance_type: str) -> str | None:
-    """The GPU model the shipped price tables give for ``instance_type`` of ``provider`` (as
-    written there, e.g. ``H100`` for aws ``p5.48xlarge``), or None when they do not list it."""
-    return _shipped_instance_gpus().get((provider, instance_type))
-
-

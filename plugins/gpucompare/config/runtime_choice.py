@@ -1,12 +1,12 @@
 """Which worker runtime a target uses: its ``worker_runtime`` (or its profile's), ``auto`` resolved.
 
-``auto`` picks a runtime that runs the target's GPU (found in the shipped price tables,
-``gpus.instance_gpu``, and the GPU model table), preferring one runtime for the whole fleet where
-possible, so a night's figures come from one software stack (:func:`fleet_preference`). A target
-without GPUs (``gpu_count`` 0, the local CPU) uses ``cpu``. A target whose GPU no runtime runs, or
-whose stated runtime does not run its GPU, is refused here, before anything is provisioned, naming
-the GPU, its compute capability and the runtimes tried with their reasons. A GPU the tables do not
-know is allowed with a warning, as before runtimes existed.
+``auto`` picks a runtime that runs the target's GPU (its instance type's GPU in the instance type
+table, ``instances.instance_gpu``, no price needed; then the GPU model table), preferring one
+runtime for the whole fleet where possible, so a night's figures come from one software stack
+(:func:`fleet_preference`). A target without GPUs (``gpu_count`` 0, the local CPU) uses ``cpu``. A
+target whose GPU no runtime runs, or whose stated runtime does not run its GPU, is refused here,
+before anything is provisioned, naming the GPU, its compute capability and the runtimes tried with
+their reasons. A GPU the tables do not know is allowed with a warning, as before runtimes existed.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpucompare.config import gpus, runtimes
+from gpucompare.config import gpus, instances, runtimes
 from gpucompare.config.validation import ValidationError
 
 log = logging.getLogger(__name__)
 
 
 def _gpu_of(spec: Mapping[str, Any]) -> tuple[str | None, gpus.GpuModel | None]:
-    name = gpus.instance_gpu(str(spec.get("provider")), str(spec.get("instance_type")))
+    name = instances.instance_gpu(str(spec.get("provider")), str(spec.get("instance_type")))
     return name, (gpus.lookup(name) if name else None)
 
 

@@ -18,23 +18,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from gpucompare.config import instances
 from gpucompare.lake import schema
 from gpucompare.prices.tables import append_prices_csv, deduplicate_prices
 
-#: GPU model of each AWS GPU family, for price documents whose attributes do not name it.
-AWS_GPU_MODELS: dict[str, str] = {
-    "p2": "Tesla K80",
-    "p3": "Tesla V100",
-    "p3dn": "V100-32GB",
-    "g4dn": "Tesla T4",
-    "g5": "A10G",
-    "g6": "L4",
-    "g6e": "L40S",
-    "p4d": "A100",
-    "p4de": "A100-80GB",
-    "p5": "H100",
-    "p5e": "H200",
-}
 #: The families ``refresh-prices`` asks for by default (those a user compares today).
 AWS_DEFAULT_FAMILIES: tuple[str, ...] = ("p3", "g4dn", "g5", "g6", "p4d", "p5")
 PRICE_LIST_REGION = "us-east-1"  # the Price List API answers from a few regions only
@@ -64,7 +51,8 @@ def parse_price_list(price_list: Iterable[str | Mapping[str, Any]], *, region: s
 
     Keeps Linux, shared-tenancy, no-preinstalled-software, ``capacitystatus=Used`` compute
     instances of ``region`` with a positive OnDemand USD price per ``Hrs``; the GPU count is the
-    ``gpu`` attribute, the model the ``gpuModel``-like attribute if present, else the family's.
+    ``gpu`` attribute, the model the ``gpuModel``-like attribute if present, else the instance type
+    table's (``config.instances.family_gpu``: the type's GPU, or its family's).
     """
     rows = []
     for item in price_list:
@@ -82,7 +70,7 @@ def parse_price_list(price_list: Iterable[str | Mapping[str, Any]], *, region: s
             continue
         price, term_date = found
         gpu_text = str(attributes.get("gpu", "")).strip()
-        gpu_model = attributes.get("gpuModel") or AWS_GPU_MODELS.get(family_of(instance_type))
+        gpu_model = attributes.get("gpuModel") or instances.family_gpu("aws", instance_type)
         rows.append({
             "provider": "aws",
             "instance_type": instance_type,
@@ -146,7 +134,7 @@ def parse_spot_history(history: Iterable[Mapping[str, Any]], *, region: str) -> 
             "instance_type": instance_type,
             "region": region,
             "market": "spot",
-            "gpu_model": AWS_GPU_MODELS.get(family_of(instance_type)),
+            "gpu_model": instances.family_gpu("aws", instance_type),
             "gpu_count": None,
             "price": price,
             "currency": "USD",

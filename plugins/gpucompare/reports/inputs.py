@@ -20,10 +20,12 @@ import pyarrow as pa
 
 from bench_tasks.constants import MODES
 from gpucompare import resources
+from gpucompare.config.models.prices import DECLARED
 from gpucompare.lake import schema
 from gpucompare.lake.reading import TableSnapshot
 from gpucompare.lake.tables import Lake, open_lake
 from gpucompare.prices import tables as price_tables
+from gpucompare.prices.declared import NOTE_PREFIX
 from gpucompare.reports.report_set import ReportError
 
 T = TypeVar("T")
@@ -41,7 +43,24 @@ def connect() -> duckdb.DuckDBPyConnection:
     con.execute("SET TimeZone = 'UTC'")
     # the first pass reads every footer; the second pass and the regressions reuse them
     con.execute("SET parquet_metadata_cache = true")
+    _price_source_macros(con)
     return con
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _price_source_macros(con: duckdb.DuckDBPyConnection) -> None:
+    """The one rule every report applies to a price row's ``source`` (prices.declared): a declared
+    price (``declared: <label> (<basis>)``) shows ``price_source`` ``declared`` and its text in
+    ``price_note``; any other source shows as it is, with no note. ``shown_price_source(source)``
+    and ``declared_price_note(source)`` are the SQL of cost_per_million, campaign and projections."""
+    prefix, declared = _sql_text(NOTE_PREFIX), _sql_text(DECLARED)
+    con.execute(f"CREATE MACRO shown_price_source(source) AS "
+                f"CASE WHEN starts_with(source, {prefix}) THEN {declared} ELSE source END")
+    con.execute(f"CREATE MACRO declared_price_note(source) AS "
+                f"CASE WHEN starts_with(source, {prefix}) THEN source END")
 
 
 def load_sql(name: str) -> str:

@@ -78,7 +78,7 @@ SELECT
     provider, instance_type, region, market, gpu_model, device_kind, gpu_count, num_nodes, mode, network,
     dtype, batch_size, methodology, images_per_sec, seconds_per_million, price_per_hour, cost_per_million,
     currency,
-    price_source, price_effective_from, price_currency, fx_rate,
+    price_source, price_note, price_effective_from, price_currency, fx_rate,
     'projected' AS origin,
     'projected from run ' || coalesce(run_id, '?') || ' (' || coalesce(config_id, '?') || ') on '
         || measured_provider || ' ' || measured_instance_type

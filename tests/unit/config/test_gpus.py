@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import datetime as dt
 import logging
 from pathlib import Path
 
 import pytest
 
-from gpucompare.config import fleet, gpus, runtimes
+from gpucompare.config import fleet, gpus, instances, runtimes
 from gpucompare.config.models import check_request as check_manual_request
 from gpucompare.config.validation import ValidationError
 from gpucompare.errors import PermanentError
@@ -142,11 +143,11 @@ def test_check_runnable_refuses_with_gpu_and_reason_and_warns_on_unknown(caplog)
     assert "Hypothetical X9000" in caplog.text and "gpus.csv" in caplog.text
 
 
-def test_instance_types_take_their_gpu_from_the_shipped_price_tables() -> None:
-    assert gpus.instance_gpu("aws", "p5.48xlarge") == "H100"
-    assert gpus.canonical(gpus.instance_gpu("aws", "g4dn.xlarge")) == "T4"
-    assert gpus.canonical(gpus.instance_gpu("leadergpu", "ltbv14")) == "GTX 1080"
-    assert gpus.instance_gpu("aws", "m5.large") is None
+def _listing(monkeypatch, provider: str, instance_type: str, gpu_model: str) -> None:
+    """The instance type table with one more row (a GPU it does not list, for the refusal paths)."""
+    shipped = dict(instances.shipped())
+    row = instances.InstanceType(provider, instance_type, gpu_model, 8, "test", dt.date(2026, 12, 2))
+    monkeypatch.setattr(instances, "shipped", lambda: {**shipped, (provider, instance_type): row})
 
 
 def _fleet_with(document: dict, **target) -> dict:
@@ -181,10 +182,8 @@ def test_fleet_h100_runs_with_ngc_and_auto_and_is_refused_with_pip_cu112() -> No
 
 
 def test_b200_is_refused_naming_gpu_capability_and_runtimes_tried(monkeypatch) -> None:
-    """No price table lists a B200 instance yet: the instance → GPU lookup is given one."""
-    shipped = dict(gpus._shipped_instance_gpus())
-    monkeypatch.setattr(gpus, "_shipped_instance_gpus",
-                        lambda: {**shipped, ("aws", "p6-b200.48xlarge"): "B200"})
+    """The instance type table lists no B200 instance: the instance → GPU lookup is given one."""
+    _listing(monkeypatch, "aws", "p6-b200.48xlarge", "B200")
     document = fleet.read_document(SHIPPED_FLEET)
     for runtime in ("auto", "ngc-24.06", "pip-cu112"):
         with pytest.raises(ValidationError) as caught:
@@ -206,9 +205,7 @@ def test_an_unknown_gpu_is_allowed_with_a_warning(caplog, monkeypatch) -> None:
                                "instance_type": "x9000-box", "gpu_count": 1, "enabled": False,
                                "options": {"ssh_conn_id": "ssh_new"}})
     assert fleet.parse_fleet(changed).targets[-1].spec["worker_runtime"] == "pip-cu112"
-    shipped = dict(gpus._shipped_instance_gpus())
-    monkeypatch.setattr(gpus, "_shipped_instance_gpus",
-                        lambda: {**shipped, ("someprovider", "x9000-box"): "Hypothetical X9000"})
+    _listing(monkeypatch, "someprovider", "x9000-box", "Hypothetical X9000")
     with caplog.at_level(logging.WARNING, logger="gpucompare.config.gpus"):
         assert fleet.parse_fleet(changed).targets[-1].spec["worker_runtime"] == "pip-cu112"
     assert "Hypothetical X9000" in caplog.text and "not in the GPU model table" in caplog.text
@@ -226,8 +223,7 @@ def test_auto_prefers_one_runtime_for_the_whole_fleet(monkeypatch) -> None:
     parsed = fleet.parse_fleet(both)
     assert [t.spec["worker_runtime"] for t in parsed.targets[-2:]] == ["ngc-24.06", "ngc-24.06"]
     assert parsed.targets[0].spec["worker_runtime"] == "cpu"  # the local CPU target
-    shipped = dict(gpus._shipped_instance_gpus())  # no shipped table lists an M60 machine
-    monkeypatch.setattr(gpus, "_shipped_instance_gpus", lambda: {**shipped, ("aws", "g3s.xlarge"): "M60"})
+    _listing(monkeypatch, "aws", "g3s.xlarge", "M60")  # the shipped table lists no M60 machine
     mixed = _fleet_with(_fleet_with(document, instance_type="g3s.xlarge", enabled=True),
                         instance_type="p5.48xlarge", gpu_count=8, enabled=True)
     mixed["targets"][-1]["name"] = "aws-h100"

@@ -130,14 +130,15 @@ def test_price_list_documents_are_parsed_and_filtered() -> None:
     table = refresh.parse_price_list(documents, region="us-east-1", on=dt.date(2026, 11, 30))
     got = {r["instance_type"]: (r["price"], r["gpu_count"], r["gpu_model"]) for r in table.to_pylist()}
     assert got == {
-        "p3.2xlarge": (3.06, 1, "Tesla V100"),  # not the Dedicated 3.366 nor a Reserved rate
-        "g4dn.xlarge": (0.526, 1, "Tesla T4"),  # not Windows
+        # no gpuModel attribute: the instance type table's canonical name (data/instances.csv)
+        "p3.2xlarge": (3.06, 1, "V100"),  # not the Dedicated 3.366 nor a Reserved rate
+        "g4dn.xlarge": (0.526, 1, "T4"),  # not Windows
         "g5.xlarge": (1.006, 1, "A10G"),  # not us-west-1's 1.224
         "g6.xlarge": (0.8048, 1, "L4"),
         "g6.12xlarge": (4.6016, 4, "L4"),
         "p4d.24xlarge": (32.7726, 8, "A100"),
         "p5.48xlarge": (98.32, 8, "H100"),
-        "g5g.xlarge": (0.42, 1, None),
+        "g5g.xlarge": (0.42, 1, None),  # a family the table does not list: unknown, not guessed
     }
     assert set(table["market"].to_pylist()) == {"on_demand"} and set(table["unit"].to_pylist()) == {"hour"}
     assert set(table["effective_from"].to_pylist()) == {dt.date(2026, 11, 30)}

@@ -1,0 +1,72 @@
+"""Reports and the worker runtime (real DuckDB over a Delta lake on disk): each machine's rows
+say which runtime produced them, and ``regressions`` judges a figure only against history of its
+own runtime: a change of runtime is 'software_stack_changed', never a regression."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from gpucompare.lake.tables import open_lake
+from gpucompare.reports.build import build_reports
+from gpucompare.reports.report_set import RegressionRule
+from tests.support.reports_data import ingest, inputs, price, record
+
+NIGHT = dt.date(2026, 3, 10)
+RULE = RegressionRule(history_runs=7, min_history=3, mad_factor=3.0, min_drop=0.05, lookback_days=28)
+
+
+@pytest.fixture
+def lake(tmp_path):
+    return open_lake(str(tmp_path / "lake"))
+
+
+def _run(night: dt.date, ips: float, runtime: str | None, batch: int = 32) -> dict:
+    row = record(images_per_sec=ips, night=night, batch_size=batch, gpu_model="NVIDIA H100 80GB HBM3")
+    return {**row, "worker_runtime": runtime,
+            "framework_build": None if runtime is None else '{"mxnet": "1.9.1"}'}
+
+
+def _nights(count: int) -> list[dt.date]:
+    return [NIGHT - dt.timedelta(days=count - 1 - i) for i in range(count)]
+
+
+def test_a_runtime_change_is_a_software_stack_change_not_a_regression(lake) -> None:
+    nights = _nights(6)
+    # batch 32: five nights at 100 on pip-cu112 (one written before schema 3: no runtime), then
+    # 60 on ngc-24.06: slower, but another stack; batch 8: the same stack all along, then 60
+    for i, night in enumerate(nights):
+        runtime = None if i == 0 else "pip-cu112"
+        ingest(lake, [_run(night, 100.0 if i < 5 else 60.0, "ngc-24.06" if i == 5 else runtime),
+                      _run(night, 100.0 if i < 5 else 60.0, runtime, batch=8)])
+    table = build_reports(inputs(lake, [], []), rule=RULE).tables["regressions"]
+    got = {row["batch_size"]: row for row in table.to_pylist()}
+    changed = got[32]
+    assert changed["verdict"] == "software_stack_changed" and changed["regression"] is False
+    assert (changed["worker_runtime"], changed["previous_runtime"]) == ("ngc-24.06", "pip-cu112")
+    assert changed["history_runs"] == 0  # no history of its own stack yet
+    same = got[8]
+    assert same["verdict"] == "regression" and same["regression"] is True
+    assert same["history_runs"] == 5  # the record without a runtime counts as pip-cu112 (a GPU row)
+
+
+def test_the_next_night_on_the_new_stack_is_judged_against_that_stack_only(lake) -> None:
+    nights = _nights(8)
+    values = [100.0, 100.0, 100.0, 100.0, 60.0, 61.0, 60.5, 60.0]
+    runtimes = ["pip-cu112"] * 4 + ["ngc-24.06"] * 4
+    for night, value, runtime in zip(nights, values, runtimes, strict=True):
+        ingest(lake, [_run(night, value, runtime)])
+    (row,) = build_reports(inputs(lake, [], []), rule=RULE).tables["regressions"].to_pylist()
+    assert row["verdict"] == "steady" and row["history_runs"] == 3 and row["history_median"] == 60.5
+
+
+def test_reports_show_the_runtime_beside_each_machine(lake) -> None:
+    ingest(lake, [_run(NIGHT, 900.0, "ngc-24.06")], instance_type="p5.48xlarge")
+    ingest(lake, [_run(NIGHT, 300.0, "pip-cu112")], instance_type="g5.xlarge")
+    prices = [price("p5.48xlarge", 98.32), price("g5.xlarge", 1.006)]
+    tables = build_reports(inputs(lake, prices, [])).tables
+    for name in ("throughput", "cost_per_million"):
+        shown = {r["instance_type"]: r["worker_runtime"] for r in tables[name].to_pylist()}
+        assert shown == {"p5.48xlarge": "ngc-24.06", "g5.xlarge": "pip-cu112"}, name
+    assert "worker_runtime" in tables["best_value"].column_names
