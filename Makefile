@@ -17,6 +17,10 @@ export GPUCOMPARE_DEPLOYMENT ?= local-demo
 export GPUCOMPARE_LAKE := $(CURDIR)/lake
 export GPUCOMPARE_REPORTS := $(CURDIR)/reports
 PYTEST_ARGS ?=
+# `make test` runs the test files on this many processes (pytest-xdist, `--dist loadfile`: a file's
+# tests stay together and in order; each process has its own Airflow home, servers and scratch
+# folders). TEST_WORKERS=0 runs them in this process, one after the other.
+TEST_WORKERS ?= 2
 # The quick tier (`make test-fast`, under 2 minutes): the unit tests, tests/unit/ (see tests/README.md).
 FAST_TESTS := tests/unit
 
@@ -43,7 +47,7 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 
 test: envs system-deps lint
-	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-fast: envs
 	$(VENV)/bin/python -m pytest $(FAST_TESTS) $(PYTEST_ARGS)
