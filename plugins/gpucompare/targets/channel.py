@@ -59,6 +59,12 @@ def kill_marked_script(tag: str, *, grace_s: float, exact: bool = False) -> str:
     ])
 
 
+def stopped_count(output: str) -> int:
+    """How many processes :func:`kill_marked_script` said it stopped (0 if it said nothing)."""
+    match = re.search(r"stopped (\d+)", output)
+    return int(match.group(1)) if match else 0
+
+
 def role_script(role: Role, *, point_dir: str, code_dir: str, kill_grace_s: float) -> str:
     """The shell script that runs one role on its host and records how it ended.
 

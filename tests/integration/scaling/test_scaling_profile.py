@@ -33,6 +33,7 @@ from gpucompare.scaling.launcher import (
     port_probe_command,
     scheduler_port_start,
 )
+from gpucompare.targets.channel import stopped_count
 from gpucompare.targets.ec2.channel import SSMChannel
 from gpucompare.targets.ec2.ssm import SsmRunner
 from tests.conftest import REPO_ROOT
@@ -211,14 +212,14 @@ def test_the_stop_script_kills_what_carries_the_marker_in_any_session_and_nothin
     try:
         out = subprocess.run(["sh", "-c", kill_marked_script(f"{marker}/", grace_s=2)],
                              capture_output=True, text=True, check=True, timeout=30).stdout
-        assert "stopped 2" in out
+        assert stopped_count(out) == 2
         for victim in victims:
             assert victim.wait(timeout=10) is not None
         time.sleep(0.2)
         assert bystander.poll() is None
         exact = kill_marked_script(f"{marker}x/worker-0", grace_s=1, exact=True)
-        assert "stopped 1" in subprocess.run(["sh", "-c", exact], capture_output=True, text=True,
-                                             check=True, timeout=30).stdout
+        assert stopped_count(subprocess.run(["sh", "-c", exact], capture_output=True, text=True,
+                                            check=True, timeout=30).stdout) == 1
         assert bystander.wait(timeout=10) is not None
     finally:
         for process in (*victims, bystander):

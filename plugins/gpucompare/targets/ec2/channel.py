@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import logging
 import posixpath
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +23,7 @@ from gpucompare.targets.channel import (
     port_probe_command,
     role_script,
     shell_quote,
+    stopped_count,
 )
 from gpucompare.targets.ec2.ssm import SsmRunner, exit_code_of, is_final
 
@@ -125,7 +125,6 @@ class SSMChannel:
                 self.runner.cancel(command_id)
         invocation = self._run([kill_marked_script(f"{marker}/", grace_s=grace_s)],
                                grace_s + COMMAND_TIMEOUT_S, f"gpucompare dist stop {marker}")
-        match = re.search(r"stopped (\d+)", invocation.get("StandardOutputContent") or "")
-        return int(match.group(1)) if match else 0
+        return stopped_count(invocation.get("StandardOutputContent") or "")
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import logging
 import posixpath
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +22,7 @@ from gpucompare.targets.channel import (
     role_script,
     shell_quote,
     status_script,
+    stopped_count,
 )
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,6 @@ class SSHChannel:
     def stop(self, marker: str, grace_s: float) -> int:
         result = self._run(kill_marked_script(f"{marker}/", grace_s=grace_s),
                            timeout=grace_s + COMMAND_TIMEOUT_S)
-        match = re.search(r"stopped (\d+)", result.stdout)
-        return int(match.group(1)) if match else 0
+        return stopped_count(result.stdout)
 
 
