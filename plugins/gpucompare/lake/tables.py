@@ -240,11 +240,14 @@ class Lake(LakeReader):
         token = uuid.uuid4().hex  # finds this commit's version in the log (not the latest's)
         added = DataFiles(self.fs, self.path("results"), list(schema.PARTITION_COLUMNS))
         try:
-            added.write_all(data())
-            adds = added.finish()
-            if not adds:
-                raise IngestError(f"no rows given for run {run_id!r}", field="run_id")
-            columns = pa.schema(list(added.file_schema) + list(schema.PARTITION_SCHEMA))
+            rows = data()
+            added.write_all(rows)
+            adds = added.finish()  # none: the run's rows are removed, nothing added
+            columns = (
+                pa.schema(list(added.file_schema) + list(schema.PARTITION_SCHEMA))
+                if added.file_schema is not None
+                else getattr(rows, "schema", schema.RESULTS_SCHEMA)
+            )
             custom = {"writer": "gpucompare", **(metadata or {}), COMMIT_ID_KEY: token}
             for attempt in commit_conflict_retries():
                 with attempt:

@@ -214,6 +214,19 @@ def test_a_failed_first_commit_leaves_no_table_and_no_files(tmp_path: Path) -> N
     assert parquet_files(target) == set()
 
 
+def test_an_empty_replacement_removes_the_run_and_keeps_the_others(tmp_path: Path) -> None:
+    """``write_results`` of no rows replaces the run by nothing (as the predicate overwrite
+    did): its rows go in one commit, another run's stay; on a new lake it creates the table."""
+    target = lake.open_lake(str(tmp_path / "lake"))
+    empty = lake_ingest.results_rows([], CONTEXT)
+    assert target.write_results(empty, run_id="nothing").version == 0
+    assert target.has_table("results") and target.results_table().num_rows == 0
+    ingest(target, write_records(tmp_path / "a.jsonl", run_records("run-a", 6)), "run-a")
+    ingest(target, write_records(tmp_path / "b.jsonl", run_records("run-b", 4)), "run-b")
+    assert target.write_results(empty, run_id="run-a").version == 3
+    assert plain_runs(target) == Counter({"run-b": 4})
+
+
 def test_older_rows_gain_the_new_columns_as_null_and_a_clashing_type_is_refused(tmp_path: Path) -> None:
     """A lake written before some columns existed (as delta-rs wrote it then): an ingest adds
     the missing columns to the table's schema, the older rows read them as null; a column
