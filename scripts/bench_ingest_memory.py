@@ -6,6 +6,7 @@
 * ingest: files of valid records whose ``error`` holds ~64 KiB each (3,000 records = ~206 MB,
   10,000 = ~688 MB), ingested by ``python -m gpucompare ingest`` as a process of its own; peak
   RSS of that process (``ru_maxrss`` of the one child waited for), wall time and exit code;
+  then the same file again under another code hash (a re-ingest: the run's files replaced);
 * report: a lake of one run with N distinct batch sizes (one record each), then
   ``python -m gpucompare report`` as a process; peak RSS, wall time and exit code.
 
@@ -76,23 +77,24 @@ def measure(command: list[str]) -> tuple[int, float, float, str]:
     return code, wall, rss, tail
 
 
-def ingest_command(lake: Path, results: Path) -> list[str]:
+def ingest_command(lake: Path, results: Path, code_hash: str = "0123456789abcdef") -> list[str]:
     return [sys.executable, "-m", "gpucompare", "ingest", "--results", str(results), "--lake", str(lake),
             "--provider", "local", "--instance-type", "cpu", "--run-id", RUN,
-            "--code-hash", "0123456789abcdef"]
+            "--code-hash", code_hash]
 
 
 def bench_ingest(work: Path, counts: list[int]) -> None:
-    print("| records | file size | exit | wall | peak RSS |")
-    print("| ---: | ---: | ---: | ---: | ---: |")
+    print("| records | file size | ingest | exit | wall | peak RSS |")
+    print("| ---: | ---: | --- | ---: | ---: | ---: |")
     error_bytes = MAX_ERROR_BYTES - 512  # ~64 KiB of text in every record
     for count in counts:
         results = work / f"big-{count}.jsonl"
         size = write_file(results, count, error_bytes=error_bytes)
         lake = work / f"lake-{count}"
-        code, wall, rss, tail = measure(ingest_command(lake, results))
-        print(f"| {count:,} | {size / 1e6:,.0f} MB | {code} | {wall:.1f} s | {rss:,.0f} MB |"
-              + ("" if code == 0 else f" {tail}"))
+        for what, code_hash in (("first", "0123456789abcdef"), ("re-ingest", "fedcba9876543210")):
+            code, wall, rss, tail = measure(ingest_command(lake, results, code_hash))
+            print(f"| {count:,} | {size / 1e6:,.0f} MB | {what} | {code} | {wall:.1f} s | {rss:,.0f} MB |"
+                  + ("" if code == 0 else f" {tail}"), flush=True)
         results.unlink()
         shutil.rmtree(lake, ignore_errors=True)
 
@@ -111,7 +113,8 @@ def bench_report(work: Path, sizes: list[int]) -> None:
         out = work / f"out-{size}"
         code, wall, rss, tail = measure([sys.executable, "-m", "gpucompare", "report", "--lake", str(lake),
                                           "--out", str(out)])
-        print(f"| {size:,} | {code} | {wall:.1f} s | {rss:,.0f} MB |" + ("" if code == 0 else f" {tail}"))
+        print(f"| {size:,} | {code} | {wall:.1f} s | {rss:,.0f} MB |" + ("" if code == 0 else f" {tail}"),
+              flush=True)
         shutil.rmtree(lake, ignore_errors=True)
         shutil.rmtree(out, ignore_errors=True)
         results.unlink()

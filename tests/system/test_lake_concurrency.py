@@ -91,6 +91,26 @@ def test_four_ingests_and_a_compaction_at_once_lose_nothing(lake_uri: str, tmp_p
     assert min(rerun) >= 99.0  # the update was not undone by the compaction
 
 
+def test_four_writers_of_one_run_at_once_leave_it_once(lake_uri: str, tmp_path: Path) -> None:
+    """Four ingests of the same run with different data, into a lake with no table yet (so
+    they also race to create it): every process exits 0 and the run is there once, wholly one
+    writer's rows (each replace carries the run's transaction id: a writer that committed
+    second re-reads the log and removes the first one's files)."""
+    files = [
+        write_records(tmp_path / f"w{n}.jsonl", run_records("same", ROWS - 4 * n, speed=100.0 * (n + 1)))
+        for n in range(4)
+    ]
+    procs = [start(ingest_command(lake_uri, path, "same")) for path in files]
+    results = [(p.returncode, p.communicate(timeout=600)) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [r[1][1][-500:] for r in results]
+    product, plain = per_run(lake_uri)
+    assert product == plain
+    (rows,) = product.values()
+    speeds = lake.open_lake(lake_uri).results_table(columns=["images_per_sec"])["images_per_sec"].to_pylist()
+    writers = {int(v // 100.0) for v in speeds}  # speed = 100 * (writer + 1) + index % 7
+    assert len(writers) == 1 and rows == ROWS - 4 * (writers.pop() - 1)
+
+
 @pytest.mark.parametrize("delay_s", [0.5, 2.5])
 def test_a_killed_ingest_is_wholly_absent_or_wholly_there_and_a_rerun_completes_it(
     delay_s: float, tmp_path: Path

@@ -29,7 +29,6 @@ from gpucompare.lake.tables import (  # noqa: F401  (IngestError: raised here, d
     WriteSummary,
     _with_orchestrator_columns,
     check_run_id,
-    row_group_rows_for,
     table_key,
 )
 
@@ -270,8 +269,9 @@ def ingest_results(
     named on the first error; nothing written then), checks that every record's ``run_id`` is the
     orchestrator's and that no configuration appears twice, and hashes the data (order-free: the
     same records in another line order are the same run); the second turns the records into
-    Arrow batches that delta-rs writes in the same transaction that deletes the run's previous
-    rows. If the run's rows already carry the same hash, nothing is written (no new table version)."""
+    Arrow batches, written as Parquet files one batch at a time and committed in the same
+    transaction that removes the run's previous rows (``Lake.replace_run_rows``). If the run's
+    rows already carry the same hash, nothing is written (no new table version)."""
     context = context.validated()
     check_run_id(run_id)
     if code_hash is not None and not patterns.CODE_HASH.fullmatch(code_hash):
@@ -280,7 +280,7 @@ def ingest_results(
         )
     source = _ResultsFile(results_file)
     try:
-        key, count, dates, longest = _first_pass(source, context, run_id, code_hash)
+        key, count, dates = _first_pass(source, context, run_id, code_hash)
         ingested_at = dt.datetime.now(dt.UTC)
 
         def batches() -> pa.RecordBatchReader:
@@ -302,8 +302,7 @@ def ingest_results(
             return pa.RecordBatchReader.from_batches(schema.RESULTS_SCHEMA, generate())
 
         write = lake._replace_run(
-            run_id, key, count, batches, {"target": context.target, "code_hash": code_hash or ""},
-            row_group_rows=row_group_rows_for(longest),
+            run_id, key, count, batches, {"target": context.target, "code_hash": code_hash or ""}
         )
     finally:
         source.close()
@@ -312,17 +311,15 @@ def ingest_results(
 
 def _first_pass(
     source: _ResultsFile, context: RunContext, run_id: str, code_hash: str | None
-) -> tuple[str, int, set[dt.date], int]:
-    """(ingest key, record count, dates, longest line in bytes) of a results file, every record
+) -> tuple[str, int, set[dt.date]]:
+    """(ingest key, record count, dates) of a results file, every record
     validated. The key is order-free: the sum (mod 2^256) of each record's SHA-256, hashed with
     the context and count."""
     seen: set[str] = set()  # configuration ids so far (a set: no line numbers kept for 200,000 rows)
     dates: set[dt.date] = set()
     total = 0
     count = 0
-    longest = 0
     for line_no, raw in source.raw_lines():
-        longest = max(longest, len(raw))
         record = parse_line(_decode(raw, line_no, source.name), line_no, source.name)
         if record["run_id"] != run_id:
             raise IngestError(
@@ -348,4 +345,4 @@ def _first_pass(
         raise IngestError(f"{source.name}: no records (an empty results file is refused)")
     digest = hashlib.sha256(json.dumps([context.__dict__, code_hash, count, f"{total:064x}"],
                                        sort_keys=True).encode())
-    return digest.hexdigest()[:24], count, dates, longest
+    return digest.hexdigest()[:24], count, dates

@@ -8,7 +8,7 @@ table that did not exist yet at that time reads as absent.
 
 ``LakeReader`` is where a lake is (URI, filesystem, root) and everything that only reads it:
 snapshots, the results as an Arrow dataset or table, the small tables (``prices``, ``fx``,
-``published_scaling``) load by load, and the ingest keys of one run. Writing, compaction and
+``published_scaling``) load by load, and the files and ingest keys of one run. Writing, compaction and
 opening a lake are ``gpucompare.lake.tables`` (whose ``Lake`` is a ``LakeReader`` that also writes).
 """
 
@@ -54,6 +54,23 @@ class LiveFile:
     relative: str  # below the table folder, as in the log
     partition: dict[str, Any]
     rows: int | None
+
+
+@dataclass(frozen=True)
+class RunFile:
+    """A live results file that holds rows of one run: how many of its rows are the run's."""
+
+    logged: str  # the path as the log holds it (what a remove action names)
+    path: str  # inside the lake's filesystem (absolute)
+    partition: dict[str, Any]
+    size: int
+    rows: int
+    run_rows: int
+    keys: dict[str | None, int]  # ingest_key -> rows of the run
+
+    @property
+    def only_the_run(self) -> bool:
+        return self.rows == self.run_rows
 
 
 @dataclass(frozen=True)
@@ -330,44 +347,53 @@ class LakeReader:
         return self._read_kind("published_scaling", as_of)
 
     def run_keys(self, run_id: str) -> dict[str | None, int]:
-        """``ingest_key -> rows`` of one run's rows in the results table (empty if none).
+        """``ingest_key -> rows`` of one run's rows in the results table (empty if none)."""
+        counts: dict[str | None, int] = {}
+        for found in self.run_files(run_id):
+            for key, rows in found.keys.items():
+                counts[key] = counts.get(key, 0) + rows
+        return counts
 
-        Only files whose ``run_id`` statistics can hold the run are opened."""
-        table = self.delta("results")
+    def run_files(self, run_id: str, table: Any = None) -> list[RunFile]:
+        """The live files of the results table (of ``table``, a loaded ``DeltaTable``, or the
+        current one) that hold rows of ``run_id``, with how many rows of it each holds.
+
+        Only files whose ``run_id`` statistics can hold the run are opened (their ``run_id``
+        and ``ingest_key`` columns only)."""
+        table = self.delta("results") if table is None else table
         if table is None:
-            return {}
-        actions = pa.table(table.get_add_actions(flatten=True))
-        names = actions.column_names
-        candidates = []
-        for index, relative in enumerate(actions.column("path").to_pylist()):
-            low = actions.column("min.run_id")[index].as_py() if "min.run_id" in names else None
-            high = actions.column("max.run_id")[index].as_py() if "max.run_id" in names else None
-            # string statistics may be cut short: a prefix bound still orders below the value,
-            # so only a full-length min/max above/below the run excludes a file
-            if low is not None and high is not None and not (low[: len(run_id)] <= run_id):
-                continue
-            if (
-                high is not None
-                and len(high) >= len(run_id)
-                and high < run_id
-                and not run_id.startswith(high)
-            ):
+            return []
+        try:
+            actions = pa.table(table.get_add_actions(flatten=True))
+        except (OSError, ValueError):  # delta-rs: "Table is instantiated without files"
+            return []
+        partition_columns = list(table.metadata().partition_columns)
+        found = []
+        for index, logged in enumerate(actions.column("path").to_pylist()):
+            if not _may_hold(actions, index, run_id):
                 continue
             from urllib.parse import unquote
 
-            candidates.append(f"{self.path('results')}/{unquote(relative)}")
-        counts: dict[str | None, int] = {}
-        for path in candidates:
+            path = f"{self.path('results')}/{unquote(logged)}"
             present = pq.read_schema(path, filesystem=self.fs).names
             # a file from before ingest_key existed (e.g. migrated) counts as a different key
             columns = ["run_id", "ingest_key"] if "ingest_key" in present else ["run_id"]
-            part = pq.read_table(path, filesystem=self.fs, columns=columns, filters=[("run_id", "=", run_id)])
-            keys = (
-                part.column("ingest_key").to_pylist() if "ingest_key" in columns else [None] * part.num_rows
-            )
-            for key in keys:
-                counts[key] = counts.get(key, 0) + 1
-        return counts
+            part = pq.read_table(path, filesystem=self.fs, columns=columns)
+            mine = part.filter(pc.equal(part.column("run_id"), run_id))
+            if not mine.num_rows:
+                continue
+            keys: dict[str | None, int] = {}
+            for key in (mine.column("ingest_key").to_pylist() if "ingest_key" in columns
+                        else [None] * mine.num_rows):
+                keys[key] = keys.get(key, 0) + 1
+            partition = {
+                c: _partition_value(c, actions.column(f"partition.{c}")[index].as_py())
+                for c in partition_columns
+            }
+            found.append(RunFile(logged=logged, path=path, partition=partition,
+                                 size=int(actions.column("size_bytes")[index].as_py()),
+                                 rows=part.num_rows, run_rows=mine.num_rows, keys=keys))
+        return found
 
     def loads(self, kind: str) -> list[str]:
         """The names of the loads in ``prices``, ``fx`` or ``published_scaling``, sorted."""
@@ -391,6 +417,19 @@ class LakeReader:
             for f in snap.files
         ]
         return pa.concat_tables(parts).cast(wanted)
+
+
+def _may_hold(actions: pa.Table, index: int, run_id: str) -> bool:
+    """Whether the ``run_id`` statistics of add action ``index`` leave room for ``run_id``.
+    String statistics may be cut short: a prefix bound still orders below the value, so only a
+    full-length min/max above/below the run excludes a file."""
+    names = actions.column_names
+    low = actions.column("min.run_id")[index].as_py() if "min.run_id" in names else None
+    high = actions.column("max.run_id")[index].as_py() if "max.run_id" in names else None
+    if low is not None and high is not None and not (low[: len(run_id)] <= run_id):
+        return False
+    full_length_below = high is not None and len(high) >= len(run_id) and high < run_id
+    return not (full_length_below and not run_id.startswith(high))
 
 
 def _commit_times(table: Any) -> dict[int, dt.datetime]:

@@ -19,16 +19,23 @@ repository. How concurrent commits are made safe on S3 is the ``lake_s3_commit``
 
 Why writes are safe — every guarantee is the table format's, none is hand-written:
 
-* one transaction per ingest: a run's rows are replaced with ``write_deltalake(mode="overwrite",
-  predicate="run_id = '…'")``: the delete of the run's old rows (in whatever partitions and
-  files they were, compacted or not) and the new files are one commit of the log. A reader
-  sees the old run or the new one, never a mix, never both.
+* one transaction per ingest: a run's rows are replaced in ONE commit of the log that adds the
+  run's new files and removes its old ones (``Lake.replace_run_rows``): a file holding only the
+  run's rows is removed, a file holding other rows too (compacted) is rewritten without them
+  in the same commit. A reader sees the old run or the new one, never a mix, never both. The
+  new files are written by pyarrow (``lake.datafiles``: memory is one batch, not the run) and
+  committed with delta-rs's ``create_write_transaction``; until then they are strays no reader
+  sees, deleted again when the write fails.
 * idempotent: each row carries ``ingest_key``, a hash of the run's ingested data; when the
   run's rows in the table already carry the same key (and count), nothing is committed.
 * concurrent writers: a commit is an atomic create-if-absent of the next log entry (a rename
-  locally; a conditional PUT or a DynamoDB lock on S3). A writer that loses the race is told
-  so by delta-rs, which checks for a logical conflict and commits again; a real conflict
-  (a compaction rewrote a file this ingest deletes from) is retried here from the start.
+  locally; a conditional PUT on S3). A writer that loses the race is told so by delta-rs,
+  which checks the winning commits for a logical conflict and commits again. Real conflicts
+  fail the commit and are retried here from the log's new state: a concurrent compaction or
+  replace removed a file this one removes (delta-rs's delete/delete check), or another writer
+  of the same run committed first (each replace carries the run's application transaction id,
+  ``run_transaction_id``: delta-rs refuses a commit whose app id a winning commit also holds).
+  The smaller tables are replaced with ``write_deltalake(mode="overwrite", predicate=…)``.
 * readers take the live files from the log with their partition values, never a listing
   (``gpucompare.lake.reading``: ``LakeReader``, ``TableSnapshot``).
 
@@ -56,7 +63,8 @@ import tenacity
 from gpucompare.config import patterns
 from gpucompare.errors import PermanentError
 from gpucompare.lake import schema
-from gpucompare.lake.reading import KIND_SCHEMAS, LOAD_COLUMN, LakeReader, NoLakeError
+from gpucompare.lake.datafiles import DataFiles, partition_text
+from gpucompare.lake.reading import KIND_SCHEMAS, LOAD_COLUMN, LakeReader, NoLakeError, RunFile
 from gpucompare.lake.storage import LakeError, check_local_folder, check_uri_characters, filesystem_for
 
 #: How long removed files stay for time travel (vacuum keeps them this long): 7 days.
@@ -66,15 +74,15 @@ COMMIT_ATTEMPTS = 12
 #: Rows per Arrow batch while streaming a results file into the table (at most; see BATCH_BYTES).
 BATCH_ROWS = 2048
 #: Bytes of record text per Arrow batch: a batch closes at BATCH_ROWS rows or this many bytes,
-#: whichever comes first, so records of 64 KiB each do not make 128 MiB batches.
-BATCH_BYTES = 8 * 1024 * 1024
+#: whichever comes first, so records of 64 KiB each do not make 128 MiB batches. A batch is the
+#: unit of an ingest's memory (it costs several times its text as Python objects, Arrow arrays
+#: and a Parquet row group) and one row group of the files written.
+BATCH_BYTES = 4 * 1024 * 1024
 #: Commit metadata key of a write's own token, and how far back the log is searched for it.
 COMMIT_ID_KEY = "gpucompare_commit"
 COMMIT_SEARCH = 200
-#: Parquet row group and file size of the writes (memory of a streamed ingest stays flat).
+#: Parquet row group and file size of the writes through delta-rs (small tables, compaction).
 ROW_GROUP_ROWS = 8192
-#: Bytes of record text per row group at most (see ``row_group_rows_for``).
-ROW_GROUP_BYTES = 16 * 1024 * 1024
 TARGET_FILE_BYTES = 32 * 1024 * 1024
 #: The orchestrator's run ids (fleet.target_run_id, the worker's --run-id alphabet): safe inside
 #: a SQL string literal of a Delta predicate.
@@ -130,7 +138,6 @@ class Lake(LakeReader):
         predicate: str | None,
         partition_by: list[str] | None = None,
         metadata: dict[str, str] | None = None,
-        row_group_rows: int = ROW_GROUP_ROWS,
     ) -> int:
         """Replace the rows matching ``predicate`` by ``data()`` in ONE commit (append when no
         predicate); returns the new table version. A lost race is retried by delta-rs; a real
@@ -157,7 +164,7 @@ class Lake(LakeReader):
                     schema_mode="merge",
                     storage_options=self.storage_options or None,
                     commit_properties=properties,
-                    writer_properties=_writer_properties(row_group_rows),
+                    writer_properties=_writer_properties(),
                     target_file_size=TARGET_FILE_BYTES,
                 )
         return self._committed_version(kind, token)
@@ -205,19 +212,152 @@ class Lake(LakeReader):
         rows: int,
         data: Callable[[], pa.RecordBatchReader | pa.Table],
         metadata: dict[str, str] | None,
-        row_group_rows: int = ROW_GROUP_ROWS,
     ) -> WriteSummary:
         if self.run_keys(run_id) == {key: rows}:
             return WriteSummary(table="results", version=self.version("results"), rows=rows, changed=False)
-        version = self.commit(
-            "results",
-            data,
-            predicate=f"run_id = '{run_id}'",
-            partition_by=list(schema.PARTITION_COLUMNS),
-            metadata={"run_id": run_id, "ingest_key": key, **(metadata or {})},
-            row_group_rows=row_group_rows,
+        version = self.replace_run_rows(
+            run_id, data, metadata={"run_id": run_id, "ingest_key": key, **(metadata or {})}
         )
         return WriteSummary(table="results", version=version, rows=rows, changed=True)
+
+    def replace_run_rows(
+        self,
+        run_id: str,
+        data: Callable[[], pa.RecordBatchReader | pa.Table],
+        *,
+        metadata: dict[str, str] | None = None,
+    ) -> int:
+        """Make the rows of ``data()`` (``schema.RESULTS_SCHEMA`` columns, partition columns
+        included; extra columns are added to the table's schema) the rows of run ``run_id``
+        in ONE commit of the results table; returns that commit's version.
+
+        The new rows are written once, streamed into Parquet files of our own
+        (``lake.datafiles.DataFiles``); each attempt then reads the run's old files from the
+        log, rewrites the ones that hold other rows too and commits adds and removes together
+        (``_commit_run``). A conflict is retried from the log's new state; a failure deletes
+        the files written, unless the commit was made (then they are the table's)."""
+        check_run_id(run_id)
+        token = uuid.uuid4().hex  # finds this commit's version in the log (not the latest's)
+        added = DataFiles(self.fs, self.path("results"), list(schema.PARTITION_COLUMNS))
+        try:
+            rows = data()
+            added.write_all(rows)
+            adds = added.finish()  # none: the run's rows are removed, nothing added
+            columns = (
+                pa.schema(list(added.file_schema) + list(schema.PARTITION_SCHEMA))
+                if added.file_schema is not None
+                else getattr(rows, "schema", schema.RESULTS_SCHEMA)
+            )
+            custom = {"writer": "gpucompare", **(metadata or {}), COMMIT_ID_KEY: token}
+            for attempt in commit_conflict_retries():
+                with attempt:
+                    self._commit_run(run_id, adds, columns, custom)
+        except BaseException:
+            if not self._is_committed("results", token):
+                added.discard()
+            raise
+        return self._committed_version("results", token)
+
+    def _commit_run(self, run_id: str, adds: list[Any], columns: pa.Schema, custom: dict[str, str]) -> None:
+        """One attempt: the run's new files ``adds``, the removal of its old files and the
+        rewrite of old files that hold other rows too, committed together."""
+        from deltalake import CommitProperties
+        from deltalake.transaction import Transaction
+
+        table = self.delta("results")
+        run_txn = Transaction(run_transaction_id(run_id), 0 if table is None else table.version() + 1)
+        properties = CommitProperties(
+            custom_metadata=custom, max_commit_retries=50, app_transactions=[run_txn]
+        )
+        if table is None:
+            self._create_results(adds, columns, properties)
+            return
+        table = self._evolve_schema(table, columns)
+        rewritten: list[DataFiles] = []
+        try:
+            actions = list(adds)
+            for found in self.run_files(run_id, table):
+                if not found.only_the_run:
+                    actions += self._without_run(found, run_id, rewritten)
+                actions.append(_remove_action(found))
+            table.create_write_transaction(
+                actions, mode="append", schema=table.schema(), partition_by=list(schema.PARTITION_COLUMNS),
+                commit_properties=properties,
+            )
+        except BaseException:
+            if not self._is_committed("results", custom[COMMIT_ID_KEY]):
+                for files in rewritten:
+                    files.discard()
+            raise
+
+    def _create_results(self, adds: list[Any], columns: pa.Schema, properties: Any) -> None:
+        """Create the results table with its first run's files (version 0)."""
+        from deltalake import Schema
+        from deltalake.transaction import create_table_with_add_actions
+
+        try:
+            create_table_with_add_actions(
+                self.table_uri("results"), Schema.from_arrow(columns), adds, mode="error",
+                partition_by=list(schema.PARTITION_COLUMNS), storage_options=self.storage_options or None,
+                commit_properties=properties,
+            )
+        except Exception as exc:
+            if self.has_table("results"):  # another writer created it first: append to it instead
+                raise TableCreatedMeanwhile(str(exc)) from exc
+            raise
+
+    def _evolve_schema(self, table: Any, columns: pa.Schema) -> Any:
+        """``table`` with every column of ``columns`` (new ones added in a commit of their own,
+        which changes no row: every existing row reads them as null); LakeError when a column
+        exists with another type."""
+        from deltalake import CommitProperties, Field
+
+        current = {f.name: json.loads(f.to_json())["type"] for f in table.schema().fields}
+        missing = []
+        for column in columns:
+            wanted = Field.from_arrow(column)
+            if column.name not in current:
+                missing.append(wanted)
+            elif json.loads(wanted.to_json())["type"] != current[column.name]:
+                raise LakeError(
+                    f"results: column {column.name} is {current[column.name]} in the table, "
+                    f"{json.loads(wanted.to_json())['type']} in the rows written"
+                )
+        if not missing:
+            return table
+        properties = CommitProperties(custom_metadata={"writer": "gpucompare"}, max_commit_retries=50)
+        table.alter.add_columns(missing, commit_properties=properties)
+        return self.delta("results")
+
+    def _without_run(self, found: RunFile, run_id: str, rewritten: list[DataFiles]) -> list[Any]:
+        """Add actions of ``found`` rewritten without the rows of ``run_id`` (read and written
+        a batch at a time: a big compacted file is never held whole)."""
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        files = DataFiles(self.fs, self.path("results"), list(schema.PARTITION_COLUMNS))
+        rewritten.append(files)
+        with self.fs.open_input_file(found.path) as source:
+            parquet = pq.ParquetFile(source)
+            meta = parquet.metadata
+            per_row = max(1, sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+                          // max(1, meta.num_rows))
+            for batch in parquet.iter_batches(batch_size=max(16, min(BATCH_ROWS, BATCH_BYTES // per_row))):
+                runs = batch.column("run_id")
+                files.write(batch.filter(pc.or_kleene(pc.not_equal(runs, run_id), pc.is_null(runs))),
+                            partition=found.partition)
+        return files.finish()
+
+    def _is_committed(self, kind: str, token: str) -> bool:
+        """Whether a commit carrying ``token`` is in the log (True when that cannot be told:
+        files are only deleted when surely no commit lists them)."""
+        try:
+            table = self.delta(kind)
+            return table is not None and any(
+                entry.get(COMMIT_ID_KEY) == token for entry in table.history(COMMIT_SEARCH)
+            )
+        except Exception:  # noqa: BLE001 - unknown: keep the files (a stray is harmless)
+            return True
 
     def write_table(self, kind: str, name: str, table: pa.Table) -> WriteSummary:
         """Replace the rows of load ``name`` in ``prices``, ``fx`` or ``published_scaling`` by
@@ -295,31 +435,47 @@ def compaction_cutoff(older_than_days: int | None, today: dt.date | None = None)
     return (today or dt.datetime.now(dt.UTC).date()) - dt.timedelta(days=older_than_days)
 
 
-def _writer_properties(row_group_rows: int = ROW_GROUP_ROWS) -> Any:
-    """zstd Parquet in row groups small enough that a streamed write never holds a big file's
-    rows in memory (delta-rs buffers a row group before writing it out)."""
+def _writer_properties() -> Any:
+    """zstd Parquet in row groups of ``ROW_GROUP_ROWS`` (writes through delta-rs: the small
+    tables and compaction; the results of a run are written by ``lake.datafiles``)."""
     from deltalake import WriterProperties
 
-    return WriterProperties(compression="ZSTD", max_row_group_size=row_group_rows)
+    return WriterProperties(compression="ZSTD", max_row_group_size=ROW_GROUP_ROWS)
 
 
-def row_group_rows_for(max_row_bytes: int) -> int:
-    """Rows per Parquet row group for rows of up to ``max_row_bytes``: ``ROW_GROUP_ROWS``, fewer
-    when that many rows would hold more than ``ROW_GROUP_BYTES`` (delta-rs buffers a whole row
-    group in memory: 8,192 rows of 64 KiB would be 512 MiB)."""
-    return max(16, min(ROW_GROUP_ROWS, ROW_GROUP_BYTES // max(1, max_row_bytes)))
+def run_transaction_id(run_id: str) -> str:
+    """The application transaction id every replace of run ``run_id`` commits: delta-rs refuses
+    a commit when a winning concurrent commit holds the same id (two writers of one run)."""
+    return f"gpucompare-results-run-{run_id}"
+
+
+class TableCreatedMeanwhile(Exception):  # noqa: N818 - a condition, retried like a conflict
+    """Another writer created the results table between our look and our create."""
+
+
+def _remove_action(found: RunFile) -> Any:
+    from deltalake.transaction import RemoveAction
+
+    return RemoveAction(
+        path=found.logged,
+        data_change=True,
+        deletion_timestamp=int(dt.datetime.now(dt.UTC).timestamp() * 1000),
+        size=found.size,
+        partition_values={c: None if v is None else partition_text(v) for c, v in found.partition.items()},
+    )
 
 
 def commit_conflict_retries() -> tenacity.Retrying:
     """The one retry policy of lake commits: a commit conflict (delta-rs ``CommitFailedError``:
     another writer took the version, or a concurrent compaction or delete touched the same
-    files; delta-rs has already retried a plain lost race ``max_commit_retries`` times) is
+    files, or a writer of the same run committed first; delta-rs has already retried a plain
+    lost race ``max_commit_retries`` times; or the table was created meanwhile) is
     retried from the start, with fresh data, up to ``COMMIT_ATTEMPTS`` times, waits of full
     jitter growing exponentially so racing writers fall apart. Any other error is raised at once."""
     from deltalake.exceptions import CommitFailedError
 
     return tenacity.Retrying(
-        retry=tenacity.retry_if_exception_type(CommitFailedError),
+        retry=tenacity.retry_if_exception_type((CommitFailedError, TableCreatedMeanwhile)),
         stop=tenacity.stop_after_attempt(COMMIT_ATTEMPTS),
         wait=tenacity.wait_random_exponential(multiplier=0.1, max=2.0),
         reraise=True,

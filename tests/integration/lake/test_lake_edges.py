@@ -188,23 +188,21 @@ def test_the_version_printed_is_the_commit_s_own_not_the_latest(tmp_path: Path) 
 
 def test_ingest_batches_by_bytes(tmp_path: Path) -> None:
     """Records of 64 KiB each: the Arrow batches close at ``batch_bytes``, not only at
-    ``batch_rows`` (before: 2,048 rows a batch whatever their size: 134 MB per batch here)."""
+    ``batch_rows`` (before: 2,048 rows a batch whatever their size: 134 MB per batch here), and
+    the Parquet files are written a batch at a time: no row group holds more than a batch."""
     target = lake.open_lake(str(tmp_path / "lake"))
     records = run_records(RUN, 40, error_bytes=64 * 1024 - 16)
     results = write_records(tmp_path / "big.jsonl", records)
     seen: list[int] = []
-    group_rows: list[int] = []
     original = lake.Lake._replace_run
 
-    def counting(self: lake.Lake, run_id: str, key: str, rows: int, data, metadata, **options):  # noqa: ANN001, ANN003, ANN202
+    def counting(self: lake.Lake, run_id: str, key: str, rows: int, data, metadata):  # noqa: ANN001, ANN202
         def wrapped():  # noqa: ANN202
-            reader = data()
-            for batch in reader:
+            for batch in data():
                 seen.append(batch.num_rows)
-            return data()
+                yield batch
 
-        group_rows.append(options["row_group_rows"])
-        return original(self, run_id, key, rows, wrapped, metadata, **options)
+        return original(self, run_id, key, rows, wrapped, metadata)
 
     lake.Lake._replace_run = counting
     try:
@@ -214,9 +212,12 @@ def test_ingest_batches_by_bytes(tmp_path: Path) -> None:
         lake.Lake._replace_run = original
     assert summary.records == 40 and sum(seen) == 40
     assert max(seen) <= 8, seen  # 256 KiB of lines of ~32 KiB average (half carry 64 KiB errors)
-    # Parquet row groups sized by the longest line too (delta-rs buffers one whole row group)
-    (rows_per_group,) = group_rows
-    assert 16 <= rows_per_group <= lake.ROW_GROUP_BYTES // (64 * 1024), rows_per_group
+    groups = [
+        pq.ParquetFile(live.path).metadata.row_group(index).num_rows
+        for live in target.snapshot("results").files
+        for index in range(pq.ParquetFile(live.path).metadata.num_row_groups)
+    ]
+    assert sum(groups) == 40 and max(groups) <= max(seen), groups
     assert target.results_table().num_rows == 40
 
 
