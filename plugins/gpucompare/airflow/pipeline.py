@@ -533,9 +533,13 @@ def scaling_group(plan: dict[str, Any]) -> dict[str, Any]:
     share them. Teardown runs in the task's ``finally``; an ec2 host that outlives a killed
     task powers itself off at its TTL, and the sweeper DAG terminates it.
     """
+    from gpucompare.config.fleet import check_scaling_slots
     from gpucompare.scaling import run as scaling_run
 
-    dag_run_id = get_current_context()["dag_run"].run_id
+    context = get_current_context()
+    dag_run_id = context["dag_run"].run_id
+    with bad_input_fails():
+        check_scaling_slots(plan, context["task"].pool_slots)
     log.info("Scaling group %s: %d point(s) on %s", plan["group"], len(plan["points"]),
              ", ".join(s["name"] for s in plan["specs"]))
     # the points and their ingest happen in this task, so the records stay on its own disk
@@ -548,7 +552,10 @@ def scaling_group(plan: dict[str, Any]) -> dict[str, Any]:
     return {"group": plan["group"], "records": len(plan["points"]), "files": written}
 
 
-def run_scaling_groups(plans: Any) -> None:
-    """One mapped ``scaling_group`` task per enabled scaling group of the fleet."""
-    bound = scaling_group.override(pool=settings.pool(), outlets=[results_asset()], **network_retries(1))
+def run_scaling_groups(plans: Any, pool_slots: int = 1) -> None:
+    """One mapped ``scaling_group`` task per enabled scaling group of the fleet, each taking
+    ``pool_slots`` slots of the pool (a slot per host of the largest group:
+    ``config.fleet.scaling_pool_slots``), so the pool still caps the paid machines."""
+    bound = scaling_group.override(pool=settings.pool(), pool_slots=pool_slots, outlets=[results_asset()],
+                                   **network_retries(1))
     bound.expand(plan=plans)
