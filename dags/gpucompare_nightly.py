@@ -60,7 +60,9 @@ def load_scaling() -> list[dict[str, Any]]:
     from gpucompare.prices.tables import shipped_fx_rate  # here: pyarrow stays out of the parse
 
     with pipeline.bad_input_fails():
-        plans = fleet.plan_scaling(fleet.load_fleet(fx_rate=shipped_fx_rate), dag_run_id)
+        loaded = fleet.load_fleet(fx_rate=shipped_fx_rate)
+        plans = fleet.plan_scaling(loaded, dag_run_id)
+        fleet.check_scaling_fits(plans, loaded.max_instances)
     log.info("%d scaling group(s) tonight: %s", len(plans), ", ".join(p["group"] for p in plans) or "none")
     return plans
 

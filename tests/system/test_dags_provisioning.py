@@ -63,7 +63,7 @@ def night_before_any_target_step(dagbag: Any, write_fleet: Any, targets: int,
     boxes = [{"name": f"box-{i}", "kind": "local", "provider": "local", "instance_type": "local-cpu",
               "profile": "tiny"} for i in range(targets)]
     fleet = fleet or {}
-    write_fleet({"max_instances": targets, "profiles": {"tiny": TINY}, **fleet,
+    write_fleet({"max_instances": max(targets, 2), "profiles": {"tiny": TINY}, **fleet,
                  "targets": boxes + fleet.get("targets", [])})
     if monkeypatch is not None:
         parse_again(dagbag, "gpucompare_nightly", monkeypatch)

@@ -241,6 +241,7 @@ def test_the_nightly_dag_runs_a_scaling_group_of_three_hosts_into_the_lake(
                         "instance_type": "cpu-shared", "profile": "tiny", "enabled": False,
                         "options": options})
     write_fleet({
+        "max_instances": 3,  # the group takes a pool slot per host
         "profiles": {"tiny": {"networks": ["alexnet"], "batch_sizes": [1], "modes": ["score"]}},
         "targets": targets,
         "scaling_profiles": {"loopback": {

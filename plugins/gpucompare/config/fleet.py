@@ -309,6 +309,17 @@ def scaling_pool_slots() -> int:
     return max([len(group.targets) for group in groups if group.enabled] + [1])
 
 
+def check_scaling_fits(plans: list[dict[str, Any]], max_instances: int) -> None:
+    """Refuse a scaling group with more hosts than the pool has slots (``max_instances``): its
+    task takes a slot per host and could never start, so the night would wait forever."""
+    for plan in plans:
+        if len(plan["specs"]) > max_instances:
+            raise FleetError(f"scaling_groups {plan['group']}",
+                             f"{len(plan['specs'])} hosts, but the pool has max_instances = {max_instances} "
+                             "slots: the group could never start",
+                             f"at most {max_instances} hosts, or raise max_instances and the pool's slots")
+
+
 def check_scaling_slots(plan: Mapping[str, Any], pool_slots: int) -> None:
     """Refuse a scaling group with more hosts than the pool slots its task holds (the fleet
     file changed after the DAG was parsed): the pool would under-count its paid machines."""

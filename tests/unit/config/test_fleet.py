@@ -223,6 +223,10 @@ def test_a_scaling_group_takes_a_pool_slot_per_host_of_the_largest_enabled_group
     with pytest.raises(ValidationError, match="scaling_groups trio.*3 hosts.*2 pool slot.*parsed") as error:
         fleet.check_scaling_slots(plan, 2)
     assert error.value.allowed == "at most 2 hosts until the DAG file is parsed again"
+    # a group larger than the pool could never start: load_scaling refuses it
+    fleet.check_scaling_fits([plan], 3)
+    with pytest.raises(ValidationError, match="scaling_groups trio.*3 hosts.*max_instances = 2.*never start"):
+        fleet.check_scaling_fits([plan], 2)
 
 
 def test_manual_plan_uses_the_request_on_the_profile_knobs(configured: fleet.Fleet) -> None:
