@@ -18,6 +18,8 @@ and `terminate` (teardown) whatever happened, so a paid instance is never left r
 * Scaling groups of the fleet file (`scaling_groups`, README "Scaling runs") run beside the
   targets, one mapped `scaling_group` task each: the same training configuration on 1, 2, 4, …
   devices and over several hosts (MXNet's parameter server), hosts torn down at the end.
+  Each takes one pool slot per host of the largest enabled group (read when this file is
+  parsed); a group that grew since then fails until the next parse.
 * Settings: `GPUCOMPARE_FLEET`, `GPUCOMPARE_LAKE`, `GPUCOMPARE_STAGING`, `GPUCOMPARE_POOL`.
 """
 
@@ -58,7 +60,9 @@ def load_scaling() -> list[dict[str, Any]]:
     from gpucompare.prices.tables import shipped_fx_rate  # here: pyarrow stays out of the parse
 
     with pipeline.bad_input_fails():
-        plans = fleet.plan_scaling(fleet.load_fleet(fx_rate=shipped_fx_rate), dag_run_id)
+        loaded = fleet.load_fleet(fx_rate=shipped_fx_rate)
+        plans = fleet.plan_scaling(loaded, dag_run_id)
+        fleet.check_scaling_fits(plans, loaded.max_instances)
     log.info("%d scaling group(s) tonight: %s", len(plans), ", ".join(p["group"] for p in plans) or "none")
     return plans
 
@@ -75,7 +79,7 @@ def load_scaling() -> list[dict[str, Any]]:
 )
 def gpucompare_nightly() -> None:
     pipeline.run_targets(load_fleet())
-    pipeline.run_scaling_groups(load_scaling())
+    pipeline.run_scaling_groups(load_scaling(), fleet.scaling_pool_slots())
 
 
 gpucompare_nightly()

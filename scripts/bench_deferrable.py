@@ -17,6 +17,11 @@ the triggerer's CPU for many deferred sweeps.
   ``--cpu-s`` seconds; CPU seconds of this process (all threads) per minute.
 
 The poll intervals are the targets' defaults (ssh 2 s, ec2 15 s) unless ``--poll`` is given.
+
+``--dag-targets N [--dag-pool P]`` instead runs the nightly DAG with ``dag.test()`` on N ssh
+targets (loopback sshd, the real worker, deferred sweeps) and a pool of P slots: the system
+test ``tests/system/test_dags_deferrable.py`` at that size (CI runs it with 3 targets and 2
+slots); prints its wall time and each target's worker-slot seconds (its tasks' worker parts).
 """
 
 from __future__ import annotations
@@ -194,6 +199,30 @@ def _report(kind: str, r: dict[str, float], sweep: float) -> None:
           f"{json.dumps(r)}", flush=True)
 
 
+def bench_dag(targets: int, pool: int) -> int:
+    """The deferrable DAG system test at ``targets`` targets and ``pool`` slots; its figures."""
+    import subprocess
+
+    with tempfile.TemporaryDirectory(prefix="bench-deferrable-dag-") as tmp:
+        figures = Path(tmp) / "figures.json"
+        env = {**os.environ, "GPUCOMPARE_DEFERRABLE_TARGETS": str(targets),
+               "GPUCOMPARE_DEFERRABLE_POOL": str(pool), "GPUCOMPARE_DEFERRABLE_FIGURES": str(figures)}
+        began = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                               "tests/system/test_dags_deferrable.py"], cwd=REPO_ROOT, env=env)
+        elapsed = time.monotonic() - began
+        if done.returncode != 0 or not figures.exists():
+            print(f"dag: the run failed (exit {done.returncode}) after {elapsed:.0f} s", flush=True)
+            return 1
+        result = json.loads(figures.read_text())
+    held = result["worker_slot_s_per_target"]
+    print(f"dag: {targets} targets, pool {pool}: DAG run {result['dag_wall_s']:.0f} s "
+          f"(pytest {elapsed:.0f} s); "
+          f"worker-slot s per target: median {sorted(held)[len(held) // 2]:.1f}, max {max(held):.1f} "
+          f"{json.dumps(result)}", flush=True)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep-s", type=float, default=120.0)
@@ -202,7 +231,11 @@ def main() -> int:
     parser.add_argument("--poll", type=float, default=None)
     parser.add_argument("--skip-ec2", action="store_true")
     parser.add_argument("--skip-ssh", action="store_true")
+    parser.add_argument("--dag-targets", type=int, default=0)
+    parser.add_argument("--dag-pool", type=int, default=4)
     args = parser.parse_args()
+    if args.dag_targets:
+        return bench_dag(args.dag_targets, args.dag_pool)
     print(f"load average before: {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory(prefix="bench-deferrable-") as tmp:
         root = Path(tmp)

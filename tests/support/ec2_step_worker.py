@@ -29,7 +29,7 @@ def main(argv: list[str]) -> int:
         target = make_target(plan["spec"])
         state = TargetState.from_dict(json.loads(state_file.read_text())) if state_file.exists() else None
         if step == "prepare":
-            state = target.prepare(plan["run_id"], attempt=1)
+            state = target.prepare(plan["run_id"])
         elif step == "deploy":
             state = target.deploy(state)
         elif step == "score_sweep":

@@ -13,6 +13,8 @@ and returns its answer, unless a rule says otherwise for that operation:
   client while it waits);
 * ``slow``: forwarded (moto acts), then answered only after ``seconds`` (the client can be
   killed after the server acted and before it heard back);
+* ``empty``: DescribeInstances answered at once with no reservations (nothing reaches moto), as
+  an eventually consistent read that does not see a just-launched instance yet;
 * ``refuse``: answered with HTTP 403 ``UnauthorizedOperation`` (not retried by botocore), or
   with the rule's ``code`` and ``status`` (e.g. ``InvalidAMIID.NotFound`` with 400, as AWS
   answers a bad request; ``OptInRequired`` for a region not opted in).
@@ -47,7 +49,7 @@ from typing import Any
 
 Answer = tuple[int, list[tuple[str, str]], bytes]
 
-FAULT_KINDS = ("throttle", "error500", "lose", "timeout", "hold", "slow", "refuse")
+FAULT_KINDS = ("throttle", "error500", "lose", "timeout", "hold", "slow", "refuse", "empty")
 
 
 @dataclass
@@ -239,6 +241,13 @@ class FaultProxy:
             return
         if kind == "refuse":
             self._error(handler, operation, rule.status, rule.code)
+            return
+        if kind == "empty":
+            assert operation == "DescribeInstances", operation
+            data = (b'<?xml version="1.0" encoding="UTF-8"?><DescribeInstancesResponse '
+                    b'xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>injected</requestId>'
+                    b'<reservationSet/></DescribeInstancesResponse>')
+            self._answer(handler, 200, [("Content-Type", "text/xml")], data)
             return
         if kind == "hold":
             time.sleep(rule.seconds)

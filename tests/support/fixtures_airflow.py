@@ -184,3 +184,13 @@ def run_dag(airflow_db: Path, dagbag: Any) -> Callable[..., DagRunResult]:
         return DagRunResult(dag_run=dag_run, states=states, labels=labels)
 
     return run
+
+
+def parse_again(dagbag: Any, dag_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parse ``dag_id``'s file again, with the fleet file as the test wrote it, in place of the
+    session's parse, for this test (the nightly DAG reads its scaling groups' pool slots, as its
+    schedule, at parse time)."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    fresh = DagBag(dagbag.dags[dag_id].fileloc)
+    monkeypatch.setitem(dagbag.dags, dag_id, fresh.dags[dag_id])

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.fixtures_airflow import POOL_NAME
+from tests.support.fixtures_airflow import POOL_NAME, parse_again
 
 pytestmark = pytest.mark.dag
 
@@ -48,24 +48,32 @@ def pool_slots(airflow_db) -> Iterator[Any]:
     set_slots(2)  # the session's value (tests/support/fixtures_airflow.py)
 
 
-def night_before_any_target_step(dagbag: Any, write_fleet: Any, targets: int) -> tuple[Any, Any]:
-    """A nightly run whose plans exist and whose target steps have not run yet."""
+def night_before_any_target_step(dagbag: Any, write_fleet: Any, targets: int,
+                                 fleet: dict[str, Any] | None = None,
+                                 monkeypatch: pytest.MonkeyPatch | None = None) -> tuple[Any, Any]:
+    """A nightly run whose plans exist and whose target steps (and scaling groups) have not
+    run yet. ``fleet``: more of the fleet file (its extra targets disabled); with
+    ``monkeypatch``, the DAG is parsed again after the fleet file is written."""
     from airflow.models.dagbag import DBDagBag
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
     from airflow.utils.state import DagRunState
 
-    write_fleet({"max_instances": targets, "profiles": {"tiny": TINY}, "targets": [
-        {"name": f"box-{i}", "kind": "local", "provider": "local", "instance_type": "local-cpu",
-         "profile": "tiny"} for i in range(targets)]})
+    boxes = [{"name": f"box-{i}", "kind": "local", "provider": "local", "instance_type": "local-cpu",
+              "profile": "tiny"} for i in range(targets)]
+    fleet = fleet or {}
+    write_fleet({"max_instances": max(targets, 2), "profiles": {"tiny": TINY}, **fleet,
+                 "targets": boxes + fleet.get("targets", [])})
+    if monkeypatch is not None:
+        parse_again(dagbag, "gpucompare_nightly", monkeypatch)
     dag = dagbag.dags["gpucompare_nightly"]
-    run = dag.test(mark_success_pattern=r"target\..*")
+    run = dag.test(mark_success_pattern=r"target\..*|scaling_group")
     with create_session() as session:
-        steps = session.query(TaskInstance).filter(TaskInstance.dag_id == dag.dag_id,
-                                                   TaskInstance.run_id == run.run_id,
-                                                   TaskInstance.task_id.like("target.%")).all()
-        assert len({ti.map_index for ti in steps}) == targets  # one mapped group per target
+        steps = session.query(TaskInstance).filter(
+            TaskInstance.dag_id == dag.dag_id, TaskInstance.run_id == run.run_id,
+            TaskInstance.task_id.like("target.%") | (TaskInstance.task_id == "scaling_group")).all()
+        assert len({ti.map_index for ti in steps if ti.task_id != "scaling_group"}) == targets
         for ti in steps:
             ti.state = None
         dag_run = session.query(DagRun).filter(DagRun.dag_id == dag.dag_id,
@@ -159,3 +167,38 @@ def test_the_plan_says_when_the_pool_is_too_small_for_the_night() -> None:
     assert short.levelname == "WARNING"
     assert "3 targets tonight but the pool gpucompare_instances has max_instances = 2 slots: 1 of them" \
         in short.getMessage()
+
+
+def _two_host_group() -> dict[str, Any]:
+    """A scaling group of two (disabled) ssh hosts; planning it connects to nothing."""
+    hosts = [{"name": f"node{i}", "kind": "ssh", "provider": "loopback", "instance_type": "cpu-shared",
+              "profile": "tiny", "enabled": False,
+              "options": {"ssh_conn_id": f"node{i}", "remote_dir": f"/tmp/node{i}"}} for i in range(2)]
+    return {"targets": hosts, "scaling_profiles": {"pair": {
+        "networks": ["googlenet"], "scaling": ["weak"], "per_device_batch": 1, "servers": 1,
+        "points": [{"nodes": 2, "devices_per_node": 1}], "warmup": 1, "batches": 1, "repeats": 1,
+        "timeout_s": 150}},
+        "scaling_groups": [{"name": "pair", "targets": ["node0", "node1"], "profile": "pair"}]}
+
+
+@pytest.mark.parametrize("slots", [2, 3])
+def test_a_scaling_group_takes_a_pool_slot_per_host(
+        dagbag, write_fleet, gpucompare_dirs, pool_slots, monkeypatch, slots) -> None:
+    """A 2-host scaling group beside one target: with 2 slots only one of them starts (the
+    group holds both slots, or the target holds one and the group needs two); with 3 both do.
+    Asked of the scheduler's own critical section, as above."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    pool_slots(slots)
+    dag_run, db_dagbag = night_before_any_target_step(dagbag, write_fleet, 1, _two_host_group(),
+                                                      monkeypatch)
+    with create_session() as session:
+        group = session.query(TaskInstance).filter(TaskInstance.run_id == dag_run.run_id,
+                                                   TaskInstance.task_id == "scaling_group").one()
+        assert group.pool_slots == 2
+    started = schedule_and_queue(dag_run, db_dagbag)
+    if slots == 2:
+        assert started in ({("scaling_group", 0)}, {("target.prepare", 0)}), started
+    else:
+        assert started == {("scaling_group", 0), ("target.prepare", 0)}

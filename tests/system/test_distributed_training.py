@@ -39,6 +39,7 @@ from gpucompare.targets.ec2.channel import SSMChannel
 from gpucompare.targets.ec2.ssm import SsmRunner
 from gpucompare.targets.ssh.channel import SSHChannel
 from tests.conftest import BENCH_PYTHON
+from tests.support.fixtures_airflow import parse_again
 
 pytestmark = pytest.mark.slow
 
@@ -228,7 +229,7 @@ def test_a_worker_killed_mid_run_fails_clearly_and_leaves_nothing(group, tmp_pat
 
 @pytest.mark.dag
 def test_the_nightly_dag_runs_a_scaling_group_of_three_hosts_into_the_lake(
-        sshd_factory, tmp_path, write_fleet, gpucompare_dirs, run_dag):
+        sshd_factory, tmp_path, write_fleet, gpucompare_dirs, run_dag, dagbag, monkeypatch):
     """The fleet file's scaling group through the real nightly DAG (``dag.test``): hosts
     prepared and deployed, a 2-node dist_sync point, ingest, every host torn down."""
     targets = []
@@ -240,6 +241,7 @@ def test_the_nightly_dag_runs_a_scaling_group_of_three_hosts_into_the_lake(
                         "instance_type": "cpu-shared", "profile": "tiny", "enabled": False,
                         "options": options})
     write_fleet({
+        "max_instances": 3,  # the group takes a pool slot per host
         "profiles": {"tiny": {"networks": ["alexnet"], "batch_sizes": [1], "modes": ["score"]}},
         "targets": targets,
         "scaling_profiles": {"loopback": {
@@ -249,6 +251,8 @@ def test_the_nightly_dag_runs_a_scaling_group_of_three_hosts_into_the_lake(
         "scaling_groups": [{"name": "loopback-trio", "targets": ["node0", "node1", "node2"],
                             "profile": "loopback"}],
     })
+    parse_again(dagbag, "gpucompare_nightly", monkeypatch)  # the group's pool slots: one per host
+    assert dagbag.dags["gpucompare_nightly"].get_task("scaling_group").pool_slots == 3
     result = run_dag("gpucompare_nightly")
     assert result.task_states("scaling_group") == ["success"], result.states
     rows = open_lake(str(gpucompare_dirs.lake)).results_table().to_pylist()

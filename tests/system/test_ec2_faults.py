@@ -27,6 +27,10 @@ Scenarios (id: fault → expected launches):
 * lookup_fails_on_retry: as run_instances_lost_every_try, and the retry's tag lookup then
   fails on every botocore attempt (HTTP 500): that try refuses to launch (InstanceLookupFailed,
   a transient error), the next try finds the instance → 1, RunInstances sent only by try 1
+* lookup_misses_on_retry: as run_instances_lost_every_try, and the retry's tag lookup answers
+  "none" (DescribeInstances is eventually consistent: a just-launched instance may not show
+  yet); the retry's RunInstances carries the run's token (the same on every try) and gets
+  try 1's instance back → 1
 * permanent_<code>: RunInstances answered with an AWS error code no retry can fix
   (UnauthorizedOperation, InvalidAMIID.NotFound, Unsupported, OptInRequired,
   InvalidParameterValue): prepare fails on its first try, botocore sends it once → 0
@@ -79,7 +83,7 @@ from gpucompare.airflow import pipeline
 from gpucompare.config import fleet
 from gpucompare.targets import make_target, sweeper
 from gpucompare.targets.base import TargetState
-from gpucompare.targets.ec2 import target as ec2
+from gpucompare.targets.ec2.launch import Ec2Launcher
 from gpucompare.targets.ec2.options import DEPLOYMENT_TAG, EXPIRES_AT_TAG
 from tests.conftest import REPO_ROOT
 from tests.support.ec2_support import CONN_ID, create_instance_profile, ec2_spec, publish_ami_parameter
@@ -188,7 +192,7 @@ def run_like_the_dag(rig: Rig, plan: dict[str, Any], until: str = "collect") -> 
             state = TargetState.from_dict(_json(xcom[upstream[step]])) if step in upstream else None
             try:
                 if step == "prepare":
-                    done = target.prepare(plan["run_id"], attempt=try_number)
+                    done = target.prepare(plan["run_id"])
                 elif step == "deploy":
                     done = target.deploy(state)
                 elif step == "score_sweep":
@@ -255,6 +259,10 @@ SCENARIOS: dict[str, tuple[list[tuple[str, str, dict[str, Any]]], int, str]] = {
                               1, "prepare"),
     # a code no retry can fix fails prepare at once (issue 19); a 400 botocore does not retry and
     # that is not permanent is retried by the task, each try terminating what it launched
+    # DescribeInstances #2 (try 2's lookup) does not see the instance try 1 launched yet (an
+    # eventually consistent read): try 2 sends RunInstances with the run's token and gets it back
+    "lookup_misses_on_retry": ([("RunInstances", "lose", {"times": MAX_ATTEMPTS}),
+                                ("DescribeInstances", "empty", {"after": 1})], 1, "prepare"),
     "agent_check_refused": ([("DescribeInstanceInformation", "refuse", {"times": 2})], 1, "prepare"),
     "agent_check_failing": ([("DescribeInstanceInformation", "refuse",
                               {"times": 2, "code": "InternalFailure", "status": 400})], 3, "prepare"),
@@ -288,6 +296,10 @@ def test_every_launched_instance_is_terminated_whatever_the_network_does(rig: Ri
         assert outcome.failed_step is None and outcome.tries["prepare"] == 3, outcome.errors
         assert outcome.errors[1].startswith("prepare try 2: InstanceLookupFailed: cannot tell whether run")
         assert rig.proxy.count("RunInstances") == MAX_ATTEMPTS  # try 2 and 3 sent none
+    elif scenario == "lookup_misses_on_retry":
+        assert outcome.failed_step is None and outcome.tries["prepare"] == 2, outcome.errors
+        assert rig.proxy.count("RunInstances") == MAX_ATTEMPTS + 1  # try 2 sent one …
+        assert rig.proxy.launches == 1  # … with try 1's token: the same instance came back
     elif scenario == "terminate_refused_lost_timeout":
         assert outcome.failed_step is None and outcome.teardown_tries == 2
     else:
@@ -324,14 +336,14 @@ def test_without_a_client_token_a_lost_answer_launches_twice(rig: Rig,
     monkeypatch.setattr(botocore.handlers, "BUILTIN_HANDLERS", [
         entry for entry in botocore.handlers.BUILTIN_HANDLERS
         if entry[1] is not botocore.handlers.generate_idempotent_uuid])
-    original = ec2.Ec2Target.run_instances_request
+    original = Ec2Launcher.run_instances_request
 
     def without_token(self: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         request = original(self, *args, **kwargs)
         request.pop("ClientToken")
         return request
 
-    monkeypatch.setattr(ec2.Ec2Target, "run_instances_request", without_token)
+    monkeypatch.setattr(Ec2Launcher, "run_instances_request", without_token)
     plan = rig.plan("aws-test", "scheduled__2026-11-30T02:00:00+00:00-no-token")
     rig.proxy.add("RunInstances", "lose")
     run_like_the_dag(rig, plan, "prepare")
@@ -424,7 +436,7 @@ def test_two_deployments_on_one_schedule_never_touch_each_other(rig: Rig,
         monkeypatch.setenv("GPUCOMPARE_DEPLOYMENT", deployment)
         plans[deployment] = rig.plan("aws-test", dag_run_id)
     assert plans["staging"]["run_id"] != plans["production"]["run_id"]
-    states = {name: make_target(_json(plan["spec"])).prepare(plan["run_id"], attempt=1)
+    states = {name: make_target(_json(plan["spec"])).prepare(plan["run_id"])
               for name, plan in plans.items()}
     assert states["staging"].resource_id != states["production"].resource_id
 
@@ -444,7 +456,7 @@ def test_two_deployments_on_one_schedule_never_touch_each_other(rig: Rig,
     assert states["production"].resource_id not in {item.instance_id for item in swept}
     assert alive("production")
     # a retried prepare of staging launches its own, never reuses production's
-    again = make_target(_json(plans["staging"]["spec"])).prepare(plans["staging"]["run_id"], attempt=2)
+    again = make_target(_json(plans["staging"]["spec"])).prepare(plans["staging"]["run_id"])
     assert again.resource_id not in (states["production"].resource_id, states["staging"].resource_id)
     make_target(_json(plans["staging"]["spec"])).teardown(again)
     make_target(_json(plans["production"]["spec"])).teardown(states["production"])

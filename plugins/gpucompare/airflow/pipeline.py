@@ -48,7 +48,7 @@ import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from airflow.providers.standard.decorators.python import _PythonDecoratedOperator
 from airflow.sdk import Asset, TriggerRule, WeightRule, get_current_context, task, task_group
@@ -250,30 +250,46 @@ def _run_sweep(plan: dict[str, Any], state: dict[str, Any], mode: str) -> dict[s
         began = time.time()
         started = target.start_sweep(current, sweep["config"], timeout_s=sweep["timeout_s"])
         started = {**(started.to_dict() if hasattr(started, "to_dict") else started), "began": began}
+    log.info("%s sweep of %s: %s; waiting in the triggerer", mode, plan["spec"]["name"], started["decision"])
+    _defer("resume_sweep", plan, target, current, started)
+
+
+def _defer(method_name: str, plan: dict[str, Any], target: Any, state: Any, started: dict[str, Any],
+           poller: str = "sweep_poller") -> NoReturn:
+    """Defer the task to ``SweepTrigger`` over the target's ``poller``; ``method_name`` resumes it."""
     from airflow.sdk.exceptions import TaskDeferred
 
     from gpucompare.airflow.triggers import SweepTrigger
 
-    log.info("%s sweep of %s: %s; waiting in the triggerer", mode, plan["spec"]["name"], started["decision"])
-    carry = {"plan": plan, "state": current.to_dict(), "started": started}
-    trigger = SweepTrigger(spec=plan["spec"], state=current.to_dict(), started=started,
-                           poll_interval_s=target.options.poll_interval_s, carry=carry)
+    carry = {"plan": plan, "state": state.to_dict(), "started": started}
+    trigger = SweepTrigger(spec=plan["spec"], state=state.to_dict(), started=started,
+                           poll_interval_s=target.options.poll_interval_s, carry=carry, poller=poller)
     # what the resumed task needs travels in the event (dag.test() replaces the kwargs by it)
-    raise TaskDeferred(trigger=trigger, method_name="resume_sweep")
+    raise TaskDeferred(trigger=trigger, method_name=method_name)
 
 
 @contextlib.contextmanager
-def _sweep_phase(target: Any, started: dict[str, Any]) -> Iterator[None]:
-    """The ``sweep`` phase of a deferred sweep: from its start in the first task to the end of
-    the resumed one (the wait in the triggerer included), recorded whether it ended or raised."""
+def _phase_if_failed(target: Any, phase: str) -> Iterator[None]:
+    """Time the block as ``phase`` only if it raises: when it returns, the task defers and the
+    resumed task records the phase from its start (``_deferred_phase``)."""
+    with target.phases.timed(phase) as record:
+        yield
+    target.phases.records.remove(record)
+
+
+@contextlib.contextmanager
+def _deferred_phase(target: Any, phase: str, started: dict[str, Any]) -> Iterator[Any]:
+    """A phase of a deferred step (``sweep``, ec2's ``provision``): from its start in the first
+    task to the end of the resumed one (the wait in the triggerer included), recorded whether
+    it ended or raised."""
     from datetime import UTC, datetime
 
     began = float(started.get("began") or time.time())
     record = None
     try:
-        with target.phases.timed("sweep") as record:
+        with target.phases.timed(phase) as record:
             record.started_at = datetime.fromtimestamp(began, UTC).isoformat()
-            yield
+            yield record
     finally:
         if record is not None:
             record.seconds = time.time() - began
@@ -288,9 +304,25 @@ class SweepOperator(_PythonDecoratedOperator):
         context["target_name"] = plan["spec"]["name"]  # the map index label, as _name_map_index
         target = _target(plan)
         with _phases_recorded(plan, target, state.get("market")), bad_input_fails(), \
-                _sweep_phase(target, started):
+                _deferred_phase(target, "sweep", started):
             done = target.finish_sweep(_state(state), started, event)
         log.info("Sweep of %s finished (%s)", plan["spec"]["name"], started["decision"])
+        return done.to_dict()
+
+
+class PrepareOperator(_PythonDecoratedOperator):
+    """The prepare step: for ec2 its function launches the instance and defers the wait until
+    it is usable (``prepare``); the task resumes in ``resume_prepare``, for seconds again."""
+
+    def resume_prepare(self, context: Any, event: dict[str, Any], **_: Any) -> dict[str, Any]:
+        plan, state, started = (event["carry"][key] for key in ("plan", "state", "started"))
+        context["target_name"] = plan["spec"]["name"]  # the map index label, as _name_map_index
+        target = _target(plan)
+        with _phases_recorded(plan, target, state.get("market")), bad_input_fails(), \
+                _deferred_phase(target, "provision", started):
+            target.phases.mark_billed()  # the instance existed since the first part
+            done = target.finish_prepare(_state(state), event)
+        log.info("Prepared %s: resource %s, market %s", plan["spec"]["name"], done.resource_id, done.market)
         return done.to_dict()
 
 
@@ -309,12 +341,13 @@ _STEP_POLICY: dict[str, tuple[int, bool, bool]] = {}
 
 
 def _step(timeout: timedelta, retries: int = 3, *, holds_machine: bool = True,
-          bounded_retries: bool = False, sweep: bool = False) -> Any:
+          bounded_retries: bool = False, operator: type | None = None) -> Any:
     """The decorator of a step of the group: its time limit and its target's name as the map
     index label in the UI; its retries with backoff (``bounded_retries``: the bounded schedule of the
     steps that hold an idle machine) and the pool when it holds a machine come from the
     settings, so they are applied when a DAG builds the group (``_with_settings``), not here.
-    ``sweep``: the step is a :class:`SweepOperator` (it starts the sweep and defers the wait).
+    ``operator``: the step's operator class when it defers (:class:`SweepOperator`,
+    :class:`PrepareOperator`: it starts the work and defers the wait).
 
     Priority grows along the group (``WeightRule.UPSTREAM``): when the pool is short of slots,
     the next step of a target whose machine is up goes before another target's ``prepare``,
@@ -324,8 +357,8 @@ def _step(timeout: timedelta, retries: int = 3, *, holds_machine: bool = True,
         _STEP_POLICY[function.__name__] = (retries, holds_machine, bounded_retries)
         options = dict(map_index_template=MAP_INDEX_TEMPLATE, execution_timeout=timeout,
                        weight_rule=WeightRule.UPSTREAM)
-        if sweep:
-            return task_decorator_factory(function, decorated_operator_class=SweepOperator, **options)
+        if operator is not None:
+            return task_decorator_factory(function, decorated_operator_class=operator, **options)
         return task(**options)(function)
 
     return decorate
@@ -340,15 +373,25 @@ def _with_settings(step: Any) -> Any:
     return step.override(**backoff, **pool)
 
 
-@_step(timedelta(minutes=45))
+@_step(timedelta(minutes=45), operator=PrepareOperator)
 def prepare(plan: dict[str, Any]) -> dict[str, Any]:
-    """Provision or reach the machine (the cost guard runs first for paid ones)."""
+    """Provision or reach the machine (the cost guard runs first for paid ones). A target whose
+    machine takes minutes to come up (ec2: ``start_prepare``) launches it here and defers the
+    wait (instance running, SSM agent online) to ``SweepTrigger``; the others prepare here."""
     _name_map_index(plan)
     target = _target(plan)
     with _phases_recorded(plan, target), bad_input_fails():
-        state = target.prepare(plan["run_id"])
-    log.info("Prepared %s: resource %s, market %s", plan["spec"]["name"], state.resource_id, state.market)
-    return state.to_dict()
+        if not hasattr(target, "start_prepare"):
+            state = target.prepare(plan["run_id"])
+            log.info("Prepared %s: resource %s, market %s", plan["spec"]["name"], state.resource_id,
+                     state.market)
+            return state.to_dict()
+        began = time.time()
+        with _phase_if_failed(target, "provision"):
+            state, started = target.start_prepare(plan["run_id"])
+    log.info("Launched or found %s for %s; waiting in the triggerer until it is usable", state.resource_id,
+             plan["spec"]["name"])
+    _defer("resume_prepare", plan, target, state, {**started, "began": began}, poller="prepare_poller")
 
 
 @_step(timedelta(hours=1), HOLDING_RETRIES, bounded_retries=True)
@@ -360,14 +403,14 @@ def deploy(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         return target.deploy(_state(state)).to_dict()
 
 
-@_step(timedelta(seconds=SWEEP_TASK_TIMEOUT_S), retries=1, sweep=True)
+@_step(timedelta(seconds=SWEEP_TASK_TIMEOUT_S), retries=1, operator=SweepOperator)
 def score_sweep(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """The scoring sweep (as MXNet's benchmark_score.py), progress streamed into this log."""
     _name_map_index(plan)
     return _run_sweep(plan, state, "score")
 
 
-@_step(timedelta(seconds=SWEEP_TASK_TIMEOUT_S), retries=1, sweep=True)
+@_step(timedelta(seconds=SWEEP_TASK_TIMEOUT_S), retries=1, operator=SweepOperator)
 def train_sweep(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """The training sweep (as train_imagenet.py --benchmark 1)."""
     _name_map_index(plan)
@@ -533,9 +576,13 @@ def scaling_group(plan: dict[str, Any]) -> dict[str, Any]:
     share them. Teardown runs in the task's ``finally``; an ec2 host that outlives a killed
     task powers itself off at its TTL, and the sweeper DAG terminates it.
     """
+    from gpucompare.config.fleet import check_scaling_slots
     from gpucompare.scaling import run as scaling_run
 
-    dag_run_id = get_current_context()["dag_run"].run_id
+    context = get_current_context()
+    dag_run_id = context["dag_run"].run_id
+    with bad_input_fails():
+        check_scaling_slots(plan, context["task"].pool_slots)
     log.info("Scaling group %s: %d point(s) on %s", plan["group"], len(plan["points"]),
              ", ".join(s["name"] for s in plan["specs"]))
     # the points and their ingest happen in this task, so the records stay on its own disk
@@ -548,7 +595,10 @@ def scaling_group(plan: dict[str, Any]) -> dict[str, Any]:
     return {"group": plan["group"], "records": len(plan["points"]), "files": written}
 
 
-def run_scaling_groups(plans: Any) -> None:
-    """One mapped ``scaling_group`` task per enabled scaling group of the fleet."""
-    bound = scaling_group.override(pool=settings.pool(), outlets=[results_asset()], **network_retries(1))
+def run_scaling_groups(plans: Any, pool_slots: int = 1) -> None:
+    """One mapped ``scaling_group`` task per enabled scaling group of the fleet, each taking
+    ``pool_slots`` slots of the pool (a slot per host of the largest group:
+    ``config.fleet.scaling_pool_slots``), so the pool still caps the paid machines."""
+    bound = scaling_group.override(pool=settings.pool(), pool_slots=pool_slots, outlets=[results_asset()],
+                                   **network_retries(1))
     bound.expand(plan=plans)

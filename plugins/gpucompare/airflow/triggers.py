@@ -1,4 +1,7 @@
-"""The trigger a deferred sweep waits in: a small async poller over the target's own sweep poller.
+"""The trigger a deferred wait runs in: a small async poller over the target's own poller.
+
+(The ec2 ``prepare`` defers the same way: the instance running and its SSM agent online,
+``poller="prepare_poller"``; the event then goes to ``finish_prepare``.)
 
 A sweep task starts the sweep (``Target.start_sweep``: seconds) and defers; the triggerer
 then runs ``SweepTrigger``, which rebuilds the target from its spec and calls its
@@ -26,6 +29,9 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+#: The waits a target offers a trigger (each returns an object with ``poll()`` and ``close()``).
+POLLERS = ("sweep_poller", "prepare_poller")
+
 
 class SweepTrigger(BaseTrigger):
     """Waits for one sweep of one target (see the module docstring).
@@ -36,26 +42,32 @@ class SweepTrigger(BaseTrigger):
     :param poll_interval_s: seconds between two polls
     :param carry: JSON the event brings back as is (``event["carry"]``): what the resumed task
         needs, in the event itself rather than only in the deferral's kwargs
+    :param poller: which of the target's waits: ``sweep_poller`` (a sweep) or ``prepare_poller``
+        (ec2: the instance running and its SSM agent online, ``launch.ReadyPoller``)
     """
 
     def __init__(self, *, spec: dict[str, Any], state: dict[str, Any], started: dict[str, Any],
-                 poll_interval_s: float = 15.0, carry: dict[str, Any] | None = None) -> None:
+                 poll_interval_s: float = 15.0, carry: dict[str, Any] | None = None,
+                 poller: str = "sweep_poller") -> None:
         super().__init__()
+        if poller not in POLLERS:
+            raise ValueError(f"poller {poller!r} is not allowed: {', '.join(POLLERS)}")
         self.spec, self.state, self.started = spec, state, started
         self.poll_interval_s = float(poll_interval_s)
         self.carry = carry or {}
+        self.poller = poller
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}",
                 {"spec": self.spec, "state": self.state, "started": self.started,
-                 "poll_interval_s": self.poll_interval_s, "carry": self.carry})
+                 "poll_interval_s": self.poll_interval_s, "carry": self.carry, "poller": self.poller})
 
     def _poller(self) -> Any:
         from gpucompare.targets import make_target
         from gpucompare.targets.base import TargetState
 
         target = make_target(self.spec, line_sink=lambda line: self.log.info("%s", line))
-        return target.sweep_poller(TargetState.from_dict(self.state), self.started)
+        return getattr(target, self.poller)(TargetState.from_dict(self.state), self.started)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         poller = await asyncio.to_thread(self._poller)

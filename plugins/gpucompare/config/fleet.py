@@ -290,6 +290,46 @@ def nightly_schedule() -> str:
         return DEFAULT_SCHEDULE
 
 
+def scaling_pool_slots() -> int:
+    """The pool slots a ``scaling_group`` task takes: the host count of the largest enabled
+    scaling group of the fleet file (each host is a paid machine), at least 1.
+
+    Read while the DAG file is parsed, as :func:`nightly_schedule`: a mapped task's
+    ``pool_slots`` is fixed when the DAG is built, while the plans exist only at run time.
+    An unreadable or invalid fleet file gives 1 here and fails loudly in the run's
+    ``load_scaling`` task; a group that grew since the parse is refused by the task
+    (:func:`check_scaling_slots`) until the DAG is parsed again.
+    """
+    try:
+        document = read_document(settings.fleet_path())
+        groups = [validation.check(f"scaling_groups[{index}]", models.ScalingGroup, entry)
+                  for index, entry in enumerate(document.get("scaling_groups") or [])]
+    except (ValidationError, TypeError):
+        return 1
+    return max([len(group.targets) for group in groups if group.enabled] + [1])
+
+
+def check_scaling_fits(plans: list[dict[str, Any]], max_instances: int) -> None:
+    """Refuse a scaling group with more hosts than the pool has slots (``max_instances``): its
+    task takes a slot per host and could never start, so the night would wait forever."""
+    for plan in plans:
+        if len(plan["specs"]) > max_instances:
+            raise FleetError(f"scaling_groups {plan['group']}",
+                             f"{len(plan['specs'])} hosts, but the pool has max_instances = {max_instances} "
+                             "slots: the group could never start",
+                             f"at most {max_instances} hosts, or raise max_instances and the pool's slots")
+
+
+def check_scaling_slots(plan: Mapping[str, Any], pool_slots: int) -> None:
+    """Refuse a scaling group with more hosts than the pool slots its task holds (the fleet
+    file changed after the DAG was parsed): the pool would under-count its paid machines."""
+    hosts = len(plan["specs"])
+    if hosts > pool_slots:
+        raise FleetError(f"scaling_groups {plan['group']}", f"{hosts} hosts, but its task holds "
+                         f"{pool_slots} pool slot(s): the fleet file changed after the DAG was parsed",
+                         f"at most {pool_slots} hosts until the DAG file is parsed again")
+
+
 # -- plans ------------------------------------------------------------------------------------
 def target_run_id(dag_run_id: str, target_name: str, deployment: str | None = None) -> str:
     """The run id of one target in one DAG run: ``<deployment>.<dag run id>.<target>``,

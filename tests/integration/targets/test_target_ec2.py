@@ -240,7 +240,7 @@ def test_what_run_command_is_sent_and_polled(aws, aws_client):
     try:
         state = target.deploy(state)
         state = target.run_sweep(state, sweep, timeout_s=321)
-        writer_prefix = f"{target.run_prefix(run_id)}/{state.extra['writer']}"
+        writer_prefix = f"{target.storage.run_prefix(run_id)}/{state.extra['writer']}"
         deployment = target.options.deployment
         assert writer_prefix.startswith(f"gpucompare/results/{deployment}/{run_key(run_id)}/")
         assert state.remote_results == f"s3://{aws['bucket']}/{writer_prefix}/results.jsonl"
@@ -375,7 +375,8 @@ def test_sent_commands_run_the_real_worker_in_bash(aws, aws_client, tmp_path):
         assert sweep_run.returncode == 0, sweep_run.stderr[-3000:]
         # the worker's progress went to S3 (what run_sweep follows) and its tail to stderr (SSM's copy)
         progress_keys = [o["Key"] for o in aws_client("s3").list_objects_v2(
-            Bucket=aws["bucket"], Prefix=f"{target.run_prefix(run_id)}/{state.extra['writer']}/progress/"
+            Bucket=aws["bucket"],
+            Prefix=f"{target.storage.run_prefix(run_id)}/{state.extra['writer']}/progress/"
         )["Contents"]]
         assert len(progress_keys) == 1
         body = aws_client("s3").get_object(Bucket=aws["bucket"], Key=progress_keys[0])["Body"]
@@ -434,7 +435,8 @@ def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances
     def record(params: dict[str, Any], model: Any, **_: Any) -> None:
         calls.append((model.service_model.endpoint_prefix, model.name, dict(params)))
 
-    for client in (target.ec2_hook.conn, target.ssm_hook.conn, target.s3_hook.conn, target.iam_client):
+    for client in (target.ec2_hook.conn, target.ssm_hook.conn, target.s3_hook.conn,
+                   target.clients.iam_client):
         client.meta.events.register("provide-client-params", record)
     state = target.prepare(run_id)
     launched_profiles = {
@@ -541,9 +543,10 @@ def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances
     writer = state.extra["writer"]
     me = {"aws:userid": writer}
     bucket_arn = f"arn:aws:s3:::{aws['bucket']}"
-    bundle = f"{bucket_arn}/{target.bundle_key('0' * 64)}"
-    own = f"{bucket_arn}/{target.run_prefix(run_id)}/{writer}/results.jsonl"
-    other_instance = f"{bucket_arn}/{target.run_prefix(run_id)}/AROAOTHER:i-0fffffffffffffff0/results.jsonl"
+    bundle = f"{bucket_arn}/{target.storage.bundle_key('0' * 64)}"
+    own = f"{bucket_arn}/{target.storage.run_prefix(run_id)}/{writer}/results.jsonl"
+    other_instance = (f"{bucket_arn}/{target.storage.run_prefix(run_id)}"
+                      "/AROAOTHER:i-0fffffffffffffff0/results.jsonl")
     assert iam_policy.allows(instance, iam_policy.Request("s3:GetObject", bundle, me))
     assert iam_policy.allows(instance, iam_policy.Request("s3:PutObject", own, me))
     assert not iam_policy.allows(instance, iam_policy.Request("s3:PutObject", bundle, me))
@@ -659,7 +662,7 @@ def test_progress_lines_are_followed_while_the_sweep_runs(aws, aws_client):
     state = target.prepare(run_id)
     try:
         state = target.deploy(state)
-        key = target._progress_key(state, target._sweep_config(state, TINY_SWEEP))
+        key = target.storage.progress_key(state, target._sweep_config(state, TINY_SWEEP))
         progress_lines = ["[1/2] score alexnet b1: warming up", "[1/2] score alexnet b1: ok",
                           "[2/2] score alexnet b2: ok"]
         answers = [{"Status": "InProgress"}] * 4 + [
@@ -699,23 +702,26 @@ def test_teardown_skips_a_malformed_id_and_still_reaches_the_tagged_instance(aws
     target.teardown(gone)  # an id that does not exist: nothing to do, no error
 
 
-def test_launch_carries_a_client_token_per_run_attempt_and_market(aws):
-    """The idempotency token: the same run, attempt and market give the same token (a retried
-    call returns the first call's instance); another attempt, market or deployment another."""
+def test_launch_carries_a_client_token_per_run_and_market_the_same_on_every_try(aws):
+    """The idempotency token: the same run and market give the same token whatever the try (a
+    retried call, or a retry that did not see the first instance yet, gets that instance back);
+    another market, deployment, or a dead instance of the run (launch anew) gives another."""
     target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
     run_id = new_run_id()
-    request = target.run_instances_request(run_id, aws["image_id"], 60, "2026-11-30T04:00:00Z", spot=False,
-                                           attempt=1)
-    again = target.run_instances_request(run_id, aws["image_id"], 60, "2026-11-30T04:00:01Z", spot=False,
-                                         attempt=1)
+    launcher = target.launcher
+    request = launcher.run_instances_request(run_id, aws["image_id"], 60, "2026-11-30T04:00:00Z", spot=False)
+    again = launcher.run_instances_request(run_id, aws["image_id"], 60, "2026-11-30T04:00:01Z", spot=False)
     token = request["ClientToken"]
     assert token == again["ClientToken"] and len(token) <= 64 and token.isascii()
-    def token_of(spot: bool, attempt: int) -> str:
-        return target.run_instances_request(run_id, aws["image_id"], 60, "x", spot=spot,
-                                            attempt=attempt)["ClientToken"]
 
-    others = {token_of(True, 1), token_of(False, 2), client_token("other", run_id, 1, "on_demand")}
+    def token_of(spot: bool, dead: tuple[str, ...] = ()) -> str:
+        return target.launcher.run_instances_request(run_id, aws["image_id"], 60, "x", spot=spot,
+                                            dead=dead)["ClientToken"]
+
+    others = {token_of(True), token_of(False, ("i-0123456789abcdef0",)),
+              client_token("other", run_id, "on_demand")}
     assert token not in others and len(others) == 3
+    assert token_of(False, ("i-1", "i-2")) == token_of(False, ("i-2", "i-1"))
     tags = {t["Key"]: t["Value"] for t in request["TagSpecifications"][0]["Tags"]}
     assert tags[DEPLOYMENT_TAG] == target.options.deployment
 
@@ -727,7 +733,7 @@ def test_a_poisoned_bundle_is_replaced_and_the_region_is_recorded(aws, aws_clien
     run_id = new_run_id()
     target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
     bundle = build_worker_bundle()
-    key = target.bundle_key(bundle.sha256)
+    key = target.storage.bundle_key(bundle.sha256)
     aws_client("s3").put_object(Bucket=aws["bucket"], Key=key, Body=b"poisoned")
     state = target.prepare(run_id)
     try:

@@ -201,6 +201,34 @@ def test_nightly_schedule_comes_from_env_then_file(tmp_path: Path, monkeypatch: 
     assert fleet.nightly_schedule() == fleet.DEFAULT_SCHEDULE
 
 
+def test_a_scaling_group_takes_a_pool_slot_per_host_of_the_largest_enabled_group(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fleet_file = tmp_path / "fleet.yaml"
+    monkeypatch.setenv("GPUCOMPARE_FLEET", str(fleet_file))
+    fleet_file.write_text("scaling_groups:\n"
+                          "  - {name: pair, targets: [a, b], profile: p}\n"
+                          "  - {name: trio, targets: [a, b, c], profile: p}\n"
+                          "  - {name: five, targets: [a, b, c, d, e], profile: p, enabled: false}\n")
+    assert fleet.scaling_pool_slots() == 3  # the disabled five-host group does not count
+    fleet_file.write_text("schedule: '0 2 * * *'\n")
+    assert fleet.scaling_pool_slots() == 1
+    # a broken file must not break DAG parsing: 1 here, the run's load_scaling reports it
+    for broken in ("scaling_groups: [\n", "scaling_groups: [{name: 'A B', targets: [a]}]\n",
+                   "scaling_groups: 3\n"):
+        fleet_file.write_text(broken)
+        assert fleet.scaling_pool_slots() == 1
+    # at run time, a group that grew since the parse is refused, naming it and the limit
+    plan = {"group": "trio", "specs": [{}, {}, {}]}
+    fleet.check_scaling_slots(plan, 3)
+    with pytest.raises(ValidationError, match="scaling_groups trio.*3 hosts.*2 pool slot.*parsed") as error:
+        fleet.check_scaling_slots(plan, 2)
+    assert error.value.allowed == "at most 2 hosts until the DAG file is parsed again"
+    # a group larger than the pool could never start: load_scaling refuses it
+    fleet.check_scaling_fits([plan], 3)
+    with pytest.raises(ValidationError, match="scaling_groups trio.*3 hosts.*max_instances = 2.*never start"):
+        fleet.check_scaling_fits([plan], 2)
+
+
 def test_manual_plan_uses_the_request_on_the_profile_knobs(configured: fleet.Fleet) -> None:
     from gpucompare.config.models import check_request
 

@@ -1,12 +1,14 @@
 """Launching an ``ec2`` target's instance: what ``prepare`` sends to RunInstances and waits for.
 
-The idempotency ``ClientToken`` (``client_token``), the boot script that schedules the
+The idempotency ``ClientToken`` (``client_token``: one per run and market, whatever the try),
+the boot script that schedules the
 power-off (``user_data_script``), the AMI (an id or the SSM parameter that names it), the
 RunInstances request (IMDSv2, encrypted root volume deleted on termination,
 ``InstanceInitiatedShutdownBehavior=terminate``, tags, spot options), spot with the
-on-demand fallback on refused capacity, and the waits until the instance runs and its SSM
-agent is online. ``Ec2LaunchMixin`` holds the methods that need the target's hooks and
-options; ``Ec2Target`` (``target.py``) mixes it in.
+on-demand fallback on refused capacity, and the wait until the instance runs and its SSM
+agent is online (``ReadyPoller``: in the task or in a trigger). ``Ec2Launcher`` holds what
+needs the target's clients and options; ``Ec2Target`` (``target.py``) is built from it, a
+``storage.RunStorage`` and an ``ssm.SsmRunner`` per instance.
 """
 
 from __future__ import annotations
@@ -60,20 +62,15 @@ def find_run_instances(ec2_hook: Any, run_id: str, deployment: str,
             "refusing to launch one that could be a second: the task's retry looks again") from exc
 
 
-def client_token(deployment: str, run_id: str, attempt: int, market: str) -> str:
-    """RunInstances' idempotency token (at most 64 ASCII characters): the same run, attempt and
-    market always give the same token, so a retried call returns the instance of the first."""
-    return hashlib.sha256(f"{deployment}\0{run_id}\0{int(attempt)}\0{market}".encode()).hexdigest()[:64]
-
-
-def current_attempt() -> int:
-    """The Airflow task's try number when called inside a task, else 1."""
-    try:
-        from airflow.sdk import get_current_context
-
-        return int(get_current_context()["ti"].try_number or 1)
-    except Exception:  # outside a task (tests, the CLI): one attempt
-        return 1
+def client_token(deployment: str, run_id: str, market: str, dead: tuple[str, ...] = ()) -> str:
+    """RunInstances' idempotency token (at most 64 ASCII characters), the same for every try of
+    the run: a call retried by botocore after a lost answer, and a task retry whose tag lookup
+    does not see the instance yet (DescribeInstances is eventually consistent), get the first
+    call's instance back instead of launching a second one. ``dead``: the run's instances
+    already gone (terminated, stopped: a spot reclaim, a failed try's teardown), which the
+    lookup sees; each one gives a new token, so a retry after a lost instance launches anew."""
+    seed = "\0".join([deployment, run_id, market, *sorted(dead)])
+    return hashlib.sha256(seed.encode()).hexdigest()[:64]
 
 
 def user_data_script(ttl_minutes: int) -> str:
@@ -86,14 +83,24 @@ def user_data_script(ttl_minutes: int) -> str:
     )
 
 
-class Ec2LaunchMixin:
-    """Launch and wait for the run's instance (see the module docstring); part of ``Ec2Target``."""
+class Ec2Launcher:
+    """Launch the run's instance and wait for it (see the module docstring): one part of
+    ``Ec2Target``, usable alone with a spec, its options and the clients (``AwsClients``)."""
 
-    # provided by Ec2Target
-    spec: TargetSpec
-    options: Ec2Options
-    ec2_hook: Any
-    ssm_hook: Any
+    def __init__(self, spec: TargetSpec, options: Ec2Options, clients: Any) -> None:
+        self.spec, self.options, self.clients = spec, options, clients
+
+    @property
+    def ec2_hook(self) -> Any:
+        return self.clients.ec2_hook
+
+    @property
+    def ssm_hook(self) -> Any:
+        return self.clients.ssm_hook
+
+    def find(self, run_id: str, states: tuple[str, ...]) -> list[dict[str, Any]]:
+        """This deployment's instances of the run in ``states`` (``find_run_instances``)."""
+        return find_run_instances(self.ec2_hook, run_id, self.options.deployment, states)
 
     def resolve_ami(self) -> str:
         """The AMI id: given directly, or read from the SSM parameter that names it."""
@@ -110,14 +117,14 @@ class Ec2LaunchMixin:
             raise TargetError(f"ec2 option 'ami': SSM parameter {name!r} holds {value!r}, not an AMI id")
         return value.strip()
 
-    def _root_device_name(self, image_id: str) -> str:
+    def root_device_name(self, image_id: str) -> str:
         images = self.ec2_hook.conn.describe_images(ImageIds=[image_id]).get("Images", [])
         if not images:  # no retry makes it exist: fail at once
             raise TargetConfigError(f"AMI {image_id} does not exist in {self.spec.region}")
         return images[0].get("RootDeviceName") or "/dev/sda1"
 
     def run_instances_request(self, run_id: str, image_id: str, ttl_minutes: int, expires_at: str,
-                              *, spot: bool, attempt: int = 1) -> dict[str, Any]:
+                              *, spot: bool, dead: tuple[str, ...] = ()) -> dict[str, Any]:
         """The RunInstances parameters (everything ``target``'s module docstring promises)."""
         tags = [
             {"Key": "Name", "Value": f"gpucompare-{run_key(run_id)}"[:255]},
@@ -131,14 +138,14 @@ class Ec2LaunchMixin:
             "InstanceType": self.spec.instance_type,
             "MinCount": 1,
             "MaxCount": 1,
-            "ClientToken": client_token(self.options.deployment, run_id, attempt,
-                                        "spot" if spot else "on_demand"),
+            "ClientToken": client_token(self.options.deployment, run_id, "spot" if spot else "on_demand",
+                                        dead),
             "IamInstanceProfile": {"Name": self.options.instance_profile},
             # hop limit 2: a container on the host (the worker image) can still reach IMDSv2
             "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled",
                                 "HttpPutResponseHopLimit": 2},
             "BlockDeviceMappings": [{
-                "DeviceName": self._root_device_name(image_id),
+                "DeviceName": self.root_device_name(image_id),
                 "Ebs": {"VolumeSize": self.options.volume_size_gb, "VolumeType": "gp3",
                         "Encrypted": True, "DeleteOnTermination": True},
             }],
@@ -159,15 +166,17 @@ class Ec2LaunchMixin:
             }
         return request
 
-    def _launch(self, run_id: str, image_id: str, ttl_minutes: int, expires_at: str, *,
-                attempt: int) -> tuple[str, str]:
+    def launch(self, run_id: str, image_id: str, ttl_minutes: int, expires_at: str, *,
+               dead: tuple[str, ...] = ()) -> tuple[str, str]:
+        """RunInstances (spot first if asked, on-demand when spot capacity is refused): the new
+        (or, for a repeated token, the earlier) instance's id and the market it got."""
         from botocore.exceptions import ClientError
 
         want_spot = self.spec.market == "spot"
         if want_spot:
             try:
                 request = self.run_instances_request(run_id, image_id, ttl_minutes, expires_at, spot=True,
-                                                     attempt=attempt)
+                                                     dead=dead)
                 instance = self.ec2_hook.conn.run_instances(**request)["Instances"][0]
                 log.info("Launched spot instance %s (%s) for run %s", instance["InstanceId"],
                          self.spec.instance_type, run_id)
@@ -179,7 +188,7 @@ class Ec2LaunchMixin:
                 log.warning("Spot capacity refused for %s in %s (%s): falling back to on-demand",
                             self.spec.instance_type, self.spec.region, code)
         request = self.run_instances_request(run_id, image_id, ttl_minutes, expires_at, spot=False,
-                                             attempt=attempt)
+                                             dead=dead)
         try:
             instance = self.ec2_hook.conn.run_instances(**request)["Instances"][0]
         except ClientError as exc:
@@ -189,53 +198,101 @@ class Ec2LaunchMixin:
         return instance["InstanceId"], "on_demand"
 
     @staticmethod
-    def _market_of(instance: dict[str, Any]) -> str:
+    def market_of(instance: dict[str, Any]) -> str:
         return "spot" if instance.get("InstanceLifecycle") == "spot" else "on_demand"
 
-    def _waiter_config(self, timeout_s: float) -> dict[str, float]:
+    def waiter_config(self, timeout_s: float) -> dict[str, float]:
         delay = self.options.poll_interval_s
         return {"Delay": delay, "MaxAttempts": max(1, math.ceil(timeout_s / delay))}
 
-    def _wait_running(self, instance_id: str) -> None:
-        self.ec2_hook.get_waiter("instance_running").wait(
-            InstanceIds=[instance_id], WaiterConfig=self._waiter_config(self.options.launch_timeout_s))
-
-    def _endpoint_is_custom(self) -> bool:
+    def endpoint_is_custom(self) -> bool:
         """True when SSM calls go to an endpoint that is not AWS's own (a test endpoint)."""
         host = urlparse(self.ssm_hook.conn.meta.endpoint_url).hostname or ""
         return not (host.endswith(".amazonaws.com") or host.endswith(".amazonaws.com.cn"))
 
-    def _wait_for_ssm_agent(self, instance_id: str) -> None:
-        """Wait until the instance's SSM agent reports Online (commands are refused before).
+    def ready_poller(self, instance_id: str, deadline: float) -> ReadyPoller:
+        """The wait until the instance runs and its SSM agent is online (``ReadyPoller``)."""
+        return ReadyPoller(self.ec2_hook.conn, self.ssm_hook.conn, instance_id, deadline,
+                           custom_endpoint=self.endpoint_is_custom())
 
-        Fallback, for AWS-compatible test endpoints only: when SSM calls go to an endpoint
-        outside ``*.amazonaws.com`` (``endpoint_url`` in the connection) and that endpoint does not implement
-        DescribeInstanceInformation (moto's server answers HTTP 500 "not implemented"),
-        an instance in state ``running`` counts as ready, with a warning. Against AWS itself
-        any error is raised.
-        """
+
+#: Instance states from which it never becomes ready (a spot instance reclaimed at once, a
+#: launch refused after RunInstances answered, the time-to-live reached).
+DEAD_STATES = ("shutting-down", "terminated", "stopping", "stopped")
+
+
+class ReadyPoller:
+    """The wait until a launched instance is ``running`` and its SSM agent reports Online
+    (commands are refused before), one ``poll()`` at a time: None while it is not ready, else
+    ``{"ready": instance_id}``; raises ``TargetError`` when the instance died or ``deadline``
+    (epoch seconds) passed. The same object waits in the task (``Ec2Target.prepare``) or in
+    the triggerer (``airflow.triggers.SweepTrigger``).
+
+    An instance id not known yet (DescribeInstances right after RunInstances is eventually
+    consistent) counts as pending. Fallback, for AWS-compatible test endpoints only
+    (``custom_endpoint``: SSM calls go outside ``*.amazonaws.com``): an endpoint that does not
+    implement DescribeInstanceInformation (moto's server answers HTTP 500 "not implemented")
+    counts a running instance as ready, with a warning. Against AWS any error is raised.
+    """
+
+    def __init__(self, ec2: Any, ssm: Any, instance_id: str, deadline: float, *,
+                 custom_endpoint: bool = False) -> None:
+        self.ec2, self.ssm, self.instance_id = ec2, ssm, instance_id
+        self.deadline, self.custom_endpoint = deadline, custom_endpoint
+        self.running = False
+        self.pings: list[Any] = []
+
+    def poll(self) -> dict[str, Any] | None:
+        if not self.running:
+            state = self._instance_state()
+            if state in DEAD_STATES:
+                raise TargetError(f"instance {self.instance_id} is {state} before it was ready "
+                                  "(spot capacity reclaimed, or the launch failed after RunInstances)")
+            self.running = state == "running"
+            if self.running:
+                log.info("Instance %s is running", self.instance_id)
+        if self.running and self._agent_online():
+            log.info("SSM agent on %s is online", self.instance_id)
+            return {"ready": self.instance_id}
+        if time.time() >= self.deadline:
+            if not self.running:
+                raise TargetError(f"instance {self.instance_id} not running in time")
+            raise TargetError(
+                f"SSM agent on {self.instance_id} not online in time "
+                f"(status {self.pings or 'not registered'}): "
+                "check the instance profile has AmazonSSMManagedInstanceCore and the subnet reaches "
+                "the SSM endpoints")
+        return None
+
+    def close(self) -> None:
+        """Nothing to close: each poll is a call of the clients."""
+
+    def _instance_state(self) -> str | None:
         from botocore.exceptions import ClientError
 
-        deadline = time.monotonic() + self.options.agent_timeout_s
-        while True:
-            try:
-                info = self.ssm_hook.conn.describe_instance_information(
-                    Filters=[{"Key": "InstanceIds", "Values": [instance_id]}])
-            except ClientError as exc:
-                unimplemented = http_status(exc) in (500, 501) or client_error_code(exc) in (
-                    "NotImplemented", "InvalidAction", "UnknownOperationException")
-                if unimplemented and self._endpoint_is_custom():
-                    log.warning("The endpoint does not implement DescribeInstanceInformation (%s); "
-                                "treating running instance %s as ready", exc, instance_id)
-                    return
-                raise TargetError(f"SSM DescribeInstanceInformation for {instance_id} failed: {exc}") from exc
-            pings = [item.get("PingStatus") for item in info.get("InstanceInformationList", [])]
-            if "Online" in pings:
-                log.info("SSM agent on %s is online", instance_id)
-                return
-            if time.monotonic() >= deadline:
-                raise TargetError(
-                    f"SSM agent on {instance_id} not online after {self.options.agent_timeout_s:.0f} s "
-                    f"(status {pings or 'not registered'}): check the instance profile has "
-                    f"AmazonSSMManagedInstanceCore and the subnet reaches the SSM endpoints")
-            time.sleep(self.options.poll_interval_s)
+        try:
+            reservations = self.ec2.describe_instances(InstanceIds=[self.instance_id])["Reservations"]
+        except ClientError as exc:
+            if client_error_code(exc) == "InvalidInstanceID.NotFound":
+                return None  # not visible yet
+            raise
+        states = [i["State"]["Name"] for r in reservations for i in r.get("Instances", [])]
+        return states[0] if states else None
+
+    def _agent_online(self) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            info = self.ssm.describe_instance_information(
+                Filters=[{"Key": "InstanceIds", "Values": [self.instance_id]}])
+        except ClientError as exc:
+            unimplemented = http_status(exc) in (500, 501) or client_error_code(exc) in (
+                "NotImplemented", "InvalidAction", "UnknownOperationException")
+            if unimplemented and self.custom_endpoint:
+                log.warning("The endpoint does not implement DescribeInstanceInformation (%s); "
+                            "treating running instance %s as ready", exc, self.instance_id)
+                return True
+            raise TargetError(
+                f"SSM DescribeInstanceInformation for {self.instance_id} failed: {exc}") from exc
+        self.pings = [item.get("PingStatus") for item in info.get("InstanceInformationList", [])]
+        return "Online" in self.pings

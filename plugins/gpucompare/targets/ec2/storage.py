@@ -5,8 +5,8 @@ run's prefix (``<prefix>/<deployment>/<run key>``), below it the instance's own 
 prefix (its ``aws:userid``, the only one its instance profile may write) with the results,
 progress and SSM output, and the content-addressed bundles
 (``<prefix>/<deployment>/bundles/<sha256>.tar.gz``). ``upload_bundle`` puts the worker code
-there unless exactly its bytes are already present. ``RunStorageMixin`` needs the target's
-hooks and options; ``Ec2Target`` mixes it in.
+there unless exactly its bytes are already present. ``RunStorage`` needs the target's clients
+and options; ``Ec2Target`` is built from it.
 """
 
 from __future__ import annotations
@@ -25,18 +25,25 @@ from gpucompare.targets.runs import sweep_dir_name
 log = logging.getLogger(__name__)
 
 
-class RunStorageMixin:
-    """The run's S3 keys and the bundle upload (see the module docstring)."""
+class RunStorage:
+    """The run's S3 keys and the bundle upload (see the module docstring): one part of
+    ``Ec2Target``, usable alone with a spec, its options, the clients (``AwsClients``) and how
+    to read a state's instance id (``instance_id``: raises when the state has none)."""
 
-    # provided by Ec2Target
-    spec: TargetSpec
-    options: Ec2Options
-    s3_hook: Any
-    iam_client: Any
+    def __init__(self, spec: TargetSpec, options: Ec2Options, clients: Any,
+                 instance_id: Callable[[TargetState], str]) -> None:
+        self.spec, self.options, self.clients = spec, options, clients
+        self._instance_id = instance_id
 
-    _instance_id: Callable[[TargetState], str]
+    @property
+    def s3_hook(self) -> Any:
+        return self.clients.s3_hook
 
-    def _writer_of(self, instance_id: str) -> str:
+    @property
+    def iam_client(self) -> Any:
+        return self.clients.iam_client
+
+    def writer_of(self, instance_id: str) -> str:
         """The instance's ``aws:userid`` (``<role id>:<instance id>``): the one S3 prefix of the
         run its instance profile may write (``docker/iam/instance-profile-policy.json``)."""
         try:
@@ -64,16 +71,16 @@ class RunStorageMixin:
         """Everything of one run lives below this key prefix (the deployment's own prefix first)."""
         return f"{self.options.results_prefix}/{self.options.deployment}/{run_key(run_id)}"
 
-    def _writer_prefix(self, state: TargetState) -> str:
+    def writer_prefix(self, state: TargetState) -> str:
         """The run's keys the instance may write: below its own ``aws:userid``."""
         writer = state.extra.get("writer")
         if not isinstance(writer, str) or not WRITER.fullmatch(writer):
-            writer = self._writer_of(self._instance_id(state))
+            writer = self.writer_of(self._instance_id(state))
             state.extra["writer"] = writer
         return f"{self.run_prefix(state.run_id)}/{writer}"
 
-    def _results_key(self, state: TargetState) -> str:
-        return f"{self._writer_prefix(state)}/results.jsonl"
+    def results_key(self, state: TargetState) -> str:
+        return f"{self.writer_prefix(state)}/results.jsonl"
 
     def bundle_key(self, sha256: str) -> str:
         return f"{self.options.results_prefix}/{self.options.deployment}/bundles/{sha256}.tar.gz"
@@ -98,8 +105,8 @@ class RunStorageMixin:
         self.s3_hook.load_bytes(bundle.data, key, bucket, replace=True)
         return key
 
-    def _progress_key(self, state: TargetState, config: dict[str, Any]) -> str:
-        return f"{self._writer_prefix(state)}/progress/{sweep_dir_name(config)}.log"
+    def progress_key(self, state: TargetState, config: dict[str, Any]) -> str:
+        return f"{self.writer_prefix(state)}/progress/{sweep_dir_name(config)}.log"
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,10 @@ is the one Airflow already manages. The provider's operators (``EC2CreateInstanc
 ``SsmRunCommandOperator`` …) are whole Airflow tasks; the target's steps are called from
 inside the DAG's own tasks, so it uses the same hooks, waiters and calls they do.
 
-This module holds the target's steps and its teardown; the launch (``launch``) and the
-run's S3 keys and bundle upload (``storage``) are mixed into ``Ec2Target`` from their own
-modules; every SSM command goes through one ``ssm.SsmRunner`` (also the host channel's).
+This module holds the target's steps and its teardown; the target is composed of a launcher
+(``launch.Ec2Launcher``), a storage object for the run's S3 keys and bundle upload
+(``storage.RunStorage``) and an SSM runner per instance (``ssm.SsmRunner``, also the host
+channel's), over one set of clients (``clients.AwsClients``).
 
 Exactly one sweep per machine and configuration: ``start_sweep`` finds the sweep's earlier
 command (its CommandId kept in the state, or found again through SSM by its comment) and
@@ -26,9 +27,10 @@ What ``prepare`` creates, and why:
 * IMDSv2 required, an encrypted root volume deleted on termination,
   ``InstanceInitiatedShutdownBehavior=terminate`` plus ``shutdown -h +TTL`` in the user data:
   an instance nobody tears down powers itself off, and powering off terminates it;
-* an idempotency ``ClientToken`` derived from the run, the attempt and the market: a
-  RunInstances retried by botocore after a lost response gets the same instance back
-  instead of launching a second one;
+* an idempotency ``ClientToken`` derived from the run and the market (and the run's instances
+  already dead), the same on every try: a RunInstances retried by botocore after a lost
+  response, or by a task retry whose tag lookup does not see the instance yet, gets the same
+  instance back instead of launching a second one;
 * tags ``gpucompare:run-id``, ``gpucompare:deployment`` (``settings.deployment()``: two
   Airflow deployments in one account never reuse, terminate or sweep each other's
   instances; the IAM policy conditions TerminateInstances and SendCommand on it),
@@ -71,7 +73,6 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
-from functools import cached_property
 from typing import Any
 
 from bench_tasks.configs import ConfigError, parse_sweep
@@ -87,8 +88,9 @@ from gpucompare.targets.base import (
     shell_quote,
 )
 from gpucompare.targets.ec2.aws_errors import client_error_code
+from gpucompare.targets.ec2.clients import AwsClients
 from gpucompare.targets.ec2.commands import deploy_commands, sweep_commands
-from gpucompare.targets.ec2.launch import Ec2LaunchMixin, current_attempt, find_run_instances
+from gpucompare.targets.ec2.launch import DEAD_STATES, Ec2Launcher, ReadyPoller
 from gpucompare.targets.ec2.options import (
     DEFAULT_TTL_MINUTES,
     DEPLOYMENT_TAG,
@@ -107,7 +109,7 @@ from gpucompare.targets.ec2.ssm import (
     is_final,
     raise_unless_success,
 )
-from gpucompare.targets.ec2.storage import RunStorageMixin, build_worker_bundle
+from gpucompare.targets.ec2.storage import RunStorage, build_worker_bundle
 from gpucompare.targets.phases import timed_phase
 
 log = logging.getLogger(__name__)
@@ -139,11 +141,13 @@ class SweepStart:
         return cls(**{name: data[name] for name in cls.__dataclass_fields__})
 
 
-class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
+class Ec2Target(Target):
     """Provision, use and terminate one EC2 instance per run (see the module docstring).
 
-    The launch (``launch.py``) and the run's S3 keys and bundle upload (``storage.py``) are
-    mixed in; SSM commands go through ``runner()`` (``ssm.SsmRunner``).
+    Built from parts, each usable alone: ``launcher`` (``launch.Ec2Launcher``: RunInstances,
+    the wait until the instance is usable), ``storage`` (``storage.RunStorage``: the run's S3
+    keys, the bundle upload) and, per instance, ``runner()`` (``ssm.SsmRunner``: every SSM
+    command), all over one set of clients (``clients.AwsClients``).
     """
 
     kind = "ec2"
@@ -152,37 +156,28 @@ class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
                  price_lookup: cost.PriceLookup | None = None, lake_uri: str | None = None) -> None:
         super().__init__(spec, line_sink=line_sink)
         self.options = Ec2Options.from_spec(spec)
+        #: the AWS clients every part uses; the launcher; the run's S3 keys and uploads
+        self.clients = AwsClients(self.options.aws_conn_id, spec.region)
+        self.launcher = Ec2Launcher(spec, self.options, self.clients)
+        self.storage = RunStorage(spec, self.options, self.clients, self._instance_id)
         self.price_lookup = price_lookup
         #: where the guard reads current prices and measured throughput (default: the
         #: [gpucompare] lake setting); a given ``price_lookup`` wins over the lake's prices
         self.lake_uri = lake_uri
 
-    # --- hooks (cached: one boto3 client each, so tests can hook into its events) ---
+    # --- the parts and their clients (one boto3 client per service, so tests can hook into its events) ---
 
-    @cached_property
+    @property
     def ec2_hook(self) -> Any:
-        from airflow.providers.amazon.aws.hooks.ec2 import EC2Hook
+        return self.clients.ec2_hook
 
-        return EC2Hook(aws_conn_id=self.options.aws_conn_id, region_name=self.spec.region,
-                       api_type="client_type")
-
-    @cached_property
+    @property
     def ssm_hook(self) -> Any:
-        from airflow.providers.amazon.aws.hooks.ssm import SsmHook
+        return self.clients.ssm_hook
 
-        return SsmHook(aws_conn_id=self.options.aws_conn_id, region_name=self.spec.region)
-
-    @cached_property
+    @property
     def s3_hook(self) -> Any:
-        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
-
-        return S3Hook(aws_conn_id=self.options.aws_conn_id)
-
-    @cached_property
-    def iam_client(self) -> Any:
-        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-
-        return AwsBaseHook(aws_conn_id=self.options.aws_conn_id, client_type="iam").conn
+        return self.clients.s3_hook
 
     # --- the cost guard ---
 
@@ -225,12 +220,29 @@ class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
     # --- prepare ---
 
     @timed_phase("provision")
-    def prepare(self, run_id: str, *, attempt: int | None = None) -> TargetState:
-        """Launch (or find) the run's instance and wait until SSM can reach it.
+    def prepare(self, run_id: str) -> TargetState:
+        """Launch (or find) the run's instance and wait until SSM can reach it: ``start_prepare``,
+        then its ``prepare_poller`` in this process, then ``finish_prepare`` (the DAG's prepare
+        task defers the wait to a trigger instead)."""
+        state, started = self.start_prepare(run_id)
+        poller = self.prepare_poller(state, started)
+        try:
+            while (event := poller.poll()) is None:
+                time.sleep(self.options.poll_interval_s)
+        except BaseException:
+            log.exception("Instance %s did not become usable; terminating it", state.resource_id)
+            self.teardown(state)
+            raise
+        return self.finish_prepare(state, event)
 
-        ``attempt`` (default: the Airflow task's try number, else 1) goes into the launch's
-        idempotency token: retries inside one attempt (botocore's, after a lost response)
-        get the same instance back; a later attempt first looks the run's instance up by tag.
+    def start_prepare(self, run_id: str) -> tuple[TargetState, dict[str, Any]]:
+        """The short part of ``prepare``: the cost guard, then the run's instance found by tag or
+        launched; returns its state and what the wait needs (``{"instance_id", "deadline"}``:
+        ``launch_timeout_s`` + ``agent_timeout_s`` from now, epoch seconds).
+
+        The launch's idempotency token is the run's, the same on every try (``launch.client_token``):
+        a try that does not see the instance an earlier try launched (the lookup by tag is
+        eventually consistent) gets that instance back from RunInstances, not a second one.
         """
         if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
             raise TargetConfigError(f"run_id {run_id!r} may hold only letters, digits and _.:+- (1-200)")
@@ -239,19 +251,20 @@ class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
             cost.check_budget(estimate, float(self.options.budget_cap or 0), self.options.budget_currency)
             log.info("Cost guard passed: %s (cap %.2f %s)", estimate.describe(), self.options.budget_cap,
                      self.options.budget_currency)
-        existing = self._instances_of(run_id, ("pending", "running"))
+        known = self.launcher.find(run_id, ("pending", "running", *DEAD_STATES))
+        existing = [i for i in known if i["State"]["Name"] in ("pending", "running")]
+        dead = tuple(i["InstanceId"] for i in known if i not in existing)
         if existing:
             instance = existing[0]
-            instance_id, market = instance["InstanceId"], self._market_of(instance)
+            instance_id, market = instance["InstanceId"], self.launcher.market_of(instance)
             expires_at = _tag(instance, EXPIRES_AT_TAG)
             log.info("Run %s already has instance %s (%s): reusing it", run_id, instance_id, market)
         else:
             ttl = self.ttl_minutes()
             expires_at = (datetime.now(UTC) + timedelta(minutes=ttl)).strftime("%Y-%m-%dT%H:%M:%SZ")
-            image_id = self.resolve_ami()
-            self.record_region()
-            instance_id, market = self._launch(run_id, image_id, ttl, expires_at,
-                                               attempt=current_attempt() if attempt is None else attempt)
+            image_id = self.launcher.resolve_ami()
+            self.storage.record_region()
+            instance_id, market = self.launcher.launch(run_id, image_id, ttl, expires_at, dead=dead)
         self.phases.mark_billed()  # an instance exists from here on: the provisioning is paid for
         state = TargetState(
             spec=self.spec.to_dict(), run_id=run_id, resource_id=instance_id, market=market,
@@ -259,20 +272,33 @@ class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
                    "deployment": self.options.deployment, "results_bucket": self.options.results_bucket},
         )
         try:
-            state.extra["writer"] = self._writer_of(instance_id)
-            state.extra["results_key"] = self._results_key(state)
-            self._wait_running(instance_id)
-            self._wait_for_ssm_agent(instance_id)
+            state.extra["writer"] = self.storage.writer_of(instance_id)
+            state.extra["results_key"] = self.storage.results_key(state)
         except BaseException:
-            log.exception("Instance %s did not become usable; terminating it", instance_id)
+            log.exception("Instance %s: its results location is unknown; terminating it", instance_id)
             self.teardown(state)
             raise
+        deadline = time.time() + self.options.launch_timeout_s + self.options.agent_timeout_s
+        return state, {"instance_id": instance_id, "deadline": deadline}
+
+    def prepare_poller(self, state: TargetState, started: dict[str, Any]) -> ReadyPoller:
+        """The wait of ``prepare`` (``launch.ReadyPoller``), in the task or in a trigger."""
+        return self.launcher.ready_poller(started["instance_id"], float(started["deadline"]))
+
+    def finish_prepare(self, state: TargetState, event: dict[str, Any]) -> TargetState:
+        """After the wait: the state, or (the wait's ``{"error": ...}``) the instance terminated
+        and a ``TargetError``, so no unusable instance is left to bill."""
+        if event.get("error"):
+            log.error("Instance %s did not become usable (%s); terminating it", state.resource_id,
+                      event["error"])
+            self.teardown(state)
+            raise TargetError(event["error"])
         return state
 
     def _instances_of(self, run_id: str, states: tuple[str, ...] = LIVE_STATES) -> list[dict[str, Any]]:
         """This deployment's instances of the run (an instance of another deployment is never ours);
         a failed lookup raises ``InstanceLookupFailed``: prepare launches nothing on a guess."""
-        return find_run_instances(self.ec2_hook, run_id, self.options.deployment, states)
+        return self.launcher.find(run_id, states)
 
     # --- deploy ---
 
@@ -304,7 +330,7 @@ class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
     def _deploy_bundle(self, state: TargetState) -> TargetState:
         bundle = build_worker_bundle()
         # named by the bytes (not the code hash), checked here and again on the instance
-        bundle_key = self.upload_bundle(bundle)
+        bundle_key = self.storage.upload_bundle(bundle)
         workdir = f"{self.options.remote_root}/bench-{bundle.content_hash}"
         python = self._bench_python(bundle.requirements_hash)
         # the instance reads it with its own profile: no presigned URL (a credential) in SSM history
@@ -325,7 +351,7 @@ class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
         instance_id = self._instance_id(state)
         invocation = self.runner(state).run(commands, timeout_s,
                                             comment=f"gpucompare {purpose} {run_key(state.run_id)}",
-                                            output_prefix=f"{self._writer_prefix(state)}/ssm")
+                                            output_prefix=f"{self.storage.writer_prefix(state)}/ssm")
         for line in ((invocation.get("StandardOutputContent") or "").splitlines()
                      + (invocation.get("StandardErrorContent") or "").splitlines()):
             self.line_sink(line)
@@ -357,8 +383,8 @@ class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
                 image=state.extra["image"], runtime=self.options.worker_runtime, code_dir=state.workdir,
                 sweep_dir=self.run_dir(state), uid=0, gid=0)
         config = self._sweep_config(state, sweep_config)
-        destination = f"s3://{self.options.results_bucket}/{self._results_key(state)}"
-        progress = f"s3://{self.options.results_bucket}/{self._progress_key(state, config)}"
+        destination = f"s3://{self.options.results_bucket}/{self.storage.results_key(state)}"
+        progress = f"s3://{self.options.results_bucket}/{self.storage.progress_key(state, config)}"
         return sweep_commands(
             config=config, workdir=state.workdir, run_dir=self.run_dir(state),
             python=str(state.extra["bench_python"]), destination=destination, progress_destination=progress,
@@ -405,13 +431,13 @@ class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
         limit = timeout_s + KILL_GRACE_S + SWEEP_SLACK_S
         if decision == "start":
             known = runner.send(commands, limit, comment=comment,
-                                output_prefix=f"{self._writer_prefix(state)}/ssm")
+                                output_prefix=f"{self.storage.writer_prefix(state)}/ssm")
         state.extra["sweep_commands"] = {**state.extra.get("sweep_commands", {}), name: known}
         log.info("Sweep %s on %s: %s (command %s)", name, runner.instance_id, decision, known)
         # the agent enforces the limit itself; give it time to report before giving up
         grace = max(4 * self.options.poll_interval_s, min(60.0, limit / 10))
         return SweepStart(command_id=str(known), decision=decision, sweep=name,
-                          progress_key=self._progress_key(state, config), limit_s=limit,
+                          progress_key=self.storage.progress_key(state, config), limit_s=limit,
                           deadline=time.time() + limit + grace)
 
     def sweep_poller(self, state: TargetState, started: SweepStart | dict[str, Any]) -> CommandPoller:
@@ -432,7 +458,7 @@ class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
             for line in (invocation.get("StandardErrorContent") or "").splitlines():
                 self.line_sink(line)
         raise_unless_success(invocation, purpose="sweep", instance_id=self._instance_id(state))
-        state.remote_results = f"s3://{self.options.results_bucket}/{self._results_key(state)}"
+        state.remote_results = f"s3://{self.options.results_bucket}/{self.storage.results_key(state)}"
         return state
 
     @timed_phase("sweep")
@@ -455,7 +481,7 @@ class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
     # --- collect ---
 
     def collect(self, state: TargetState, local_path: str) -> str:
-        key = self._results_key(state)
+        key = self.storage.results_key(state)
         bucket = self.options.results_bucket
         if not self.s3_hook.check_for_key(key, bucket):
             raise TargetError(f"no results at s3://{bucket}/{key}: the sweep did not upload them "
@@ -540,7 +566,8 @@ class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
                     failed.append(f"{instance_id}: {exc}")
         if terminated:
             self.ec2_hook.get_waiter("instance_terminated").wait(
-                InstanceIds=terminated, WaiterConfig=self._waiter_config(self.options.launch_timeout_s))
+                InstanceIds=terminated,
+                WaiterConfig=self.launcher.waiter_config(self.options.launch_timeout_s))
             log.info("Terminated %s (run %s)", ", ".join(terminated), state.run_id)
         if failed:
             raise TargetError(f"TerminateInstances failed for run {state.run_id}: " + "; ".join(failed))
@@ -567,7 +594,7 @@ class Ec2Target(Ec2LaunchMixin, RunStorageMixin, Target):
     def delete_run_objects(self, run_id: str) -> int:
         """Delete every object of the run (results, progress, SSM output) once its results are
         in the lake; returns how many. The bucket's lifecycle rule catches what this misses."""
-        bucket, prefix = self.options.results_bucket, self.run_prefix(run_id) + "/"
+        bucket, prefix = self.options.results_bucket, self.storage.run_prefix(run_id) + "/"
         keys = self.s3_hook.list_keys(bucket_name=bucket, prefix=prefix) or []
         if keys:
             self.s3_hook.delete_objects(bucket, keys)

@@ -1,0 +1,102 @@
+"""The deferred ec2 prepare: ``SweepTrigger(poller="prepare_poller")`` over ``launch.ReadyPoller``
+against moto's server on 127.0.0.1 (``fixtures_aws``, standing in for EC2 and SSM).
+
+The trigger is rebuilt from its ``serialize()`` output, as the triggerer does, and run in an
+asyncio loop in this process. Moto's instances are ``running`` as soon as DescribeInstances
+sees them and its server does not implement DescribeInstanceInformation (the poller's
+test-endpoint fallback counts a running instance as ready); a booting instance is stood in
+for by answering ``pending`` to the poller's first state reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from airflow.sdk.module_loading import import_string
+
+from gpucompare.airflow.triggers import SweepTrigger
+from gpucompare.targets.base import TargetError
+from gpucompare.targets.ec2 import target as ec2
+from gpucompare.targets.ec2.launch import ReadyPoller
+from tests.support.ec2_support import (
+    create_instance_profile,
+    ec2_spec,
+    live_instances,
+    new_run_id,
+    point_airflow_connection,
+    publish_ami_parameter,
+)
+
+
+@pytest.fixture
+def aws(aws_endpoint: str, aws_client: Any, monkeypatch: pytest.MonkeyPatch,
+        s3_bucket: str) -> dict[str, Any]:
+    point_airflow_connection(monkeypatch, aws_endpoint)
+    publish_ami_parameter(aws_client)
+    return {"profile": create_instance_profile(aws_client), "bucket": s3_bucket}
+
+
+def _rebuilt(trigger: SweepTrigger) -> SweepTrigger:
+    classpath, kwargs = trigger.serialize()
+    return import_string(classpath)(**json.loads(json.dumps(kwargs)))
+
+
+async def _events(trigger: SweepTrigger) -> list[dict[str, Any]]:
+    return [event.payload async for event in trigger.run()]
+
+
+def _started(aws: dict[str, Any], **options: Any) -> tuple[ec2.Ec2Target, Any, dict[str, Any], str]:
+    run_id = new_run_id()
+    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"], **options))
+    state, started = target.start_prepare(run_id)
+    trigger = _rebuilt(SweepTrigger(spec=target.spec.to_dict(), state=state.to_dict(), started=started,
+                                    poll_interval_s=0.05, poller="prepare_poller", carry={"x": 1}))
+    return target, state, trigger, run_id
+
+
+def test_the_prepare_wait_fires_once_the_instance_runs_and_not_before(
+        aws: dict[str, Any], aws_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    target, state, trigger, run_id = _started(aws)
+    reads: list[str | None] = []
+    real_state = ReadyPoller._instance_state
+
+    def booting(self: ReadyPoller) -> str | None:
+        reads.append(real_state(self))  # the real read, answered "pending" three times
+        return "pending" if len(reads) <= 3 else reads[-1]
+
+    monkeypatch.setattr(ReadyPoller, "_instance_state", booting)
+    (event,) = asyncio.run(_events(trigger))
+    assert event == {"ready": state.resource_id, "carry": {"x": 1}}
+    assert len(reads) == 4 and reads[-1] == "running"  # three polls while pending gave no event
+    try:
+        assert target.finish_prepare(state, event) is state
+        assert [i["InstanceId"] for i in live_instances(aws_client, run_id)] == [state.resource_id]
+    finally:
+        target.teardown(state)
+
+
+def test_an_instance_gone_before_it_was_ready_fails_prepare_and_leaves_nothing(
+        aws: dict[str, Any], aws_client: Any) -> None:
+    """Spot capacity reclaimed at boot (the instance terminated behind the wait's back)."""
+    target, state, trigger, run_id = _started(aws)
+    aws_client("ec2").terminate_instances(InstanceIds=[state.resource_id])
+    (event,) = asyncio.run(_events(trigger))
+    assert "terminated before it was ready" in event["error"] or "shutting-down" in event["error"]
+    with pytest.raises(TargetError, match=state.resource_id):
+        target.finish_prepare(state, event)
+    assert live_instances(aws_client, run_id) == []
+
+
+def test_a_wait_past_its_deadline_fails_and_terminates_the_instance(
+        aws: dict[str, Any], aws_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An instance that never leaves pending (stand-in) within launch + agent timeouts."""
+    monkeypatch.setattr(ReadyPoller, "_instance_state", lambda self: "pending")
+    target, state, trigger, run_id = _started(aws, launch_timeout_s=1, agent_timeout_s=1)
+    (event,) = asyncio.run(_events(trigger))
+    assert event["error"] == f"TargetError: instance {state.resource_id} not running in time"
+    with pytest.raises(TargetError, match="not running in time"):
+        target.finish_prepare(state, event)
+    assert live_instances(aws_client, run_id) == []
