@@ -109,10 +109,7 @@ def test_the_run_id_rule_and_the_markets_have_one_home() -> None:
 
 
 #: Defaults of the market written as a literal outside their home, and why.
-ALLOWED_MARKET_DEFAULTS: dict[str, str] = {
-    "plugins/gpucompare/lake/ingest.py": "RunContext's default; the file is being rewritten on the edges "
-                                         "branch this session (use patterns.DEFAULT_MARKET after that merge)",
-}
+ALLOWED_MARKET_DEFAULTS: dict[str, str] = {}
 
 
 def _literal_defaults(path: Path, value: str) -> list[str]:

@@ -21,9 +21,6 @@ ALLOWED: dict[str, str] = {
     "airflow.providers.standard.decorators.python._PythonDecoratedOperator":
         "Airflow's standard provider has no public base class for a custom TaskFlow operator "
         "(SweepOperator in airflow/pipeline.py)",
-    "gpucompare.lake.tables._with_orchestrator_columns":
-        "lake/tables.py's write path and lake/ingest.py are being rewritten on the edges branch this "
-        "session; rename after that merge",
 }
 
 

@@ -108,11 +108,6 @@ RESULTS = Asset(name="gpucompare_results", uri="x-gpucompare://lake/results", gr
 REPORTS = Asset(name="gpucompare_reports", uri="x-gpucompare://reports/latest", group="gpucompare")
 
 
-def results_asset() -> Asset:
-    """The results asset (:data:`RESULTS`)."""
-    return RESULTS
-
-
 def declared_outlet_events() -> Any:
     """The outlet events of the running task's own declared asset (the one its DAG was built
     with), so an event always goes to the asset the scheduler knows, never one rebuilt from the
@@ -513,7 +508,7 @@ def _plans_and_summaries(plans_task_id: str) -> tuple[list[dict[str, Any]] | Non
     return plans, ti.xcom_pull(task_ids=f"{GROUP_ID}.ingest", map_indexes=list(range(len(plans))))
 
 
-@task(trigger_rule=TriggerRule.ALL_DONE, retries=0)  # outlets: results_asset(), in run_targets
+@task(trigger_rule=TriggerRule.ALL_DONE, retries=0)  # outlets: RESULTS, in run_targets
 def results_ready(plans_task_id: str) -> dict[str, Any]:
     """Announce the results Asset once for this run, if any target ingested results."""
     _, summaries = _plans_and_summaries(plans_task_id)
@@ -560,7 +555,7 @@ def run_targets(plans: Any) -> None:
     """Wire the mapped per-target group and the two closing tasks onto a list of plans."""
     runs = target_run.expand(plan=plans)
     plans_task_id = plans.operator.task_id
-    ready = results_ready.override(outlets=[results_asset()])(plans_task_id)
+    ready = results_ready.override(outlets=[RESULTS])(plans_task_id)
     checked = check_targets(plans_task_id)
     plans >> ready
     runs >> ready >> checked
@@ -599,6 +594,6 @@ def run_scaling_groups(plans: Any, pool_slots: int = 1) -> None:
     """One mapped ``scaling_group`` task per enabled scaling group of the fleet, each taking
     ``pool_slots`` slots of the pool (a slot per host of the largest group:
     ``config.fleet.scaling_pool_slots``), so the pool still caps the paid machines."""
-    bound = scaling_group.override(pool=settings.pool(), pool_slots=pool_slots, outlets=[results_asset()],
+    bound = scaling_group.override(pool=settings.pool(), pool_slots=pool_slots, outlets=[RESULTS],
                                    **network_retries(1))
     bound.expand(plan=plans)

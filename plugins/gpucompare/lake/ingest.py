@@ -27,9 +27,9 @@ from gpucompare.lake.tables import (  # noqa: F401  (IngestError: raised here, d
     IngestError,
     Lake,
     WriteSummary,
-    _with_orchestrator_columns,
     check_run_id,
     table_key,
+    with_orchestrator_columns,
 )
 
 # ---- ingest of worker result files --------------------------------------------------------
@@ -43,7 +43,7 @@ class RunContext:
     provider: str
     instance_type: str
     region: str | None = None
-    market: str = "on_demand"
+    market: str = patterns.DEFAULT_MARKET
     target: str = "local"
     source: str | None = None
     dag_run_id: str | None = None
@@ -301,7 +301,7 @@ def ingest_results(
 
             return pa.RecordBatchReader.from_batches(schema.RESULTS_SCHEMA, generate())
 
-        write = lake._replace_run(
+        write = lake.replace_run(
             run_id, key, count, batches, {"target": context.target, "code_hash": code_hash or ""}
         )
     finally:

@@ -164,6 +164,6 @@ def migrate(source: str, target: Lake) -> dict[str, tuple[int, int]]:
             table = pq.read_table(path, filesystem=old.fs).select(table_schema.names).cast(table_schema)
             total += table.num_rows
             target.write_table(kind, path.rsplit("/", 1)[1].removesuffix(".parquet"), table)
-        migrated = target._read_kind(kind).num_rows if target.has_table(kind) else 0
+        migrated = target.read_kind(kind).num_rows if target.has_table(kind) else 0
         counts[kind] = (total, migrated)
     return counts

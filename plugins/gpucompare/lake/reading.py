@@ -329,7 +329,9 @@ class LakeReader:
         )
         return table.select(wanted.names).cast(wanted)
 
-    def _read_kind(self, kind: str, as_of: int | str | dt.datetime | None = None) -> pa.Table:
+    def read_kind(self, kind: str, as_of: int | str | dt.datetime | None = None) -> pa.Table:
+        """The rows of one table (``prices``, ``fx``…) as stored, at ``as_of`` (default: now).
+        The price history with the shipped tables merged in is ``gpucompare.prices.tables``'."""
         wanted = KIND_SCHEMAS[kind]
         snap = self.snapshot(kind, as_of)
         if not snap.files:
@@ -337,14 +339,9 @@ class LakeReader:
         tables = [pq.read_table(f.path, filesystem=self.fs, columns=wanted.names) for f in snap.files]
         return pa.concat_tables(tables).select(wanted.names).cast(wanted)
 
-    def read_kind(self, kind: str, as_of: int | str | dt.datetime | None = None) -> pa.Table:
-        """The rows of one table (``prices``, ``fx``…) as stored, at ``as_of`` (default: now).
-        The price history with the shipped tables merged in is ``gpucompare.prices.tables``'."""
-        return self._read_kind(kind, as_of)
-
     def published_scaling_table(self, as_of: int | str | dt.datetime | None = None) -> pa.Table:
         """Published speedup curves imported with ``import-published --scaling``."""
-        return self._read_kind("published_scaling", as_of)
+        return self.read_kind("published_scaling", as_of)
 
     def run_keys(self, run_id: str) -> dict[str | None, int]:
         """``ingest_key -> rows`` of one run's rows in the results table (empty if none)."""

@@ -196,16 +196,16 @@ class Lake(LakeReader):
                 f"rows of run {sorted(r for r in runs if r != run_id)[0]!r} given for run {run_id!r}",
                 field="run_id",
             )
-        table = _with_orchestrator_columns(table, code_hash=code_hash)
+        table = with_orchestrator_columns(table, code_hash=code_hash)
         key = table_key(table)
         table = table.set_column(
             table.schema.get_field_index("ingest_key"),
             "ingest_key",
             pa.array([key] * table.num_rows, pa.string()),
         )
-        return self._replace_run(run_id, key, table.num_rows, lambda: table, metadata)
+        return self.replace_run(run_id, key, table.num_rows, lambda: table, metadata)
 
-    def _replace_run(
+    def replace_run(
         self,
         run_id: str,
         key: str,
@@ -536,7 +536,7 @@ def _check_positive(rows: pa.Table, column: str, kind: str) -> None:
 
 
 # ---- the rows of one run (written by Lake.write_results, built by lake.ingest) -------------
-def _with_orchestrator_columns(table: pa.Table, *, code_hash: str | None) -> pa.Table:
+def with_orchestrator_columns(table: pa.Table, *, code_hash: str | None) -> pa.Table:
     """``table`` with every column of RESULTS_SCHEMA (code_hash filled when given)."""
     for f in schema.RESULTS_SCHEMA:
         if f.name not in table.column_names:

@@ -194,7 +194,7 @@ def test_ingest_batches_by_bytes(tmp_path: Path) -> None:
     records = run_records(RUN, 40, error_bytes=64 * 1024 - 16)
     results = write_records(tmp_path / "big.jsonl", records)
     seen: list[int] = []
-    original = lake.Lake._replace_run
+    original = lake.Lake.replace_run
 
     def counting(self: lake.Lake, run_id: str, key: str, rows: int, data, metadata):  # noqa: ANN001, ANN202
         def wrapped():  # noqa: ANN202
@@ -204,12 +204,12 @@ def test_ingest_batches_by_bytes(tmp_path: Path) -> None:
 
         return original(self, run_id, key, rows, wrapped, metadata)
 
-    lake.Lake._replace_run = counting
+    lake.Lake.replace_run = counting
     try:
         summary = lake_ingest.ingest_results(target, results, lake_ingest.RunContext("local", "cpu"),
                                              run_id=RUN, batch_bytes=256 * 1024)
     finally:
-        lake.Lake._replace_run = original
+        lake.Lake.replace_run = original
     assert summary.records == 40 and sum(seen) == 40
     assert max(seen) <= 8, seen  # 256 KiB of lines of ~32 KiB average (half carry 64 KiB errors)
     groups = [
