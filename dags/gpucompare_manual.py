@@ -35,7 +35,7 @@ from typing import Any
 import pendulum
 from airflow.sdk import Param, dag, get_current_context, task
 
-from gpucompare.airflow import pipeline
+from gpucompare.airflow import pipeline, policy
 from gpucompare.config import fleet
 from gpucompare.config.models import trigger
 
@@ -53,7 +53,7 @@ def validate_request() -> list[dict[str, Any]]:
     from gpucompare.prices.tables import shipped_fx_rate  # here: pyarrow stays out of the parse
 
     context = get_current_context()
-    with pipeline.bad_input_fails():
+    with policy.bad_input_fails():
         request = trigger.check_request(dict(context["params"]))
         plan = fleet.plan_manual(request, fleet.load_fleet(fx_rate=shipped_fx_rate),
                                  context["dag_run"].run_id)
@@ -70,7 +70,7 @@ def validate_request() -> list[dict[str, Any]]:
     catchup=False,
     doc_md=__doc__,
     tags=["gpucompare", "benchmark", "manual"],
-    default_args=pipeline.default_args(),
+    default_args=policy.default_args(),
     params=PARAMS,
 )
 def gpucompare_manual() -> None:

@@ -31,7 +31,7 @@ from typing import Any
 import pendulum
 from airflow.sdk import dag, get_current_context, task
 
-from gpucompare.airflow import pipeline
+from gpucompare.airflow import pipeline, policy
 from gpucompare.config import fleet
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ def load_fleet() -> list[dict[str, Any]]:
     dag_run_id = get_current_context()["dag_run"].run_id
     from gpucompare.prices.tables import shipped_fx_rate  # here: pyarrow stays out of the parse
 
-    with pipeline.bad_input_fails():
+    with policy.bad_input_fails():
         loaded = fleet.load_fleet(fx_rate=shipped_fx_rate)
         plans = fleet.plan_fleet(loaded, dag_run_id)
         for plan in plans:
@@ -59,7 +59,7 @@ def load_scaling() -> list[dict[str, Any]]:
     dag_run_id = get_current_context()["dag_run"].run_id
     from gpucompare.prices.tables import shipped_fx_rate  # here: pyarrow stays out of the parse
 
-    with pipeline.bad_input_fails():
+    with policy.bad_input_fails():
         loaded = fleet.load_fleet(fx_rate=shipped_fx_rate)
         plans = fleet.plan_scaling(loaded, dag_run_id)
         fleet.check_scaling_fits(plans, loaded.max_instances)
@@ -75,7 +75,7 @@ def load_scaling() -> list[dict[str, Any]]:
     max_active_runs=1,
     doc_md=__doc__,
     tags=["gpucompare", "benchmark", "nightly"],
-    default_args=pipeline.default_args(),
+    default_args=policy.default_args(),
 )
 def gpucompare_nightly() -> None:
     pipeline.run_targets(load_fleet())

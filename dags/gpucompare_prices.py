@@ -23,7 +23,7 @@ import pendulum
 from airflow.sdk import dag, task
 
 from gpucompare import settings
-from gpucompare.airflow import pipeline
+from gpucompare.airflow import policy
 from gpucompare.config import fleet
 
 log = logging.getLogger(__name__)
@@ -32,13 +32,13 @@ log = logging.getLogger(__name__)
 @task(retries=0)
 def price_regions() -> list[str]:
     """The AWS regions of the fleet's ec2 targets."""
-    with pipeline.bad_input_fails():
+    with policy.bad_input_fails():
         regions = fleet.load_fleet().regions_of("ec2")
     log.info("Refreshing AWS prices for: %s", ", ".join(regions) or "no region (no ec2 target)")
     return regions
 
 
-@task(execution_timeout=timedelta(minutes=20), **pipeline.network_retries())
+@task(execution_timeout=timedelta(minutes=20), **policy.network_retries())
 def refresh_region(region: str) -> dict[str, Any]:
     """Today's on-demand and spot prices of one region, appended to the lake's history."""
     from gpucompare.lake.tables import open_lake
@@ -46,7 +46,7 @@ def refresh_region(region: str) -> dict[str, Any]:
 
     aws_conn_id = fleet.load_fleet().defaults.get("ec2", {}).get("aws_conn_id", "aws_default")
     pricing, ec2 = aws_clients(region, aws_conn_id=aws_conn_id)
-    with pipeline.bad_input_fails():
+    with policy.bad_input_fails():
         rows = refresh_aws_to_lake(open_lake(settings.lake_uri()), region=region,
                                    pricing_client=pricing, ec2_client=ec2)
     log.info("%s: %d price rows appended", region, rows.num_rows)
@@ -61,7 +61,7 @@ def refresh_region(region: str) -> dict[str, Any]:
     max_active_runs=1,
     doc_md=__doc__,
     tags=["gpucompare", "prices"],
-    default_args=pipeline.default_args(),
+    default_args=policy.default_args(),
 )
 def gpucompare_prices() -> None:
     refresh_region.expand(region=price_regions())

@@ -34,19 +34,19 @@ import pendulum
 from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, dag, get_current_context, task
 
 from gpucompare import settings
-from gpucompare.airflow import pipeline
+from gpucompare.airflow import pipeline, policy
 
 log = logging.getLogger(__name__)
 
 
-@task(execution_timeout=timedelta(minutes=30), **pipeline.network_retries())
+@task(execution_timeout=timedelta(minutes=30), **policy.network_retries())
 def compact_lake() -> dict[str, Any]:
     """Delta optimize (compact) of the results partitions older than GPUCOMPARE_COMPACT_AFTER_DAYS,
     then vacuum of files removed more than 7 days ago (time travel keeps working that far)."""
     from gpucompare.lake.tables import compaction_cutoff, open_lake
 
     run_day = get_current_context()["dag_run"].run_after.date()
-    with pipeline.bad_input_fails():
+    with policy.bad_input_fails():
         before = compaction_cutoff(settings.compact_after_days(), today=run_day)
         lake = open_lake(settings.lake_uri())
         if not lake.has_table("results"):
@@ -58,7 +58,7 @@ def compact_lake() -> dict[str, Any]:
             "files_after": summary.files_after, "vacuumed": summary.vacuumed}
 
 
-@task(outlets=[pipeline.REPORTS], execution_timeout=timedelta(minutes=30), **pipeline.network_retries())
+@task(outlets=[pipeline.REPORTS], execution_timeout=timedelta(minutes=30), **policy.network_retries())
 def build_reports() -> dict[str, Any]:
     """Every report for the lake, written to <reports>/<date>/ and published as latest."""
     from gpucompare.reports.build import run_reports
@@ -72,7 +72,7 @@ def build_reports() -> dict[str, Any]:
     dated = run_day.isoformat()
     reports_root = settings.reports_uri()
     out = f"{reports_root.rstrip('/')}/{dated}"
-    with pipeline.bad_input_fails():
+    with policy.bad_input_fails():
         report_set = run_reports(
             settings.lake_uri(),
             out,
@@ -97,7 +97,7 @@ def build_reports() -> dict[str, Any]:
     max_active_runs=1,
     doc_md=__doc__,
     tags=["gpucompare", "reports"],
-    default_args=pipeline.default_args(),
+    default_args=policy.default_args(),
 )
 def gpucompare_reports() -> None:
     compact_lake() >> build_reports()

@@ -26,7 +26,7 @@ from airflow.sdk import dag, task
 from airflow.sdk.exceptions import AirflowSkipException
 
 from gpucompare import settings
-from gpucompare.airflow import pipeline
+from gpucompare.airflow import policy
 from gpucompare.config import fleet
 
 log = logging.getLogger(__name__)
@@ -42,13 +42,13 @@ def sweep_locations(loaded: fleet.Fleet) -> Any:
                      defaults=loaded.defaults.get("ec2"))
 
 
-@task(execution_timeout=timedelta(minutes=20), **pipeline.network_retries())
+@task(execution_timeout=timedelta(minutes=20), **policy.network_retries())
 def sweep_expired() -> list[dict[str, Any]]:
     """Terminate what outlived its time-to-live; return what was terminated. A region or marker
     location that cannot be read is skipped and the rest swept; the task then fails naming it."""
     from gpucompare.targets.sweeper import SweepIncomplete, sweep_expired_instances
 
-    with pipeline.bad_input_fails():
+    with policy.bad_input_fails():
         loaded = fleet.load_fleet()
         found = sweep_locations(loaded)
     if not any(found.regions.values()) and not found.unreadable:
@@ -80,7 +80,7 @@ def sweep_expired() -> list[dict[str, Any]]:
     max_active_runs=1,
     doc_md=__doc__,
     tags=["gpucompare", "aws", "cleanup"],
-    default_args=pipeline.default_args(),
+    default_args=policy.default_args(),
 )
 def gpucompare_sweeper() -> None:
     sweep_expired()

@@ -3,7 +3,7 @@ injects throttling, 500s, lost responses and timeouts between the client and mot
 
 The real step sequence of ``gpucompare.airflow.pipeline`` (``run_like_the_dag``): a new target built
 from the plan's JSON for every step and every try, the state carried as JSON, each step
-retried as its task is (``pipeline.is_permanent`` decides: a permanent error fails at once),
+retried as its task is (``policy.is_permanent`` decides: a permanent error fails at once),
 and then the ``all_done`` teardown with the newest state, retried as ``terminate`` is. The
 plan comes from ``fleet.plan_target`` (TTL, deployment, budget as in production). Moto stands
 in for AWS (``fixtures_aws``); ``tests/support/fault_proxy.py`` stands in for the network and for
@@ -79,7 +79,7 @@ from typing import Any
 
 import pytest
 
-from gpucompare.airflow import pipeline
+from gpucompare.airflow import pipeline, policy
 from gpucompare.config import fleet
 from gpucompare.targets import make_target, sweeper
 from gpucompare.targets.base import TargetState
@@ -95,8 +95,8 @@ READ_TIMEOUT_S = 2.0
 MAX_ATTEMPTS = 4
 DEPLOYMENT = "ci-faults"
 #: (step, retries) in the order the task group runs them (pipeline.target_run).
-STEPS = (("prepare", 3), ("deploy", pipeline.HOLDING_RETRIES), ("score_sweep", 1),
-         ("collect", pipeline.HOLDING_RETRIES))
+STEPS = (("prepare", 3), ("deploy", policy.HOLDING_RETRIES), ("score_sweep", 1),
+         ("collect", policy.HOLDING_RETRIES))
 TEARDOWN_RETRIES = 4
 PROFILE = fleet.SweepProfile(name="tiny", networks=("alexnet",), batch_sizes=(1,), modes=("score",),
                              devices=("cpu",), warmup=1, batches=1, repeats=1, timeout_s=60)
@@ -210,7 +210,7 @@ def run_like_the_dag(rig: Rig, plan: dict[str, Any], until: str = "collect") -> 
                 break
             except Exception as exc:
                 outcome.errors.append(f"{step} try {try_number}: {type(exc).__name__}: {exc}"[:300])
-                if pipeline.is_permanent(exc) or try_number == retries + 1:
+                if policy.is_permanent(exc) or try_number == retries + 1:
                     outcome.failed_step = step
                     break
         if outcome.failed_step or step == until:

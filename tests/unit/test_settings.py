@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpucompare import settings
-from gpucompare.airflow import pipeline
+from gpucompare.airflow import pipeline, policy
 from tests.conftest import REPO_ROOT
 
 
@@ -41,7 +41,7 @@ def test_values_are_typed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUCOMPARE_COMPACT_AFTER_DAYS", "0")
     monkeypatch.setenv("GPUCOMPARE_CURRENCY", "usd")
     monkeypatch.setenv("GPUCOMPARE_SWEEPER_REGIONS", "us-east-1, eu-west-1,")
-    assert settings.retry_delay_s() == 30.0 and pipeline.retry_delay().total_seconds() == 30
+    assert settings.retry_delay_s() == 30.0 and policy.retry_delay().total_seconds() == 30
     assert settings.rank_flagged() is True and settings.rank_old_published() is False
     assert settings.compact_after_days() == 0
     assert settings.currency() == "USD"
@@ -109,7 +109,7 @@ def test_the_library_module_reads_no_setting_at_import(monkeypatch: pytest.Monke
     reloaded = importlib.reload(pipeline)
     assert (reloaded.RESULTS, reloaded.REPORTS) == before
     with pytest.raises(settings.SettingError, match="GPUCOMPARE_RETRY_DELAY_S"):
-        reloaded.default_args()
+        importlib.reload(policy).default_args()
 
 
 def test_unknown_setting_is_refused() -> None:

@@ -17,7 +17,7 @@ One target's run, one mapped task group per plan (``gpucompare.config.fleet.plan
 * ``results_ready`` then announces the results Asset once per DAG run (if anything was
   ingested) and ``check_targets`` fails the run, naming every target that did not finish, so
   a partly failed night is visible while its good results are kept and reported.
-* Retries follow the error's class (``is_permanent``): a ``PermanentError`` (validation,
+* Retries follow the error's class (``policy.is_permanent``): a ``PermanentError`` (validation,
   a refused sweep configuration or budget, bad records; ``gpucompare.errors``) or an AWS error
   code no retry can fix (``targets.ec2.aws_errors.PERMANENT_ERROR_CODES``) fails at once
   (``AirflowFailException``), since retrying cannot fix it and a paid instance would idle
@@ -56,47 +56,21 @@ from airflow.sdk.bases.decorator import task_decorator_factory
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from gpucompare import settings
+from gpucompare.airflow.policy import (
+    HOLDING_FIRST_DELAY,
+    HOLDING_MAX_DELAY,
+    HOLDING_RETRIES,
+    bad_input_fails,
+    network_retries,
+)
 from gpucompare.config.fleet import SWEEP_TASK_TIMEOUT_S
 from gpucompare.config.validation import ValidationError
-from gpucompare.errors import PermanentError, TransientError
 
 log = logging.getLogger(__name__)
 
-OWNER = "gpucompare"
 GROUP_ID = "target"
 #: The steps whose state ``terminate`` may find, newest first.
 STATE_STEPS = ("train_sweep", "score_sweep", "deploy", "prepare")
-
-
-# -- manners shared by every DAG ----------------------------------------------------------------
-def retry_delay() -> timedelta:
-    return timedelta(seconds=settings.retry_delay_s())
-
-
-def network_retries(retries: int = 3, *, max_delay: timedelta = timedelta(minutes=30),
-                    first_delay: timedelta | None = None) -> dict[str, Any]:
-    """Retry settings of a step that talks to a network: exponential backoff from
-    ``GPUCOMPARE_RETRY_DELAY_S`` (at most ``first_delay``), capped at ``max_delay``."""
-    first = retry_delay() if first_delay is None else min(retry_delay(), first_delay)
-    return {
-        "retries": retries,
-        "retry_delay": min(first, max_delay),
-        "retry_exponential_backoff": 2.0,
-        "max_retry_delay": max_delay,
-    }
-
-
-#: Steps that hold a machine outside a sweep (deploy, collect) and terminate: at most two
-#: retries, 30 s then 60 s apart (less with a smaller GPUCOMPARE_RETRY_DELAY_S), so an instance
-#: whose sweep ended is not held idle for more than a few minutes by a flaky call.
-HOLDING_RETRIES = 2
-HOLDING_FIRST_DELAY = timedelta(seconds=30)
-HOLDING_MAX_DELAY = timedelta(seconds=60)
-
-
-def default_args() -> dict[str, Any]:
-    """Every task of every gpucompare DAG: an owner, retries with backoff, a time limit."""
-    return {"owner": OWNER, "execution_timeout": timedelta(hours=1), **network_retries(2)}
 
 
 #: The results table of the lake; updated once per DAG run that ingested anything. Its URI is a
@@ -115,36 +89,6 @@ def declared_outlet_events() -> Any:
     context = get_current_context()
     (asset,) = context["task"].outlets
     return context["outlet_events"][asset]
-
-
-def is_permanent(exc: BaseException) -> bool:
-    """Whether retrying cannot help: a ``PermanentError`` (validation, a refused configuration
-    or budget, a lake, price, report or record the library refuses), or the worker's own
-    bad-input errors (``bench_tasks`` does not import the library, so its ``ConfigError`` and
-    ``RecordError`` are named here), or an AWS error whose code no retry can fix
-    (``targets.ec2.aws_errors.PERMANENT_ERROR_CODES``: UnauthorizedOperation,
-    InvalidAMIID.NotFound, OptInRequired…, also when wrapped). A ``TransientError`` and anything
-    else (network, throttling, a bug) may be retried."""
-    if isinstance(exc, PermanentError):
-        return True
-    if isinstance(exc, TransientError):
-        return False
-    from bench_tasks.configs import ConfigError
-    from bench_tasks.record import RecordError
-    from gpucompare.targets.ec2.aws_errors import permanent_aws_error_code
-
-    return isinstance(exc, ConfigError | RecordError) or permanent_aws_error_code(exc) is not None
-
-
-@contextlib.contextmanager
-def bad_input_fails() -> Iterator[None]:
-    """Turn errors no retry can fix (``is_permanent``) into an immediate failure."""
-    try:
-        yield
-    except Exception as exc:
-        if is_permanent(exc):
-            raise AirflowFailException(str(exc)) from exc
-        raise
 
 
 # -- helpers of the steps ----------------------------------------------------------------------

@@ -74,24 +74,24 @@ def test_steps_holding_an_idle_machine_retry_briefly(dags: dict[str, Any], dag_i
 
 
 def test_permanent_errors_fail_at_once_and_others_are_retried() -> None:
-    """The retry policy by error class (pipeline.is_permanent / bad_input_fails)."""
+    """The retry policy by error class (policy.is_permanent / bad_input_fails)."""
     from airflow.sdk.exceptions import AirflowFailException
 
     from bench_tasks.configs import ConfigError
-    from gpucompare.airflow import pipeline
+    from gpucompare.airflow import policy
     from gpucompare.config.validation import ValidationError
     from gpucompare.errors import PermanentError, TransientError
     from gpucompare.targets.base import BudgetExceeded, TargetConfigError, TargetError
 
     for permanent in (PermanentError("x"), ValidationError("f", "bad"), BudgetExceeded("over"),
                       TargetConfigError("refused sweep"), ConfigError("networks", "unknown")):
-        assert pipeline.is_permanent(permanent), permanent
-        with pytest.raises(AirflowFailException), pipeline.bad_input_fails():
+        assert policy.is_permanent(permanent), permanent
+        with pytest.raises(AirflowFailException), policy.bad_input_fails():
             raise permanent
     for transient in (TargetError("SSM timed out"), TransientError("throttled"), ValueError("a bug"),
                       OSError("connection reset")):
-        assert not pipeline.is_permanent(transient), transient
-        with pytest.raises(type(transient)), pipeline.bad_input_fails():
+        assert not policy.is_permanent(transient), transient
+        with pytest.raises(type(transient)), policy.bad_input_fails():
             raise transient
 
 

@@ -2,7 +2,7 @@
 status, and the one list of error codes no retry can fix (:data:`PERMANENT_ERROR_CODES`).
 
 Every part of the ``ec2`` target (launch, SSM commands, S3 storage, teardown) and the DAGs'
-retry decision (``gpucompare.airflow.pipeline.is_permanent``) decide on these, by error code
+retry decision (``gpucompare.airflow.policy.is_permanent``) decide on these, by error code
 only (never by message text), so they live here once.
 """
 
