@@ -47,7 +47,7 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 
 test: envs system-deps lint
-	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=30 $(PYTEST_ARGS)
 
 test-fast: envs
 	$(VENV)/bin/python -m pytest $(FAST_TESTS) $(PYTEST_ARGS)
