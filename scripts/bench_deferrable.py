@@ -18,10 +18,12 @@ the triggerer's CPU for many deferred sweeps.
 
 The poll intervals are the targets' defaults (ssh 2 s, ec2 15 s) unless ``--poll`` is given.
 
-``--dag-targets N [--dag-pool P]`` instead runs the nightly DAG with ``dag.test()`` on N ssh
-targets (loopback sshd, the real worker, deferred sweeps) and a pool of P slots: the system
-test ``tests/system/test_dags_deferrable.py`` at that size (CI runs it with 3 targets and 2
-slots); prints its wall time and each target's worker-slot seconds (its tasks' worker parts).
+``--dag-targets N [--dag-pool P] [--dag-ec2 K]`` instead runs the nightly DAG with ``dag.test()``
+on N targets, K of them (default N // 2) ec2 instances on moto whose commands the stand-in SSM
+agent runs, the others ssh hosts on the loopback sshd (the real worker, deferred sweeps), and a
+pool of P slots: the system test ``tests/system/test_dags_deferrable.py`` at that size (CI runs
+it with 4 targets, 2 of them ec2, and 2 slots); prints its wall time and each target's
+worker-slot seconds (its tasks' worker parts).
 """
 
 from __future__ import annotations
@@ -199,14 +201,15 @@ def _report(kind: str, r: dict[str, float], sweep: float) -> None:
           f"{json.dumps(r)}", flush=True)
 
 
-def bench_dag(targets: int, pool: int) -> int:
+def bench_dag(targets: int, pool: int, ec2: int | None) -> int:
     """The deferrable DAG system test at ``targets`` targets and ``pool`` slots; its figures."""
     import subprocess
 
     with tempfile.TemporaryDirectory(prefix="bench-deferrable-dag-") as tmp:
         figures = Path(tmp) / "figures.json"
         env = {**os.environ, "GPUCOMPARE_DEFERRABLE_TARGETS": str(targets),
-               "GPUCOMPARE_DEFERRABLE_POOL": str(pool), "GPUCOMPARE_DEFERRABLE_FIGURES": str(figures)}
+               "GPUCOMPARE_DEFERRABLE_POOL": str(pool), "GPUCOMPARE_DEFERRABLE_FIGURES": str(figures),
+               "GPUCOMPARE_DEFERRABLE_EC2": str(targets // 2 if ec2 is None else ec2)}
         began = time.monotonic()
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
                                "tests/system/test_dags_deferrable.py"], cwd=REPO_ROOT, env=env)
@@ -216,10 +219,13 @@ def bench_dag(targets: int, pool: int) -> int:
             return 1
         result = json.loads(figures.read_text())
     held = result["worker_slot_s_per_target"]
-    print(f"dag: {targets} targets, pool {pool}: DAG run {result['dag_wall_s']:.0f} s "
-          f"(pytest {elapsed:.0f} s); "
-          f"worker-slot s per target: median {sorted(held)[len(held) // 2]:.1f}, max {max(held):.1f} "
-          f"{json.dumps(result)}", flush=True)
+    print(f"dag: {targets} targets ({result['ec2_targets']} ec2), pool {pool}: DAG run "
+          f"{result['dag_wall_s']:.0f} s (pytest {elapsed:.0f} s)", flush=True)
+    for kind in sorted(set(result["kinds"])):
+        mine = sorted(h for h, k in zip(held, result["kinds"], strict=True) if k == kind)
+        print(f"  {kind}: worker-slot s per target: median {mine[len(mine) // 2]:.1f}, max {max(mine):.1f}",
+              flush=True)
+    print(json.dumps(result), flush=True)
     return 0
 
 
@@ -233,9 +239,10 @@ def main() -> int:
     parser.add_argument("--skip-ssh", action="store_true")
     parser.add_argument("--dag-targets", type=int, default=0)
     parser.add_argument("--dag-pool", type=int, default=4)
+    parser.add_argument("--dag-ec2", type=int, default=None)
     args = parser.parse_args()
     if args.dag_targets:
-        return bench_dag(args.dag_targets, args.dag_pool)
+        return bench_dag(args.dag_targets, args.dag_pool, args.dag_ec2)
     print(f"load average before: {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory(prefix="bench-deferrable-") as tmp:
         root = Path(tmp)

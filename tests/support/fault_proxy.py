@@ -26,6 +26,9 @@ Operations are named as in the API: ``RunInstances`` (query protocol: the ``Acti
 parameter), ``SendCommand`` (JSON protocol: the ``X-Amz-Target`` header), ``S3:PUT``/``S3:GET``
 (REST: the method).
 
+With an ``agent`` (``tests/support/ssm_agent.py``) the SSM commands moto accepts also run on
+this machine, as the agent on the instance would run them.
+
 What it stands in for beyond faults (moto lacks both): the SSM agent, whose registration
 ``DescribeInstanceInformation`` reports (moto answers HTTP 500 "not implemented"; the proxy
 answers ``Online`` for the instance asked about, as an agent that came up would); and
@@ -45,7 +48,10 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tests.support.ssm_agent import SsmAgent
 
 Answer = tuple[int, list[tuple[str, str]], bytes]
 
@@ -73,7 +79,8 @@ class Rule:
 class FaultProxy:
     """The proxy server (see the module docstring); ``url`` is what clients are given."""
 
-    def __init__(self, upstream: str, *, read_timeout_s: float) -> None:
+    def __init__(self, upstream: str, *, read_timeout_s: float, agent: SsmAgent | None = None) -> None:
+        self.agent = agent
         parsed = urllib.parse.urlparse(upstream)
         self.upstream_host, self.upstream_port = parsed.hostname or "127.0.0.1", parsed.port or 80
         self.read_timeout_s = read_timeout_s
@@ -225,6 +232,19 @@ class FaultProxy:
                     self.tokens[token] = answer
         return answer
 
+    def _exchange(self, handler: BaseHTTPRequestHandler, body: bytes, operation: str,
+                  token: str | None) -> Answer:
+        """Moto's answer, or the agent's (a command it runs); the agent sees what moto accepted."""
+        if self.agent is None or operation not in self.agent.OPERATIONS:
+            return self._forward_once(handler, body, operation, token)
+        local = self.agent.local_answer(operation, body)
+        if local is not None:
+            return 200, [("Content-Type", "application/x-amz-json-1.1")], local
+        answer = self._forward_once(handler, body, operation, token)
+        if answer[0] == 200:
+            self.agent.observe(operation, body, answer[2])
+        return answer
+
     def serve(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
         operation, params = self.operation_of(handler, body)
         rule = self._fault(operation, self.region_of(handler))
@@ -261,7 +281,7 @@ class FaultProxy:
         with self.lock:
             token_lock = self.token_locks.setdefault(token, threading.Lock()) if token else threading.Lock()
         with token_lock:
-            status, headers, data = self._forward_once(handler, body, operation, token)
+            status, headers, data = self._exchange(handler, body, operation, token)
         if kind == "lose":
             self._drop(handler)
             return

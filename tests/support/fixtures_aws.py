@@ -20,6 +20,10 @@ Fixtures:
   sharing the session server never see each other's objects).
 * ``moto_reset`` (function): call it to wipe every service's state on the server (for tests
   that count EC2 instances and the like); it resets all accounts, so use it sparingly.
+* ``moto_account`` (function): the ec2 defaults of a fleet file for an account on the server
+  (Airflow connection, instance profile, AMI parameter, results bucket, short waits).
+* ``working_instances`` (function): the same, through the fault proxy with a stand-in SSM agent,
+  so that the instances moto launches run their commands on this machine.
 
 Moto has no AWS Price List API (``pricing``); tests of price parsing use recorded responses
 in ``tests/support/data/aws_pricing/`` instead.
@@ -32,6 +36,7 @@ import socket
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -152,3 +157,48 @@ def moto_reset(aws_endpoint: str) -> Callable[[], None]:
             response.read()
 
     return reset
+
+
+def _account_defaults(endpoint_url: str, aws_client: Any, monkeypatch: pytest.MonkeyPatch,
+                      bucket: str) -> dict[str, Any]:
+    from tests.support.ec2_support import (
+        AMI_PARAMETER,
+        create_instance_profile,
+        point_airflow_connection,
+        publish_ami_parameter,
+    )
+
+    conn_id = point_airflow_connection(monkeypatch, endpoint_url)
+    publish_ami_parameter(aws_client)
+    return {"aws_conn_id": conn_id, "ami": f"resolve:ssm:{AMI_PARAMETER}",
+            "instance_profile": create_instance_profile(aws_client), "results_bucket": bucket,
+            "poll_interval_s": 0.2, "agent_timeout_s": 5, "launch_timeout_s": 30}
+
+
+@pytest.fixture
+def moto_account(aws_endpoint: str, aws_client: Any, monkeypatch: pytest.MonkeyPatch,
+                 s3_bucket: str) -> dict[str, Any]:
+    """The ec2 defaults of a fleet file for an AWS account on moto's server (the stand-in for a
+    real account: no cloud is reachable here): the Airflow connection, an instance profile, the
+    AMI parameter, the results bucket, short waits."""
+    return _account_defaults(aws_endpoint, aws_client, monkeypatch, s3_bucket)
+
+
+@pytest.fixture
+def working_instances(aws_endpoint: str, aws_client: Any, monkeypatch: pytest.MonkeyPatch, s3_bucket: str,
+                      tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """As ``moto_account``, but the instances moto launches run their SSM commands: the Airflow
+    connection goes through the fault proxy with an ``SsmAgent`` (``tests/support/ssm_agent.py``:
+    the agent on each instance, run on this machine). Yields ``defaults`` (the fleet's ec2
+    defaults), ``agent`` and ``proxy``; every command still running is killed at the end."""
+    from tests.support.fault_proxy import FaultProxy
+    from tests.support.ssm_agent import SsmAgent
+
+    agent = SsmAgent(tmp_path / "instances", aws_endpoint)
+    proxy = FaultProxy(aws_endpoint, read_timeout_s=60, agent=agent)
+    try:
+        yield {"defaults": _account_defaults(proxy.url, aws_client, monkeypatch, s3_bucket),
+               "agent": agent, "proxy": proxy}
+    finally:
+        proxy.close()
+        agent.close()

@@ -1,17 +1,27 @@
 """The nightly DAG with deferred sweeps, end to end with ``dag.test()``.
 
-Real Airflow (SQLite), a real OpenSSH server on 127.0.0.1 standing in for rented hosts
-(several targets, each its own folder on it), the real worker (tiny sweeps on the CPU), the
-real lake. ``dag.test()`` runs each deferred task's trigger in line (Airflow's
-``_run_task(run_triggerer=True)``), so the sweep tasks go through ``start_sweep`` → defer →
-``SweepTrigger`` → ``resume_sweep`` exactly as with a triggerer, one task at a time.
+Real Airflow (SQLite), the real worker (tiny sweeps on the CPU), the real lake, and two kinds
+of target side by side:
+
+* ssh: a real OpenSSH server on 127.0.0.1 stands in for rented hosts (each target its own
+  folder on it);
+* ec2: moto's server stands in for AWS (launch, tags, S3, SSM), and the stand-in SSM agent in
+  the fault proxy in front of it (``tests/support/ssm_agent.py``) for each instance's agent: the
+  deploy and sweep commands the target sends run here, in the target's own folder, and upload
+  the results to moto's S3, where ``collect`` reads them.
+
+``dag.test()`` runs each deferred task's trigger in line (Airflow's
+``_run_task(run_triggerer=True)``), so the ec2 prepare (instance running, agent online) and every
+sweep go through ``start_*`` → defer → ``SweepTrigger`` → ``resume_*`` exactly as with a
+triggerer, one task at a time.
 
 The worker-slot seconds of each target are the wall time of its tasks' parts that run on a
 worker (each step's ``execute``, and a deferred step's ``resume_*``), measured around those
-methods; the waits in the triggerer are not among them. CI runs 3 targets with a pool of 2;
-the issue's 20 targets with a pool of 4 is the same test with
+methods; the waits in the triggerer are not among them. CI runs 4 targets (2 ssh, 2 ec2) with a
+pool of 2; the issue's 20 targets with a pool of 4 is the same test with
 ``GPUCOMPARE_DEFERRABLE_TARGETS=20 GPUCOMPARE_DEFERRABLE_POOL=4`` (``scripts/bench_deferrable.py
---dag-targets 20`` runs it and reports the figures; too slow for CI on two cores).
+--dag-targets 20`` runs it and reports the figures; too slow for CI on two cores). Half the
+targets (rounded down) are ec2 ones unless ``GPUCOMPARE_DEFERRABLE_EC2`` says how many.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import json
 import os
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,9 +42,10 @@ from tests.support.fixtures_airflow import POOL_NAME
 
 pytestmark = [pytest.mark.dag, pytest.mark.slow]
 
-SCORE_ONLY = {"networks": ["alexnet"], "batch_sizes": [1], "modes": ["score"], "warmup": 1,
-              "batches": 1, "repeats": 1, "timeout_s": 120}
-TARGETS = int(os.environ.get("GPUCOMPARE_DEFERRABLE_TARGETS", "3"))
+SCORE_ONLY = {"networks": ["alexnet"], "batch_sizes": [1], "modes": ["score"], "devices": ["cpu"],
+              "warmup": 1, "batches": 1, "repeats": 1, "timeout_s": 120}
+TARGETS = int(os.environ.get("GPUCOMPARE_DEFERRABLE_TARGETS", "4"))
+EC2_TARGETS = int(os.environ.get("GPUCOMPARE_DEFERRABLE_EC2", str(TARGETS // 2)))
 POOL_SLOTS = int(os.environ.get("GPUCOMPARE_DEFERRABLE_POOL", "2"))
 #: where the figures go as JSON when set (scripts/bench_deferrable.py --dag-targets)
 FIGURES = os.environ.get("GPUCOMPARE_DEFERRABLE_FIGURES")
@@ -84,20 +96,40 @@ def _most_at_once(intervals: list[tuple[Any, Any, int]]) -> int:
     return most
 
 
-def test_nightly_with_deferred_ssh_sweeps_fills_the_lake_within_the_pool(
-        run_dag, write_fleet, gpucompare_dirs, sshd, tmp_path, worker_parts) -> None:
-    """The ssh sweeps can only succeed through the deferral: score_sweep always defers on an
-    ssh target and only ``resume_sweep`` returns its state."""
+def _fleet_targets(sshd: Any, root: Path) -> list[dict[str, Any]]:
+    """``TARGETS`` targets, the ec2 ones (``EC2_TARGETS``) spread among the ssh ones; each has a
+    folder of its own under ``root`` (its host's or its instance's files)."""
+    ec2_at = {round(i * TARGETS / EC2_TARGETS) for i in range(EC2_TARGETS)} if EC2_TARGETS else set()
+    targets = []
+    for index in range(TARGETS):
+        if index in ec2_at:
+            targets.append({"name": f"aws-{index}", "kind": "ec2", "provider": "aws",
+                            "instance_type": "g4dn.xlarge", "region": "us-east-1",
+                            "gpu_count": 1, "profile": "tiny",
+                            "options": {"remote_root": str(root / f"instance{index}"),
+                                        "bench_python": str(BENCH_PYTHON)}})
+        else:
+            targets.append({"name": f"rented-{index}", "kind": "ssh", "provider": "leadergpu",
+                            "instance_type": "ltbv14", "profile": "tiny",
+                            "options": {"ssh_conn_id": sshd.conn_id, "python": str(BENCH_PYTHON),
+                                        "remote_dir": str(root / f"host{index}"), "poll_interval_s": 0.3}})
+    return targets
+
+
+def test_nightly_with_deferred_ssh_and_ec2_sweeps_fills_the_lake_within_the_pool(
+        run_dag, write_fleet, gpucompare_dirs, sshd, working_instances, aws_client, tmp_path,
+        worker_parts) -> None:
+    """The sweeps can only succeed through the deferral: score_sweep always defers on an ssh or
+    ec2 target and only ``resume_sweep`` returns its state; an ec2 target's results exist only
+    because its sweep command ran (the stand-in agent) and uploaded them."""
     from airflow.models.pool import Pool
 
     Pool.create_or_update_pool(POOL_NAME, slots=POOL_SLOTS, description="gpucompare test pool",
                                include_deferred=True)
     assert Pool.get_pool(POOL_NAME).include_deferred
-    write_fleet({"max_instances": POOL_SLOTS, "profiles": {"tiny": SCORE_ONLY}, "targets": [{
-        "name": f"rented-{index}", "kind": "ssh", "provider": "leadergpu", "instance_type": "ltbv14",
-        "profile": "tiny", "options": {"ssh_conn_id": sshd.conn_id, "python": str(BENCH_PYTHON),
-                                       "remote_dir": str(tmp_path / f"host{index}"), "poll_interval_s": 0.3}}
-        for index in range(TARGETS)]})
+    targets = _fleet_targets(sshd, tmp_path)
+    write_fleet({"max_instances": POOL_SLOTS, "defaults": {"ec2": working_instances["defaults"]},
+                 "profiles": {"tiny": SCORE_ONLY}, "targets": targets})
 
     began = time.monotonic()
     night = run_dag("gpucompare_nightly")
@@ -106,7 +138,15 @@ def test_nightly_with_deferred_ssh_sweeps_fills_the_lake_within_the_pool(
     assert night.state == "success", night.states
     assert night.task_states("target.score_sweep") == ["success"] * TARGETS
     rows = open_lake(str(gpucompare_dirs.lake)).results_table().to_pylist()
-    assert sorted((r["target"], r["mode"]) for r in rows) == [("ssh", "score")] * TARGETS
+    assert sorted((r["target"], r["mode"], r["status"]) for r in rows) == sorted(
+        [("ec2", "score", "ok")] * EC2_TARGETS + [("ssh", "score", "ok")] * (TARGETS - EC2_TARGETS))
+    # every instance was launched for this run and is terminated; none of its commands still runs
+    reservations = aws_client("ec2").describe_instances(Filters=[
+        {"Name": "tag:gpucompare:run-id", "Values": [f"*{night.run_id}*"]}])["Reservations"]
+    instances = [i for r in reservations for i in r["Instances"]]
+    assert len(instances) == EC2_TARGETS
+    assert {i["State"]["Name"] for i in instances} <= {"shutting-down", "terminated"}
+    assert working_instances["agent"].running() == []
     # the pool's slots were never exceeded (from the task instances' start and end times)
     steps = [(ti.start_date, ti.end_date, ti.pool_slots) for ti in _pool_steps(night.run_id)
              if ti.start_date is not None]  # a mapped task's unexpanded row never ran
@@ -116,17 +156,23 @@ def test_nightly_with_deferred_ssh_sweeps_fills_the_lake_within_the_pool(
     phases = read_phases(open_lake(str(gpucompare_dirs.lake))).to_pylist()
     sweeps = [p for p in phases if p["phase"] == "sweep"]
     assert len(sweeps) == TARGETS and all(p["status"] == "ok" and p["seconds"] > 0 for p in sweeps)
-    # every sweep ran in two worker parts (start, then resume after the trigger), nothing between
+    # every sweep ran in two worker parts (start, then resume after the trigger), nothing between,
+    # and so did every ec2 prepare (launch, then resume once running and online)
     assert [len(worker_parts[("target.score_sweep", i)]) for i in range(TARGETS)] == [2] * TARGETS
-    _report(worker_parts, sweeps, wall_s)
+    kinds = [t["kind"] for t in targets]
+    assert [len(worker_parts[("target.prepare", i)]) for i in range(TARGETS)] == [
+        2 if kind == "ec2" else 1 for kind in kinds]
+    _report(worker_parts, sweeps, wall_s, kinds)
 
 
-def _report(parts: dict[tuple[str, int], list[float]], sweeps: list[dict[str, Any]], wall_s: float) -> None:
+def _report(parts: dict[tuple[str, int], list[float]], sweeps: list[dict[str, Any]], wall_s: float,
+            kinds: list[str]) -> None:
     """Worker-slot seconds per target (its steps' worker parts) beside its sweep's wall time."""
     held = [sum(sum(v) for (task, index), v in parts.items() if task.startswith("target.") and index == i)
             for i in range(TARGETS)]
     sweep_held = [sum(parts[("target.score_sweep", i)]) for i in range(TARGETS)]
-    figures = {"targets": TARGETS, "pool_slots": POOL_SLOTS, "dag_wall_s": round(wall_s, 1),
+    figures = {"targets": TARGETS, "ec2_targets": EC2_TARGETS, "pool_slots": POOL_SLOTS,
+               "dag_wall_s": round(wall_s, 1), "kinds": kinds,
                "worker_slot_s_per_target": [round(h, 2) for h in held],
                "sweep_worker_slot_s": [round(h, 2) for h in sweep_held],
                "sweep_phase_s": sorted(round(p["seconds"], 2) for p in sweeps)}

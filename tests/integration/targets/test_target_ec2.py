@@ -16,8 +16,6 @@ import os
 import shlex
 import stat
 import subprocess
-import sys
-import textwrap
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -42,6 +40,7 @@ from tests.support.ec2_support import (
     point_airflow_connection,
     publish_ami_parameter,
 )
+from tests.support.ssm_agent import write_aws_cli_shim
 
 
 @pytest.fixture
@@ -312,25 +311,6 @@ def test_bad_options_are_refused_with_the_field_named():
                                  region="us-east-1", market="reserved", options=base))
 
 
-AWS_SHIM = textwrap.dedent("""\
-    #!{python}
-    # Stands in for the AWS CLI on the instance: `aws s3 cp [--only-show-errors] FILE s3://B/K`
-    # does a real PutObject, `aws s3 cp s3://B/K FILE` a real GetObject, on the test endpoint
-    # (AWS_ENDPOINT_URL) with boto3 and the environment's credentials (the instance profile's).
-    import sys
-    import boto3
-    args = [a for a in sys.argv[1:] if a != "--only-show-errors"]
-    assert args[:2] == ["s3", "cp"] and len(args) == 4, args
-    if args[2].startswith("s3://"):
-        bucket, key = args[2][len("s3://"):].split("/", 1)
-        boto3.client("s3").download_file(bucket, key, args[3])
-    else:
-        assert args[3].startswith("s3://"), args
-        bucket, key = args[3][len("s3://"):].split("/", 1)
-        boto3.client("s3").upload_file(args[2], bucket, key)
-    """)
-
-
 def _run_like_the_ssm_agent(commands: list[str], workdir: Path,
                             env: dict[str, str]) -> subprocess.CompletedProcess:
     """AWS-RunShellScript writes the commands, one a line, to _script.sh and runs `sh -c` on it."""
@@ -354,11 +334,7 @@ def test_sent_commands_run_the_real_worker_in_bash(aws, aws_client, tmp_path):
     root = tmp_path / "instance"
     target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"], remote_root=str(root),
                                     bench_python=str(BENCH_PYTHON)))
-    shim_dir = tmp_path / "bin"
-    shim_dir.mkdir()
-    shim = shim_dir / "aws"
-    shim.write_text(AWS_SHIM.format(python=sys.executable))
-    shim.chmod(0o755)
+    shim_dir = write_aws_cli_shim(tmp_path / "bin").parent
     env = {**os.environ, "PATH": f"{shim_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": ""}
     state = target.prepare(run_id)
     try:
