@@ -20,8 +20,9 @@ Fixtures:
   sharing the session server never see each other's objects).
 * ``moto_reset`` (function): call it to wipe every service's state on the server (for tests
   that count EC2 instances and the like); it resets all accounts, so use it sparingly.
-* ``moto_account`` (function): the ec2 defaults of a fleet file for an account on the server
-  (Airflow connection, instance profile, AMI parameter, results bucket, short waits).
+* ``aws_account`` (function): an account as a user has it on the server (the Airflow
+  connection, an instance profile, the AMI parameter, a bucket: ``account_on``);
+  ``moto_account``: the same as the ec2 defaults of a fleet file (``fleet_defaults``).
 * ``working_instances`` (function): the same, through the fault proxy with a stand-in SSM agent,
   so that the instances moto launches run their commands on this machine.
 
@@ -159,29 +160,44 @@ def moto_reset(aws_endpoint: str) -> Callable[[], None]:
     return reset
 
 
-def _account_defaults(endpoint_url: str, aws_client: Any, monkeypatch: pytest.MonkeyPatch,
-                      bucket: str) -> dict[str, Any]:
+def account_on(endpoint_url: str, aws_client: Callable[..., Any], monkeypatch: pytest.MonkeyPatch,
+               bucket: str) -> dict[str, Any]:
+    """What an AWS account a user runs ec2 targets from has, set up on the endpoint: the Airflow
+    connection aimed at ``endpoint_url``, an instance profile, the AMI parameter, the bucket."""
     from tests.support.ec2_support import (
-        AMI_PARAMETER,
         create_instance_profile,
         point_airflow_connection,
         publish_ami_parameter,
     )
 
-    conn_id = point_airflow_connection(monkeypatch, endpoint_url)
-    publish_ami_parameter(aws_client)
-    return {"aws_conn_id": conn_id, "ami": f"resolve:ssm:{AMI_PARAMETER}",
-            "instance_profile": create_instance_profile(aws_client), "results_bucket": bucket,
+    return {"endpoint": endpoint_url, "conn_id": point_airflow_connection(monkeypatch, endpoint_url),
+            "profile": create_instance_profile(aws_client), "image_id": publish_ami_parameter(aws_client),
+            "bucket": bucket}
+
+
+def fleet_defaults(account: dict[str, Any]) -> dict[str, Any]:
+    """The ec2 defaults of a fleet file for ``account`` (``account_on``), with short waits."""
+    from tests.support.ec2_support import AMI_PARAMETER
+
+    return {"aws_conn_id": account["conn_id"], "ami": f"resolve:ssm:{AMI_PARAMETER}",
+            "instance_profile": account["profile"], "results_bucket": account["bucket"],
             "poll_interval_s": 0.2, "agent_timeout_s": 5, "launch_timeout_s": 30}
 
 
 @pytest.fixture
-def moto_account(aws_endpoint: str, aws_client: Any, monkeypatch: pytest.MonkeyPatch,
-                 s3_bucket: str) -> dict[str, Any]:
+def aws_account(aws_endpoint: str, aws_client: Callable[..., Any], monkeypatch: pytest.MonkeyPatch,
+                s3_bucket: str) -> dict[str, Any]:
+    """An account on moto's server (``account_on``): ``endpoint``, ``conn_id``, ``profile``,
+    ``image_id``, ``bucket``."""
+    return account_on(aws_endpoint, aws_client, monkeypatch, s3_bucket)
+
+
+@pytest.fixture
+def moto_account(aws_account: dict[str, Any]) -> dict[str, Any]:
     """The ec2 defaults of a fleet file for an AWS account on moto's server (the stand-in for a
     real account: no cloud is reachable here): the Airflow connection, an instance profile, the
     AMI parameter, the results bucket, short waits."""
-    return _account_defaults(aws_endpoint, aws_client, monkeypatch, s3_bucket)
+    return fleet_defaults(aws_account)
 
 
 @pytest.fixture
@@ -197,8 +213,8 @@ def working_instances(aws_endpoint: str, aws_client: Any, monkeypatch: pytest.Mo
     agent = SsmAgent(tmp_path / "instances", aws_endpoint)
     proxy = FaultProxy(aws_endpoint, read_timeout_s=60, agent=agent)
     try:
-        yield {"defaults": _account_defaults(proxy.url, aws_client, monkeypatch, s3_bucket),
-               "agent": agent, "proxy": proxy}
+        account = account_on(proxy.url, aws_client, monkeypatch, s3_bucket)
+        yield {"defaults": fleet_defaults(account), "account": account, "agent": agent, "proxy": proxy}
     finally:
         proxy.close()
         agent.close()

@@ -351,24 +351,16 @@ def test_the_commands_sent_through_ssm_run_a_real_dist_sync_job(aws_client, tmp_
 
 
 def test_an_ec2_scaling_group_gets_an_instance_per_host_and_all_are_terminated_after_a_failure(
-        aws_endpoint, aws_client, monkeypatch, s3_bucket, tmp_path):
+        aws_account, aws_client, tmp_path):
     """A scaling group of three ec2 targets on moto's server: one instance each (their own run
     ids), deployed through SSM, then the first point fails (moto runs no command, so the
     scheduler-port probe answers nothing): the run says so and every instance is terminated."""
     from gpucompare.targets.ec2.options import RUN_ID_TAG
-    from tests.support.ec2_support import (
-        create_instance_profile,
-        ec2_spec,
-        point_airflow_connection,
-        publish_ami_parameter,
-    )
+    from tests.support.ec2_support import ec2_spec
 
-    point_airflow_connection(monkeypatch, aws_endpoint)
-    profile = create_instance_profile(aws_client)
-    publish_ami_parameter(aws_client)
     specs = []
     for index in range(3):
-        spec = ec2_spec(profile, s3_bucket, budget_cap=50.0).to_dict()
+        spec = ec2_spec(aws_account["profile"], aws_account["bucket"], budget_cap=50.0).to_dict()
         specs.append({**spec, "name": f"aws-node{index}"})
     group = distributed.ScalingGroup(name="aws-trio", targets=tuple(s["name"] for s in specs), profile="p")
     scaling_profile = distributed.parse_scaling_profile(

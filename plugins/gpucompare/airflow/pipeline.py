@@ -234,17 +234,27 @@ def _deferred_phase(target: Any, phase: str, started: dict[str, Any]) -> Iterato
             record.seconds = time.time() - began
 
 
+@contextlib.contextmanager
+def _resumed(context: Any, event: dict[str, Any], phase: str) -> Iterator[tuple[dict[str, Any], Any, Any,
+                                                                              dict[str, Any]]]:
+    """The resumed part of a deferred step: the plan, state and start carried by the trigger's
+    event, the map index label (as ``_name_map_index``), and ``phase`` recorded from the step's
+    first part on; yields (plan, target, state, started)."""
+    plan, state, started = (event["carry"][key] for key in ("plan", "state", "started"))
+    context["target_name"] = plan["spec"]["name"]
+    target = _target(plan)
+    with _phases_recorded(plan, target, state.get("market")), bad_input_fails(), \
+            _deferred_phase(target, phase, started):
+        yield plan, target, _state(state), started
+
+
 class SweepOperator(_PythonDecoratedOperator):
     """A sweep step: its function starts the sweep and defers (``_run_sweep``); the task
     resumes in ``resume_sweep`` when ``SweepTrigger`` fires, for seconds again."""
 
     def resume_sweep(self, context: Any, event: dict[str, Any], **_: Any) -> dict[str, Any]:
-        plan, state, started = (event["carry"][key] for key in ("plan", "state", "started"))
-        context["target_name"] = plan["spec"]["name"]  # the map index label, as _name_map_index
-        target = _target(plan)
-        with _phases_recorded(plan, target, state.get("market")), bad_input_fails(), \
-                _deferred_phase(target, "sweep", started):
-            done = target.finish_sweep(_state(state), started, event)
+        with _resumed(context, event, "sweep") as (plan, target, state, started):
+            done = target.finish_sweep(state, started, event)
         log.info("Sweep of %s finished (%s)", plan["spec"]["name"], started["decision"])
         return done.to_dict()
 
@@ -254,13 +264,9 @@ class PrepareOperator(_PythonDecoratedOperator):
     it is usable (``prepare``); the task resumes in ``resume_prepare``, for seconds again."""
 
     def resume_prepare(self, context: Any, event: dict[str, Any], **_: Any) -> dict[str, Any]:
-        plan, state, started = (event["carry"][key] for key in ("plan", "state", "started"))
-        context["target_name"] = plan["spec"]["name"]  # the map index label, as _name_map_index
-        target = _target(plan)
-        with _phases_recorded(plan, target, state.get("market")), bad_input_fails(), \
-                _deferred_phase(target, "provision", started):
+        with _resumed(context, event, "provision") as (plan, target, state, _started):
             target.phases.mark_billed()  # the instance existed since the first part
-            done = target.finish_prepare(_state(state), event)
+            done = target.finish_prepare(state, event)
         log.info("Prepared %s: resource %s, market %s", plan["spec"]["name"], done.resource_id, done.market)
         return done.to_dict()
 

@@ -22,21 +22,10 @@ from gpucompare.targets.base import TargetError
 from gpucompare.targets.ec2 import target as ec2
 from gpucompare.targets.ec2.launch import ReadyPoller
 from tests.support.ec2_support import (
-    create_instance_profile,
     ec2_spec,
     live_instances,
     new_run_id,
-    point_airflow_connection,
-    publish_ami_parameter,
 )
-
-
-@pytest.fixture
-def aws(aws_endpoint: str, aws_client: Any, monkeypatch: pytest.MonkeyPatch,
-        s3_bucket: str) -> dict[str, Any]:
-    point_airflow_connection(monkeypatch, aws_endpoint)
-    publish_ami_parameter(aws_client)
-    return {"profile": create_instance_profile(aws_client), "bucket": s3_bucket}
 
 
 def _rebuilt(trigger: SweepTrigger) -> SweepTrigger:
@@ -48,9 +37,9 @@ async def _events(trigger: SweepTrigger) -> list[dict[str, Any]]:
     return [event.payload async for event in trigger.run()]
 
 
-def _started(aws: dict[str, Any], **options: Any) -> tuple[ec2.Ec2Target, Any, dict[str, Any], str]:
+def _started(aws_account: dict[str, Any], **options: Any) -> tuple[ec2.Ec2Target, Any, dict[str, Any], str]:
     run_id = new_run_id()
-    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"], **options))
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"], **options))
     state, started = target.start_prepare(run_id)
     trigger = _rebuilt(SweepTrigger(spec=target.spec.to_dict(), state=state.to_dict(), started=started,
                                     poll_interval_s=0.05, poller="prepare_poller", carry={"x": 1}))
@@ -58,8 +47,8 @@ def _started(aws: dict[str, Any], **options: Any) -> tuple[ec2.Ec2Target, Any, d
 
 
 def test_the_prepare_wait_fires_once_the_instance_runs_and_not_before(
-        aws: dict[str, Any], aws_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    target, state, trigger, run_id = _started(aws)
+        aws_account: dict[str, Any], aws_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    target, state, trigger, run_id = _started(aws_account)
     reads: list[str | None] = []
     real_state = ReadyPoller._instance_state
 
@@ -79,9 +68,9 @@ def test_the_prepare_wait_fires_once_the_instance_runs_and_not_before(
 
 
 def test_an_instance_gone_before_it_was_ready_fails_prepare_and_leaves_nothing(
-        aws: dict[str, Any], aws_client: Any) -> None:
+        aws_account: dict[str, Any], aws_client: Any) -> None:
     """Spot capacity reclaimed at boot (the instance terminated behind the wait's back)."""
-    target, state, trigger, run_id = _started(aws)
+    target, state, trigger, run_id = _started(aws_account)
     aws_client("ec2").terminate_instances(InstanceIds=[state.resource_id])
     (event,) = asyncio.run(_events(trigger))
     assert "terminated before it was ready" in event["error"] or "shutting-down" in event["error"]
@@ -91,10 +80,10 @@ def test_an_instance_gone_before_it_was_ready_fails_prepare_and_leaves_nothing(
 
 
 def test_a_wait_past_its_deadline_fails_and_terminates_the_instance(
-        aws: dict[str, Any], aws_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        aws_account: dict[str, Any], aws_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """An instance that never leaves pending (stand-in) within launch + agent timeouts."""
     monkeypatch.setattr(ReadyPoller, "_instance_state", lambda self: "pending")
-    target, state, trigger, run_id = _started(aws, launch_timeout_s=1, agent_timeout_s=1)
+    target, state, trigger, run_id = _started(aws_account, launch_timeout_s=1, agent_timeout_s=1)
     (event,) = asyncio.run(_events(trigger))
     assert event["error"] == f"TargetError: instance {state.resource_id} not running in time"
     with pytest.raises(TargetError, match="not running in time"):

@@ -11,24 +11,18 @@ from gpucompare.targets.ec2 import target as ec2
 from tests.support.ec2_support import (
     NIGHTLY,
     TINY_SWEEP,
-    create_instance_profile,
     ec2_spec,
     live_instances,
     new_run_id,
-    point_airflow_connection,
-    publish_ami_parameter,
 )
 
 
-def test_an_expensive_run_is_refused_before_anything_is_created(aws_endpoint, aws_client, monkeypatch,
-                                                                 s3_bucket):
+def test_an_expensive_run_is_refused_before_anything_is_created(aws_account, aws_client):
     """The nightly matrix on p3.2xlarge (3.06 USD/h in the shipped table) with a 1 USD cap:
     refused, with no RunInstances call made and not one more instance on the endpoint."""
-    point_airflow_connection(monkeypatch, aws_endpoint)
-    publish_ami_parameter(aws_client)
-    profile = create_instance_profile(aws_client)
     run_id = new_run_id()
-    target = ec2.Ec2Target(ec2_spec(profile, s3_bucket, instance_type="p3.2xlarge", market="spot",
+    profile, bucket = aws_account["profile"], aws_account["bucket"]
+    target = ec2.Ec2Target(ec2_spec(profile, bucket, instance_type="p3.2xlarge", market="spot",
                                     budget_cap=1.0, sweep_configs=[NIGHTLY]))
     calls: list[str] = []
     target.ec2_hook.conn.meta.events.register("before-call.ec2.*", lambda event_name, **_: calls.append(
@@ -47,7 +41,7 @@ def test_an_expensive_run_is_refused_before_anything_is_created(aws_endpoint, aw
     assert live_instances(aws_client, run_id) == []
 
     # the same run within its budget goes ahead
-    cheap = ec2.Ec2Target(ec2_spec(profile, s3_bucket, instance_type="g4dn.xlarge", budget_cap=5.0,
+    cheap = ec2.Ec2Target(ec2_spec(profile, bucket, instance_type="g4dn.xlarge", budget_cap=5.0,
                                    sweep_configs=[TINY_SWEEP]))
     state = cheap.prepare(run_id)
     try:

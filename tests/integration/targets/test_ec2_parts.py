@@ -19,20 +19,15 @@ from gpucompare.targets.ec2.options import DEPLOYMENT_TAG, RUN_ID_TAG, Ec2Option
 from gpucompare.targets.ec2.storage import RunStorage, UploadableBundle
 from tests.support.ec2_support import (
     CONN_ID,
-    create_instance_profile,
     ec2_spec,
     live_instances,
     new_run_id,
-    point_airflow_connection,
-    publish_ami_parameter,
 )
 
 
 @pytest.fixture
-def parts(aws_endpoint: str, aws_client: Any, monkeypatch: pytest.MonkeyPatch, s3_bucket: str) -> Any:
-    point_airflow_connection(monkeypatch, aws_endpoint)
-    publish_ami_parameter(aws_client)
-    spec = ec2_spec(create_instance_profile(aws_client), s3_bucket)
+def parts(aws_account: dict[str, Any]) -> Any:
+    spec = ec2_spec(aws_account["profile"], aws_account["bucket"])
     options = Ec2Options.from_spec(spec)
     clients = AwsClients(CONN_ID, spec.region)
 

@@ -19,11 +19,8 @@ from gpucompare.targets.base import TargetError, TargetState
 from gpucompare.targets.ec2 import target as ec2
 from tests.support.ec2_support import (
     TINY_SWEEP,
-    create_instance_profile,
     ec2_spec,
     new_run_id,
-    point_airflow_connection,
-    publish_ami_parameter,
 )
 
 
@@ -56,10 +53,8 @@ class Endpoint:
 
 
 @pytest.fixture
-def deployed(aws_endpoint: str, aws_client: Any, monkeypatch: pytest.MonkeyPatch, s3_bucket: str):
-    point_airflow_connection(monkeypatch, aws_endpoint)
-    publish_ami_parameter(aws_client)
-    spec = ec2_spec(create_instance_profile(aws_client), s3_bucket)
+def deployed(aws_account: dict[str, Any]):
+    spec = ec2_spec(aws_account["profile"], aws_account["bucket"])
     target = ec2.Ec2Target(spec, line_sink=lambda _: None)
     state = target.prepare(new_run_id())
     try:

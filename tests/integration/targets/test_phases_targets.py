@@ -28,12 +28,9 @@ from tests.support.ec2_support import (
     TINY_SWEEP as EC2_SWEEP,
 )
 from tests.support.ec2_support import (
-    create_instance_profile,
     ec2_spec,
     live_instances,
     new_run_id,
-    point_airflow_connection,
-    publish_ami_parameter,
 )
 from tests.support.fixtures_sshd import SshdServer
 from tests.support.target_helpers import TINY_SWEEP, read_records
@@ -102,16 +99,8 @@ def test_an_ssh_run_records_its_phases(sshd: SshdServer, tmp_path: Path) -> None
     assert target.phases.records[2].seconds >= records[0]["timed_seconds"] > 0
 
 
-@pytest.fixture
-def aws(aws_endpoint: str, aws_client: Any, monkeypatch: pytest.MonkeyPatch,
-        s3_bucket: str) -> dict[str, Any]:
-    point_airflow_connection(monkeypatch, aws_endpoint)
-    publish_ami_parameter(aws_client)
-    return {"profile": create_instance_profile(aws_client), "bucket": s3_bucket}
-
-
-def test_an_ec2_run_is_billed_in_every_phase(aws: dict[str, Any]) -> None:
-    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+def test_an_ec2_run_is_billed_in_every_phase(aws_account: dict[str, Any]) -> None:
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"]))
     state = target.prepare(new_run_id())
     try:
         state = target.deploy(state)
@@ -122,12 +111,13 @@ def test_an_ec2_run_is_billed_in_every_phase(aws: dict[str, Any]) -> None:
                                ("teardown", "ok", True)]
 
 
-def test_a_provisioning_failure_still_records_the_provision_phase(aws: dict[str, Any], aws_client: Any,
+def test_a_provisioning_failure_still_records_the_provision_phase(aws_account: dict[str, Any],
+                                                                  aws_client: Any,
                                                                   tmp_path: Path) -> None:
     """The SSM agent check is refused after RunInstances (AccessDenied injected, standing in for
     an orchestrator role without ssm:DescribeInstanceInformation): the instance was paid for, so
     the failed provisioning is billed, and prepare's own teardown is recorded inside it."""
-    spec = ec2_spec(aws["profile"], aws["bucket"])
+    spec = ec2_spec(aws_account["profile"], aws_account["bucket"])
     target = ec2.Ec2Target(spec)
 
     def deny(**_: Any) -> None:

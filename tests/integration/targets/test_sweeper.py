@@ -19,12 +19,10 @@ from gpucompare.targets.ec2.options import DEPLOYMENT_TAG, EXPIRES_AT_TAG, RUN_I
 from tests.support.ec2_support import (
     CONN_ID,
     any_image_id,
-    create_instance_profile,
     ec2_spec,
     live_instances,
     new_run_id,
     point_airflow_connection,
-    publish_ami_parameter,
 )
 
 
@@ -182,12 +180,9 @@ def test_a_missing_marker_bucket_is_named_and_the_fleet_regions_are_still_swept(
     assert PLACEHOLDER_BUCKET not in " ".join(found.unreadable)
 
 
-def test_an_instance_made_by_the_target_is_swept_once_its_ttl_has_passed(aws_endpoint, aws_client,
-                                                                         monkeypatch, s3_bucket):
-    point_airflow_connection(monkeypatch, aws_endpoint)
-    publish_ami_parameter(aws_client)
+def test_an_instance_made_by_the_target_is_swept_once_its_ttl_has_passed(aws_account, aws_client):
     run_id = new_run_id()
-    target = ec2.Ec2Target(ec2_spec(create_instance_profile(aws_client), s3_bucket, ttl_minutes=30))
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"], ttl_minutes=30))
     state = target.prepare(run_id)
     try:
         assert state.resource_id not in {item.instance_id for item in

@@ -33,27 +33,11 @@ from tests.conftest import BENCH_PYTHON, REPO_ROOT
 from tests.support import iam_policy
 from tests.support.ec2_support import (
     TINY_SWEEP,
-    create_instance_profile,
     ec2_spec,
     live_instances,
     new_run_id,
-    point_airflow_connection,
-    publish_ami_parameter,
 )
 from tests.support.ssm_agent import write_aws_cli_shim
-
-
-@pytest.fixture
-def aws(aws_endpoint: str, aws_client: Any, monkeypatch: pytest.MonkeyPatch,
-        s3_bucket: str) -> dict[str, Any]:
-    """The account as a user would have it: connection, instance profile, AMI parameter, bucket."""
-    point_airflow_connection(monkeypatch, aws_endpoint)
-    return {
-        "endpoint": aws_endpoint,
-        "profile": create_instance_profile(aws_client),
-        "image_id": publish_ami_parameter(aws_client),
-        "bucket": s3_bucket,
-    }
 
 
 def _instance(aws_client: Any, instance_id: str) -> dict[str, Any]:
@@ -79,17 +63,17 @@ def _refuse_spot(code: str):
     return handler, calls
 
 
-def test_prepare_creates_a_hardened_tagged_instance_and_teardown_terminates_it(aws, aws_client):
+def test_prepare_creates_a_hardened_tagged_instance_and_teardown_terminates_it(aws_account, aws_client):
     run_id = new_run_id()
-    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"], ttl_minutes=90))
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"], ttl_minutes=90))
     before = datetime.now(UTC)
     state = target.prepare(run_id)
     try:
         instance = _instance(aws_client, state.resource_id)
-        assert instance["ImageId"] == aws["image_id"]  # resolved from the SSM parameter
+        assert instance["ImageId"] == aws_account["image_id"]  # resolved from the SSM parameter
         assert instance["InstanceType"] == "g4dn.xlarge"
         assert instance["MetadataOptions"]["HttpTokens"] == "required"
-        assert instance["IamInstanceProfile"]["Arn"].endswith(f"instance-profile/{aws['profile']}")
+        assert instance["IamInstanceProfile"]["Arn"].endswith(f"instance-profile/{aws_account['profile']}")
         assert instance.get("InstanceLifecycle") != "spot" and state.market == "on_demand"
 
         ebs = instance["BlockDeviceMappings"][0]["Ebs"]
@@ -120,12 +104,12 @@ def test_prepare_creates_a_hardened_tagged_instance_and_teardown_terminates_it(a
     target.teardown(state)  # a second teardown is harmless
 
 
-def test_state_travels_as_json_and_a_retried_prepare_reuses_the_instance(aws, aws_client):
+def test_state_travels_as_json_and_a_retried_prepare_reuses_the_instance(aws_account, aws_client):
     run_id = new_run_id()
-    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"]))
     first = target.prepare(run_id)
     try:
-        second = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"])).prepare(run_id)
+        second = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"])).prepare(run_id)
         assert second.resource_id == first.resource_id
         assert len(live_instances(aws_client, run_id)) == 1
         assert TargetState.from_dict(json.loads(json.dumps(first.to_dict()))) == first
@@ -134,9 +118,9 @@ def test_state_travels_as_json_and_a_retried_prepare_reuses_the_instance(aws, aw
     assert live_instances(aws_client, run_id) == []
 
 
-def test_spot_is_asked_for_and_recorded_when_granted(aws, aws_client):
+def test_spot_is_asked_for_and_recorded_when_granted(aws_account, aws_client):
     run_id = new_run_id()
-    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"], market="spot"))
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"], market="spot"))
     state = target.prepare(run_id)
     try:
         assert state.market == "spot"
@@ -147,9 +131,9 @@ def test_spot_is_asked_for_and_recorded_when_granted(aws, aws_client):
 
 @pytest.mark.parametrize("code", ["InsufficientInstanceCapacity", "SpotMaxPriceTooLow",
                                   "MaxSpotInstanceCountExceeded"])
-def test_spot_capacity_refused_falls_back_to_on_demand_and_records_it(aws, aws_client, code):
+def test_spot_capacity_refused_falls_back_to_on_demand_and_records_it(aws_account, aws_client, code):
     run_id = new_run_id()
-    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"], market="spot"))
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"], market="spot"))
     handler, calls = _refuse_spot(code)
     target.ec2_hook.conn.meta.events.register("before-call.ec2.RunInstances", handler)
     state = target.prepare(run_id)
@@ -162,9 +146,9 @@ def test_spot_capacity_refused_falls_back_to_on_demand_and_records_it(aws, aws_c
         target.teardown(state)
 
 
-def test_other_spot_errors_are_not_mistaken_for_capacity(aws, aws_client):
+def test_other_spot_errors_are_not_mistaken_for_capacity(aws_account, aws_client):
     run_id = new_run_id()
-    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"], market="spot"))
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"], market="spot"))
     handler, calls = _refuse_spot("UnauthorizedOperation")
     target.ec2_hook.conn.meta.events.register("before-call.ec2.RunInstances", handler)
     with pytest.raises(TargetError, match="UnauthorizedOperation"):
@@ -173,11 +157,11 @@ def test_other_spot_errors_are_not_mistaken_for_capacity(aws, aws_client):
     assert live_instances(aws_client, run_id) == []
 
 
-def test_failure_after_provisioning_still_ends_with_the_instance_terminated(aws, aws_client):
+def test_failure_after_provisioning_still_ends_with_the_instance_terminated(aws_account, aws_client):
     """prepare → deploy → run_sweep → collect fails (moto ran nothing, so no results were
     uploaded) → the teardown the DAG always runs leaves no instance of the run alive."""
     run_id = new_run_id()
-    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"]))
     state = None
     with pytest.raises(TargetError, match="no results at s3://"):
         try:
@@ -191,12 +175,12 @@ def test_failure_after_provisioning_still_ends_with_the_instance_terminated(aws,
     assert live_instances(aws_client, run_id) == []
 
 
-def test_a_prepare_that_fails_after_run_instances_terminates_what_it_made(aws, aws_client):
+def test_a_prepare_that_fails_after_run_instances_terminates_what_it_made(aws_account, aws_client):
     """The SSM agent check is refused (AccessDenied injected before the call, standing in for
     an orchestrator role without ssm:DescribeInstanceInformation): prepare raises and has
     already terminated its instance; a teardown with only the run id finds nothing left."""
     run_id = new_run_id()
-    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"]))
 
     def deny(**_: Any) -> None:
         raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "injected"}},
@@ -209,9 +193,9 @@ def test_a_prepare_that_fails_after_run_instances_terminates_what_it_made(aws, a
     target.teardown(TargetState(spec=target.spec.to_dict(), run_id=run_id))
 
 
-def test_teardown_finds_the_instance_by_run_id_when_the_state_lost_its_id(aws, aws_client):
+def test_teardown_finds_the_instance_by_run_id_when_the_state_lost_its_id(aws_account, aws_client):
     run_id = new_run_id()
-    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"]))
     state = target.prepare(run_id)
     target.teardown(TargetState(spec=state.spec, run_id=run_id))  # no resource_id
     assert live_instances(aws_client, run_id) == []
@@ -225,11 +209,11 @@ def _commands_of_run(aws_client: Any, state: TargetState) -> dict[str, dict[str,
             if command["Comment"].endswith(" " + run_key(state.run_id))}
 
 
-def test_what_run_command_is_sent_and_polled(aws, aws_client):
+def test_what_run_command_is_sent_and_polled(aws_account, aws_client):
     """Document, commands, quoting, timeout and output location of the sweep's Run Command,
     read back from the endpoint; the polling ends on moto's immediate Success."""
     run_id = new_run_id()
-    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"]))
     sweep = TINY_SWEEP
     requested_instances: list[list[str]] = []
     target.ssm_hook.conn.meta.events.register(
@@ -242,7 +226,7 @@ def test_what_run_command_is_sent_and_polled(aws, aws_client):
         writer_prefix = f"{target.storage.run_prefix(run_id)}/{state.extra['writer']}"
         deployment = target.options.deployment
         assert writer_prefix.startswith(f"gpucompare/results/{deployment}/{run_key(run_id)}/")
-        assert state.remote_results == f"s3://{aws['bucket']}/{writer_prefix}/results.jsonl"
+        assert state.remote_results == f"s3://{aws_account['bucket']}/{writer_prefix}/results.jsonl"
         commands = _commands_of_run(aws_client, state)
         assert sorted(commands) == ["deploy", "sweep"]
         sent = commands["sweep"]
@@ -251,7 +235,7 @@ def test_what_run_command_is_sent_and_polled(aws, aws_client):
         assert requested_instances == [[state.resource_id]] * 2
         # the worker's own limit plus its kill grace and the time to merge and upload
         assert sent["Parameters"]["executionTimeout"] == [str(321 + ec2.KILL_GRACE_S + ec2.SWEEP_SLACK_S)]
-        assert sent["OutputS3BucketName"] == aws["bucket"]
+        assert sent["OutputS3BucketName"] == aws_account["bucket"]
         assert sent["OutputS3KeyPrefix"] == f"{writer_prefix}/ssm"
         lines = sent["Parameters"]["commands"]
         assert lines == target.sweep_commands(state, sweep, timeout_s=321)
@@ -322,7 +306,7 @@ def _run_like_the_ssm_agent(commands: list[str], workdir: Path,
 
 
 @pytest.mark.slow
-def test_sent_commands_run_the_real_worker_in_bash(aws, aws_client, tmp_path):
+def test_sent_commands_run_the_real_worker_in_bash(aws_account, aws_client, tmp_path):
     """The deploy and sweep scripts exactly as sent to SSM, run here with bash as the agent
     would: the bundle comes from moto's S3 through `aws s3 cp` (a shim), its checksum is
     verified, the real worker runs a tiny sweep with .venv-bench's python, and the ``aws``
@@ -332,7 +316,7 @@ def test_sent_commands_run_the_real_worker_in_bash(aws, aws_client, tmp_path):
 
     run_id = new_run_id()
     root = tmp_path / "instance"
-    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"], remote_root=str(root),
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"], remote_root=str(root),
                                     bench_python=str(BENCH_PYTHON)))
     shim_dir = write_aws_cli_shim(tmp_path / "bin").parent
     env = {**os.environ, "PATH": f"{shim_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": ""}
@@ -351,11 +335,11 @@ def test_sent_commands_run_the_real_worker_in_bash(aws, aws_client, tmp_path):
         assert sweep_run.returncode == 0, sweep_run.stderr[-3000:]
         # the worker's progress went to S3 (what run_sweep follows) and its tail to stderr (SSM's copy)
         progress_keys = [o["Key"] for o in aws_client("s3").list_objects_v2(
-            Bucket=aws["bucket"],
+            Bucket=aws_account["bucket"],
             Prefix=f"{target.storage.run_prefix(run_id)}/{state.extra['writer']}/progress/"
         )["Contents"]]
         assert len(progress_keys) == 1
-        body = aws_client("s3").get_object(Bucket=aws["bucket"], Key=progress_keys[0])["Body"]
+        body = aws_client("s3").get_object(Bucket=aws_account["bucket"], Key=progress_keys[0])["Body"]
         progress = body.read().decode()
         assert "alexnet" in progress and progress.strip().splitlines()[-1] in sweep_run.stderr
 
@@ -387,7 +371,8 @@ def launch_image(calls: list[tuple[str, str, dict[str, Any]]]) -> str:
     return next(params["ImageId"] for _, operation, params in calls if operation == "RunInstances")
 
 
-def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances(aws, aws_client, tmp_path):
+def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances(aws_account, aws_client,
+                                                                                tmp_path):
     """A whole run (prepare → deploy → run_sweep → collect → delete_run_objects → teardown) and a sweeper
     pass with every AWS call recorded on the clients: each authorization request AWS would make
     for it (resource, request tags, instance type, volume size, resource tags, the instance's
@@ -403,7 +388,7 @@ def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances
     from gpucompare.targets.ec2 import iam
 
     run_id = new_run_id()
-    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"], market="spot",
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"], market="spot",
                                     results_prefix="gpucompare"))
     deployment = target.options.deployment
     calls: list[tuple[str, str, dict[str, Any]]] = []
@@ -422,7 +407,7 @@ def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances
         state = target.run_sweep(state, TINY_SWEEP, timeout_s=60)
         # what the instance's `aws s3 cp` would have put there
         key = state.remote_results.split("/", 3)[3]
-        aws_client("s3").put_object(Bucket=aws["bucket"], Key=key, Body=b"{}\n")
+        aws_client("s3").put_object(Bucket=aws_account["bucket"], Key=key, Body=b"{}\n")
         target.collect(state, str(tmp_path / "results.jsonl"))
         assert target.delete_run_objects(run_id) >= 1
     finally:
@@ -440,9 +425,10 @@ def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances
         image = aws_client("ec2").describe_images(ImageIds=[image_id])["Images"][0]
         return image.get("ImageOwnerAlias") or image["OwnerId"]
 
-    orchestrator = iam.orchestrator_policy([target.spec.instance_type], instance_profiles=[aws["profile"]],
+    orchestrator = iam.orchestrator_policy([target.spec.instance_type],
+                                           instance_profiles=[aws_account["profile"]],
                                            account=iam_policy.ACCOUNT, deployment=deployment,
-                                           bucket=aws["bucket"])
+                                           bucket=aws_account["bucket"])
     seen = {"instance_profile": profile_of, "image_owner": owner_of}
     refused = []
     operations = set()
@@ -462,7 +448,7 @@ def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances
     # the sweeper's calls: describe, terminate an expired instance of this deployment
     sweeper_calls = [("ec2", "DescribeInstances", {}), ("ec2", "TerminateInstances",
                                                       {"InstanceIds": [state.resource_id]}),
-                     ("s3", "ListObjectsV2", {"Bucket": aws["bucket"],
+                     ("s3", "ListObjectsV2", {"Bucket": aws_account["bucket"],
                                               "Prefix": f"gpucompare/{deployment}/regions/"})]
     for service, operation, params in sweeper_calls:
         for request in iam_policy.requests_of_call(service, operation, params, region="us-east-1",
@@ -511,14 +497,14 @@ def test_the_iam_policies_allow_every_call_of_a_run_and_refuse_foreign_instances
                                                 instance_tags=tags_of, instance_profile=profile_of,
                                                 image_owner=lambda _: "aws-marketplace")
     assert not all(iam_policy.allows(orchestrator, r) for r in foreign_owner)
-    other_prefix = f"arn:aws:s3:::{aws['bucket']}/gpucompare/other-deployment/run/x"
+    other_prefix = f"arn:aws:s3:::{aws_account['bucket']}/gpucompare/other-deployment/run/x"
     assert not iam_policy.allows(orchestrator, iam_policy.Request("s3:PutObject", other_prefix))
 
     # the instance profile: bundles read, its own prefix written, nothing else
-    instance = _policy("instance-profile-policy.json", deployment, aws["bucket"])
+    instance = _policy("instance-profile-policy.json", deployment, aws_account["bucket"])
     writer = state.extra["writer"]
     me = {"aws:userid": writer}
-    bucket_arn = f"arn:aws:s3:::{aws['bucket']}"
+    bucket_arn = f"arn:aws:s3:::{aws_account['bucket']}"
     bundle = f"{bucket_arn}/{target.storage.bundle_key('0' * 64)}"
     own = f"{bucket_arn}/{target.storage.run_prefix(run_id)}/{writer}/results.jsonl"
     other_instance = (f"{bucket_arn}/{target.storage.run_prefix(run_id)}"
@@ -550,10 +536,10 @@ def _rewrite_invocations(target: ec2.Ec2Target, statuses: list[dict[str, Any]]) 
     return seen
 
 
-def test_polling_follows_the_command_until_it_ends(aws, aws_client):
+def test_polling_follows_the_command_until_it_ends(aws_account, aws_client):
     run_id = new_run_id()
     lines: list[str] = []
-    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]), line_sink=lines.append)
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"]), line_sink=lines.append)
     state = target.prepare(run_id)
     try:
         state = target.deploy(state)
@@ -568,9 +554,9 @@ def test_polling_follows_the_command_until_it_ends(aws, aws_client):
         target.teardown(state)
 
 
-def test_a_failed_command_raises_with_its_stderr_tail(aws, aws_client):
+def test_a_failed_command_raises_with_its_stderr_tail(aws_account, aws_client):
     run_id = new_run_id()
-    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]), line_sink=lambda _: None)
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"]), line_sink=lambda _: None)
     state = target.prepare(run_id)
     try:
         state = target.deploy(state)
@@ -587,12 +573,12 @@ def test_a_failed_command_raises_with_its_stderr_tail(aws, aws_client):
     assert live_instances(aws_client, run_id) == []
 
 
-def test_a_command_past_its_time_limit_is_cancelled(aws, aws_client, monkeypatch):
+def test_a_command_past_its_time_limit_is_cancelled(aws_account, aws_client, monkeypatch):
     # no kill grace nor upload slack beyond the worker's limit: the wait gives up after ~1 s
     monkeypatch.setattr(ec2, "KILL_GRACE_S", 0)
     monkeypatch.setattr(ec2, "SWEEP_SLACK_S", 0)
     run_id = new_run_id()
-    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"]))
     state = target.prepare(run_id)
     try:
         state = target.deploy(state)
@@ -608,11 +594,11 @@ def test_a_command_past_its_time_limit_is_cancelled(aws, aws_client, monkeypatch
         target.teardown(state)
 
 
-def test_an_instance_that_dies_mid_command_ends_the_wait(aws, aws_client):
+def test_an_instance_that_dies_mid_command_ends_the_wait(aws_account, aws_client):
     """The instance is terminated (standing in for a spot interruption) while the command
     still reads InProgress: the wait ends at the next poll instead of at the time limit."""
     run_id = new_run_id()
-    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"]))
     state = target.prepare(run_id)
     try:
         state = target.deploy(state)
@@ -626,13 +612,14 @@ def test_an_instance_that_dies_mid_command_ends_the_wait(aws, aws_client):
         target.teardown(state)
 
 
-def test_progress_lines_are_followed_while_the_sweep_runs(aws, aws_client):
+def test_progress_lines_are_followed_while_the_sweep_runs(aws_account, aws_client):
     """The instance's progress uploads are stood in for by writing the progress object between
     polls (moto runs nothing); each new line reaches the task log once, while the command is
     still InProgress, and SSM's copy of stderr is not logged a second time."""
     run_id = new_run_id()
     logged: list[tuple[str, str]] = []
-    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]), line_sink=lambda line: logged.append(
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"]),
+                           line_sink=lambda line: logged.append(
         (line, status_seen[-1] if status_seen else "")))
     status_seen: list[str] = []
     state = target.prepare(run_id)
@@ -647,7 +634,7 @@ def test_progress_lines_are_followed_while_the_sweep_runs(aws, aws_client):
         def rewrite(parsed: dict[str, Any], **_: Any) -> None:
             poll = len(status_seen)
             # the file grows by one line per poll, as the instance's uploads would make it
-            aws_client("s3").put_object(Bucket=aws["bucket"], Key=key,
+            aws_client("s3").put_object(Bucket=aws_account["bucket"], Key=key,
                                         Body="\n".join(progress_lines[:poll]).encode())
             parsed.update(answers[min(poll, len(answers) - 1)])
             status_seen.append(parsed["Status"])
@@ -660,11 +647,11 @@ def test_progress_lines_are_followed_while_the_sweep_runs(aws, aws_client):
         target.teardown(state)
 
 
-def test_teardown_skips_a_malformed_id_and_still_reaches_the_tagged_instance(aws, aws_client):
+def test_teardown_skips_a_malformed_id_and_still_reaches_the_tagged_instance(aws_account, aws_client):
     """A state whose id is garbage (or names an instance that is gone) must not block the
     termination of the run's tagged instance: each id is terminated on its own."""
     run_id = new_run_id()
-    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"]))
     state = target.prepare(run_id)
     bad = TargetState(spec=state.spec, run_id=run_id, resource_id="i-nothex; rm -rf /")
     terminated: list[list[str]] = []
@@ -678,20 +665,21 @@ def test_teardown_skips_a_malformed_id_and_still_reaches_the_tagged_instance(aws
     target.teardown(gone)  # an id that does not exist: nothing to do, no error
 
 
-def test_launch_carries_a_client_token_per_run_and_market_the_same_on_every_try(aws):
+def test_launch_carries_a_client_token_per_run_and_market_the_same_on_every_try(aws_account):
     """The idempotency token: the same run and market give the same token whatever the try (a
     retried call, or a retry that did not see the first instance yet, gets that instance back);
     another market, deployment, or a dead instance of the run (launch anew) gives another."""
-    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"]))
     run_id = new_run_id()
     launcher = target.launcher
-    request = launcher.run_instances_request(run_id, aws["image_id"], 60, "2026-11-30T04:00:00Z", spot=False)
-    again = launcher.run_instances_request(run_id, aws["image_id"], 60, "2026-11-30T04:00:01Z", spot=False)
+    image_id = aws_account["image_id"]
+    request = launcher.run_instances_request(run_id, image_id, 60, "2026-11-30T04:00:00Z", spot=False)
+    again = launcher.run_instances_request(run_id, image_id, 60, "2026-11-30T04:00:01Z", spot=False)
     token = request["ClientToken"]
     assert token == again["ClientToken"] and len(token) <= 64 and token.isascii()
 
     def token_of(spot: bool, dead: tuple[str, ...] = ()) -> str:
-        return target.launcher.run_instances_request(run_id, aws["image_id"], 60, "x", spot=spot,
+        return target.launcher.run_instances_request(run_id, aws_account["image_id"], 60, "x", spot=spot,
                                             dead=dead)["ClientToken"]
 
     others = {token_of(True), token_of(False, ("i-0123456789abcdef0",)),
@@ -702,26 +690,26 @@ def test_launch_carries_a_client_token_per_run_and_market_the_same_on_every_try(
     assert tags[DEPLOYMENT_TAG] == target.options.deployment
 
 
-def test_a_poisoned_bundle_is_replaced_and_the_region_is_recorded(aws, aws_client):
+def test_a_poisoned_bundle_is_replaced_and_the_region_is_recorded(aws_account, aws_client):
     """An object at the bundle's content-addressed key whose bytes do not match its name is
     uploaded again by deploy; the deploy command fetches it with the instance's own profile
     (no presigned URL, no credential in SSM history). prepare recorded its region first."""
     run_id = new_run_id()
-    target = ec2.Ec2Target(ec2_spec(aws["profile"], aws["bucket"]))
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"]))
     bundle = build_worker_bundle()
     key = target.storage.bundle_key(bundle.sha256)
-    aws_client("s3").put_object(Bucket=aws["bucket"], Key=key, Body=b"poisoned")
+    aws_client("s3").put_object(Bucket=aws_account["bucket"], Key=key, Body=b"poisoned")
     state = target.prepare(run_id)
     try:
-        markers = aws_client("s3").list_objects_v2(Bucket=aws["bucket"],
+        markers = aws_client("s3").list_objects_v2(Bucket=aws_account["bucket"],
                                                    Prefix=f"gpucompare/results/{target.options.deployment}/regions/")
         assert [o["Key"].rsplit("/", 1)[1] for o in markers["Contents"]] == ["us-east-1"]
         state = target.deploy(state)
-        body = aws_client("s3").get_object(Bucket=aws["bucket"], Key=key)["Body"].read()
+        body = aws_client("s3").get_object(Bucket=aws_account["bucket"], Key=key)["Body"].read()
         assert body == bundle.data
         sent = _commands_of_run(aws_client, state)["deploy"]["Parameters"]["commands"]
         script = "\n".join(sent)
-        assert f"aws s3 cp --only-show-errors s3://{aws['bucket']}/{key} bundle.tar.gz" in script
+        assert f"aws s3 cp --only-show-errors s3://{aws_account['bucket']}/{key} bundle.tar.gz" in script
         assert "X-Amz-" not in script and "Signature" not in script and "curl" not in script
     finally:
         target.teardown(state)

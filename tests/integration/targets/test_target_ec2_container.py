@@ -21,11 +21,8 @@ from gpucompare.targets.ec2 import target as ec2
 from gpucompare.targets.ec2.options import run_key
 from tests.support.ec2_support import (
     TINY_SWEEP,
-    create_instance_profile,
     ec2_spec,
     new_run_id,
-    point_airflow_connection,
-    publish_ami_parameter,
 )
 from tests.support.fake_docker import DIGEST
 
@@ -35,18 +32,14 @@ CONTAINER_AMI_PARAMETER = "/gpucompare/test/dlami-base/latest/ami-id"  # moto re
 
 
 @pytest.fixture
-def aws(aws_endpoint: str, aws_client: Any, monkeypatch: pytest.MonkeyPatch,
-        s3_bucket: str) -> dict[str, Any]:
-    """The account as test_target_ec2 has it, plus a second AMI under the container parameter."""
-    point_airflow_connection(monkeypatch, aws_endpoint)
-    aws = {"profile": create_instance_profile(aws_client), "image_id": publish_ami_parameter(aws_client),
-           "bucket": s3_bucket}
+def container_account(aws_account: dict[str, Any], aws_client: Any) -> dict[str, Any]:
+    """The account of ``aws_account``, plus a second AMI under the container parameter."""
     images = aws_client("ec2").describe_images(
         Owners=["amazon"], Filters=[{"Name": "name", "Values": ["amzn2-ami-hvm-*"]}])["Images"]
-    container_image = next(i["ImageId"] for i in images if i["ImageId"] != aws["image_id"])
+    container_image = next(i["ImageId"] for i in images if i["ImageId"] != aws_account["image_id"])
     aws_client("ssm").put_parameter(Name=CONTAINER_AMI_PARAMETER, Value=container_image, Type="String",
                                     Overwrite=True)
-    return {**aws, "container_image": container_image}
+    return {**aws_account, "container_image": container_image}
 
 
 def _answer_pulls(target: ec2.Ec2Target, answer: str) -> None:
@@ -64,8 +57,9 @@ def _sent(aws_client: Any, state) -> dict[str, list[str]]:
             if c["Comment"].endswith(" " + run_key(state.run_id))}
 
 
-def test_ngc_runtime_launches_the_container_ami_pulls_the_pinned_image_and_runs_in_it(aws, aws_client):
-    spec = ec2_spec(aws["profile"], aws["bucket"], instance_type="p5.48xlarge",
+def test_ngc_runtime_launches_the_container_ami_pulls_the_pinned_image_and_runs_in_it(container_account,
+                                                                                      aws_client):
+    spec = ec2_spec(container_account["profile"], container_account["bucket"], instance_type="p5.48xlarge",
                     container_ami=f"resolve:ssm:{CONTAINER_AMI_PARAMETER}")
     spec.gpu_count, spec.worker_runtime = 8, "auto"  # auto: an H100 runs only in ngc-24.06
     target = ec2.Ec2Target(spec)
@@ -74,7 +68,7 @@ def test_ngc_runtime_launches_the_container_ami_pulls_the_pinned_image_and_runs_
     state = target.prepare(new_run_id())
     try:
         instance = aws_client("ec2").describe_instances(InstanceIds=[state.resource_id])
-        assert instance["Reservations"][0]["Instances"][0]["ImageId"] == aws["container_image"]
+        assert instance["Reservations"][0]["Instances"][0]["ImageId"] == container_account["container_image"]
         state = target.deploy(state)
         assert state.extra["image"] == PINNED
         state = target.run_sweep(state, TINY_SWEEP, timeout_s=300)
@@ -97,8 +91,8 @@ def test_ngc_runtime_launches_the_container_ami_pulls_the_pinned_image_and_runs_
         target.teardown(state)
 
 
-def test_the_default_container_ami_is_aws_public_deep_learning_base_parameter(aws):
-    spec = ec2_spec(aws["profile"], aws["bucket"], instance_type="p5.48xlarge")
+def test_the_default_container_ami_is_aws_public_deep_learning_base_parameter(container_account):
+    spec = ec2_spec(container_account["profile"], container_account["bucket"], instance_type="p5.48xlarge")
     spec.gpu_count, spec.worker_runtime = 8, "ngc-24.06"
     assert ec2.Ec2Target(spec).options.ami == DEFAULT_CONTAINER_AMI
     assert DEFAULT_CONTAINER_AMI.startswith("/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu")
@@ -106,8 +100,8 @@ def test_the_default_container_ami_is_aws_public_deep_learning_base_parameter(aw
     assert ec2.Ec2Target(spec).options.ami == spec.options["ami"]  # a venv runtime keeps its AMI
 
 
-def test_a_pull_answer_with_another_digest_or_none_fails_the_deploy(aws):
-    spec = ec2_spec(aws["profile"], aws["bucket"], instance_type="p5.48xlarge",
+def test_a_pull_answer_with_another_digest_or_none_fails_the_deploy(container_account):
+    spec = ec2_spec(container_account["profile"], container_account["bucket"], instance_type="p5.48xlarge",
                     container_ami=f"resolve:ssm:{CONTAINER_AMI_PARAMETER}")
     spec.gpu_count, spec.worker_runtime = 8, "ngc-24.06"
     target = ec2.Ec2Target(spec)
