@@ -9,12 +9,14 @@ the triggerer's CPU for many deferred sweeps.
   Before: ``run_sweep`` waits in the task, so a worker slot is held for the whole sweep.
   After: ``start_sweep`` (the task's first part), ``SweepTrigger`` waits (in the triggerer,
   no worker slot), ``finish_sweep`` (the resumed task); held = the two task parts.
-* ec2: moto's server (``tests/support/fixtures_aws.py``); moto ends every command at once,
-  so the sweep's invocation is answered ``InProgress`` until ``--sweep-s`` seconds have
-  passed (a client event), then ``Success``. Same before/after split.
+* ec2: moto's server (``tests/support/fixtures_aws.py``) behind the fault proxy with the
+  stand-in SSM agent (``tests/support/ssm_agent.py``, in a process of its own): the sweep's
+  command really runs, on this machine, with the same sleeping stand-in worker. Same
+  before/after split.
 * triggerer: ``--triggers`` ssh sweeps started at once (workers sleeping longer than the
   measurement), their ``SweepTrigger``s run in one asyncio loop as the triggerer would, for
-  ``--cpu-s`` seconds; CPU seconds of this process (all threads) per minute.
+  ``--cpu-s`` seconds; CPU seconds of this process (all threads; sshd, moto, the proxy and the
+  agent run in other processes) per minute. Then the same with ``--triggers`` ec2 sweeps.
 
 The poll intervals are the targets' defaults (ssh 2 s, ec2 15 s) unless ``--poll`` is given.
 
@@ -53,7 +55,10 @@ SWEEP = {"warmup": 1, "batches": 1, "repeats": 1,
 
 FAKE_PYTHON = textwrap.dedent("""\
     #!/bin/sh
+    # stands in for the worker's interpreter: `-c …` (the version probe), `-m bench_tasks sysinfo`
+    # (the ec2 deploy's check), `-m bench_tasks sweep --config C --output O` (sleeps, one record)
     if [ "$1" = -c ]; then echo 1.9.1; exit 0; fi
+    if [ "$3" = sysinfo ]; then echo '{{}}'; exit 0; fi
     echo "[1/1] score alexnet b1: started" >&2
     sleep {seconds}
     echo '{{"network": "alexnet"}}' > "$7"
@@ -84,11 +89,16 @@ def _deferred(target: Any, state: Any, config: dict[str, Any], timeout_s: float,
     return (t1 - t0) + (t3 - t2), t3 - t0
 
 
-def _ssh_target(server: Any, root: Path, seconds: float, poll: float | None) -> SSHTarget:
+def _fake_python(root: Path, seconds: float) -> Path:
     python = root / f"fake-python-{seconds:g}"
     python.write_text(FAKE_PYTHON.format(seconds=seconds))
     python.chmod(0o755)
-    options = {"ssh_conn_id": server.conn_id, "remote_dir": str(root / "remote"), "python": str(python)}
+    return python
+
+
+def _ssh_target(server: Any, root: Path, seconds: float, poll: float | None) -> SSHTarget:
+    options = {"ssh_conn_id": server.conn_id, "remote_dir": str(root / "remote"),
+               "python": str(_fake_python(root, seconds))}
     if poll:
         options["poll_interval_s"] = poll
     return SSHTarget(TargetSpec(name="box", kind="ssh", provider="leadergpu", instance_type="cpu",
@@ -107,65 +117,69 @@ def bench_ssh(server: Any, root: Path, seconds: float, poll: float | None) -> di
     return {"before_held_s": before, "after_held_s": held, "after_wall_s": wall}
 
 
-def bench_ec2(seconds: float, poll: float | None) -> dict[str, float]:
-    import boto3
+class AwsOnLoopback:
+    """Moto's server, and in front of it, in a process of its own, the fault proxy with the
+    stand-in SSM agent; the Airflow connection of the ec2 targets goes through the proxy."""
 
-    from gpucompare.targets.ec2.target import Ec2Target
-    from tests.support import ec2_support
-    from tests.support.fixtures_aws import FAKE_AWS_ENV, _start_server
+    def __init__(self, root: Path) -> None:
+        import subprocess
 
-    server, url = _start_server()
-    try:
-        os.environ.update(FAKE_AWS_ENV)
-        os.environ["AWS_ENDPOINT_URL"] = url
+        import boto3
+
+        from tests.support import ec2_support
+        from tests.support.fixtures_aws import FAKE_AWS_ENV, _start_server
+
+        self.root = root
+        self.server, moto_url = _start_server()
+        self.agent = subprocess.Popen([sys.executable, "-m", "tests.support.ssm_agent", moto_url,
+                                       str(root / "instances")], cwd=REPO_ROOT, stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, text=True)
+        proxy_url = self.agent.stdout.readline().strip()
+        os.environ.update({**FAKE_AWS_ENV, "AWS_ENDPOINT_URL": moto_url})
+        os.environ.setdefault("GPUCOMPARE_DEPLOYMENT", "bench")
         os.environ[f"AIRFLOW_CONN_{ec2_support.CONN_ID.upper()}"] = json.dumps({
             "conn_type": "aws", "login": "testing", "password": "testing",
-            "extra": {"endpoint_url": url, "region_name": "us-east-1"}})
+            "extra": {"endpoint_url": proxy_url, "region_name": "us-east-1"}})
+
         def client(service: str, region_name: str = "us-east-1") -> Any:
-            return boto3.client(service, region_name=region_name, endpoint_url=url)
+            return boto3.client(service, region_name=region_name, endpoint_url=moto_url)
 
         client("s3").create_bucket(Bucket="gpucompare-bench")
         ec2_support.publish_ami_parameter(client)
-        spec = ec2_support.ec2_spec(ec2_support.create_instance_profile(client), "gpucompare-bench",
-                                    **({"poll_interval_s": poll} if poll else {"poll_interval_s": 15.0}))
-        target = Ec2Target(spec, line_sink=lambda _: None)
-        state = target.deploy(target.prepare("bench-ec2"))
-        ends = {"at": 0.0}
+        self.profile = ec2_support.create_instance_profile(client)
 
-        def long_command(parsed: dict[str, Any], **_: Any) -> None:
-            if time.monotonic() < ends["at"]:
-                parsed.update({"Status": "InProgress"})
+    def target(self, seconds: float, poll: float | None) -> Any:
+        from gpucompare.targets.ec2.target import Ec2Target
+        from tests.support import ec2_support
 
-        target.ssm_hook.conn.meta.events.register("after-call.ssm.GetCommandInvocation", long_command)
-        ends["at"] = time.monotonic() + seconds
+        spec = ec2_support.ec2_spec(self.profile, "gpucompare-bench", poll_interval_s=poll or 15.0,
+                                    remote_root=str(self.root / f"instance-{seconds:g}"),
+                                    bench_python=str(_fake_python(self.root, seconds)))
+        return Ec2Target(spec, line_sink=lambda _: None)
+
+    def stop(self) -> None:
+        self.agent.stdin.close()
+        self.agent.wait(timeout=60)
+        self.server.stop()
+
+
+def bench_ec2(aws: AwsOnLoopback, seconds: float, poll: float | None) -> dict[str, float]:
+    target = aws.target(seconds, poll)
+    state = target.deploy(target.prepare("bench-ec2"))
+    try:
         t0 = time.monotonic()
         target.run_sweep(state, {**SWEEP, "run_id": "before"}, timeout_s=seconds * 3)
         before = time.monotonic() - t0
-        # the trigger builds its own target (own clients): the same event on every new client
-        import botocore.session
-
-        original = botocore.session.Session.create_client
-
-        def create_client(self: Any, service_name: str, *args: Any, **kwargs: Any) -> Any:
-            made = original(self, service_name, *args, **kwargs)
-            if service_name == "ssm":
-                made.meta.events.register("after-call.ssm.GetCommandInvocation", long_command)
-            return made
-
-        botocore.session.Session.create_client = create_client
-        ends["at"] = time.monotonic() + seconds
         held, wall = _deferred(target, state, {**SWEEP, "run_id": "after"}, seconds * 3,
                                target.options.poll_interval_s)
-        botocore.session.Session.create_client = original
-        target.teardown(state)
-        return {"before_held_s": before, "after_held_s": held, "after_wall_s": wall}
     finally:
-        server.stop()
+        target.teardown(state)
+    return {"before_held_s": before, "after_held_s": held, "after_wall_s": wall}
 
 
-def bench_triggerer(server: Any, root: Path, count: int, measure_s: float,
-                    poll: float | None) -> dict[str, float]:
-    target = _ssh_target(server, root, measure_s * 3, poll)
+def bench_triggerer(target: Any, count: int, measure_s: float) -> dict[str, float]:
+    """``count`` sweeps of ``target`` (its stand-in worker sleeps past the measurement) started
+    at once, their triggers run in one asyncio loop for ``measure_s`` seconds: this process's CPU."""
     state = target.deploy(target.prepare("bench-triggerer"))
     triggers = []
     for index in range(count):
@@ -188,9 +202,12 @@ def bench_triggerer(server: Any, root: Path, count: int, measure_s: float,
         await asyncio.gather(*tasks, return_exceptions=True)
         return used
 
-    used = asyncio.run(run_all())
-    target.teardown(state)
-    return {"triggers": count, "cpu_s": used, "measured_s": measure_s, "cpu_s_per_min": used * 60 / measure_s}
+    try:
+        used = asyncio.run(run_all())
+    finally:
+        target.teardown(state)
+    return {"triggers": count, "cpu_s": used, "measured_s": measure_s, "cpu_s_per_min": used * 60 / measure_s,
+            "poll_interval_s": target.options.poll_interval_s}
 
 
 def _report(kind: str, r: dict[str, float], sweep: float) -> None:
@@ -248,17 +265,27 @@ def main() -> int:
         root = Path(tmp)
         server = start_sshd(root / "sshd")
         os.environ[server.conn_env_var] = server.connection_json()
+        aws = None if args.skip_ec2 else AwsOnLoopback(root)
         try:
             if not args.skip_ssh:
                 _report("ssh", bench_ssh(server, root, args.sweep_s, args.poll), args.sweep_s)
-            if not args.skip_ec2:
-                _report("ec2", bench_ec2(args.sweep_s, args.poll), args.sweep_s)
+            if aws:
+                _report("ec2", bench_ec2(aws, args.sweep_s, args.poll), args.sweep_s)
             if args.triggers:
-                t = bench_triggerer(server, root, args.triggers, args.cpu_s, args.poll)
-                print(f"triggerer: {t['triggers']} deferred ssh sweeps in one asyncio loop: {t['cpu_s']:.2f} "
-                      f"CPU s in {t['measured_s']:.0f} s = {t['cpu_s_per_min']:.2f} CPU s per minute "
-                      f"{json.dumps(t)}", flush=True)
+                long_s = args.cpu_s * 3
+                kinds = {"ssh": None if args.skip_ssh else _ssh_target(server, root, long_s, args.poll),
+                         "ec2": aws.target(long_s, args.poll) if aws else None}
+                for kind, target in kinds.items():
+                    if target is None:
+                        continue
+                    t = bench_triggerer(target, args.triggers, args.cpu_s)
+                    print(f"triggerer: {t['triggers']} deferred {kind} sweeps (poll every "
+                          f"{t['poll_interval_s']:g} s) in one asyncio loop: {t['cpu_s']:.2f} CPU s in "
+                          f"{t['measured_s']:.0f} s = {t['cpu_s_per_min']:.2f} CPU s per minute "
+                          f"{json.dumps(t)}", flush=True)
         finally:
+            if aws:
+                aws.stop()
             server.stop()
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     return 0

@@ -203,3 +203,30 @@ class SsmAgent:
     def close(self) -> None:
         """Kill whatever still runs (an instance's commands die with it)."""
         self._end("Cancelled")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.support.ssm_agent UPSTREAM ROOT``: the fault proxy with an agent in front of
+    moto's server at UPSTREAM, in a process of its own (its threads' CPU is not the caller's);
+    prints the proxy's URL, serves until its standard input closes, then kills what still runs."""
+    import argparse
+
+    from tests.support.fault_proxy import FaultProxy
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("upstream")
+    parser.add_argument("root", type=Path)
+    args = parser.parse_args(argv)
+    agent = SsmAgent(args.root, args.upstream)
+    proxy = FaultProxy(args.upstream, read_timeout_s=60, agent=agent)
+    print(proxy.url, flush=True)
+    try:
+        sys.stdin.read()
+    finally:
+        proxy.close()
+        agent.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
