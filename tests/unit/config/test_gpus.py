@@ -143,10 +143,11 @@ def test_check_runnable_refuses_with_gpu_and_reason_and_warns_on_unknown(caplog)
     assert "Hypothetical X9000" in caplog.text and "gpus.csv" in caplog.text
 
 
-def _listing(monkeypatch, provider: str, instance_type: str, gpu_model: str) -> None:
+def _listing(monkeypatch, provider: str, instance_type: str, gpu_model: str,
+             gpu_count: int = 1) -> None:
     """The instance type table with one more row (a GPU it does not list, for the refusal paths)."""
     shipped = dict(instances.shipped())
-    row = instances.InstanceType(provider, instance_type, gpu_model, 8, "test", dt.date(2026, 12, 2))
+    row = instances.InstanceType(provider, instance_type, gpu_model, gpu_count, "test", dt.date(2026, 12, 2))
     monkeypatch.setattr(instances, "shipped", lambda: {**shipped, (provider, instance_type): row})
 
 
@@ -176,8 +177,9 @@ def test_fleet_h100_runs_with_ngc_and_auto_and_is_refused_with_pip_cu112() -> No
     with pytest.raises(ValidationError, match="3.7"):
         fleet.parse_fleet(_fleet_with(document, instance_type="p2.xlarge"), "fleet.yaml")
     # runnable GPUs pass with the runtime auto picks
-    for instance_type in ("g6e.xlarge", "p4de.24xlarge"):
-        parsed = fleet.parse_fleet(_fleet_with(document, instance_type=instance_type), "fleet.yaml")
+    for instance_type, gpu_count in (("g6e.xlarge", 1), ("p4de.24xlarge", 8)):
+        parsed = fleet.parse_fleet(_fleet_with(document, instance_type=instance_type, gpu_count=gpu_count),
+                                   "fleet.yaml")
         assert parsed.targets[-1].spec["instance_type"] == instance_type
 
 

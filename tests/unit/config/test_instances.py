@@ -101,3 +101,23 @@ def test_a_type_listed_twice_is_refused(tmp_path: Path) -> None:
         instances.read_table(_table(tmp_path, row, row))
     (only,) = instances.read_table(_table(tmp_path, row))
     assert only.gpu_model == "H100"  # stored under the model table's canonical name
+
+
+@pytest.mark.parametrize(("instance_type", "stated", "listed"), [("p5e.48xlarge", 1, 8), ("g4dn.xlarge", 4, 1)])
+def test_a_stated_gpu_count_other_than_the_table_s_is_refused(instance_type: str, stated: int,
+                                                              listed: int) -> None:
+    """A p5e.48xlarge entry with ``gpu_count: 1`` would sweep one of its eight GPUs and price the
+    whole machine against it: refused, naming the field, the table's count and its source."""
+    from gpucompare.config import models
+    from gpucompare.config.validation import check
+
+    target = {"name": "t", "region": "us-east-1", **_ec2(instance_type, stated),
+              "options": {"ami": "ami-0123456789abcdef0", "instance_profile": "gpucompare-worker",
+                          "results_bucket": "acme-gpu-results"}}
+    with pytest.raises(ValidationError) as refused:
+        check("targets[0]", models.Target, target)
+    assert refused.value.field == "targets[0].gpu_count"
+    assert f"{stated} is not allowed for aws {instance_type}: it has {listed} ×" in str(refused.value)
+    assert refused.value.allowed == str(listed)
+    for count in (listed, 0):  # the table's count, or none stated
+        assert check("targets[0]", models.Target, {**target, "gpu_count": count}).gpu_count == count

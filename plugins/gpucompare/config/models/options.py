@@ -10,7 +10,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, model_validator
 
-from gpucompare.config import runtime_choice
+from gpucompare.config import instances, runtime_choice
 from gpucompare.config.fields import Number, OneOf, Whole
 from gpucompare.config.models.prices import DeclaredPrice, TargetPrice
 from gpucompare.config.models.values import (
@@ -185,6 +185,19 @@ class _TargetFields(Strict):
             runtime_choice.choose(self.spec(), self.worker_runtime)
         except ValidationError as exc:
             raise rule(exc.field, exc.message, exc.allowed or "") from None
+        return self
+
+    @model_validator(mode="after")
+    def _gpu_count_as_listed(self) -> Any:
+        """A stated ``gpu_count`` (0: not stated) must be the count the instance type table
+        (``data/instances.csv``) lists for the type: a p5e.48xlarge with ``gpu_count: 1`` would
+        sweep one of its eight H200s and price the whole machine against that."""
+        listed = instances.lookup(self.provider, self.instance_type)
+        if listed is not None and self.gpu_count and self.gpu_count != listed.gpu_count:
+            machine = f"{self.provider} {self.instance_type}"
+            raise rule("gpu_count", f"{self.gpu_count} is not allowed for {machine}: it has "
+                       f"{listed.gpu_count} × {listed.gpu_model} (data/instances.csv, {listed.source})",
+                       str(listed.gpu_count))
         return self
 
     @model_validator(mode="after")
