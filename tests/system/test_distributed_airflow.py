@@ -795,6 +795,8 @@ def fired_triggers(deployment: Deployment, run_id: str, task_id: str) -> set[int
     }
 
 
+# the deployment's start-up (when this test runs first) plus the run's own limit in trigger_and_wait
+@pytest.mark.timeout(STARTUP_TIMEOUT_S * 3 + RUN_TIMEOUT_S + 60 * DEFERRED_TARGETS)
 def test_deferred_sweeps_hold_no_celery_worker_slot_and_stay_within_the_pool(
     deployment: Deployment, sshd: Any, working_instances: dict[str, Any], aws_client: Any, tmp_path: Path
 ) -> None:
