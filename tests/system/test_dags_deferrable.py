@@ -30,7 +30,6 @@ import json
 import os
 import time
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,12 +37,11 @@ import pytest
 from gpucompare.lake.phases import read_phases
 from gpucompare.lake.tables import open_lake
 from tests.conftest import BENCH_PYTHON
+from tests.support.deferred_fleet import SCORE_ONLY, fleet_targets, most_at_once
 from tests.support.fixtures_airflow import POOL_NAME
 
 pytestmark = [pytest.mark.dag, pytest.mark.slow]
 
-SCORE_ONLY = {"networks": ["alexnet"], "batch_sizes": [1], "modes": ["score"], "devices": ["cpu"],
-              "warmup": 1, "batches": 1, "repeats": 1, "timeout_s": 120}
 TARGETS = int(os.environ.get("GPUCOMPARE_DEFERRABLE_TARGETS", "4"))
 EC2_TARGETS = int(os.environ.get("GPUCOMPARE_DEFERRABLE_EC2", str(TARGETS // 2)))
 POOL_SLOTS = int(os.environ.get("GPUCOMPARE_DEFERRABLE_POOL", "2"))
@@ -85,37 +83,6 @@ def _pool_steps(run_id: str) -> list[Any]:
                                                   TaskInstance.pool == POOL_NAME).all()
 
 
-def _most_at_once(intervals: list[tuple[Any, Any, int]]) -> int:
-    """The largest sum of slots of intervals open at one instant."""
-    edges = sorted([(start, slots) for start, _, slots in intervals]
-                   + [(end, -slots) for _, end, slots in intervals], key=lambda e: (e[0], e[1]))
-    most = current = 0
-    for _, change in edges:
-        current += change
-        most = max(most, current)
-    return most
-
-
-def _fleet_targets(sshd: Any, root: Path) -> list[dict[str, Any]]:
-    """``TARGETS`` targets, the ec2 ones (``EC2_TARGETS``) spread among the ssh ones; each has a
-    folder of its own under ``root`` (its host's or its instance's files)."""
-    ec2_at = {round(i * TARGETS / EC2_TARGETS) for i in range(EC2_TARGETS)} if EC2_TARGETS else set()
-    targets = []
-    for index in range(TARGETS):
-        if index in ec2_at:
-            targets.append({"name": f"aws-{index}", "kind": "ec2", "provider": "aws",
-                            "instance_type": "g4dn.xlarge", "region": "us-east-1",
-                            "gpu_count": 1, "profile": "tiny",
-                            "options": {"remote_root": str(root / f"instance{index}"),
-                                        "bench_python": str(BENCH_PYTHON)}})
-        else:
-            targets.append({"name": f"rented-{index}", "kind": "ssh", "provider": "leadergpu",
-                            "instance_type": "ltbv14", "profile": "tiny",
-                            "options": {"ssh_conn_id": sshd.conn_id, "python": str(BENCH_PYTHON),
-                                        "remote_dir": str(root / f"host{index}"), "poll_interval_s": 0.3}})
-    return targets
-
-
 def test_nightly_with_deferred_ssh_and_ec2_sweeps_fills_the_lake_within_the_pool(
         run_dag, write_fleet, gpucompare_dirs, sshd, working_instances, aws_client, tmp_path,
         worker_parts) -> None:
@@ -127,7 +94,8 @@ def test_nightly_with_deferred_ssh_and_ec2_sweeps_fills_the_lake_within_the_pool
     Pool.create_or_update_pool(POOL_NAME, slots=POOL_SLOTS, description="gpucompare test pool",
                                include_deferred=True)
     assert Pool.get_pool(POOL_NAME).include_deferred
-    targets = _fleet_targets(sshd, tmp_path)
+    targets = fleet_targets(count=TARGETS, ec2_count=EC2_TARGETS, ssh_conn_id=sshd.conn_id, root=tmp_path,
+                            python=BENCH_PYTHON)
     write_fleet({"max_instances": POOL_SLOTS, "defaults": {"ec2": working_instances["defaults"]},
                  "profiles": {"tiny": SCORE_ONLY}, "targets": targets})
 
@@ -151,7 +119,7 @@ def test_nightly_with_deferred_ssh_and_ec2_sweeps_fills_the_lake_within_the_pool
     steps = [(ti.start_date, ti.end_date, ti.pool_slots) for ti in _pool_steps(night.run_id)
              if ti.start_date is not None]  # a mapped task's unexpanded row never ran
     assert len(steps) == TARGETS * 5  # prepare, deploy, score_sweep, train_sweep (no train mode), collect
-    assert _most_at_once(steps) <= POOL_SLOTS
+    assert most_at_once(steps) <= POOL_SLOTS
     # the sweep phase of each target is recorded, from its start to the resumed task's end
     phases = read_phases(open_lake(str(gpucompare_dirs.lake))).to_pylist()
     sweeps = [p for p in phases if p["phase"] == "sweep"]

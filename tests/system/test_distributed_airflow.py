@@ -9,6 +9,12 @@ against compose.yaml by tests/integration/airflow/test_compose.py). It triggers 
 target through the public REST API with a JWT from `/auth/token`, like a user's script
 would, waits for the run to succeed, and reads the results back from the lake.
 
+Then the deferred sweeps of issue 19 on that deployment: ssh hosts (the loopback sshd) and ec2
+instances (moto behind the fault proxy, whose stand-in SSM agent runs their commands here)
+whose sweeps last long enough to overlap, with the pool at 4 slots and the Celery worker's 2
+slots (``worker_concurrency``): more sweeps in flight at once than the worker has slots shows
+that a deferred sweep holds none (it waits in the triggerer), and the pool is never exceeded.
+
 Stand-ins: containers are processes on 127.0.0.1 with ports chosen at run time; the
 compose file's host names (postgres, redis, airflow-apiserver) become 127.0.0.1.
 Every process is started in its own process group and the group is stopped by a fixture
@@ -28,12 +34,15 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,6 +59,7 @@ from gpucompare.airflow.deployment import (
     celery_deployment_env,
 )
 from tests.conftest import BENCH_PYTHON, REPO_ROOT
+from tests.support.deferred_fleet import SCORE_ONLY, fleet_targets, most_at_once, slow_worker
 from tests.support.system_parts import require_part
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
@@ -57,6 +67,11 @@ pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 NIGHTLY_DAG_ID = "gpucompare_nightly"
 STARTUP_TIMEOUT_S = 120.0
 RUN_TIMEOUT_S = 300.0
+WORKER_CONCURRENCY = 2  # the Celery worker's slots
+#: the deferred-sweeps test: how many targets (half of them ec2), how long each sweep lasts, the pool
+DEFERRED_TARGETS = int(os.environ.get("GPUCOMPARE_CELERY_DEFERRED_TARGETS", "6"))
+DEFERRED_SWEEP_S = float(os.environ.get("GPUCOMPARE_CELERY_DEFERRED_SWEEP_S", "25"))
+DEFERRED_POOL_SLOTS = 4
 
 
 # ---------------------------------------------------------------------------------------------
@@ -393,6 +408,8 @@ class Deployment:
     postgres_port: int
     postgres_password: str
     registry: ProcessRegistry
+    #: the fleet file every process reads (GPUCOMPARE_FLEET): a copy of the repository's
+    fleet_file: Path
 
     def token(self) -> str:
         status, payload = http_json(
@@ -425,6 +442,8 @@ def process_env(airflow_env: dict[str, str], airflow_home: Path, shared_dir: Pat
     env.update(
         {
             "AIRFLOW_HOME": str(airflow_home),
+            # a copy of the repository's fleet file, which a test may rewrite for one run
+            "GPUCOMPARE_FLEET": str(shared_dir / "fleet.yaml"),
             "GPUCOMPARE_BENCH_PYTHON": str(BENCH_PYTHON),
             # the deployment's name is required (issue 19), as compose's airflow.env sets it
             "GPUCOMPARE_DEPLOYMENT": "ci-distributed",
@@ -498,11 +517,14 @@ def _start_deployment(registry: ProcessRegistry, base: Path, pg_root: Path) -> D
             dags_folder=str(REPO_ROOT / "dags"),
             plugins_folder=str(REPO_ROOT / "plugins"),
             passwords_file=str(passwords_file),
-            worker_concurrency=2,
+            worker_concurrency=WORKER_CONCURRENCY,
         ),
     )
     shared_dir = base / "shared"
     env = process_env(airflow_env, airflow_home, shared_dir)
+    shared_dir.mkdir()
+    fleet_file = Path(env["GPUCOMPARE_FLEET"])
+    shutil.copyfile(REPO_ROOT / "dags" / "config" / "fleet.yaml", fleet_file)
 
     # Compose's airflow-init service, the same command: migrate, create the pool, write the passwords file.
     init = subprocess.run(
@@ -535,7 +557,7 @@ def _start_deployment(registry: ProcessRegistry, base: Path, pg_root: Path) -> D
         what="the scheduler's health endpoint",
         registry=registry,
     )
-    return Deployment(api_url, admin_password, env, pg_port, postgres_password, registry)
+    return Deployment(api_url, admin_password, env, pg_port, postgres_password, registry, fleet_file)
 
 
 def celery_results(deployment: Deployment) -> list[str]:
@@ -557,7 +579,22 @@ def celery_results(deployment: Deployment) -> list[str]:
         connection.close()
 
 
-def trigger_and_wait(deployment: Deployment, dag_id: str, conf: dict) -> tuple[str, dict, list[dict]]:
+def task_instances(deployment: Deployment, dag_id: str, run_id: str, token: str) -> list[dict]:
+    """Every task instance of the run, page by page (the API answers at most 100 at a time)."""
+    found: list[dict] = []
+    while True:
+        status, page = deployment.api(
+            "GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances?limit=100&offset={len(found)}", token
+        )
+        assert status == 200, (status, page)
+        found += page["task_instances"]
+        if not page["task_instances"] or len(found) >= page["total_entries"]:
+            return found
+
+
+def trigger_and_wait(
+    deployment: Deployment, dag_id: str, conf: dict, timeout_s: float = RUN_TIMEOUT_S
+) -> tuple[str, dict, list[dict]]:
     """Unpause and trigger ``dag_id`` through the public API; return run id, run and task instances."""
     token = deployment.token()
     wait_until(
@@ -580,13 +617,12 @@ def trigger_and_wait(deployment: Deployment, dag_id: str, conf: dict) -> tuple[s
 
     final = wait_until(
         finished,
-        timeout_s=RUN_TIMEOUT_S,
+        timeout_s=timeout_s,
         what=f"run {run_id} of {dag_id}",
         registry=deployment.registry,
         interval_s=2.0,
     )
-    _, listing = deployment.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances", token)
-    return run_id, final, listing.get("task_instances", [])
+    return run_id, final, task_instances(deployment, dag_id, run_id, deployment.token())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -612,7 +648,7 @@ def test_init_created_the_pool_of_the_fleet(deployment: Deployment) -> None:
 
     status, pool = deployment.api("GET", f"/pools/{settings.DEFAULTS['pool']}", deployment.token())
     assert status == 200, pool
-    # The deployment runs with the repository's fleet file (the harness sets no GPUCOMPARE_FLEET).
+    # The deployment runs with (a copy of) the repository's fleet file.
     assert pool["slots"] == fleet.load_fleet(REPO_ROOT / "dags" / "config" / "fleet.yaml").max_instances
 
 
@@ -648,6 +684,223 @@ def test_nightly_dag_runs_on_celery_workers(deployment: Deployment) -> None:
         timeout_s=60,
         what=f"{len(ran)} successful tasks in the Celery result backend",
         registry=deployment.registry,
+    )
+
+
+@contextlib.contextmanager
+def connections_in(deployment: Deployment, token: str, conn_ids: list[str]) -> Iterator[None]:
+    """The test's Airflow connections (``AIRFLOW_CONN_<ID>`` of this process, as the fixtures
+    publish them) created in the deployment's database through the REST API, as a user adds
+    them; deleted at the end. The deployment's processes never see this process's environment."""
+    try:
+        for conn_id in conn_ids:
+            conn = json.loads(os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"])
+            body = {"connection_id": conn_id, "extra": json.dumps(conn.get("extra", {}))}
+            body.update(
+                {key: conn[key] for key in ("conn_type", "host", "port", "login", "password") if key in conn}
+            )
+            status, answer = deployment.api("POST", "/connections", token, body)
+            assert status == 201, (conn_id, status, answer)
+        yield
+    finally:
+        for conn_id in conn_ids:
+            deployment.api("DELETE", f"/connections/{conn_id}", token)
+
+
+@contextlib.contextmanager
+def pool_of(deployment: Deployment, token: str, slots: int) -> Iterator[str]:
+    """The gpucompare pool at ``slots`` slots, deferred tasks counted, through the REST API; then
+    back to what it was."""
+    from gpucompare import settings
+
+    name = settings.DEFAULTS["pool"]
+    status, before = deployment.api("GET", f"/pools/{name}", token)
+    assert status == 200, before
+    status, pool = deployment.api(
+        "PATCH", f"/pools/{name}", token, {"pool": name, "slots": slots, "include_deferred": True}
+    )
+    assert status == 200 and pool["slots"] == slots and pool["include_deferred"], (status, pool)
+    try:
+        yield name
+    finally:
+        deployment.api(
+            "PATCH",
+            f"/pools/{name}",
+            token,
+            {"pool": name, "slots": before["slots"], "include_deferred": before["include_deferred"]},
+        )
+
+
+@contextlib.contextmanager
+def fleet_of(deployment: Deployment, document: dict[str, Any]) -> Iterator[None]:
+    """The deployment's fleet file replaced by ``document`` (read by the run's ``load_fleet``
+    task on a worker), then restored."""
+    import yaml
+
+    original = deployment.fleet_file.read_text()
+    deployment.fleet_file.write_text(yaml.safe_dump(document, sort_keys=False))
+    try:
+        yield
+    finally:
+        deployment.fleet_file.write_text(original)
+
+
+@contextlib.contextmanager
+def pool_samples(
+    deployment: Deployment, token: str, name: str, interval_s: float = 0.5
+) -> Iterator[list[dict]]:
+    """The pool as the API reports it (``occupied_slots``: queued, running and, with
+    ``include_deferred``, deferred tasks: what the scheduler checks), read every ``interval_s``
+    seconds by a thread while the block runs."""
+    samples: list[dict] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            status, pool = deployment.api("GET", f"/pools/{name}", token)
+            if status == 200:
+                samples.append(pool)
+            stop.wait(interval_s)
+
+    thread = threading.Thread(target=sample, name="pool-sampler", daemon=True)
+    thread.start()
+    try:
+        yield samples
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+
+
+def _interval(ti: dict) -> tuple[datetime, datetime, int]:
+    return datetime.fromisoformat(ti["start_date"]), datetime.fromisoformat(ti["end_date"]), ti["pool_slots"]
+
+
+def fired_triggers(deployment: Deployment, run_id: str, task_id: str) -> set[int]:
+    """Map indexes of ``task_id`` in the run whose trigger fired its event in the triggerer.
+
+    The triggerer writes each trigger's log beside its task's log
+    (``<AIRFLOW_HOME>/logs/dag_id=…/run_id=…/task_id=…/map_index=…/attempt=N.log.trigger.<job>.log``).
+    """
+    task_logs = (
+        Path(deployment.env["AIRFLOW_HOME"])
+        / "logs"
+        / f"dag_id={NIGHTLY_DAG_ID}"
+        / f"run_id={run_id}"
+        / f"task_id={task_id}"
+    )
+    return {
+        int(path.parent.name.removeprefix("map_index="))
+        for path in task_logs.glob("map_index=*/attempt=*.log.trigger.*.log")
+        if "Trigger fired event" in path.read_text(errors="replace")
+    }
+
+
+# the deployment's start-up (when this test runs first) plus the run's own limit in trigger_and_wait
+@pytest.mark.timeout(STARTUP_TIMEOUT_S * 3 + RUN_TIMEOUT_S + 60 * DEFERRED_TARGETS)
+def test_deferred_sweeps_hold_no_celery_worker_slot_and_stay_within_the_pool(
+    deployment: Deployment, sshd: Any, working_instances: dict[str, Any], aws_client: Any, tmp_path: Path
+) -> None:
+    """Issue 19 on the real deployment: ``DEFERRED_TARGETS`` targets, half ec2 instances on moto
+    (their commands run by the stand-in SSM agent), half ssh hosts on the loopback sshd, each
+    sweep ``DEFERRED_SWEEP_S`` seconds longer than the real worker's (a slower machine), the
+    pool at 4 slots with deferred tasks counted, one Celery worker with 2 slots.
+
+    A sweep task that held its worker slot while it waits could never have more than 2 sweeps
+    in flight (start to end of their task instances) at once: more than 2 shows the waits left
+    the worker (to the triggerer, which logged each sweep's trigger firing). The pool, read from
+    the API every half second while the run lasts, was full (deferred sweeps counted) and never
+    over its 4 slots. All targets' results are in the lake; all instances are terminated."""
+    token = deployment.token()
+    python = slow_worker(tmp_path / "slow-python", BENCH_PYTHON, DEFERRED_SWEEP_S)
+    ec2_count = DEFERRED_TARGETS // 2
+    targets = fleet_targets(
+        count=DEFERRED_TARGETS,
+        ec2_count=ec2_count,
+        ssh_conn_id=sshd.conn_id,
+        root=tmp_path / "machines",
+        python=python,
+        poll_interval_s=1.0,
+    )
+    defaults = {**working_instances["defaults"], "poll_interval_s": 1.0}
+    fleet = {
+        "max_instances": DEFERRED_POOL_SLOTS,
+        "defaults": {"ec2": defaults},
+        "profiles": {"tiny": SCORE_ONLY},
+        "targets": targets,
+    }
+    with (
+        connections_in(deployment, token, [sshd.conn_id, defaults["aws_conn_id"]]),
+        pool_of(deployment, token, DEFERRED_POOL_SLOTS) as pool,
+        fleet_of(deployment, fleet),
+        pool_samples(deployment, token, pool) as samples,
+    ):
+        began = time.monotonic()
+        run_id, run, tis = trigger_and_wait(
+            deployment, NIGHTLY_DAG_ID, {}, timeout_s=RUN_TIMEOUT_S + 60 * DEFERRED_TARGETS
+        )
+        wall_s = time.monotonic() - began
+    summary = sorted((ti["task_id"], ti["map_index"], ti["state"]) for ti in tis)
+    assert run["state"] == "success", (
+        f"{run_id} ended {run['state']}: {summary}\n{deployment.registry.diagnostics()}"
+    )
+
+    sweeps = [ti for ti in tis if ti["task_id"] == "target.score_sweep"]
+    assert sorted(ti["map_index"] for ti in sweeps) == list(range(DEFERRED_TARGETS))
+    assert {ti["state"] for ti in sweeps} == {"success"}
+    assert all(ti["executor"] in (None, "CeleryExecutor") for ti in tis if ti["state"] == "success"), summary
+    # every sweep (and every ec2 launch) waited in the triggerer: its trigger fired there, then
+    # the task resumed on a worker
+    assert fired_triggers(deployment, run_id, "target.score_sweep") == set(range(DEFERRED_TARGETS))
+    ec2_indexes = {index for index, target in enumerate(targets) if target["kind"] == "ec2"}
+    assert fired_triggers(deployment, run_id, "target.prepare") == ec2_indexes
+    sweeps_at_once = most_at_once((start, end, 1) for start, end, _ in map(_interval, sweeps))
+    assert sweeps_at_once > WORKER_CONCURRENCY, [
+        (ti["map_index"], ti["start_date"], ti["end_date"]) for ti in sweeps
+    ]
+    pool_steps = [_interval(ti) for ti in tis if ti["pool"] == pool and ti["start_date"]]
+    assert len(pool_steps) == DEFERRED_TARGETS * 5  # prepare, deploy, score_sweep, train_sweep, collect
+    # The pool as the scheduler counts it was full at times (deferred sweeps included) and never
+    # over. (Not from the intervals above: a resumed task waits for its slot in ``scheduled``, which
+    # holds none, so its start-to-end interval overstates what it held.)
+    occupied = [sample["occupied_slots"] for sample in samples]
+    assert len(occupied) > 10 and max(occupied) == DEFERRED_POOL_SLOTS, occupied
+    assert max(sample["deferred_slots"] for sample in samples) > 0, samples
+
+    # every target's results are in the lake, and every instance of the run is terminated
+    from gpucompare.lake.tables import open_lake
+
+    rows = [
+        row
+        for row in open_lake(deployment.env["GPUCOMPARE_LAKE"]).results_table().to_pylist()
+        if row["dag_run_id"] == run_id
+    ]
+    assert sorted((r["target"], r["mode"], r["status"]) for r in rows) == sorted(
+        [("ec2", "score", "ok")] * ec2_count + [("ssh", "score", "ok")] * (DEFERRED_TARGETS - ec2_count)
+    )
+    reservations = aws_client("ec2").describe_instances(
+        Filters=[{"Name": "tag:gpucompare:run-id", "Values": [f"*{run_id}*"]}]
+    )["Reservations"]
+    instances = [i for r in reservations for i in r["Instances"]]
+    assert len(instances) == ec2_count
+    assert {i["State"]["Name"] for i in instances} <= {"shutting-down", "terminated"}
+    assert working_instances["agent"].running() == []
+    print(
+        "\nFIGURES "
+        + json.dumps(
+            {
+                "targets": DEFERRED_TARGETS,
+                "ec2_targets": ec2_count,
+                "sweep_extra_s": DEFERRED_SWEEP_S,
+                "pool_slots": DEFERRED_POOL_SLOTS,
+                "worker_concurrency": WORKER_CONCURRENCY,
+                "dag_wall_s": round(wall_s, 1),
+                "sweeps_at_once": sweeps_at_once,
+                "pool_occupied_max": max(occupied),
+                "pool_deferred_max": max(sample["deferred_slots"] for sample in samples),
+                "pool_samples": len(samples),
+                "pool_task_intervals_at_once": most_at_once(pool_steps),
+            }
+        )
     )
 
 

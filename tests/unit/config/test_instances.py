@@ -103,7 +103,8 @@ def test_a_type_listed_twice_is_refused(tmp_path: Path) -> None:
     assert only.gpu_model == "H100"  # stored under the model table's canonical name
 
 
-@pytest.mark.parametrize(("instance_type", "stated", "listed"), [("p5e.48xlarge", 1, 8), ("g4dn.xlarge", 4, 1)])
+@pytest.mark.parametrize(("instance_type", "stated", "listed"),
+                         [("p5e.48xlarge", 1, 8), ("g4dn.xlarge", 4, 1)])
 def test_a_stated_gpu_count_other_than_the_table_s_is_refused(instance_type: str, stated: int,
                                                               listed: int) -> None:
     """A p5e.48xlarge entry with ``gpu_count: 1`` would sweep one of its eight GPUs and price the
