@@ -125,9 +125,9 @@ class AwsOnLoopback:
         import subprocess
 
         import boto3
+        import pytest
 
-        from tests.support import ec2_support
-        from tests.support.fixtures_aws import FAKE_AWS_ENV, _start_server
+        from tests.support.fixtures_aws import FAKE_AWS_ENV, _start_server, account_on
 
         self.root = root
         self.server, moto_url = _start_server()
@@ -137,16 +137,14 @@ class AwsOnLoopback:
         proxy_url = self.agent.stdout.readline().strip()
         os.environ.update({**FAKE_AWS_ENV, "AWS_ENDPOINT_URL": moto_url})
         os.environ.setdefault("GPUCOMPARE_DEPLOYMENT", "bench")
-        os.environ[f"AIRFLOW_CONN_{ec2_support.CONN_ID.upper()}"] = json.dumps({
-            "conn_type": "aws", "login": "testing", "password": "testing",
-            "extra": {"endpoint_url": proxy_url, "region_name": "us-east-1"}})
 
         def client(service: str, region_name: str = "us-east-1") -> Any:
             return boto3.client(service, region_name=region_name, endpoint_url=moto_url)
 
         client("s3").create_bucket(Bucket="gpucompare-bench")
-        ec2_support.publish_ami_parameter(client)
-        self.profile = ec2_support.create_instance_profile(client)
+        # the tests' account (connection through the proxy, profile, AMI parameter); this process
+        # ends with the benchmark, so the environment it sets is not undone
+        self.profile = account_on(proxy_url, client, pytest.MonkeyPatch(), "gpucompare-bench")["profile"]
 
     def target(self, seconds: float, poll: float | None) -> Any:
         from gpucompare.targets.ec2.target import Ec2Target
