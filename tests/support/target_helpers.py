@@ -22,6 +22,30 @@ ENDLESS_SWEEP = {
 }
 
 
+_GATED_WORKER = """\
+#!/bin/sh
+# The real worker interpreter, except that a sweep waits (up to 600 s) until {gate} exists.
+if [ "$1" = -m ] && [ "$2" = bench_tasks ] && [ "$3" = sweep ]; then
+  waited=0
+  while [ ! -e {gate} ] && [ $waited -lt 6000 ]; do sleep 0.1; waited=$((waited + 1)); done
+fi
+exec {python} "$@"
+"""
+
+
+def gated_worker(path: Path, python: Path, gate: Path) -> Path:
+    """Write ``path``: an interpreter that runs ``python``, but holds a sweep until ``gate`` exists.
+
+    A stand-in for a sweep that is certainly still running when the test does something to
+    it (drops the connection): however fast the tiny sweep, it cannot finish before the test
+    creates ``gate``. The sweep's pid is the worker's own (``exec``).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(_GATED_WORKER.format(gate=gate, python=python))
+    path.chmod(0o755)
+    return path
+
+
 class Sink:
     """A line sink that remembers each line and when it arrived."""
 

@@ -48,6 +48,7 @@ from tests.support.target_helpers import (
     Background,
     ProcessWatcher,
     Sink,
+    gated_worker,
     read_records,
     wait_for,
     worker_processes,
@@ -181,8 +182,14 @@ def test_connection_can_explicitly_allow_an_unverified_key(sshd: SshdServer, tmp
 
 def test_connection_dropped_mid_run_is_retried_and_the_run_completes(sshd: SshdServer,
                                                                      tmp_path: Path) -> None:
+    """The sweep is held (``gated_worker``) until the outage is over, so it is certainly
+    running when the connections drop; the host stays refusing until the target has said it
+    is reconnecting, so the retry path is certainly taken (not a silent reconnect)."""
     sink = Sink()
-    target = make_target(ssh_spec(sshd, tmp_path), line_sink=sink)
+    gate = tmp_path / "outage-over"
+    python = gated_worker(tmp_path / "gated-python", BENCH_PYTHON, gate)
+    target = make_target(ssh_spec(sshd, tmp_path, python=str(python), connect_retries=10),
+                         line_sink=sink)
     state = target.deploy(target.prepare("dropped"))
     two_configs = {**TINY_SWEEP, "matrix": [{**TINY_SWEEP["matrix"][0], "batch_sizes": [1, 2]}]}
     sweep_dir = Path(state.workdir) / sweep_dir_name({**two_configs, "run_id": "dropped"})
@@ -194,12 +201,14 @@ def test_connection_dropped_mid_run_is_retried_and_the_run_completes(sshd: SshdS
     # The network goes: every connection is cut and the host refuses new ones for a while.
     assert sshd.drop_connections() >= 1
     sshd.stop()
-    time.sleep(1.5)
+    wait_for(lambda: any("reconnecting" in line for line in sink.texts()), 60,
+             "the target to notice the dropped connection")
+    time.sleep(1.0)
     sshd.start()
+    gate.touch()
 
     run.finish(600)
     assert run.error is None, run.error
-    assert any("reconnecting" in line for line in sink.texts())
     # The sweep ran once, undisturbed, and every progress line was shown exactly once.
     assert [line for line in sink.texts() if "starting sweep" in line] != []
     assert len([line for line in sink.texts() if "starting sweep" in line]) == 1
