@@ -148,6 +148,15 @@ def s3_bucket(aws_client: Callable[..., Any]) -> str:
     return name
 
 
+@pytest.fixture(params=["local", "s3"])
+def lake_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new, empty lake, once of each kind: a local folder, and a prefix in a fresh bucket on
+    moto's server (standing in for S3)."""
+    if request.param == "local":
+        return str(tmp_path / "lake")
+    return f"s3://{request.getfixturevalue('s3_bucket')}/lake"
+
+
 @pytest.fixture
 def moto_reset(aws_endpoint: str) -> Callable[[], None]:
     """A function that wipes all state held by the moto server (every service, every account)."""

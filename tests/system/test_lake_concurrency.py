@@ -26,13 +26,6 @@ ROWS = 40  # per run
 CONTEXT = lake_ingest.RunContext(provider="local", instance_type="cpu")
 
 
-@pytest.fixture(params=["local", "s3"])
-def lake_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "local":
-        return str(tmp_path / "lake")
-    return f"s3://{request.getfixturevalue('s3_bucket')}/lake"
-
-
 def per_run(uri: str) -> tuple[Counter, Counter]:
     """Rows per run as the product reads them and as a plain Delta reader reads them; also
     checks that no configuration of a run appears twice."""

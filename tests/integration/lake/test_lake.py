@@ -121,15 +121,6 @@ CONTEXT = lake_ingest.RunContext(
 )
 
 
-@pytest.fixture(params=["local", "s3"])
-def lake_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A new, empty lake: a local folder, or a prefix in a fresh bucket on moto's server."""
-    if request.param == "local":
-        return str(tmp_path / "lake")
-    bucket = request.getfixturevalue("s3_bucket")
-    return f"s3://{bucket}/lakes/test"
-
-
 RUN = "nightly-2026-11-30T0200"  # the orchestrator's id of the run sample_records() belong to
 
 

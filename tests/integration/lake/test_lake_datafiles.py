@@ -28,13 +28,6 @@ from tests.support.lake_support import run_records, write_records
 CONTEXT = lake_ingest.RunContext(provider="local", instance_type="cpu")
 
 
-@pytest.fixture(params=["local", "s3"])
-def lake_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "local":
-        return str(tmp_path / "lake")
-    return f"s3://{request.getfixturevalue('s3_bucket')}/lakes/datafiles"
-
-
 def ingest(target: lake.Lake, path: Path, run_id: str) -> lake_ingest.IngestSummary:
     return lake_ingest.ingest_results(target, path, CONTEXT, run_id=run_id)
 
