@@ -14,26 +14,19 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from tests.support.target_helpers import held_worker
+
 #: the fleet profile of these tests: one tiny scoring point on the CPU
 SCORE_ONLY: dict[str, Any] = {
     "networks": ["alexnet"], "batch_sizes": [1], "modes": ["score"], "devices": ["cpu"],
     "warmup": 1, "batches": 1, "repeats": 1, "timeout_s": 120}
 
-_SLOW_WORKER = """\
-#!/bin/sh
-# A slower machine: its sweeps take {seconds} s longer; everything else (the deploy checks,
-# the sweep itself) is the real worker interpreter.
-if [ "$1" = -m ] && [ "$2" = bench_tasks ] && [ "$3" = sweep ]; then sleep {seconds}; fi
-exec {python} "$@"
-"""
-
 
 def slow_worker(path: Path, python: Path, seconds: float) -> Path:
-    """Write ``path``: an interpreter that runs ``python`` and sleeps ``seconds`` before a sweep."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_SLOW_WORKER.format(seconds=f"{seconds:g}", python=python))
-    path.chmod(0o755)
-    return path
+    """Write ``path``: an interpreter that runs ``python`` and sleeps ``seconds`` before a sweep
+    (a slower machine: its sweeps take that much longer; the deploy checks and the sweep
+    itself are the real worker interpreter)."""
+    return held_worker(path, python, wait=f"sleep {seconds:g}", why=f"{seconds:g} s (a slower machine)")
 
 
 def fleet_targets(*, count: int, ec2_count: int, ssh_conn_id: str, root: Path, python: Path,

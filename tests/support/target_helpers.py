@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import threading
 import time
 from pathlib import Path
@@ -22,28 +23,34 @@ ENDLESS_SWEEP = {
 }
 
 
-_GATED_WORKER = """\
+_HELD_WORKER = """\
 #!/bin/sh
-# The real worker interpreter, except that a sweep waits (up to 600 s) until {gate} exists.
+# The real worker interpreter, except that a sweep first waits: {why}
 if [ "$1" = -m ] && [ "$2" = bench_tasks ] && [ "$3" = sweep ]; then
-  waited=0
-  while [ ! -e {gate} ] && [ $waited -lt 6000 ]; do sleep 0.1; waited=$((waited + 1)); done
+  {wait}
 fi
 exec {python} "$@"
 """
 
 
-def gated_worker(path: Path, python: Path, gate: Path) -> Path:
-    """Write ``path``: an interpreter that runs ``python``, but holds a sweep until ``gate`` exists.
-
-    A stand-in for a sweep that is certainly still running when the test does something to
-    it (drops the connection): however fast the tiny sweep, it cannot finish before the test
-    creates ``gate``. The sweep's pid is the worker's own (``exec``).
-    """
+def held_worker(path: Path, python: Path, *, wait: str, why: str) -> Path:
+    """Write ``path``: an interpreter that runs ``python``, but runs the shell command ``wait``
+    before a sweep (``python -m bench_tasks sweep``); every other use (the deploy's checks) is
+    the real interpreter at once. The sweep's pid is the worker's own (``exec``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_GATED_WORKER.format(gate=gate, python=python))
+    path.write_text(_HELD_WORKER.format(wait=wait, why=why, python=shlex.quote(str(python))))
     path.chmod(0o755)
     return path
+
+
+def gated_worker(path: Path, python: Path, gate: Path) -> Path:
+    """A worker whose sweep waits (up to 600 s) until ``gate`` exists: a stand-in for a sweep
+    that is certainly still running when the test does something to it (drops the
+    connection); however fast the tiny sweep, it cannot finish before the test creates ``gate``."""
+    quoted = shlex.quote(str(gate))
+    return held_worker(path, python, why=f"until {gate.name} exists", wait=(
+        f"waited=0; while [ ! -e {quoted} ] && [ $waited -lt 6000 ]; "
+        "do sleep 0.1; waited=$((waited + 1)); done"))
 
 
 class Sink:
