@@ -75,13 +75,34 @@ def worker_processes(marker: str) -> list[int]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and int(entry.name) != os.getpid():
             try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
                 state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
             except OSError:
                 continue
-            if marker in cmdline and state != "Z":
+            if state != "Z" and marker in _command_line(int(entry.name)):
                 found.append(int(entry.name))
     return found
+
+
+def processes_end(marker: str, within_s: float = 15) -> None:
+    """Fail unless every process naming ``marker`` has ended within ``within_s``.
+
+    A sweep's exit status is written by its ``run.sh`` (whose command line names the sweep
+    directory) just before that shell exits, so "the exit status exists" does not yet mean
+    "no process is left": on a loaded machine the shell can still be there for a moment. The
+    workers these tests stop would otherwise live for minutes, so a short bound still fails
+    when a stop missed them."""
+    deadline = time.monotonic() + within_s
+    while (left := worker_processes(marker)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not left, f"still running {within_s}s after the stop: " + "; ".join(
+        f"{pid}: {_command_line(pid)}" for pid in left)
+
+
+def _command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "(gone)"
 
 
 class ProcessWatcher(threading.Thread):

@@ -29,6 +29,7 @@ from tests.support.target_helpers import (
     Background,
     ProcessWatcher,
     Sink,
+    processes_end,
     read_records,
     wait_for,
     worker_processes,
@@ -146,7 +147,7 @@ def test_teardown_stops_a_sweep_left_running_and_is_safe_twice(tmp_path: Path) -
     other_task.teardown(state)
     thread.join(timeout=30)
     assert not thread.is_alive()
-    assert worker_processes(str(sweep_dir)) == []
+    processes_end(str(sweep_dir))
     assert errors and "exited with" in str(errors[0])
     other_task.teardown(state)
 

@@ -49,6 +49,7 @@ from tests.support.target_helpers import (
     ProcessWatcher,
     Sink,
     gated_worker,
+    processes_end,
     read_records,
     wait_for,
     worker_processes,
@@ -275,7 +276,7 @@ def test_teardown_stops_a_running_sweep_and_is_safe_twice(sshd: SshdServer, tmp_
     teardown_task = make_target(ssh_spec(sshd, tmp_path, remove_run_dir=True), line_sink=sink)
     teardown_task.teardown(state)
     assert any("stopped the sweep" in line for line in sink.texts()), sink.texts()
-    assert worker_processes(str(sweep_dir)) == []
+    processes_end(str(sweep_dir))
     assert not Path(state.workdir).exists()
     teardown_task.teardown(state)  # nothing left: a no-op
     teardown_task.teardown(None)
@@ -338,7 +339,7 @@ def test_stop_script_stops_running_sweeps_only(tmp_path: Path) -> None:
     assert done.stdout.split() == [paths.sweep_dir]
     wait_for(lambda: Path(paths.exit_code).exists(), 30, "the exit status")
     assert Path(paths.exit_code).read_text().strip() in {"143", "124"}
-    assert worker_processes(marker) == []
+    processes_end(marker)
     again = subprocess.run(["sh", "-c", stop_script(str(run_dir), grace_s=2)], capture_output=True,
                            text=True, check=True, timeout=30)
     assert again.stdout == ""
