@@ -40,6 +40,7 @@ from gpucompare.targets.ec2.ssm import SsmRunner
 from gpucompare.targets.ssh.channel import SSHChannel
 from tests.conftest import BENCH_PYTHON
 from tests.support.fixtures_airflow import parse_again
+from tests.support.target_helpers import processes_end
 
 pytestmark = pytest.mark.slow
 
@@ -63,13 +64,6 @@ def marked_processes(marker: str) -> list[tuple[int, str]]:
         if any(v.startswith(f"{distributed.MARKER_VARIABLE}={marker}/".encode()) for v in environ):
             found.append((int(entry.name), cmdline))
     return found
-
-
-def pgrep(marker: str) -> list[str]:
-    import subprocess
-
-    result = subprocess.run(["pgrep", "-f", "-a", marker], capture_output=True, text=True, check=False)
-    return [line for line in result.stdout.splitlines() if "pgrep" not in line]
 
 
 def new_run_id() -> str:
@@ -222,7 +216,7 @@ def test_a_worker_killed_mid_run_fails_clearly_and_leaves_nothing(group, tmp_pat
     assert "worker-1" in message and HOSTS[1] in message and "137" in message, message
     assert elapsed < point.timeout_s
     assert marked_processes(marker) == []
-    assert pgrep(marker) == []
+    processes_end(marker)  # the role scripts (their paths name the marker) too
     assert not (tmp_path / "scaling.jsonl").exists()
     assert snapshot() == before
 
