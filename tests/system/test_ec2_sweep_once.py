@@ -25,6 +25,7 @@ import pytest
 
 from gpucompare.targets import runs
 from gpucompare.targets.ec2.commands import sweep_commands
+from tests.support.proc_helpers import children_of
 from tests.support.target_helpers import wait_for
 
 CONFIG = {"run_id": "nightly-1", "timeout_s": 60, "warmup": 1, "batches": 1, "repeats": 1,
@@ -81,19 +82,6 @@ def _send(instance: dict) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (from /proc)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return found
-
-
 def _starts(instance: dict) -> list[str]:
     path = instance["box"] / "starts"
     return path.read_text().split() if path.exists() else []
@@ -146,7 +134,7 @@ def test_a_command_killed_while_its_worker_lives_on_is_re_attached_to(instance):
     goes on holding the lock: the retry's command re-attaches to that worker, one worker ran."""
     first = _send(instance)
     wait_for(lambda: len(_starts(instance)) == 1, 30, "the first worker to start")
-    for pid in (first.pid, *_children(first.pid)):  # the agent's sh and the script's bash only:
+    for pid in (first.pid, *children_of(first.pid)):  # the agent's sh and the script's bash only:
         os.kill(pid, signal.SIGKILL)  # the worker (under `timeout`) is orphaned, alive
     first.communicate(timeout=30)
     second = _send(instance)
