@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from bench_tasks.record import validate_record
-from tests.support.proc_helpers import children_of
+from tests.support.proc_helpers import children_of, is_alive
 
 TINY_SWEEP = {
     "warmup": 1, "batches": 1, "repeats": 1,
@@ -71,16 +71,8 @@ class Sink:
 
 def worker_processes(marker: str) -> list[int]:
     """Live processes whose command line contains ``marker`` (a sweep directory)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if state != "Z" and marker in _command_line(int(entry.name)):
-                found.append(int(entry.name))
-    return found
+    pids = (int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit())
+    return [pid for pid in pids if pid != os.getpid() and is_alive(pid) and marker in _command_line(pid)]
 
 
 def processes_end(marker: str, within_s: float = 15) -> None:
