@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from bench_tasks.record import validate_record
-from tests.support.proc_helpers import children_of, is_alive
+from tests.support.proc_helpers import children_of, command_line, is_alive, process_ids
 
 TINY_SWEEP = {
     "warmup": 1, "batches": 1, "repeats": 1,
@@ -71,8 +71,8 @@ class Sink:
 
 def worker_processes(marker: str) -> list[int]:
     """Live processes whose command line contains ``marker`` (a sweep directory)."""
-    pids = (int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit())
-    return [pid for pid in pids if pid != os.getpid() and is_alive(pid) and marker in _command_line(pid)]
+    return [pid for pid in process_ids()
+            if pid != os.getpid() and is_alive(pid) and marker in command_line(pid)]
 
 
 def processes_end(marker: str, within_s: float = 15) -> None:
@@ -87,14 +87,7 @@ def processes_end(marker: str, within_s: float = 15) -> None:
     while (left := worker_processes(marker)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not left, f"still running {within_s}s after the stop: " + "; ".join(
-        f"{pid}: {_command_line(pid)}" for pid in left)
-
-
-def _command_line(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return "(gone)"
+        f"{pid}: {command_line(pid) or '(gone)'}" for pid in left)
 
 
 class ProcessWatcher(threading.Thread):

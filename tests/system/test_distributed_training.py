@@ -40,6 +40,7 @@ from gpucompare.targets.ec2.ssm import SsmRunner
 from gpucompare.targets.ssh.channel import SSHChannel
 from tests.conftest import BENCH_PYTHON
 from tests.support.fixtures_airflow import parse_again
+from tests.support.proc_helpers import command_line, process_ids
 from tests.support.target_helpers import processes_end
 
 pytestmark = pytest.mark.slow
@@ -52,17 +53,15 @@ TINY = {"network": "googlenet", "scaling": "weak", "batch_size": 1, "warmup": 1,
 def marked_processes(marker: str) -> list[tuple[int, str]]:
     """(pid, command line) of every process on this machine whose environment carries the
     point's marker: every host of the test is this machine, so this sees all three."""
+    wanted = f"{distributed.MARKER_VARIABLE}={marker}/".encode()
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for pid in process_ids():
         try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(v.startswith(f"{distributed.MARKER_VARIABLE}={marker}/".encode()) for v in environ):
-            found.append((int(entry.name), cmdline))
+        if any(v.startswith(wanted) for v in environ):
+            found.append((pid, command_line(pid)))
     return found
 
 

@@ -25,6 +25,7 @@ from gpucompare.targets.bundle import build_bundle
 from tests.conftest import BENCH_PYTHON
 from tests.support.env_cache_support import base_python, linked_worker
 from tests.support.fixtures_sshd import SshdServer
+from tests.support.proc_helpers import command_line, process_ids
 from tests.support.target_helpers import TINY_SWEEP, Background, Sink, read_records
 
 
@@ -123,17 +124,9 @@ def test_the_second_night_reuses_the_environment_and_new_requirements_rebuild(
 def build_processes(env_dir: Path, marker: str) -> list[int]:
     """Processes on this host (the ssh "remote") building ``env_dir`` whose command line holds
     ``marker``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if str(env_dir) in cmdline and marker in cmdline and "sh -c" not in cmdline:
-            found.append(int(entry.name))
-    return found
+    lines = {pid: command_line(pid) for pid in process_ids()}
+    return [pid for pid, line in lines.items()
+            if str(env_dir) in line and marker in line and "sh -c" not in line]
 
 
 @pytest.mark.parametrize("moment", ["-m venv", "pip install"])

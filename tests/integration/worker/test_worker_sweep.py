@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.proc_helpers import command_line
 from tests.support.worker_support import children_of, is_alive, read_records, start_worker, wait_for
 
 STATUS_SWEEP = """
@@ -96,7 +97,7 @@ def test_out_of_memory_is_recorded_and_the_next_configuration_runs(tmp_path: Pat
 
 def find_runner(sweep_pid: int) -> int | None:
     runners = [pid for pid in children_of(sweep_pid)
-               if b"_runner" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+               if "_runner" in command_line(pid)]
     return runners[0] if runners else None
 
 
