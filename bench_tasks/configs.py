@@ -32,6 +32,7 @@ from bench_tasks.constants import (
     DEFAULT_TIMED_BATCHES,
     DEFAULT_WARMUP_BATCHES,
     DEVICE_KINDS,
+    DEVICE_PATTERN,
     DTYPES,
     KVSTORES,
     MAX_BATCH_SIZE,
@@ -52,7 +53,7 @@ from bench_tasks.methodology import MethodologyError, StopPolicy, resolve
 DIST_KVSTORES: tuple[str, ...] = tuple(k for k in KVSTORES if k.startswith("dist"))
 DEFAULT_TRAIN_KVSTORE = "device"
 
-_DEVICE = re.compile(r"^(cpu|gpu):(\d+)$")
+_DEVICE = re.compile(DEVICE_PATTERN)  # fullmatch only: "$" would accept a trailing newline
 DEVICE_FORMS = "cpu, gpu, cpu:N or gpu:N, comma-separated (e.g. gpu:0,gpu:1)"
 
 MATRIX_KEYS: tuple[str, ...] = (
@@ -157,7 +158,7 @@ def parse_devices(text: str, where: str = "--devices") -> tuple[str, ...]:
     for part in parts:
         if part in DEVICE_KINDS:
             part = f"{part}:0"
-        if not _DEVICE.match(part):
+        if not _DEVICE.fullmatch(part):
             raise ConfigError(where, f"{text!r} is not a device list; allowed: {DEVICE_FORMS}")
         devices.append(part)
     kinds = {d.split(":")[0] for d in devices}

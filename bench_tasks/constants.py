@@ -70,6 +70,9 @@ RUN_ID_MAX = 250
 RUN_ID_CHARS = "A-Za-z0-9._:+-"
 RUN_ID_PATTERN = f"[A-Za-z0-9][{RUN_ID_CHARS}]{{0,{RUN_ID_MAX - 1}}}"
 RUN_ID_ALLOWED = f"1-{RUN_ID_MAX} letters, digits and . _ : + -, starting with a letter or digit"
+#: one device of a configuration (``cpu:0``, ``gpu:3``); used with ``fullmatch`` only (``^…$``
+#: with ``match`` accepts a trailing newline). gpucompare's patterns.DEVICE is this rule.
+DEVICE_PATTERN = r"(cpu|gpu):[0-9]{1,2}"
 
 DEFAULT_WARMUP_BATCHES = 5
 DEFAULT_TIMED_BATCHES = 10

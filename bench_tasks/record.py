@@ -21,6 +21,7 @@ from typing import Any
 from bench_tasks.compat import zip_strict
 from bench_tasks.constants import (
     DEVICE_KINDS,
+    DEVICE_PATTERN,
     DTYPES,
     ENERGY_METHODS,
     ENERGY_UNAVAILABLE_PREFIX,
@@ -44,9 +45,12 @@ from bench_tasks.methodology import ROBUST_MAX_REPEATS, ROBUST_MIN_TIME_S, ROBUS
 #:    and framework_build (which software stack produced the figure).
 SCHEMA_VERSION = 3
 
-_TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
-_DEVICE = re.compile(r"^(cpu|gpu):\d+$")
-_IMAGE_SHAPE = re.compile(r"^\d+,\d+,\d+$")
+# Used with fullmatch only: "^…$" with match accepts a trailing newline; [0-9], not \d, which
+# also matches other scripts' digits.
+_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?"
+                        r"(Z|[+-][0-9]{2}:[0-9]{2})")
+_DEVICE = re.compile(DEVICE_PATTERN)
+_IMAGE_SHAPE = re.compile(r"[0-9]+,[0-9]+,[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -200,7 +204,7 @@ def validate_record(record: Any) -> dict[str, Any]:
 
     if record["schema_version"] != SCHEMA_VERSION:
         raise RecordError("schema_version", f"expected {SCHEMA_VERSION}, got {record['schema_version']}")
-    if not _IMAGE_SHAPE.match(record["image_shape"]):
+    if not _IMAGE_SHAPE.fullmatch(record["image_shape"]):
         raise RecordError("image_shape", f"expected C,H,W such as 3,224,224, got {record['image_shape']!r}")
     for name in ("batch_size", "gpu_count", "num_nodes", "repeats"):
         if record[name] <= 0:
@@ -211,10 +215,10 @@ def validate_record(record: Any) -> dict[str, Any]:
     if not record["devices"]:
         raise RecordError("devices", "must name at least one device")
     for device in record["devices"]:
-        if not _DEVICE.match(device):
+        if not _DEVICE.fullmatch(device):
             raise RecordError("devices", f"{device!r} is not of the form cpu:N or gpu:N")
     for name in ("started_at", "finished_at"):
-        if not _TIMESTAMP.match(record[name]):
+        if not _TIMESTAMP.fullmatch(record[name]):
             raise RecordError(name, f"expected ISO 8601 with a time zone, got {record[name]!r}")
 
     status = record["status"]

@@ -368,9 +368,6 @@ def is_remote(uri: str) -> bool:
     return "://" in uri and not uri.startswith("file://")
 
 
-#: What a deployment name may be (kept as text for callers of the old name).
-DEPLOYMENT_PATTERN = patterns.DEPLOYMENT.pattern
-
 
 def deployment() -> str:
     """This Airflow deployment's name (``GPUCOMPARE_DEPLOYMENT`` or ``[gpucompare] deployment``):
@@ -389,7 +386,7 @@ def deployment() -> str:
             "carry it). Set GPUCOMPARE_DEPLOYMENT=<name> in the environment of every Airflow process, or "
             "'deployment = <name>' under [gpucompare] in airflow.cfg (AIRFLOW__GPUCOMPARE__DEPLOYMENT). "
             "Upgrading from a release that derived it: see docs/targets-ec2.md, 'Deployment identity'",
-            f"1-20 of a-z 0-9 - ({DEPLOYMENT_PATTERN})")
+            f"1-20 of a-z 0-9 - ({patterns.anchored(patterns.DEPLOYMENT)})")
     return configured
 
 

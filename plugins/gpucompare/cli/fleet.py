@@ -53,9 +53,7 @@ def _configure_iam_policy(parser: argparse.ArgumentParser) -> None:
 
 def _run_iam_policy(args: argparse.Namespace) -> int:
     import json
-    import re
 
-    from gpucompare import settings
     from gpucompare.config import fleet, validation
     from gpucompare.targets.ec2 import iam
 
@@ -68,11 +66,11 @@ def _run_iam_policy(args: argparse.Namespace) -> int:
         for value in args.instance_types:
             if not patterns.EC2_INSTANCE_TYPE.fullmatch(value):
                 raise UsageError(f"--instance-type: {value!r} is not an EC2 type such as g5.xlarge")
-        if args.account != "ACCOUNT_ID" and not re.fullmatch(r"[0-9]{12}", args.account):
+        if args.account != "ACCOUNT_ID" and not patterns.AWS_ACCOUNT.fullmatch(args.account):
             raise UsageError(f"--account: {args.account!r} is not a 12-digit AWS account id")
-        if args.deployment != "DEPLOYMENT" and not re.fullmatch(settings.DEPLOYMENT_PATTERN, args.deployment):
+        if args.deployment != "DEPLOYMENT" and not patterns.DEPLOYMENT.fullmatch(args.deployment):
             raise UsageError(f"--deployment: {args.deployment!r} is not a deployment name "
-                             f"({settings.DEPLOYMENT_PATTERN})")
+                             f"({patterns.anchored(patterns.DEPLOYMENT)})")
         if args.bucket != "RESULTS_BUCKET" and not patterns.BUCKET.fullmatch(args.bucket):
             raise UsageError(f"--bucket: {args.bucket!r} is not an S3 bucket name")
         prefix = (loaded.defaults.get("ec2") or {}).get("results_prefix") or "gpucompare"

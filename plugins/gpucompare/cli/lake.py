@@ -20,7 +20,7 @@ def _configure_ingest(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--provider", required=True, help="e.g. aws, leadergpu, local")
     parser.add_argument("--instance-type", required=True, help="the provider's machine name, e.g. g5.xlarge")
     parser.add_argument("--region", default=None, help="provider region, e.g. us-east-1")
-    parser.add_argument("--market", default=patterns.DEFAULT_MARKET, choices=schema.MARKETS)
+    parser.add_argument("--market", default=patterns.DEFAULT_MARKET, choices=patterns.MARKETS)
     parser.add_argument("--target", default="local", choices=[t for t in schema.TARGETS if t != "published"])
     parser.add_argument("--source", default=None,
                         help="where the figures come from (default: gpucompare <target> run)")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from gpucompare import settings
 from gpucompare.cli.common import Command, lake_argument, lake_location, location_origin
+from gpucompare.config import patterns
 from gpucompare.errors import UsageError
-from gpucompare.lake import schema
 
 
 # ---- report, compare, athena-ddl ---------------------------------------------------------
@@ -32,7 +32,7 @@ def _configure_report(parser: argparse.ArgumentParser) -> None:
                              "DAG writes, REPORTS/<today>/ published as REPORTS/latest with the day's "
                              "history, REPORTS being the reports setting (GPUCOMPARE_REPORTS or "
                              "[gpucompare] reports)")
-    parser.add_argument("--currency", default="EUR", type=str.upper, choices=schema.CURRENCIES,
+    parser.add_argument("--currency", default="EUR", type=str.upper, choices=patterns.CURRENCIES,
                         help="currency of every money column (default EUR)")
     ranking = parser.add_argument_group(
         "ranking", "what best_value ranks (every row is shown either way); defaults from the settings")

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
@@ -186,7 +185,7 @@ def parse_fleet(document: Mapping[str, Any], source: str = "fleet", *,
                               for mode in profile.modes], target.spec["options"].get("ttl_minutes"))
         except ValidationError as exc:
             raise validation.qualify(f"targets[{index}]", exc) from exc
-    defaults = {kind: options.given() for kind in models.TARGET_KINDS
+    defaults = {kind: options.given() for kind in patterns.TARGET_KINDS
                 if (options := getattr(checked.defaults, kind)) is not None}
     return Fleet(checked.schedule, checked.max_instances, defaults, dict(checked.profiles), targets, source,
                  dict(checked.scaling_profiles), tuple(checked.scaling_groups), ceiling,
@@ -339,7 +338,7 @@ def target_run_id(dag_run_id: str, target_name: str, deployment: str | None = No
     a hash of the whole keeps them apart. ``deployment`` defaults to ``settings.deployment()``.
     """
     deployment = deployment or settings.deployment()
-    tail = re.sub(f"[^{patterns.RUN_ID_CHARS}]", "_", f"{dag_run_id}.{target_name}").lstrip("._:+-") or "run"
+    tail = patterns.NOT_RUN_ID_CHAR.sub("_", f"{dag_run_id}.{target_name}").lstrip("._:+-") or "run"
     plain = f"{deployment}.{tail}"
     if len(plain) <= TARGET_RUN_ID_LENGTH:
         return plain

@@ -61,8 +61,7 @@ class GpuModel:
     @property
     def capability(self) -> tuple[int, int]:
         """The compute capability as numbers, for comparisons: ``(8, 6)``."""
-        major, minor = self.compute_capability.split(".")
-        return int(major), int(minor)
+        return patterns.capability(self.compute_capability)
 
     def runs_on(self, runtime: str) -> tuple[bool, str]:
         """(whether ``runtime`` runs this GPU, the reason); a CPU runtime runs no GPU."""
@@ -91,9 +90,10 @@ def _parse_row(row: Mapping[str, str], where: str) -> GpuModel:
     expected = columns()
     if None in row or any(row.get(c) is None for c in expected):
         raise ValidationError(where, f"expected the columns {', '.join(expected)}")
-    if not patterns.COMPUTE_CAPABILITY.fullmatch(row["compute_capability"]):
-        raise ValidationError(f"{where}.compute_capability",
-                              f"{row['compute_capability']!r} is not major.minor")
+    try:
+        patterns.capability(row["compute_capability"])
+    except ValueError as exc:
+        raise ValidationError(f"{where}.compute_capability", str(exc)) from None
     flags = []
     for runtime in runtimes.gpu_runtimes():
         if row[runtime.name] not in ("true", "false"):

@@ -16,7 +16,14 @@ from __future__ import annotations
 import re
 
 # re-exported: the run-id rule's alphabet, length and wording
-from bench_tasks.constants import RUN_ID_ALLOWED, RUN_ID_CHARS, RUN_ID_MAX, RUN_ID_PATTERN  # noqa: F401
+# re-exported: the device rule the worker checks its configurations and records with
+from bench_tasks.constants import (  # noqa: F401
+    DEVICE_PATTERN,
+    RUN_ID_ALLOWED,
+    RUN_ID_CHARS,
+    RUN_ID_MAX,
+    RUN_ID_PATTERN,
+)
 
 #: profile, target and scaling-group names in the fleet file
 NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
@@ -31,12 +38,18 @@ INSTANCE_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 AWS_REGION = re.compile(r"[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}")
 #: any provider's region label (``eu-nl``, and every AWS region)
 REGION = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
+#: a 12-digit AWS account id
+AWS_ACCOUNT = re.compile(r"[0-9]{12}")
+#: an Athena (Glue) database name, written into the DDL as it is
+GLUE_DATABASE = re.compile(r"[a-z_][a-z0-9_]{0,63}")
+#: an ``s3://bucket/prefix`` location, written into the DDL as it is
+S3_LOCATION = re.compile(r"s3://[a-z0-9][a-z0-9.-]{1,62}(/[A-Za-z0-9._=-]+)*/?")
 #: an Airflow connection id
 CONN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,249}")
-#: ``gpu:0,gpu:1`` / ``cpu``
-DEVICES = re.compile(r"(cpu|gpu)(:[0-9]{1,2})?(,(cpu|gpu):[0-9]{1,2})*")
-#: one device of a scaling point
-DEVICE = re.compile(r"(cpu|gpu):[0-9]{1,2}")
+#: one device (``gpu:1``): the worker's rule (bench_tasks/constants.py, which cannot import this)
+DEVICE = re.compile(DEVICE_PATTERN)
+#: ``gpu:0,gpu:1`` / ``cpu``: a bare kind, or devices comma-separated
+DEVICES = re.compile(rf"((cpu|gpu)|{DEVICE_PATTERN})(,{DEVICE_PATTERN})*")
 #: a network interface for MXNet's parameter server (``DMLC_INTERFACE``)
 INTERFACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}")
 CRON = re.compile(r"@(hourly|daily|weekly|monthly|yearly)|([0-9*/,-]+ ){4}[0-9A-Za-z*/,-]+")
@@ -47,13 +60,33 @@ RUN_ID = re.compile(RUN_ID_PATTERN)
 PLAIN_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 #: a character a plain run id (and so a path component or a container name) may not hold
 NOT_PLAIN = re.compile(r"[^A-Za-z0-9_.-]")
+#: a run of characters a file name made from a run id may not hold (each run becomes one ``_``)
+NOT_PLAIN_RUN = re.compile(r"[^A-Za-z0-9._-]+")
+#: a character a run id may not hold (a derived run id replaces it)
+NOT_RUN_ID_CHAR = re.compile(f"[^{RUN_ID_CHARS}]")
+#: a character a fleet name may not hold (a name derived from other values replaces it)
+NOT_NAME_CHAR = re.compile(r"[^a-z0-9_-]")
+#: a Delta partition value: it goes into a folder name unescaped
+PARTITION_VALUE = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+#: a host a scaling run reaches: a DNS name, an IPv4 or an IPv6 address
+HOST_ADDRESS = re.compile(r"[A-Za-z0-9][A-Za-z0-9.:-]{0,252}")
+#: the marker of a scaling run's processes (``GPUCOMPARE_DIST=<tag>``): no regex or shell specials
+MARKER_TAG = re.compile(r"[a-z0-9/-]+")
+#: a SkyPilot catalog's accelerator name (``A100-80GB``, ``H100 (SXM)``)
+ACCELERATOR = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._+()-]{0,63}")
+#: a fragment a SQL file names, ``{{machine_key}}`` or with a table alias ``{{machine_key p.}}``
+SQL_FRAGMENT = re.compile(r"\{\{([a-z_]+)(?: ([a-z_]+)\.)?\}\}")
 #: this deployment's name in tags, run ids and S3 keys (the ``deployment`` setting)
 DEPLOYMENT = re.compile(r"[a-z0-9][a-z0-9-]{0,19}")
-#: A CUDA compute capability, major.minor (gpus.csv, runtimes.csv)
+#: A CUDA compute capability, major.minor (gpus.csv, runtimes.csv); read with :func:`capability`
 COMPUTE_CAPABILITY = re.compile(r"[0-9]{1,2}\.[0-9]")
 #: the content hash of a worker bundle
 CODE_HASH = re.compile(r"[0-9a-f]{8,64}")
 AMI_ID = re.compile(r"ami-[0-9a-f]{8,17}")
+#: an EC2 instance id
+INSTANCE_ID = re.compile(r"i-[0-9a-f]{8,17}")
+#: ``aws:userid`` of an instance role session: ``<role id>:<instance id>``
+INSTANCE_WRITER = re.compile(rf"[A-Z0-9]{{8,128}}:{INSTANCE_ID.pattern}")
 #: an S3 bucket name
 BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 #: an S3 key prefix (no leading '/')
@@ -73,12 +106,28 @@ DEFAULT_MARKET = "on_demand"
 ABSOLUTE_PATH = re.compile(r"(/[A-Za-z0-9._+@%=,-]+)+/?")
 #: the interpreter that builds a worker venv on a rented host
 BASE_PYTHON = re.compile(r"python3(\.[0-9]{1,2})?")
-#: a docker image reference ``name[:tag][@sha256:digest]``
-DOCKER_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:-]{0,254}(@sha256:[0-9a-f]{64})?")
+#: the interpreter by name or by absolute path
+INTERPRETER = re.compile(f"{BASE_PYTHON.pattern}|{ABSOLUTE_PATH.pattern}")
+#: a docker repository: lower case (docker refuses upper case), a registry host, its port
+#: and path (``nvcr.io/nvidia/mxnet``, ``localhost:5000/worker``)
+_DOCKER_REPOSITORY = r"[a-z0-9][a-z0-9._/:-]{0,200}"
+_DOCKER_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+#: an image's content digest (``sha256:<64 hex>``)
+IMAGE_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+#: a docker image reference ``name[:tag][@sha256:digest]`` (what a fleet may name)
+DOCKER_IMAGE = re.compile(rf"{_DOCKER_REPOSITORY}(:{_DOCKER_TAG})?(@{IMAGE_DIGEST.pattern})?")
+#: ``name:tag``, how data/runtimes.csv names an image (the repository then holds no ':')
+DOCKER_IMAGE_TAGGED = re.compile(rf"[a-z0-9][a-z0-9._/-]{{0,200}}:{_DOCKER_TAG}")
+#: ``name@sha256:<64 hex>``: an image pinned to its content, what a pull reports and a run uses
+DOCKER_IMAGE_PINNED = re.compile(rf"{_DOCKER_REPOSITORY}@{IMAGE_DIGEST.pattern}")
+#: a worker runtime's name (data/runtimes.csv: ``pip-cu112``, ``ngc-24.06``)
+RUNTIME_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{0,39}")
 #: ``docker run --gpus`` values: all, a count or device=0,1
 DOCKER_GPUS = re.compile(r"all|[1-9][0-9]?|device=[0-9]{1,2}(,[0-9]{1,2})*")
 #: an SSM parameter holding an AMI id (``/aws/service/…``), optionally ``resolve:ssm:``
 SSM_PARAMETER = re.compile(r"(resolve:ssm:)?(/[A-Za-z0-9_.\-]+)+")
+#: what a fleet may say for an AMI: an id or an SSM parameter holding one
+AMI_REF = re.compile(f"{AMI_ID.pattern}|{SSM_PARAMETER.pattern}")
 SUBNET_ID = re.compile(r"subnet-[0-9a-f]{8,17}")
 SECURITY_GROUP_ID = re.compile(r"sg-[0-9a-f]{8,17}")
 #: an IAM instance profile name
@@ -93,6 +142,15 @@ TAG_VALUE = re.compile(r"[A-Za-z0-9 _.:/=+@-]{0,256}")
 def has_dot_segment(path: str) -> bool:
     """Whether a path has a ``.`` or ``..`` segment (``/srv/../etc``): refused in every path."""
     return any(part in {".", ".."} for part in path.split("/"))
+
+
+def capability(text: str) -> tuple[int, int]:
+    """A compute capability as numbers, for comparisons: ``"8.6"`` → ``(8, 6)``; ``ValueError``
+    naming the rule for any other text."""
+    if not COMPUTE_CAPABILITY.fullmatch(text):
+        raise ValueError(f"{text!r} is not a compute capability major.minor ({anchored(COMPUTE_CAPABILITY)})")
+    major, minor = text.split(".")
+    return int(major), int(minor)
 
 
 def anchored(*alternatives: re.Pattern[str]) -> str:

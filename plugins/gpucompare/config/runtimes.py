@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import functools
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,10 +31,6 @@ PTX_VALUES = ("yes", "no", "unknown")
 AUTO = "auto"
 #: the runtime of a target without GPUs (gpu_count 0, the local target on this machine)
 CPU = "cpu"
-_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{0,39}")
-_CAPABILITY = patterns.COMPUTE_CAPABILITY
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
-_IMAGE = re.compile(r"[a-z0-9][a-z0-9._/-]{0,200}:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
 
 @dataclass(frozen=True)
@@ -99,10 +94,10 @@ def _capability(row: Mapping[str, str], column: str, where: str) -> tuple[int, i
     text = row[column]
     if not text:
         return None
-    if not _CAPABILITY.fullmatch(text):
-        raise ValidationError(f"{where}.{column}", f"{text!r} is not major.minor")
-    major, minor = text.split(".")
-    return int(major), int(minor)
+    try:
+        return patterns.capability(text)
+    except ValueError as exc:
+        raise ValidationError(f"{where}.{column}", str(exc)) from None
 
 
 def _parse_row(row: Mapping[str, str], where: str) -> WorkerRuntime:
@@ -111,12 +106,12 @@ def _parse_row(row: Mapping[str, str], where: str) -> WorkerRuntime:
     for column, allowed in (("delivery", DELIVERIES), ("ptx", PTX_VALUES)):
         if row[column] not in allowed:
             raise ValidationError(f"{where}.{column}", f"{row[column]!r} is not allowed", ", ".join(allowed))
-    if not _NAME.fullmatch(row["name"]) or row["name"] == AUTO:
+    if not patterns.RUNTIME_NAME.fullmatch(row["name"]) or row["name"] == AUTO:
         raise ValidationError(f"{where}.name", f"{row['name']!r} is not a runtime name")
-    if row["digest"] and not _DIGEST.fullmatch(row["digest"]):
+    if row["digest"] and not patterns.IMAGE_DIGEST.fullmatch(row["digest"]):
         raise ValidationError(f"{where}.digest", f"{row['digest']!r} is not sha256:<64 hex>")
     docker = row["delivery"] == "docker"
-    if docker != bool(row["image"]) or (docker and not _IMAGE.fullmatch(row["image"])):
+    if docker != bool(row["image"]) or (docker and not patterns.DOCKER_IMAGE_TAGGED.fullmatch(row["image"])):
         raise ValidationError(f"{where}.image", "a docker runtime names its image as name:tag; a venv none")
     cc_min, cc_max = _capability(row, "cc_min", where), _capability(row, "cc_max", where)
     if (cc_min is None) != (cc_max is None) or (cc_min and cc_max and cc_min > cc_max):

@@ -25,9 +25,6 @@ from gpucompare.config.validation import ValidationError
 
 SINGLE_NODE_KVSTORE = "device"
 
-#: A network interface name (``DMLC_INTERFACE``), e.g. eth0 or ens5.
-INTERFACE_PATTERN = patterns.INTERFACE
-
 
 # -- what to measure -------------------------------------------------------------------------
 

@@ -29,9 +29,8 @@ from gpucompare.errors import PermanentError
 #: error types the models raise themselves (``models.Strict`` and the rules between fields)
 UNKNOWN_KEY = "unknown_key"
 RULE = "rule"
-#: the tags of the target union (``models.Target``): pydantic puts the tag into an error's
+# the tags of the target union (``models.Target``): pydantic puts the tag into an error's
 #: location (``targets.0.ec2.region``); the message leaves it out (``targets[0].region``)
-_UNION_TAGS = patterns.TARGET_KINDS
 
 M = TypeVar("M")
 
@@ -71,7 +70,7 @@ def field_path(location: tuple[Any, ...]) -> str:
     path = ""
     for index, part in enumerate(location):
         after_item = index == 0 or isinstance(location[index - 1], int)
-        if part in _UNION_TAGS and after_item and isinstance(part, str):
+        if part in patterns.TARGET_KINDS and after_item and isinstance(part, str):
             continue  # the union's tag, not a key the user wrote
         if part == "[key]":
             continue  # pydantic's mark of a mapping's key: the key itself is the place
@@ -101,7 +100,7 @@ def from_pydantic(exc: pydantic.ValidationError, prefix: str = "",
     elif kind in ("union_tag_invalid", "union_tag_not_found"):
         field = join(field, str(ctx.get("discriminator", "kind")).strip("'"))
         message = (f"{shown(ctx['tag'])} is not allowed" if kind == "union_tag_invalid" else "missing")
-        allowed = ", ".join(_UNION_TAGS)
+        allowed = ", ".join(patterns.TARGET_KINDS)
     elif kind in ("model_type", "model_attributes_type", "dict_type"):
         message = f"{shown(first['input'])} is not allowed (expected a mapping)"
     else:  # a type pydantic checks itself (none of the models' fields: kept as a safety net)

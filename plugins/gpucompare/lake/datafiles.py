@@ -21,7 +21,6 @@ import contextlib
 import datetime as dt
 import json
 import math
-import re
 import time
 import uuid
 from collections import OrderedDict
@@ -34,6 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from gpucompare.config import patterns
 from gpucompare.lake.storage import LakeError
 
 #: A data file is closed, and the partition's next rows go to a new one, past this many bytes.
@@ -49,14 +49,12 @@ STATS_COLUMNS = 32
 #: String statistics longer than this are left out (the ``error`` text would bloat the log;
 #: a missing min/max only means a file is not skipped).
 STATS_STRING_CHARS = 64
-#: Partition values go into folder names unescaped: only these characters are accepted.
-_PARTITION_VALUE = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 
 
 def partition_text(value: Any) -> str:
     """A partition value as the Delta log and the folder name hold it (dates ISO)."""
     text = value.isoformat() if isinstance(value, dt.date) else str(value)
-    if not _PARTITION_VALUE.fullmatch(text):
+    if not patterns.PARTITION_VALUE.fullmatch(text):
         raise LakeError(f"partition value {value!r} is not allowed (letters, digits, '.', '_', '-')")
     return text
 

@@ -64,9 +64,9 @@ class RunContext:
                 raise IngestError(f"{name} {value!r} is not valid (allowed: {allowed})", field=name)
         if self.region is not None and not patterns.REGION.fullmatch(self.region):
             raise IngestError(f"region {self.region!r} is not valid (e.g. us-east-1)", field="region")
-        if self.market not in schema.MARKETS:
+        if self.market not in patterns.MARKETS:
             raise IngestError(
-                f"market {self.market!r} is not one of {', '.join(schema.MARKETS)}", field="market"
+                f"market {self.market!r} is not one of {', '.join(patterns.MARKETS)}", field="market"
             )
         measured_targets = tuple(t for t in schema.TARGETS if t != "published")
         if self.target not in measured_targets:

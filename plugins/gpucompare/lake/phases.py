@@ -62,7 +62,7 @@ def _timestamp(value: Any, name: str) -> dt.datetime:
 def check_row(row: Mapping[str, Any]) -> dict[str, Any]:
     """One phase row, checked (IngestError naming the field, the value and what is allowed)."""
     check_run_id(row.get("run_id"))
-    choices = (("kind", schema.TARGET_KINDS), ("phase", schema.RUN_LEVEL_PHASES),
+    choices = (("kind", patterns.TARGET_KINDS), ("phase", schema.RUN_LEVEL_PHASES),
                ("status", schema.PHASE_STATUSES))
     for name, allowed in choices:
         if row.get(name) not in allowed:
@@ -70,9 +70,9 @@ def check_row(row: Mapping[str, Any]) -> dict[str, Any]:
                               + (" (per-configuration phases come from the results)"
                                  if name == "phase" and row.get(name) in schema.CONFIG_PHASES else ""),
                               field=name)
-    if row.get("market") is not None and row["market"] not in schema.MARKETS:
+    if row.get("market") is not None and row["market"] not in patterns.MARKETS:
         raise IngestError(f"run_phases: field market {row['market']!r} is not one of "
-                          f"{', '.join(schema.MARKETS)}", field="market")
+                          f"{', '.join(patterns.MARKETS)}", field="market")
     for name, pattern in (("provider", patterns.PROVIDER), ("instance_type", patterns.INSTANCE_TYPE)):
         if not isinstance(row.get(name), str) or not pattern.fullmatch(row[name]):
             raise IngestError(f"run_phases: field {name} {row.get(name)!r} is not valid", field=name)

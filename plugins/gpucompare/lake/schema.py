@@ -29,11 +29,11 @@ import pyarrow as pa
 from bench_tasks.record import FIELDS, Field
 from gpucompare.config import patterns
 
-#: Values of the orchestrator's enumerated columns.
-MARKETS = patterns.MARKETS
-TARGETS: tuple[str, ...] = ("local", "ssh", "ec2", "published")
+TARGETS: tuple[str, ...] = (*patterns.TARGET_KINDS, "published")
+#: What names one machine you can buy, in the results, the prices and every report: the SQL
+#: writes it ``{{machine_key}}`` (``reports.inputs.load_sql`` fills it in from here).
+MACHINE_KEY: tuple[str, ...] = ("provider", "instance_type", "region", "market")
 PRICE_UNITS: tuple[str, ...] = ("hour", "minute", "second")
-CURRENCIES = patterns.CURRENCIES
 
 #: Flags the published import may set on a row (see gpucompare.prices.published).
 FLAGS: tuple[str, ...] = (
@@ -146,8 +146,6 @@ PHASES: tuple[str, ...] = ("provision", "deploy", "pull", "sweep", "setup", "war
 RUN_LEVEL_PHASES: tuple[str, ...] = ("provision", "deploy", "pull", "sweep", "teardown")
 CONFIG_PHASES: tuple[str, ...] = ("setup", "warmup", "timed")
 PHASE_STATUSES: tuple[str, ...] = ("ok", "failed")
-#: The kinds of target that run phases (``published`` figures have none).
-TARGET_KINDS = patterns.TARGET_KINDS
 
 RUN_PHASES_SCHEMA = pa.schema(
     [

@@ -49,7 +49,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -86,7 +85,6 @@ ROW_GROUP_ROWS = 8192
 TARGET_FILE_BYTES = 32 * 1024 * 1024
 #: The orchestrator's run ids (fleet.target_run_id, the worker's --run-id alphabet): safe inside
 #: a SQL string literal of a Delta predicate.
-_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 class IngestError(PermanentError):
@@ -113,7 +111,7 @@ def open_lake(uri: str | None = None) -> Lake:
 
 def safe_name(text: str) -> str:
     """``text`` reduced to characters safe in a file name and a run id."""
-    cleaned = _SAFE_NAME.sub("_", text).strip("._")
+    cleaned = patterns.NOT_PLAIN_RUN.sub("_", text).strip("._")
     return cleaned[:80] or "unnamed"
 
 
@@ -520,8 +518,8 @@ def check_price_rows(rows: pa.Table) -> None:
     """Refuse price rows no report can use: unknown units or currencies, prices <= 0."""
     for column, allowed in (
         ("unit", schema.PRICE_UNITS),
-        ("currency", schema.CURRENCIES),
-        ("market", schema.MARKETS),
+        ("currency", patterns.CURRENCIES),
+        ("market", patterns.MARKETS),
     ):
         bad = [v for v in rows.column(column).to_pylist() if v not in allowed]
         if bad:

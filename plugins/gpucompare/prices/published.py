@@ -60,8 +60,9 @@ _MARK_MEANING = {"oom": "out of GPU memory", "batch_smaller_than_devices": "batc
 
 OUTLIER_FACTOR = 5.0  # inside a series: beyond both neighbours by this factor
 OUTLIER_FACTOR_END = 10.0  # at either end of a series, against its one neighbour
-_DECIMAL_COMMA = re.compile(r"^\d+,\d+$")
-_NUMBER = re.compile(r"^\d+(\.\d+)?$")
+# fullmatch only ("^…$" with match accepts a trailing newline); [0-9], not \d (other scripts' digits)
+_DECIMAL_COMMA = re.compile(r"[0-9]+,[0-9]+")
+_NUMBER = re.compile(r"[0-9]+(\.[0-9]+)?")
 
 
 class PublishedError(PermanentError):
@@ -111,9 +112,9 @@ def _choice(text: str, allowed: tuple[str, ...], where: str, column: str) -> str
 def _parse_published_number(cell: str) -> float | None:
     """The number a published cell shows, read the way a reader of the article would."""
     cell = cell.strip()
-    if _DECIMAL_COMMA.match(cell):
+    if _DECIMAL_COMMA.fullmatch(cell):
         return float(cell.replace(",", "."))
-    if _NUMBER.match(cell):
+    if _NUMBER.fullmatch(cell):
         return float(cell)
     return None
 
@@ -149,7 +150,7 @@ def _published_measurement(row: dict[str, str], status: str, where: str) -> tupl
     if shown is None or abs(shown - images_per_sec) > 1e-9 * max(1.0, shown):
         raise PublishedError(f"{where}: images_per_sec {images_per_sec} is not what the published "
                              f"cell {cell!r} shows")
-    if _DECIMAL_COMMA.match(cell.strip()):
+    if _DECIMAL_COMMA.fullmatch(cell.strip()):
         flags.append("decimal_comma")
     return images_per_sec, flags
 

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpucompare import resources
+from gpucompare.config import patterns
 from gpucompare.errors import PermanentError
 from gpucompare.lake import schema
 
@@ -91,11 +92,11 @@ def price_row(raw: Mapping[str, Any], where: str = "price row") -> dict[str, Any
         "provider": text["provider"],
         "instance_type": text["instance_type"],
         "region": text["region"] or None,
-        "market": _require_choice(text["market"], schema.MARKETS, where, "market"),
+        "market": _require_choice(text["market"], patterns.MARKETS, where, "market"),
         "gpu_model": text["gpu_model"] or None,
         "gpu_count": gpu_count,
         "price": _parse_positive(text["price"], where, "price"),
-        "currency": _require_choice(text["currency"], schema.CURRENCIES, where, "currency"),
+        "currency": _require_choice(text["currency"], patterns.CURRENCIES, where, "currency"),
         "unit": _require_choice(text["unit"], schema.PRICE_UNITS, where, "unit"),
         "effective_from": _parse_date(text["effective_from"], where, "effective_from"),
         "source": text["source"],
@@ -111,8 +112,8 @@ def fx_row(raw: Mapping[str, Any], where: str = "fx row") -> dict[str, Any]:
     if not text["source"]:
         raise PriceError(f"{where}: source must not be empty")
     return {
-        "base": _require_choice(text["base"], schema.CURRENCIES, where, "base"),
-        "quote": _require_choice(text["quote"], schema.CURRENCIES, where, "quote"),
+        "base": _require_choice(text["base"], patterns.CURRENCIES, where, "base"),
+        "quote": _require_choice(text["quote"], patterns.CURRENCIES, where, "quote"),
         "rate": _parse_positive(text["rate"], where, "rate"),
         "effective_from": _parse_date(text["effective_from"], where, "effective_from"),
         "source": text["source"],
@@ -213,7 +214,7 @@ def price_at(
 def fx_rate(fx: pa.Table, *, from_currency: str, to_currency: str, on: dt.date) -> float:
     """Units of ``to_currency`` per unit of ``from_currency`` on ``on`` (latest rate ≤ ``on``)."""
     for currency in (from_currency, to_currency):
-        _require_choice(currency, schema.CURRENCIES, "fx lookup", "currency")
+        _require_choice(currency, patterns.CURRENCIES, "fx lookup", "currency")
     if from_currency == to_currency:
         return 1.0
     best: tuple[dt.date, float] | None = None

@@ -8,10 +8,9 @@ and each column's doc (units included, from ``report_set.COLUMN_DOCS``) is its `
 
 from __future__ import annotations
 
-import re
-
 import pyarrow as pa
 
+from gpucompare.config import patterns
 from gpucompare.lake import schema
 from gpucompare.lake.reading import TABLE_KINDS
 from gpucompare.lake.tables import open_lake
@@ -24,9 +23,6 @@ ATHENA_DIR = SQL_DIR / "athena"
 ATHENA_LAKE = "s3://your-bucket/lake"
 ATHENA_REPORTS = "s3://your-bucket/reports/latest"
 ATHENA_HISTORY = "s3://your-bucket/reports"
-#: Every report has a table; throughput_matrix is declared with its fixed batch columns
-#: (MATRIX_BATCHES); a batch size outside them is an extra Parquet column Athena ignores.
-ATHENA_REPORTS_TABLES: tuple[str, ...] = HISTORY_TABLES
 
 
 def _athena_type(arrow_type: pa.DataType) -> str:
@@ -76,16 +72,16 @@ def report_schemas() -> dict[str, pa.Schema]:
             published_scaling=schema.PUBLISHED_SCALING_SCHEMA.empty_table(),
         )
         built = build_reports(empty_inputs)
-    return {name: built.tables[name].schema for name in ATHENA_REPORTS_TABLES}
+    return {name: built.tables[name].schema for name in HISTORY_TABLES}
 
 
 def _check_ddl_names(database: str, locations: dict[str, str]) -> None:
     """The database is a plain Glue name and each location an s3://bucket/prefix URI, since
     both are written into the SQL as they are."""
-    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,63}", database):
+    if not patterns.GLUE_DATABASE.fullmatch(database):
         raise ReportError(f"--database {database!r}: use lower-case letters, digits and _")
     for name, value in locations.items():
-        if not re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,62}(/[A-Za-z0-9._=-]+)*/?", value):
+        if not patterns.S3_LOCATION.fullmatch(value):
             raise ReportError(f"--{name} {value!r} is not an s3://bucket/prefix URI")
 
 

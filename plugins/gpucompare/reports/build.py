@@ -40,7 +40,7 @@ import duckdb
 import pyarrow as pa
 
 from bench_tasks.constants import IMAGENET_TRAIN_IMAGES
-from gpucompare.lake import schema
+from gpucompare.config import patterns
 from gpucompare.reports import projections, uncertainty
 from gpucompare.reports.campaign import build_campaign
 from gpucompare.reports.inputs import ReportInputs, ResultFiles, connect, load_sql, register_side_tables
@@ -187,8 +187,8 @@ def build_reports(
     """Run every report; write each as Parquet and CSV under ``out`` when given. A report that
     fails is recorded in the set's ``failures`` and the others are still built and written; then
     ``ReportsIncomplete`` is raised, unless ``keep_going`` (the caller reports the failures)."""
-    if currency not in schema.CURRENCIES:
-        raise ReportError(f"--currency {currency!r} is not one of {', '.join(schema.CURRENCIES)}")
+    if currency not in patterns.CURRENCIES:
+        raise ReportError(f"--currency {currency!r} is not one of {', '.join(patterns.CURRENCIES)}")
     rule = rule or RegressionRule()
     options = options or ReportOptions()
     timings: dict[str, float] = {}

@@ -34,7 +34,6 @@ CAVEAT = (
     "≥ marks a catalog price of the GPUs alone (the host VM is billed on top). "
     "Projections are never part of the cost ranking above."
 )
-MARKETS = patterns.MARKETS
 MEASURED_MARK = "★ measured machine"
 
 
@@ -95,7 +94,7 @@ def cheapest_providers(
     alone), the ``top`` cheapest of them, plus the cheapest row of each measured machine
     (``measured_machine``) when it is not among them; by cost."""
     chosen: dict[str, list[dict[str, Any]]] = {}
-    for market in MARKETS:
+    for market in patterns.MARKETS:
         in_market = sorted((r for r in rows if r["market"] == market), key=_whole_machine_first)
         per_provider: dict[str, dict[str, Any]] = {}
         measured: dict[tuple[str, str], dict[str, Any]] = {}
@@ -153,7 +152,7 @@ def _network_table(mode: str, network: str, methodology: str, rows: list[dict[st
                "per hour", "per million", *(["90 epochs"] if train else []), "figure", "price date"]
     numeric = [False, False, False, False, True, True, True, True, *([True] if train else []), False, False]
     body = []
-    for market in MARKETS:
+    for market in patterns.MARKETS:
         for r in by_market.get(market, []):
             body.append([
                 f"{r['provider']} {r['instance_type']}" + (" ★" if r["measured_machine"] else ""),

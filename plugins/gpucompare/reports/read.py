@@ -26,10 +26,8 @@ from gpucompare.reports.report_set import DERIVED, REPORTS, ReportError, ReportO
 if TYPE_CHECKING:
     import pandas as pd
 
-#: The lake's own tables readable by name (every table of the lake).
-LAKE_TABLES: tuple[str, ...] = TABLE_KINDS
 #: Every name ``read`` accepts.
-TABLES: tuple[str, ...] = (*LAKE_TABLES, *REPORTS, *DERIVED)
+TABLES: tuple[str, ...] = (*TABLE_KINDS, *REPORTS, *DERIVED)
 
 
 def to_pandas(table: pa.Table) -> pd.DataFrame:
@@ -56,7 +54,7 @@ def read_table(
         raise ReportError(f"table {name!r} is not one of {', '.join(TABLES)}")
     uri = lake or settings.lake_uri()
     inputs = _inputs(uri, as_of)
-    if name in LAKE_TABLES:
+    if name in TABLE_KINDS:
         if name == "results":
             return results_table(inputs)
         if name == "run_phases":

@@ -70,10 +70,10 @@ from bench_tasks.record import RecordError, validate_record
 
 # What to measure lives in scaling_plan (the fleet parses it without importing this module);
 # the names are re-exported here for the launcher's callers.
+from gpucompare.config import patterns
 from gpucompare.config.scaling import (  # noqa: F401
     DIST_KVSTORES,
     GROUP_SLACK_S,
-    INTERFACE_PATTERN,
     MAX_NODES,
     SINGLE_NODE_KVSTORE,
     ScalingGroup,
@@ -216,7 +216,7 @@ class ParameterServerLauncher:
                  clock: Callable[[], float] = time.monotonic) -> None:
         if not hosts:
             raise DistributedRunError("a scaling run needs at least one host")
-        if interface is not None and not INTERFACE_PATTERN.fullmatch(interface):
+        if interface is not None and not patterns.INTERFACE.fullmatch(interface):
             raise DistributedRunError(f"interface: {interface!r} is not a network interface name")
         if ps_verbose not in (0, 1, 2):
             raise DistributedRunError(f"ps_verbose: expected 0, 1 or 2, got {ps_verbose!r}")

@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from gpucompare.config import patterns
 from gpucompare.targets.base import HostChannel, Role, RoleStatus, shell_quote  # noqa: F401  (part of the channel API)
 
 log = logging.getLogger(__name__)
@@ -23,8 +24,6 @@ MARKER_VARIABLE = "GPUCOMPARE_DIST"
 PORT_PROBE_COUNT = 200
 COMMAND_TIMEOUT_S = 120.0
 LOG_TAIL_LINES = 30
-
-_ADDRESS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$")
 
 
 class DistributedRunError(RuntimeError):
@@ -37,7 +36,7 @@ def kill_marked_script(tag: str, *, grace_s: float, exact: bool = False) -> str:
     """TERM every process of this user whose environment has ``GPUCOMPARE_DIST=<tag>`` (exactly,
     or starting with ``tag`` unless ``exact``), KILL what is left after ``grace_s``; prints
     ``stopped N``. Tags hold only letters, digits, ``-`` and ``/`` (no regex specials)."""
-    if not re.fullmatch(r"[a-z0-9/-]+", tag):
+    if not patterns.MARKER_TAG.fullmatch(tag):
         raise DistributedRunError(f"marker: {tag!r} holds characters a marker never has")
     wanted = f"{MARKER_VARIABLE}={tag}"
     match = f"grep -qx {shell_quote(wanted)}" if exact else f"grep -q {shell_quote('^' + wanted)}"
@@ -125,7 +124,7 @@ def port_probe_command(python: str, bind_host: str, start: int, count: int = POR
 # -- channels: how the orchestrator reaches a host ----------------------------------------------
 
 def check_address(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not _ADDRESS.fullmatch(value):
+    if not isinstance(value, str) or not patterns.HOST_ADDRESS.fullmatch(value):
         raise DistributedRunError(f"{what}: {value!r} is not a host name or IP address")
     return value
 

@@ -24,13 +24,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from bench_tasks.constants import WORKER_IMAGE_ENV, WORKER_RUNTIME_ENV
-from gpucompare.config import runtimes
+from gpucompare.config import patterns, runtimes
 from gpucompare.targets.base import TargetConfigError, shell_quote
 
 #: where the worker bundle is mounted in the container (read-only)
 CODE_DIR = "/opt/gpucompare/code"
-#: ``name@sha256:<64 hex>``: what :func:`pull_script` prints and :func:`run_argv` accepts
-PINNED = re.compile(r"[a-z0-9][a-z0-9._/:-]{0,200}@sha256:[0-9a-f]{64}")
 _PULL_LINE = re.compile(r"(pulled|present) (\S+)")
 
 
@@ -69,13 +67,19 @@ def pull_script(image: str) -> str:
     ])
 
 
+def is_pinned(reference: object) -> bool:
+    """Whether ``reference`` is ``name@sha256:<64 hex>``: what :func:`pull_script` prints and
+    :func:`run_argv` accepts (patterns.DOCKER_IMAGE_PINNED)."""
+    return isinstance(reference, str) and patterns.DOCKER_IMAGE_PINNED.fullmatch(reference) is not None
+
+
 def parse_pull(output: str, image: str) -> Pulled:
     """The last ``pulled|present <ref>`` line of :func:`pull_script`'s output, checked."""
     found = [m for m in (_PULL_LINE.fullmatch(line.strip()) for line in output.splitlines()) if m]
     if not found:
         raise TargetConfigError(f"pull of {image}: no image reference in the answer {output[-300:]!r}")
     state, reference = found[-1].groups()
-    if not PINNED.fullmatch(reference):
+    if not is_pinned(reference):
         raise TargetConfigError(f"pull of {image}: {reference!r} is not <name>@sha256:<digest>")
     wanted = image.split("@", 1)[1] if "@" in image else None
     if wanted and not reference.endswith(wanted):

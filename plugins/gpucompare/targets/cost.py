@@ -84,8 +84,6 @@ RECENT_RESULTS = 5
 #: ``(mode, network, batch_size, dtype, device count)`` → measured images/s on one instance type.
 MeasuredKey = tuple[str, str, int, str, int]
 
-#: The markets a price can be asked for (the one list, config/patterns.py).
-MARKETS = patterns.MARKETS
 
 
 class PriceQuote(NamedTuple):
@@ -291,8 +289,8 @@ def estimate_run_cost(instance_type: str, region: str, market: str,
     in ``currency`` (default: the price table's own) converted at the date's rate.
     ``time_estimate``: the time to price instead of this module's own (the night estimate of
     ``targets.night``, from the recorded phases, which the guard and ``plan`` share)."""
-    if market not in MARKETS:
-        raise TargetConfigError(f"cost guard: market={market!r} is not one of {', '.join(MARKETS)}")
+    if market not in patterns.MARKETS:
+        raise TargetConfigError(f"cost guard: market={market!r} is not one of {', '.join(patterns.MARKETS)}")
     lookup = price_lookup or table_price_lookup()
     on_date = on_date or datetime.now(UTC).date()
     # spot may fall back to on-demand: price the worst market the run can land in

@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
-import re
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -72,7 +71,7 @@ def run_dir_name(run_id: str) -> str:
     check_run_id(run_id)
     if patterns.PLAIN_RUN_ID.fullmatch(run_id):
         return run_id
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id).strip("._-")[:80] or "run"
+    safe = patterns.NOT_PLAIN_RUN.sub("_", run_id).strip("._-")[:80] or "run"
     digest = hashlib.sha256(run_id.encode()).hexdigest()[:10]
     return f"{safe}-{digest}"
 

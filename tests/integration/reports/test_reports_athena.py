@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpucompare.lake.tables import open_lake
-from gpucompare.reports.athena import ATHENA_DIR, ATHENA_REPORTS_TABLES, athena_ddl
+from gpucompare.reports.athena import ATHENA_DIR, athena_ddl
 from gpucompare.reports.build import build_reports
-from gpucompare.reports.report_set import ReportError
+from gpucompare.reports.report_set import HISTORY_TABLES, ReportError
 from tests.support.reports_data import ingest, inputs, record
 
 
@@ -47,7 +47,7 @@ def test_report_tables_match_the_parquet_the_reports_write(tmp_path):
     ingest(lake, [record()])
     build_reports(inputs(lake, [], []), str(tmp_path / "out"))
     text = athena_ddl(reports_uri="s3://bi-bucket/reports/latest")["reports.sql"]
-    for name in ATHENA_REPORTS_TABLES:
+    for name in HISTORY_TABLES:
         start = text.index(f"CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.{name} (")
         statement = text[start : text.index("TBLPROPERTIES", start)]
         written = pq.read_schema(tmp_path / "out" / name / f"{name}.parquet")

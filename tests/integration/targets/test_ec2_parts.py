@@ -15,8 +15,9 @@ import pytest
 from gpucompare.targets.base import TargetError, TargetState
 from gpucompare.targets.ec2.clients import AwsClients
 from gpucompare.targets.ec2.launch import Ec2Launcher, client_token
-from gpucompare.targets.ec2.options import DEPLOYMENT_TAG, RUN_ID_TAG, Ec2Options, run_key
+from gpucompare.targets.ec2.options import DEPLOYMENT_TAG, RUN_ID_TAG, Ec2Options
 from gpucompare.targets.ec2.storage import RunStorage, UploadableBundle
+from gpucompare.targets.runs import run_key
 from tests.support.ec2_support import (
     CONN_ID,
     ec2_spec,

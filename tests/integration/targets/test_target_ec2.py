@@ -27,8 +27,9 @@ from botocore.exceptions import ClientError
 from gpucompare.targets.base import TargetError, TargetSpec, TargetState
 from gpucompare.targets.ec2 import target as ec2
 from gpucompare.targets.ec2.launch import client_token
-from gpucompare.targets.ec2.options import DEPLOYMENT_TAG, EXPIRES_AT_TAG, RUN_ID_TAG, run_key
+from gpucompare.targets.ec2.options import DEPLOYMENT_TAG, EXPIRES_AT_TAG, RUN_ID_TAG
 from gpucompare.targets.ec2.storage import build_worker_bundle
+from gpucompare.targets.runs import run_key
 from tests.conftest import BENCH_PYTHON, REPO_ROOT
 from tests.support import iam_policy
 from tests.support.ec2_support import (

@@ -18,7 +18,7 @@ import pytest
 from gpucompare.config.models.values import DEFAULT_CONTAINER_AMI
 from gpucompare.targets.base import TargetError
 from gpucompare.targets.ec2 import target as ec2
-from gpucompare.targets.ec2.options import run_key
+from gpucompare.targets.runs import run_key
 from tests.support.ec2_support import (
     TINY_SWEEP,
     ec2_spec,

@@ -40,18 +40,15 @@ from gpucompare.config.models.profiles import (
 )
 from gpucompare.config.models.trigger import TriggerParams, check_request, form_fields
 from gpucompare.config.models.values import (
-    CURRENCIES,
     DEFAULT_MAX_INSTANCES,
     DEFAULT_SCHEDULE,
     DIST_KVSTORES,
     KNOWN_PROVIDERS,
-    MARKETS,
     MAX_GPU_COUNT,
     MAX_NODES,
     MAX_VOLUME_GB,
     MIN_VOLUME_GB,
     PLACEHOLDER_BUCKET,
-    TARGET_KINDS,
     AwsRegion,
     Cron,
     Strict,
@@ -60,10 +57,10 @@ from gpucompare.config.models.values import (
 )
 
 __all__ = [
-    "CURRENCIES", "DEFAULT_MAX_INSTANCES", "DEFAULT_SCHEDULE", "DIST_KVSTORES", "HOURS_PER_MONTH",
+    "DEFAULT_MAX_INSTANCES", "DEFAULT_SCHEDULE", "DIST_KVSTORES", "HOURS_PER_MONTH",
     "KNOWN_PROVIDERS", "DeclaredPrice", "Purchase", "TargetPrice",
-    "MARKETS", "MAX_GPU_COUNT", "MAX_NODES", "MAX_VOLUME_GB", "MIN_VOLUME_GB", "PLACEHOLDER_BUCKET",
-    "TARGET_KINDS", "AwsRegion", "BudgetCeiling", "Cron",
+    "MAX_GPU_COUNT", "MAX_NODES", "MAX_VOLUME_GB", "MIN_VOLUME_GB", "PLACEHOLDER_BUCKET",
+    "AwsRegion", "BudgetCeiling", "Cron",
     "Defaults", "Ec2Options", "Ec2Target", "FleetFile", "LocalOptions", "LocalTarget", "ModeOverride",
     "ScalingGroup", "ScalingPair", "ScalingProfile", "SshOptions", "SshTarget", "Strict", "SweepProfile",
     "Target", "TriggerParams", "TtlMinutes", "WorkerEnvsKept", "check_request", "default_devices",

@@ -10,12 +10,11 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, model_validator
 
-from gpucompare.config import instances, runtime_choice
+from gpucompare.config import instances, patterns, runtime_choice
 from gpucompare.config.fields import Number, OneOf, Whole
 from gpucompare.config.models.prices import DeclaredPrice, TargetPrice
 from gpucompare.config.models.values import (
     DEFAULT_CONTAINER_AMI,
-    DEFAULT_MARKET,
     PLACEHOLDER_BUCKET,
     REQUIREMENTS,
     AmiRef,
@@ -152,7 +151,7 @@ class _TargetFields(Strict):
     provider: Provider
     instance_type: InstanceLabel
     region: Region | None = None
-    market: Market = DEFAULT_MARKET
+    market: Market = patterns.DEFAULT_MARKET
     gpu_count: GpuCount = 0
     profile: Name = "nightly"  # the fleet's sweep profile (fleet entries only)
     enabled: Enabled = True  # fleet entries only
@@ -204,7 +203,7 @@ class _TargetFields(Strict):
     def _spot_is_ec2(self) -> Any:
         if self.market == "spot" and self.kind != "ec2":
             raise rule("market", f"'spot' is not allowed for a {self.kind} target",
-                       DEFAULT_MARKET)
+                       patterns.DEFAULT_MARKET)
         return self
 
 

@@ -23,9 +23,9 @@ from typing import Annotated, Any
 
 from pydantic import model_validator
 
+from gpucompare.config import patterns
 from gpucompare.config.fields import Number, Predicate, Whole
 from gpucompare.config.models.values import (
-    DEFAULT_MARKET,
     Currency,
     GpuCount,
     InstanceLabel,
@@ -141,7 +141,7 @@ class DeclaredPrice(TargetPrice):
     provider: Provider
     instance_type: InstanceLabel
     region: Region | None = None
-    market: Market = DEFAULT_MARKET
+    market: Market = patterns.DEFAULT_MARKET
     gpu_model: Annotated[str, Predicate(lambda v: 0 < len(v) <= 60 and v.isprintable(),
                                         "a GPU model name such as Tesla T4")] | None = None
     gpu_count: GpuCount | None = None

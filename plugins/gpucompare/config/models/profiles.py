@@ -21,6 +21,7 @@ from bench_tasks.constants import (
     MAX_REPEATS,
     MAX_TIMED_BATCHES,
     MAX_WARMUP_BATCHES,
+    NAMED_METHODOLOGIES,
     SCALING_KINDS,
 )
 from gpucompare.config import patterns
@@ -30,7 +31,6 @@ from gpucompare.config.models.values import (
     MAX_GPU_COUNT,
     MAX_NODES,
     MAX_TIMEOUT_S,
-    PROFILE_METHODOLOGIES,
     BatchSizes,
     DeviceLists,
     Dtypes,
@@ -84,7 +84,7 @@ class SweepProfile(_Measurement):
     modes: Modes
     dtypes: Dtypes = ("float32",)
     devices: DeviceLists | None = None  # None (or "auto"): derived from the target's gpu_count
-    methodology: Annotated[str, OneOf(PROFILE_METHODOLOGIES)] = "official"
+    methodology: Annotated[str, OneOf(NAMED_METHODOLOGIES)] = "official"
     score: ModeOverride | None = None
     train: ModeOverride | None = None
     #: the runtime of the profile's targets that do not state one (None: auto)

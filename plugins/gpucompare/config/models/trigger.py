@@ -10,19 +10,16 @@ through the API or the CLI), then the rules between fields, through the target's
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 
 from pydantic import Field
 
-from gpucompare.config import runtime_choice, runtimes, validation
+from gpucompare.config import patterns, runtime_choice, runtimes, validation
 from gpucompare.config.fields import Number, OneOf, Whole
 from gpucompare.config.models.options import Target
 from gpucompare.config.models.values import (
-    DEFAULT_MARKET,
     KNOWN_PROVIDERS,
     MAX_GPU_COUNT,
-    TARGET_KINDS,
     BatchSizes,
     ConnId,
     Currency,
@@ -42,7 +39,7 @@ from gpucompare.config.validation import ValidationError
 class TriggerParams(Strict):
     """What the manual DAG's form asks; the defaults are the form's."""
 
-    kind: Annotated[str, OneOf(TARGET_KINDS), Field(
+    kind: Annotated[str, OneOf(patterns.TARGET_KINDS), Field(
         title="Target kind",
         description="ec2 (provisioned and terminated), ssh (rented host), local")] = "ec2"
     provider: Annotated[Provider, Field(
@@ -54,7 +51,8 @@ class TriggerParams(Strict):
     region: Annotated[Region | None, Field(
         title="Region", description="AWS region for ec2; optional for others")] = "us-east-1"
     market: Annotated[Market, Field(
-        title="Market", description="spot falls back to on-demand when refused (ec2 only)")] = DEFAULT_MARKET
+        title="Market",
+        description="spot falls back to on-demand when refused (ec2 only)")] = patterns.DEFAULT_MARKET
     gpu_count: Annotated[int, Whole(0, MAX_GPU_COUNT), Field(
         title="GPU count", description="GPUs of the machine; 0 for a CPU-only host")] = 1
     networks: Annotated[Networks, Field(
@@ -93,7 +91,7 @@ class TriggerParams(Strict):
         if self.kind == "ec2":
             options.update(budget_cap=self.budget_cap, budget_currency=self.budget_currency)
         # a readable, unique-enough target name for logs and lake rows: provider-instance type
-        name = re.sub(r"[^a-z0-9_-]", "-", f"{self.provider}-{self.instance_type}".lower())[:40]
+        name = patterns.NOT_NAME_CHAR.sub("-", f"{self.provider}-{self.instance_type}".lower())[:40]
         target = {"name": name, "kind": self.kind, "provider": self.provider,
                   "instance_type": self.instance_type, "region": self.region, "market": self.market,
                   "gpu_count": self.gpu_count, "worker_runtime": self.worker_runtime, "options": options}

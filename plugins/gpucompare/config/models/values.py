@@ -8,7 +8,6 @@ A type is ``Annotated[<python type>, <marker of config.fields>]`` over a pattern
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from typing import Annotated, Any
 
@@ -20,7 +19,6 @@ from bench_tasks.constants import (
     MAX_BATCH_SIZE,
     MAX_CONFIG_TIMEOUT_S,
     MODES,
-    NAMED_METHODOLOGIES,
     NETWORKS,
 )
 from gpucompare.config import patterns, runtimes
@@ -37,16 +35,8 @@ from gpucompare.config.fields import (
 )
 from gpucompare.config.validation import RULE, UNKNOWN_KEY
 
-#: Where a sweep runs: ``gpucompare.targets.make_target`` knows these kinds.
-TARGET_KINDS = patterns.TARGET_KINDS
-MARKETS = patterns.MARKETS
-DEFAULT_MARKET = patterns.DEFAULT_MARKET
-CURRENCIES = patterns.CURRENCIES
 #: Providers with a price table in the project; any other lower-case name may rent hosts over SSH.
 KNOWN_PROVIDERS: tuple[str, ...] = ("local", "aws", "leadergpu")
-#: A profile's methodology (bench_tasks.methodology): the named rules only, so each night's
-#: figures say which one they follow.
-PROFILE_METHODOLOGIES = NAMED_METHODOLOGIES
 #: The worker environments a rented host can build (``targets.bundle.REQUIREMENTS``).
 REQUIREMENTS: tuple[str, ...] = ("cpu", "gpu")
 DIST_KVSTORES: tuple[str, ...] = ("dist_sync", "dist_device_sync")
@@ -81,10 +71,10 @@ RemotePath = _text(patterns.ABSOLUTE_PATH, "an absolute path of letters, digits 
 LocalPath = Annotated[str, Predicate(lambda v: os.path.isabs(v) and "\0" not in v and "\n" not in v,
                                      "an absolute path on this machine")]
 Interface = _text(patterns.INTERFACE, "a network interface name such as eth0 or ens5")
-Market = Annotated[str, OneOf(MARKETS)]
+Market = Annotated[str, OneOf(patterns.MARKETS)]
 #: ``auto`` or a runtime of data/runtimes.csv (``config.runtimes``)
 WorkerRuntime = Annotated[str, OneOf(runtimes.choices())]
-Currency = Annotated[str, OneOf(CURRENCIES)]
+Currency = Annotated[str, OneOf(patterns.CURRENCIES)]
 GpuCount = Annotated[int, Whole(0, MAX_GPU_COUNT)]
 Enabled = Annotated[bool, Flag()]
 Money = Annotated[float, Number(0.0, 1e6)]
@@ -94,11 +84,11 @@ Dtypes = Annotated[tuple[str, ...], Subset(DTYPES)]
 BatchSizes = Annotated[tuple[int, ...], WholeList(1, MAX_BATCH_SIZE)]
 DeviceLists = Annotated[tuple[str, ...], TextList(Matching(
     patterns.DEVICES, "cpu, gpu:N or a comma-separated list such as gpu:0,gpu:1"))]
-BasePython = _text(re.compile(f"{patterns.BASE_PYTHON.pattern}|{patterns.ABSOLUTE_PATH.pattern}"),
+BasePython = _text(patterns.INTERPRETER,
                    "python3, python3.N or an absolute path", lambda v: not patterns.has_dot_segment(v))
 DockerImage = _text(patterns.DOCKER_IMAGE, "a docker image name[:tag][@sha256:digest]")
 DockerGpus = _text(patterns.DOCKER_GPUS, "all, a count or device=0,1")
-AmiRef = _text(re.compile(f"{patterns.AMI_ID.pattern}|{patterns.SSM_PARAMETER.pattern}"),
+AmiRef = _text(patterns.AMI_REF,
                "an AMI id (ami-…) or an SSM parameter name holding one (/aws/service/…)")
 InstanceProfile = _text(patterns.INSTANCE_PROFILE, "an IAM instance profile name")
 Bucket = _text(patterns.BUCKET, "an S3 bucket name")

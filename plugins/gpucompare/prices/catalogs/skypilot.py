@@ -13,7 +13,6 @@ import csv
 import datetime as dt
 import io
 import math
-import re
 
 from gpucompare.config import patterns
 from gpucompare.lake import schema
@@ -29,8 +28,6 @@ from gpucompare.prices.catalogs.common import (
 )
 
 SKYPILOT_COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "Region")
-#: a GPU name as catalogs write it; no quotes, ';', '=', '$', '<'… and not a CSV formula
-ACCELERATOR = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._+()-]{0,63}")
 GPU_ONLY_NOTE = "; the price covers the GPUs only (a host VM is billed on top)"
 
 
@@ -68,7 +65,7 @@ def parse_skypilot(data: bytes, *, provider: str, effective_from: dt.date, sourc
         if not accelerator:
             result.without_gpu += 1
             continue
-        accelerator = check_matching(accelerator, ACCELERATOR, where, "AcceleratorName",
+        accelerator = check_matching(accelerator, patterns.ACCELERATOR, where, "AcceleratorName",
                                 "a GPU name of letters, digits, spaces and . _ + ( ) -")
         count = _gpu_count(row["AcceleratorCount"].strip(), where)
         if not count.is_integer():

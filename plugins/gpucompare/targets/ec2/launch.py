@@ -20,17 +20,17 @@ import time
 from typing import Any
 from urllib.parse import urlparse
 
+from gpucompare.config import patterns
 from gpucompare.errors import TransientError
+from gpucompare.targets import runs
 from gpucompare.targets.base import TargetConfigError, TargetError, TargetSpec
 from gpucompare.targets.ec2.aws_errors import client_error_code, http_status, permanent_aws_error_code
 from gpucompare.targets.ec2.options import (
-    AMI_ID,
     DEPLOYMENT_TAG,
     EXPIRES_AT_TAG,
     RUN_ID_TAG,
     SPOT_CAPACITY_ERRORS,
     Ec2Options,
-    run_key,
 )
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ class Ec2Launcher:
     def resolve_ami(self) -> str:
         """The AMI id: given directly, or read from the SSM parameter that names it."""
         ami = self.options.ami
-        if AMI_ID.fullmatch(ami):
+        if patterns.AMI_ID.fullmatch(ami):
             return ami
         name = ami.removeprefix("resolve:ssm:")
         try:
@@ -113,7 +113,7 @@ class Ec2Launcher:
         except Exception as exc:
             raise TargetError(f"ec2 option 'ami': cannot read SSM parameter {name!r} in "
                               f"{self.spec.region}: {exc}") from exc
-        if not AMI_ID.fullmatch(value.strip()):
+        if not patterns.AMI_ID.fullmatch(value.strip()):
             raise TargetError(f"ec2 option 'ami': SSM parameter {name!r} holds {value!r}, not an AMI id")
         return value.strip()
 
@@ -127,7 +127,7 @@ class Ec2Launcher:
                               *, spot: bool, dead: tuple[str, ...] = ()) -> dict[str, Any]:
         """The RunInstances parameters (everything ``target``'s module docstring promises)."""
         tags = [
-            {"Key": "Name", "Value": f"gpucompare-{run_key(run_id)}"[:255]},
+            {"Key": "Name", "Value": f"gpucompare-{runs.run_key(run_id)}"[:255]},
             {"Key": RUN_ID_TAG, "Value": run_id},
             {"Key": DEPLOYMENT_TAG, "Value": self.options.deployment},
             {"Key": EXPIRES_AT_TAG, "Value": expires_at},

@@ -5,14 +5,12 @@ value that reaches an AWS API or a shell matches a pattern), and the target's ta
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpucompare import settings
-from gpucompare.config import models, patterns, runtime_choice, runtimes
+from gpucompare.config import models, runtime_choice, runtimes
 from gpucompare.config.validation import ValidationError, check
-from gpucompare.targets import runs
 from gpucompare.targets.base import (
     TargetConfigError,
     TargetSpec,
@@ -37,9 +35,6 @@ SPOT_CAPACITY_ERRORS = frozenset({
 #: States of an instance that still exists (and may cost money).
 LIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
 
-#: SSM command statuses after which nothing more will happen.
-SSM_FINAL_STATUSES = frozenset({"Success", "Failed", "Cancelled", "TimedOut", "Cancelling"})
-
 #: The document SSM runs our commands with: the agent writes them, one a line, to a
 #: ``_script.sh`` and runs ``sh -c <that file>``; a shebang as the first line makes it bash.
 SCRIPT_PREAMBLE = ("#!/bin/bash", "set -euo pipefail")
@@ -49,15 +44,6 @@ DEFAULT_VOLUME_GB = 150  # the Deep Learning Base AMI's root snapshot is ~100 GB
 #: Seconds between uploads of a running sweep's progress file (what the task log follows).
 PROGRESS_UPLOAD_S = 20
 
-# Used with fullmatch only: "$" would accept a trailing newline.
-AMI_ID = patterns.AMI_ID
-INSTANCE_ID = re.compile(r"i-[0-9a-f]{8,17}")
-RUN_ID = patterns.RUN_ID
-#: ``aws:userid`` of an instance role session: ``<role id>:<instance id>``.
-WRITER = re.compile(r"[A-Z0-9]{8,128}:i-[0-9a-f]{8,17}")
-
-
-run_key = runs.run_key  # the ec2 modules' name for it (S3 keys, the remote run folder)
 
 
 

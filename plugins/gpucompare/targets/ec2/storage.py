@@ -17,10 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gpucompare.config import patterns
+from gpucompare.targets import runs
 from gpucompare.targets.base import TargetError, TargetSpec, TargetState
 from gpucompare.targets.ec2.aws_errors import client_error_code
-from gpucompare.targets.ec2.options import WRITER, Ec2Options, run_key
-from gpucompare.targets.runs import sweep_dir_name
+from gpucompare.targets.ec2.options import Ec2Options
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +70,12 @@ class RunStorage:
 
     def run_prefix(self, run_id: str) -> str:
         """Everything of one run lives below this key prefix (the deployment's own prefix first)."""
-        return f"{self.options.results_prefix}/{self.options.deployment}/{run_key(run_id)}"
+        return f"{self.options.results_prefix}/{self.options.deployment}/{runs.run_key(run_id)}"
 
     def writer_prefix(self, state: TargetState) -> str:
         """The run's keys the instance may write: below its own ``aws:userid``."""
         writer = state.extra.get("writer")
-        if not isinstance(writer, str) or not WRITER.fullmatch(writer):
+        if not isinstance(writer, str) or not patterns.INSTANCE_WRITER.fullmatch(writer):
             writer = self.writer_of(self._instance_id(state))
             state.extra["writer"] = writer
         return f"{self.run_prefix(state.run_id)}/{writer}"
@@ -106,7 +107,7 @@ class RunStorage:
         return key
 
     def progress_key(self, state: TargetState, config: dict[str, Any]) -> str:
-        return f"{self.writer_prefix(state)}/progress/{sweep_dir_name(config)}.log"
+        return f"{self.writer_prefix(state)}/progress/{runs.sweep_dir_name(config)}.log"
 
 
 @dataclass(frozen=True)

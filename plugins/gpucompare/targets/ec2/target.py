@@ -77,6 +77,7 @@ from typing import Any
 
 from bench_tasks.configs import ConfigError, parse_sweep
 from bench_tasks.constants import WORKER_RUNTIME_ENV
+from gpucompare.config import patterns
 from gpucompare.targets import container, cost, runs
 from gpucompare.targets.base import (
     LineSink,
@@ -95,12 +96,9 @@ from gpucompare.targets.ec2.options import (
     DEFAULT_TTL_MINUTES,
     DEPLOYMENT_TAG,
     EXPIRES_AT_TAG,
-    INSTANCE_ID,
     LIVE_STATES,
-    RUN_ID,
     SCRIPT_PREAMBLE,
     Ec2Options,
-    run_key,
 )
 from gpucompare.targets.ec2.ssm import (
     SSM_RUNNING,
@@ -244,8 +242,8 @@ class Ec2Target(Target):
         a try that does not see the instance an earlier try launched (the lookup by tag is
         eventually consistent) gets that instance back from RunInstances, not a second one.
         """
-        if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
-            raise TargetConfigError(f"run_id {run_id!r} may hold only letters, digits and _.:+- (1-200)")
+        if not isinstance(run_id, str) or not patterns.RUN_ID.fullmatch(run_id):
+            raise TargetConfigError(f"run_id: {run_id!r} is not a run id: {patterns.RUN_ID_ALLOWED}")
         estimate = self.estimate()
         if estimate is not None:
             cost.check_budget(estimate, float(self.options.budget_cap or 0), self.options.budget_currency)
@@ -350,7 +348,7 @@ class Ec2Target(Target):
         into the task log, a failure raised naming ``purpose``; returns the invocation."""
         instance_id = self._instance_id(state)
         invocation = self.runner(state).run(commands, timeout_s,
-                                            comment=f"gpucompare {purpose} {run_key(state.run_id)}",
+                                            comment=f"gpucompare {purpose} {runs.run_key(state.run_id)}",
                                             output_prefix=f"{self.storage.writer_prefix(state)}/ssm")
         for line in ((invocation.get("StandardOutputContent") or "").splitlines()
                      + (invocation.get("StandardErrorContent") or "").splitlines()):
@@ -377,7 +375,7 @@ class Ec2Target(Target):
         python = shell_quote(str(state.extra["bench_python"]))
         prefix = f"env {WORKER_RUNTIME_ENV}={shell_quote(self.options.worker_runtime)} {python}"
         if self.in_container:  # NVIDIA's image runs the bundle, mounted read-only
-            if not container.PINNED.fullmatch(str(state.extra.get("image"))):
+            if not container.is_pinned(state.extra.get("image")):
                 raise TargetError("run_sweep before the pull: the state has no image@digest")
             prefix = container.shell_prefix(
                 image=state.extra["image"], runtime=self.options.worker_runtime, code_dir=state.workdir,
@@ -404,7 +402,7 @@ class Ec2Target(Target):
 
     def _sweep_comment(self, state: TargetState, config: dict[str, Any]) -> str:
         """How SSM knows the sweep's command again (``SsmRunner.find``) on the run's instance."""
-        return f"gpucompare sweep {runs.sweep_dir_name(config)} {run_key(state.run_id)}"[:100]
+        return f"gpucompare sweep {runs.sweep_dir_name(config)} {runs.run_key(state.run_id)}"[:100]
 
     def start_sweep(self, state: TargetState, sweep_config: dict[str, Any], *,
                     timeout_s: float) -> SweepStart:
@@ -541,7 +539,7 @@ class Ec2Target(Target):
         # by tag too: a prepare that failed after RunInstances may not have recorded the id
         ids = [instance["InstanceId"] for instance in self._instances_of(state.run_id)]
         if state.resource_id and state.resource_id not in ids:
-            if not (isinstance(state.resource_id, str) and INSTANCE_ID.fullmatch(state.resource_id)):
+            if not (isinstance(state.resource_id, str) and patterns.INSTANCE_ID.fullmatch(state.resource_id)):
                 log.warning("Teardown of run %s: ignoring malformed instance id %r in the state",
                             state.run_id, state.resource_id)
             elif self._is_ours(state.resource_id):

@@ -222,7 +222,7 @@ class SSHTarget(Target):
                 if not isinstance(value, str) or not is_absolute_path(value):
                     raise TargetError(f"run_sweep: the worker is not deployed (state has no valid "
                                       f"{name}: {value!r}; deploy did not run)")
-        if self.in_container and not _container.PINNED.fullmatch(str(state.extra.get("image"))):
+        if self.in_container and not _container.is_pinned(state.extra.get("image")):
             raise TargetError(f"run_sweep: the state has no pulled image@digest "
                               f"({state.extra.get('image')!r}); deploy did not pull it")
         config = runs.with_run_id(sweep_config, state.run_id)
