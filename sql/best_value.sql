@@ -28,7 +28,7 @@ WITH priced AS (
 best AS (
     SELECT *, not_ranked_reason IS NULL AS ranked FROM priced
     QUALIFY row_number() OVER (
-        PARTITION BY network, mode, methodology, provider, instance_type, region, market
+        PARTITION BY network, mode, methodology, {{machine_key}}
         ORDER BY not_ranked_reason IS NULL DESC, cost_per_million, images_per_sec DESC, batch_size,
                  dtype, gpu_count
     ) = 1
@@ -38,7 +38,7 @@ SELECT
     CASE WHEN ranked THEN rank() OVER (PARTITION BY network, mode, methodology, ranked ORDER BY cost_per_million)
     END AS rank,
     ranked, not_ranked_reason,
-    provider, instance_type, region, market, gpu_model, worker_runtime, device_kind, gpu_count, num_nodes,
+    {{machine_key}}, gpu_model, worker_runtime, device_kind, gpu_count, num_nodes,
     dtype, batch_size, images_per_sec, images_per_sec_low, images_per_sec_high, price_per_hour, cost_per_million,
     cost_per_million_low, cost_per_million_high, samples, nights, currency, epochs90_hours, epochs90_cost,
     ranked AND NOT EXISTS (
@@ -52,5 +52,4 @@ SELECT
     origin, result_date, measured_at, price_effective_from, price_source, price_note, result_source, target,
     flags, joules_per_image, kwh_per_million, gco2e_per_million, sample_key
 FROM best AS b
-ORDER BY network, mode, methodology, ranked DESC, cost_per_million, provider, instance_type, region,
-         market
+ORDER BY network, mode, methodology, ranked DESC, cost_per_million, {{machine_key}}

@@ -118,7 +118,7 @@ priced AS (
     LEFT JOIN price_match AS m ON m.run_id = s.run_id AND m.preference = 1
 )
 SELECT
-    night, target, kind, provider, instance_type, region, market, run_id, dag_run_id,
+    night, target, kind, {{machine_key}}, run_id, dag_run_id,
     started_at, finished_at, configurations, failed_phases, torn_down,
     billed_seconds,
     timed_seconds,

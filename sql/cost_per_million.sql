@@ -96,7 +96,7 @@ money AS (
     FROM converted
 )
 SELECT
-    provider, instance_type, region, market, gpu_model, worker_runtime, device_kind, gpu_count, num_nodes,
+    {{machine_key}}, gpu_model, worker_runtime, device_kind, gpu_count, num_nodes,
     mode, network, dtype, batch_size, methodology, images_per_sec,
     secs_per_million AS seconds_per_million,
     money_per_hour AS price_per_hour,
@@ -128,5 +128,5 @@ SELECT
     energy_method, avg_power_watts, joules_per_image, kwh_per_million, gco2e_per_million,
     sample_key
 FROM money
-ORDER BY mode, network, methodology, cost_per_million NULLS LAST, provider, instance_type, region,
-         market, gpu_count, batch_size, dtype
+ORDER BY mode, network, methodology, cost_per_million NULLS LAST, {{machine_key}}, gpu_count, batch_size,
+         dtype

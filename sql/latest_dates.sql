@@ -19,7 +19,7 @@ FROM (
         count(*) AS results,
         count(*) FILTER (WHERE config_id IS NULL) AS unkeyed
     FROM results
-    GROUP BY provider, instance_type, region, market, num_nodes, config_id, methodology
+    GROUP BY {{machine_key}}, num_nodes, config_id, methodology
 )
 GROUP BY newest_date
 ORDER BY newest_date

@@ -5,7 +5,7 @@ SELECT newest_date, sum(results) AS results, 0 AS unkeyed
 FROM (
     SELECT max(CAST("date" AS DATE)) AS newest_date, count(*) AS results
     FROM results
-    GROUP BY provider, instance_type, region, market, mode, network, dtype, batch_size,
+    GROUP BY {{machine_key}}, mode, network, dtype, batch_size,
              gpu_count, num_nodes, device_kind, kvstore, methodology
 )
 GROUP BY newest_date

@@ -18,7 +18,7 @@
 -- For the statistics (reports/uncertainty.py, which adds the interval, energy and sample_key columns):
 -- images_per_sec_samples (the repeats), timed_batches and the energy fields of the same result.
 SELECT
-    provider, instance_type, region, market, mode, network, dtype, batch_size,
+    {{machine_key}}, mode, network, dtype, batch_size,
     gpu_count, num_nodes, device_kind, kvstore, methodology,
     r.target, r.gpu_model, r.worker_runtime, r.per_device_batch, r.images_per_sec, r.cv, r.status,
     CASE WHEN r.target = 'published' THEN 'published' ELSE 'measured' END AS origin,
@@ -30,7 +30,7 @@ SELECT
     row_number() OVER () AS sample_key
 FROM (
     SELECT
-        provider, instance_type, region, market, mode, network, dtype, batch_size,
+        {{machine_key}}, mode, network, dtype, batch_size,
         gpu_count, num_nodes, device_kind, kvstore, coalesce(methodology, 'official') AS methodology,
         arg_max(
             struct_pack(

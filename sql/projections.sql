@@ -51,7 +51,7 @@ WITH measured AS (
 catalog AS (
     -- each price series' latest price on the report date
     SELECT
-        p.provider, p.instance_type, p.region, p.market, g.canonical AS canonical_model, p.gpu_count,
+        {{machine_key p.}}, g.canonical AS canonical_model, p.gpu_count,
         p.price * CASE p.unit WHEN 'hour' THEN 1 WHEN 'minute' THEN 60 WHEN 'second' THEN 3600 END
             AS price_per_instance_hour,
         p.currency AS price_currency, p.source AS price_source, p.effective_from AS price_effective_from
@@ -71,7 +71,7 @@ fx_on_report_date AS (
 ),
 projected AS (
     SELECT
-        m.*, c.provider, c.instance_type, c.region, c.market, c.price_per_instance_hour, c.price_currency,
+        m.*, {{machine_key c.}}, c.price_per_instance_hour, c.price_currency,
         c.price_source, c.price_effective_from,
         CASE WHEN c.price_currency = $currency THEN 1.0 ELSE f.rate END AS fx_rate
     FROM measured AS m
@@ -88,7 +88,7 @@ money AS (
 SELECT
     network, mode, dtype, batch_size, methodology,
     canonical_model AS gpu_model, device_kind, gpu_count, num_nodes,
-    provider, instance_type, region, market,
+    {{machine_key}},
     images_per_sec,
     secs_per_million AS seconds_per_million,
     money_per_hour AS price_per_hour,

@@ -32,7 +32,7 @@
 -- One window (row_number) and one hash aggregation over the recent rows: linear, no self-join.
 WITH ordered AS (
     SELECT
-        provider, instance_type, region, market, mode, network, dtype, batch_size, gpu_count,
+        {{machine_key}}, mode, network, dtype, batch_size, gpu_count,
         num_nodes, device_kind, kvstore, config_id, gpu_model, images_per_sec, status,
         finished_at, CAST("date" AS DATE) AS result_date, images_per_sec_samples,
         methodology, worker_runtime,
@@ -46,7 +46,7 @@ WITH ordered AS (
           FROM recent)
     WHERE target IS DISTINCT FROM 'published'
     WINDOW series AS (
-        PARTITION BY provider, instance_type, region, market, mode, network, dtype, batch_size,
+        PARTITION BY {{machine_key}}, mode, network, dtype, batch_size,
                      gpu_count, num_nodes, device_kind, kvstore, config_id, methodology
         ORDER BY finished_at DESC NULLS LAST
     )
@@ -55,7 +55,7 @@ numbered AS (
     -- history counts only results of the current result's runtime (its own age, 2 = previous)
     SELECT *,
         CASE WHEN worker_runtime = current_runtime THEN row_number() OVER (
-            PARTITION BY provider, instance_type, region, market, mode, network, dtype, batch_size,
+            PARTITION BY {{machine_key}}, mode, network, dtype, batch_size,
                          gpu_count, num_nodes, device_kind, kvstore, config_id, methodology,
                          worker_runtime = current_runtime
             ORDER BY finished_at DESC NULLS LAST) END AS same_age
@@ -63,7 +63,7 @@ numbered AS (
 ),
 summary AS (
     SELECT
-        provider, instance_type, region, market, mode, network, dtype, batch_size, gpu_count,
+        {{machine_key}}, mode, network, dtype, batch_size, gpu_count,
         num_nodes, device_kind, kvstore, config_id, methodology,
         any_value(gpu_model) FILTER (WHERE age = 1) AS gpu_model,
         any_value(worker_runtime) FILTER (WHERE age = 1) AS worker_runtime,
@@ -93,7 +93,7 @@ judged AS (
     FROM summary
 )
 SELECT
-    provider, instance_type, region, market, gpu_model, worker_runtime, previous_runtime, device_kind,
+    {{machine_key}}, gpu_model, worker_runtime, previous_runtime, device_kind,
     gpu_count, num_nodes, mode, network, dtype, batch_size, config_id, methodology, status, images_per_sec,
     measured_at, result_date, history_runs, history_from, history_median, history_mad, noise,
     images_per_sec / history_median - 1 AS change,
@@ -116,5 +116,5 @@ SELECT
     ) AS regression,
     current_samples, history_sample_list
 FROM judged
-ORDER BY regression DESC, change NULLS FIRST, provider, instance_type, region, market, mode, network,
+ORDER BY regression DESC, change NULLS FIRST, {{machine_key}}, mode, network,
          dtype, batch_size, gpu_count, methodology

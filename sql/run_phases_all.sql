@@ -14,7 +14,7 @@ WITH run_names AS (
 ),
 records AS (
     SELECT r.run_id, r.dag_run_id, coalesce(n.target, r.target) AS target, r.target AS kind,
-           r.provider, r.instance_type, r.region, r.market, r.config_id, r.code_hash,
+           {{machine_key r.}}, r.config_id, r.code_hash,
            r.started_at, r.setup_seconds, r.warmup_seconds, r.timed_seconds
     FROM results AS r
     LEFT JOIN run_names AS n ON n.run_id = r.run_id
@@ -28,11 +28,11 @@ config_phases AS (
     UNION ALL
     SELECT *, 'timed', setup_seconds + warmup_seconds, timed_seconds FROM records
 )
-SELECT run_id, dag_run_id, target, kind, provider, instance_type, region, market, phase, config_id,
+SELECT run_id, dag_run_id, target, kind, {{machine_key}}, phase, config_id,
        started_at, finished_at, seconds, billed, status, date, code_hash
 FROM run_phases
 UNION ALL
-SELECT run_id, dag_run_id, target, kind, provider, instance_type, region, market, phase, config_id,
+SELECT run_id, dag_run_id, target, kind, {{machine_key}}, phase, config_id,
        started_at + to_microseconds(CAST(round(offset_s * 1e6) AS BIGINT)) AS started_at,
        started_at + to_microseconds(CAST(round((offset_s + seconds) * 1e6) AS BIGINT)) AS finished_at,
        seconds, true AS billed, 'ok' AS status, CAST(started_at AS DATE) AS date, code_hash

@@ -56,7 +56,7 @@ pairs AS (
 ),
 series_points AS (
     SELECT
-        provider, instance_type, region, market, gpu_model, device_kind, network, mode, dtype, methodology,
+        {{machine_key}}, gpu_model, device_kind, network, mode, dtype, methodology,
         scaling, baseline_batch, batch_size,
         coalesce(per_device_batch, batch_size // gpu_count) AS per_device_batch,
         gpu_count, num_nodes, images_per_sec, baseline_images_per_sec, baseline_instance_type,
@@ -73,7 +73,7 @@ series_points AS (
 )
 SELECT
     origin, 'MXNet' AS framework,
-    provider, instance_type, region, market, gpu_model, device_kind, network, mode, dtype, methodology,
+    {{machine_key}}, gpu_model, device_kind, network, mode, dtype, methodology,
     scaling, baseline_batch, batch_size, per_device_batch, gpu_count, num_nodes, images_per_sec,
     baseline_images_per_sec, baseline_instance_type,
     images_per_sec / baseline_images_per_sec AS speedup,

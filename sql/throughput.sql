@@ -8,11 +8,11 @@
 -- Uncertainty and energy (reports/uncertainty.py computes them on latest): images_per_sec_low/high
 -- (95 % interval of the median), samples, nights, joules_per_image, kwh_per_million, gco2e_per_million.
 SELECT
-    provider, instance_type, region, market, gpu_model, worker_runtime, device_kind, gpu_count, num_nodes,
+    {{machine_key}}, gpu_model, worker_runtime, device_kind, gpu_count, num_nodes,
     mode, network, dtype, batch_size, methodology, images_per_sec, images_per_sec_low, images_per_sec_high,
     samples, nights, cv, status, origin, result_source, target,
     result_date, measured_at, flags, energy_method, avg_power_watts, joules_per_image, kwh_per_million,
     gco2e_per_million
 FROM latest
-ORDER BY provider, instance_type, region, market, mode, dtype, gpu_count, num_nodes, network, methodology,
+ORDER BY {{machine_key}}, mode, dtype, gpu_count, num_nodes, network, methodology,
          batch_size

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from gpucompare.config import patterns
+from gpucompare.lake.schema import MACHINE_KEY
 from gpucompare.reports import stats
 from gpucompare.reports.inputs import ReportInputs, ResultFiles, connect
 from gpucompare.reports.report_set import MAX_NIGHTS, ReportError
@@ -37,7 +38,6 @@ from gpucompare.reports.report_set import MAX_NIGHTS, ReportError
 COMPARE_BY: tuple[str, ...] = ("machine", "night", "runtime")
 CONFIG_KEY: tuple[str, ...] = ("mode", "network", "dtype", "batch_size", "gpu_count", "num_nodes",
                                "device_kind", "kvstore", "methodology")
-MACHINE_KEY: tuple[str, ...] = ("provider", "instance_type", "region", "market")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 

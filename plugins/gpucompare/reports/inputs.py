@@ -11,6 +11,7 @@ connection for the reports is made (no extension is ever downloaded; timestamps 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -20,6 +21,7 @@ import pyarrow as pa
 
 from bench_tasks.constants import MODES
 from gpucompare import resources
+from gpucompare.config import patterns
 from gpucompare.config.models.prices import DECLARED
 from gpucompare.lake import schema
 from gpucompare.lake.reading import TableSnapshot
@@ -63,12 +65,34 @@ def _price_source_macros(con: duckdb.DuckDBPyConnection) -> None:
                 f"CASE WHEN starts_with(source, {prefix}) THEN source END")
 
 
+#: The column lists a SQL file names instead of writing them out (``{{machine_key}}``): one
+#: definition each, in Python, so the SQL and the code that reads its rows cannot drift.
+SQL_FRAGMENTS: dict[str, tuple[str, ...]] = {"machine_key": schema.MACHINE_KEY}
+
+
 def load_sql(name: str) -> str:
-    """The text of ``sql/<name>.sql``."""
+    """The text of ``sql/<name>.sql``, its ``{{fragment}}`` / ``{{fragment alias.}}`` names
+    written out from :data:`SQL_FRAGMENTS` (``{{machine_key p.}}`` → ``p.provider, p.instance_type,
+    …``)."""
     path = SQL_DIR / f"{name}.sql"
     if not path.is_file():
         raise ReportError(f"no SQL for report {name!r} at {path}")
-    return path.read_text(encoding="utf-8")
+    return fill_fragments(path.read_text(encoding="utf-8"), f"{name}.sql")
+
+
+def fill_fragments(text: str, where: str) -> str:
+    """``text`` with every ``{{fragment}}`` written out; an unknown name is an error naming it."""
+    def column_list(match: re.Match[str]) -> str:
+        fragment, alias = match.group(1), match.group(2)
+        if fragment not in SQL_FRAGMENTS:
+            raise ReportError(f"{where}: unknown SQL fragment {{{{{fragment}}}}}; known: "
+                              f"{', '.join(sorted(SQL_FRAGMENTS))}")
+        return ", ".join(f"{alias}.{c}" if alias else c for c in SQL_FRAGMENTS[fragment])
+
+    filled = patterns.SQL_FRAGMENT.sub(column_list, text)
+    if "{{" in filled:
+        raise ReportError(f"{where}: a '{{{{' that is not a fragment ({patterns.SQL_FRAGMENT.pattern})")
+    return filled
 
 
 def register_side_tables(con: duckdb.DuckDBPyConnection, inputs: ReportInputs) -> None:
