@@ -26,6 +26,7 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import jinja2
 from airflow.api_fastapi.core_api.security import requires_authenticated
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -43,13 +44,20 @@ CONTENT_SECURITY_POLICY = ("default-src 'self'; style-src 'self' 'unsafe-inline'
                            "frame-ancestors 'self'")
 SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": CONTENT_SECURITY_POLICY}
 
-_NO_REPORT_YET = """<!doctype html><html><head><meta charset="utf-8"><title>GPU cost reports</title></head>
-<body style="font-family: sans-serif; margin: 2em">
-<h1>No report yet</h1>
-<p>{reason}</p>
-<p>Trigger the <code>gpucompare_nightly</code> DAG (or run <code>make demo</code>); the
-<code>gpucompare_reports</code> DAG then publishes the reports here.</p>
-</body></html>"""
+#: The plugin's own pages (templates/*.html.j2), autoescaped: a reports location is the
+#: operator's text and is shown as text, whatever it holds.
+_TEMPLATES = jinja2.Environment(
+    loader=jinja2.PackageLoader("gpucompare.airflow", "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+def no_report_page(location: str, *, remote: bool) -> str:
+    """The page shown before the first report: where the reports are (or would be), and what to do."""
+    return _TEMPLATES.get_template("no_report.html.j2").render(location=location, remote=remote)
 
 
 def _reports_location(configured: str | None) -> str:
@@ -100,11 +108,9 @@ def create_app(reports_location: str | None = None) -> FastAPI:
     def latest_report() -> Response:
         location = _reports_location(reports_location)
         if settings.is_remote(location):
-            return HTMLResponse(_NO_REPORT_YET.format(
-                reason=f"Reports are published to {location}/latest/ (object storage), not served here."))
+            return HTMLResponse(no_report_page(location, remote=True))
         if _file_below(Path(location), "latest/index.html") is None:
-            return HTMLResponse(_NO_REPORT_YET.format(reason=f"{location}/latest/index.html does not exist."),
-                                status_code=404)
+            return HTMLResponse(no_report_page(location, remote=False), status_code=404)
         # relative, so it works behind a proxy that moves Airflow under a path prefix
         return RedirectResponse(LATEST_PAGE, status_code=307)
 

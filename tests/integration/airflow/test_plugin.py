@@ -77,6 +77,23 @@ def test_before_the_first_report_the_page_says_what_to_do(api: Any, tmp_path: Pa
     assert "gpucompare_nightly" in response.text and "No report yet" in response.text
 
 
+@pytest.mark.parametrize("remote", [False, True])
+def test_a_reports_location_is_shown_as_text_never_as_markup(api: Any, tmp_path: Path, remote: bool,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The location is the operator's text: one holding markup (``<script>``, a quote, ``&``)
+    is escaped in the page, on object storage and on disk alike."""
+    client, auth = api
+    odd = '<script>alert("x")</script>&<img src=x onerror=alert(1)>'
+    location = f"s3://bucket/{odd}" if remote else str(tmp_path / odd)
+    monkeypatch.setenv("GPUCOMPARE_REPORTS", location)
+    response = client.get("/gpucompare/", headers=auth, follow_redirects=False)
+    assert response.status_code == (200 if remote else 404)
+    assert "<script>" not in response.text and "<img" not in response.text
+    escaped = "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&amp;&lt;img src=x onerror=alert(1)&gt;"
+    assert escaped in response.text
+    assert ("object storage" in response.text) is remote and "No report yet" in response.text
+
+
 def test_odd_paths_are_404_never_500_and_every_answer_has_the_security_headers(api: Any,
                                                                               reports: Path) -> None:
     """Hostile paths: a NUL byte, a 5,000-character name, a symlink loop, dotfiles (also behind a

@@ -106,3 +106,21 @@ def test_strict_json_names_the_field_before_converting(text: str, field: str, ne
 def test_a_valid_line_parses_to_the_same_record() -> None:
     record = validate_record(good())
     assert validate_record(loads_record(_text(record))) == record
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"devices": ["gpu:0\n"]}, "devices"),
+        ({"started_at": PLAUSIBLE_RECORD["started_at"] + "\n"}, "started_at"),
+        ({"image_shape": "3,224,224\n"}, "image_shape"),
+        ({"devices": ["gpu:\u0663"]}, "devices"),  # ARABIC-INDIC DIGIT THREE: a digit to \d, not to [0-9]
+    ],
+    ids=["device", "timestamp", "image shape", "non-ASCII digit"],
+)
+def test_a_trailing_newline_or_a_foreign_digit_is_refused(overrides: dict, field: str) -> None:
+    """Before: ``^…$`` with ``match`` let ``gpu:0\\n`` through (``$`` matches before a final
+    newline); the rules are now ``fullmatch`` of the one definition (constants.DEVICE_PATTERN)."""
+    with pytest.raises(RecordError) as refused:
+        validate_record(good(**overrides))
+    assert refused.value.field == field, refused.value
