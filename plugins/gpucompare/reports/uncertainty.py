@@ -1,16 +1,20 @@
-"""Intervals, tie groups and energy figures of the reports: the one place the statistics of
-:mod:`gpucompare.reports.stats` meet the report tables.
+"""Intervals and energy figures of the reports: where the statistics of
+:mod:`gpucompare.reports.evidence` (and :mod:`~gpucompare.reports.stats`, for the regressions) meet
+the report tables.
 
 * :func:`annotate_latest` turns DuckDB's ``latest`` table (sql/latest_results.sql) into the same
-  table with ``images_per_sec_low/high``, ``samples``, ``nights``, ``joules_per_image``,
-  ``kwh_per_million``, ``gco2e_per_million`` and a ``sample_key`` (the row's samples, for the tie
-  tests); the SQL of throughput, cost_per_million and best_value only carries them on.
-  With ``nights`` > 1 the samples of the last N ok runs of the configuration on that machine are
-  pooled (sql/pooled_samples.sql) and ``images_per_sec`` becomes their median.
-* :func:`tie_groups` adds ``rank_group``, ``tied_with_best`` and ``tie_p_value`` to best_value.
+  table with ``images_per_sec_low/high``, ``interval_covers``, ``interval_reason``, ``interval_df``,
+  ``noise_basis``, ``noise_cv``, ``samples``, ``nights``, ``joules_per_image``, ``kwh_per_million``,
+  ``gco2e_per_million`` and a hidden ``sample_key``; the SQL of throughput, cost_per_million and
+  best_value only carries them on. Every row at once: one query reads the repeats of every row,
+  numpy computes the estimates (no Python loop over rows or groups). One night: the noise is pooled
+  over the configurations of each run (machine and run_id). With ``nights`` > 1 the last N ok runs
+  of each configuration on its machine are the unit (sql/pooled_samples.sql) and ``images_per_sec``
+  becomes the geometric mean of their medians.
+* best_value's verdicts are :mod:`gpucompare.reports.verdicts`.
 
-Rows without samples (published figures: one number each) get no interval and take part in the
-tie test by their figure alone: no p-value, tied only with an equal cost.
+A row without an interval always says why (``interval_reason``): a single repeat, a published
+figure (one number), no samples recorded, a sample that is not positive, or a cell that did not run.
 """
 
 from __future__ import annotations
