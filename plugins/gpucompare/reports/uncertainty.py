@@ -28,6 +28,7 @@ import pyarrow.csv as pa_csv
 from gpucompare import resources
 from gpucompare.reports import evidence, stats
 from gpucompare.reports.inputs import load_sql
+from gpucompare.reports.quantiles import t_quantile
 
 #: the hidden column that ties a report row to its samples (dropped before a report is written)
 SAMPLE_KEY = "sample_key"
@@ -65,17 +66,44 @@ def _reasons(base: pa.Table, n: np.ndarray) -> np.ndarray:
         default=None)
 
 
+#: the nights behind each row with an interval over nights (cost_per_million.sql prices each at its
+#: own price); empty with --nights 1
+NIGHT_FIGURES = "night_figures"
+#: t quantiles (97.5 %) for the degrees of freedom of those intervals, df -> t975
+T_QUANTILES = "t_quantiles"
+
+
+def _register_nights(con: duckdb.DuckDBPyConnection, runs: pa.Table | None, keys: np.ndarray,
+                     found: np.ndarray | None, confidence: float) -> None:
+    """Register NIGHT_FIGURES (sample_key, night, log_figure) of the rows whose interval is over
+    nights, and T_QUANTILES for their degrees of freedom."""
+    if runs is None or found is None:
+        figures = pa.table({SAMPLE_KEY: pa.array([], pa.int64()), "night": pa.array([], pa.date32()),
+                            "log_figure": pa.array([], pa.float64())})
+        dfs = np.array([], dtype=float)
+    else:
+        row = np.searchsorted(keys, runs[SAMPLE_KEY].to_numpy())
+        keep = pa.array(found[row] >= 2)
+        figures = pa.table({SAMPLE_KEY: runs[SAMPLE_KEY], "night": runs["night"],
+                            "log_figure": pc.ln(pc.cast(runs["figure"], pa.float64()))}).filter(keep)
+        dfs = np.unique(found[found >= 2] - 1).astype(float)
+    con.register(NIGHT_FIGURES, figures)
+    con.register(T_QUANTILES, pa.table({"df": pa.array(dfs.astype(np.int64), pa.int64()),
+                                        "t": pa.array(np.atleast_1d(t_quantile(0.5 + confidence / 2, dfs)),
+                                                      pa.float64())}))
+
+
 def _over_nights(con: duckdb.DuckDBPyConnection, keys: np.ndarray, nights: int
-                 ) -> tuple[evidence.Estimate, np.ndarray, np.ndarray]:
+                 ) -> tuple[evidence.Estimate, np.ndarray, np.ndarray, pa.Table]:
     """The estimate over the last ``nights`` runs of each row of ``latest`` (by ``keys``), the
-    nights found and the repeats over them."""
+    nights found, the repeats over them and the runs themselves."""
     runs = con.sql(load_sql("pooled_samples"), params={"nights": nights}).to_arrow_table()
     n, _, ss = _moments(runs, "samples")
     row = np.searchsorted(keys, runs[SAMPLE_KEY].to_numpy())
     figure = runs["figure"].to_numpy()
     estimate, found = evidence.across_nights(row, np.log(figure), np.maximum(n, 0), ss, keys.size)
     samples = np.bincount(row, weights=np.maximum(n, 0), minlength=keys.size).astype(np.int64)
-    return estimate, found, samples
+    return estimate, found, samples, runs
 
 
 def _sample_stats(con: duckdb.DuckDBPyConnection, nights: int, confidence: float) -> pa.Table:
@@ -93,8 +121,9 @@ def _sample_stats(con: duckdb.DuckDBPyConnection, nights: int, confidence: float
     count = np.where(n > 0, n, 0)
     night_count = np.where(n > 0, 1, 0)
     figure = np.full(keys.size, np.nan)
+    runs = found = None
     if nights > 1:
-        across, found, samples = _over_nights(con, keys, nights)
+        across, found, samples, runs = _over_nights(con, keys, nights)
         more = found >= 2
         for name in ("centre", "se", "df", "basis", "noise"):
             setattr(estimate, name, np.where(more, getattr(across, name), getattr(estimate, name)))
@@ -102,6 +131,7 @@ def _sample_stats(con: duckdb.DuckDBPyConnection, nights: int, confidence: float
         reason = np.where(more, None, reason)
         covers = np.where(more, np.array([evidence.nights_of_type(k) for k in found], dtype=object), covers)
         count, night_count = np.where(more, samples, count), np.where(more, found, night_count)
+    _register_nights(con, runs, keys, found, confidence)
     low, high = estimate.bounds(confidence)
     has = np.isfinite(estimate.se)
     return pa.table({
