@@ -161,28 +161,38 @@ def without_sample_key(table: pa.Table) -> pa.Table:
 
 
 #: the regressions' verdicts that need the U test's agreement
-_TESTED_VERDICTS = ("regression", "improvement")
+_TESTED_VERDICTS = ("regression", "improvement", "below_floor")
+#: what sql/regressions.sql's candidate becomes when the U test finds the drop significant
+BELOW_FLOOR = "significant_below_floor"
 
 
 def test_regressions(table: pa.Table, confidence: float = stats.CONFIDENCE) -> pa.Table:
     """sql/regressions.sql's table with the U test applied: ``p_value`` (latest repeats against
     the history's), ``samples`` and ``history_samples`` (counts); a regression or improvement
     the test does not find significant becomes ``steady``. Where the sizes cannot reach
-    significance at all, the thresholds alone decide (p_value empty)."""
+    significance at all, the thresholds alone decide (p_value empty). A drop beyond the noise
+    but within the floor (``below_floor``) is reported as ``significant_below_floor`` only when
+    the test finds it significant, else it is ``steady`` (never a regression either way)."""
     rows = table.to_pylist()
     alpha = 1 - confidence
     for row in rows:
         current = [float(v) for v in row.pop("current_samples") or []]
         history = [float(v) for v in row.pop("history_sample_list") or []]
         row.update(samples=len(current) or None, history_samples=len(history) or None, p_value=None)
-        if row["verdict"] not in _TESTED_VERDICTS or not current or not history:
+        if row["verdict"] not in _TESTED_VERDICTS:
+            continue
+        if not current or not history or stats.min_p_value(len(current), len(history)) >= alpha:
+            # these sizes can never show a difference: the thresholds decide alone, and a drop
+            # within the floor is not claimed
+            if row["verdict"] == "below_floor":
+                row["verdict"] = "steady"
             continue
         test = stats.mann_whitney(current, history)
-        if test.min_p_value >= alpha:
-            continue  # these sizes can never show a difference: the thresholds decide alone
         row["p_value"] = test.p_value
         if not test.significant(confidence):
             row.update(verdict="steady", regression=False)
+        elif row["verdict"] == "below_floor":
+            row["verdict"] = BELOW_FLOOR
     names = [n for n in table.column_names if n not in ("current_samples", "history_sample_list")]
     names += ["samples", "history_samples", "p_value"]
     types = {"samples": pa.int64(), "history_samples": pa.int64(), "p_value": pa.float64()}

@@ -70,3 +70,25 @@ def test_reports_show_the_runtime_beside_each_machine(lake) -> None:
         shown = {r["instance_type"]: r["worker_runtime"] for r in tables[name].to_pylist()}
         assert shown == {"p5.48xlarge": "ngc-24.06", "g5.xlarge": "pip-cu112"}, name
     assert "worker_runtime" in tables["best_value"].column_names
+
+
+def test_a_framework_build_change_on_one_runtime_starts_a_new_baseline(lake) -> None:
+    """Same runtime, another MXNet build (e.g. a new image digest): judged like a runtime change;
+    a record without a build (before schema 3) still counts as history of its runtime."""
+    nights = _nights(6)
+    old = '{"mxnet": "1.9.1", "image_digest": "sha256:aaa"}'
+    new = '{"mxnet": "1.9.1", "image_digest": "sha256:bbb"}'
+    for i, night in enumerate(nights):
+        row = _run(night, 100.0 if i < 5 else 60.0, "ngc-24.06")
+        same = _run(night, 100.0 if i < 5 else 60.0, "ngc-24.06", batch=8)
+        row["framework_build"] = None if i == 0 else (new if i == 5 else old)
+        same["framework_build"] = None if i == 0 else old
+        ingest(lake, [row, same])
+    table = build_reports(inputs(lake, [], []), rule=RULE).tables["regressions"]
+    got = {r["batch_size"]: r for r in table.to_pylist()}
+    changed = got[32]
+    assert changed["verdict"] == "software_stack_changed"
+    assert (changed["regression"], changed["build_changed"]) == (False, True)
+    assert changed["history_runs"] == 1  # only the record with no build is history of the new build
+    same = got[8]
+    assert (same["verdict"], same["build_changed"], same["history_runs"]) == ("regression", False, 5)
