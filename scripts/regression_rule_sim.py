@@ -81,11 +81,13 @@ def main() -> None:
             ingest(lake, [r for r in records if r["started_at"][:10] == night])
         verdicts = {}
         for k in factors:
-            rule = RegressionRule(history_runs=7, min_history=3, mad_factor=k, min_drop=0.05, lookback_days=28)
+            rule = RegressionRule(history_runs=7, min_history=3, mad_factor=k, min_drop=0.05,
+                                  lookback_days=28)
             table = build_reports(inputs(lake, [], []), rule=rule).tables["regressions"]
             verdicts[k] = {row["batch_size"]: row["verdict"] for row in table.to_pylist()}
     print(f"{args.series} series per case, 7 nights of history, seed {args.seed}, floor 5 %\n")
-    print("| case | " + " | ".join(f"k={k:g}: regression | k={k:g}: significant below floor" for k in factors) + " |")
+    heads = (f"k={k:g}: regression | k={k:g}: significant below floor" for k in factors)
+    print("| case | " + " | ".join(heads) + " |")
     print("|---|" + "---|---|" * len(factors))
     for name in CASES:
         batches = [b for b, case in case_of.items() if case == name]

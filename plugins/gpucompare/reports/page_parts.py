@@ -107,6 +107,21 @@ def flagged_rows(regressions: pa.Table) -> list[dict[str, Any]]:
     return regressions.filter(pc.fill_null(regressions["regression"], False)).to_pylist()
 
 
+def reported_rows(regressions: pa.Table) -> list[dict[str, Any]]:
+    """The rows the page lists: the flagged ones and the significant drops within the floor."""
+    if regressions.num_rows == 0:
+        return []
+    below = pc.equal(regressions["verdict"], "significant_below_floor")
+    return regressions.filter(pc.fill_null(pc.or_(regressions["regression"], below), False)).to_pylist()
+
+
+def stack_change_rows(regressions: pa.Table) -> list[dict[str, Any]]:
+    """The series whose software stack (worker runtime or framework build) changed tonight."""
+    if regressions.num_rows == 0:
+        return []
+    return regressions.filter(pc.equal(regressions["verdict"], "software_stack_changed")).to_pylist()
+
+
 def by_methodology(rows: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """The rows per methodology (official first): each group is charted and ranked on its own."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)

@@ -10,7 +10,9 @@ import pytest
 
 from gpucompare.lake.tables import open_lake
 from gpucompare.reports.build import build_reports
+from gpucompare.reports.page import render_page
 from gpucompare.reports.report_set import RegressionRule
+from tests.support.page_site import GENERATED_AT
 from tests.support.reports_data import ingest, inputs, price, record
 
 NIGHT = dt.date(2026, 3, 10)
@@ -92,3 +94,20 @@ def test_a_framework_build_change_on_one_runtime_starts_a_new_baseline(lake) -> 
     assert changed["history_runs"] == 1  # only the record with no build is history of the new build
     same = got[8]
     assert (same["verdict"], same["build_changed"], same["history_runs"]) == ("regression", False, 5)
+
+
+def test_the_page_lists_a_drop_within_the_floor_and_announces_a_stack_change(lake) -> None:
+    nights = _nights(8)
+    quiet = [100.0, 100.1, 99.9, 100.0, 100.05, 99.95, 100.0, 98.0]  # tonight: 2 % below, p < 0.001
+    for i, night in enumerate(nights):
+        ingest(lake, [_run(night, quiet[i], "pip-cu112", batch=4),
+                      _run(night, 100.0, "ngc-24.06" if i == 7 else "pip-cu112", batch=16)])
+    report_set = build_reports(inputs(lake, [], []), rule=RULE)
+    got = {r["batch_size"]: r for r in report_set.tables["regressions"].to_pylist()}
+    assert (got[4]["verdict"], got[4]["regression"]) == ("significant_below_floor", False)
+    assert got[4]["p_value"] < 0.001 and got[16]["verdict"] == "software_stack_changed"
+    page = render_page(report_set, GENERATED_AT)
+    section = page[page.index('id="regressions"'): page.index('id="missing"')]
+    assert "significant, below floor (p " in section and "-2.0 %" in section
+    assert "Software stack changed" in section
+    assert "g5.xlarge" in section and "worker runtime pip-cu112 → ngc-24.06; 1 configuration start" in section
