@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpucompare.reports.formatting import CURRENCY_SIGN, Colours, date_text, is_published
+from gpucompare.reports.page_answer import answers
 from gpucompare.reports.page_campaign import campaign_section
 from gpucompare.reports.page_cost import (
     best_per_network,
@@ -271,6 +272,7 @@ def render_page(report_set: ReportSet, generated_at: dt.datetime) -> str:
         generated=generated_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         cards=headline_cards(report_set, len(ranked), missing, flagged),
         first_answer=first_answer(report_set, best, missing),
+        answers=answers(best, report_set.currency, generated_at.astimezone(dt.UTC).date()),
         sections=sections,
         files=(*REPORTS, *DERIVED),
     )

@@ -20,10 +20,16 @@ import pyarrow.compute as pc
 from gpucompare.reports.charts import BarChart, LineChart
 from gpucompare.reports.formatting import machine_name, methodology
 
+#: The year of the grid intensity figures (data/carbon/README.md: not the 2023 archive date).
+CARBON_DATA_YEAR = "2020 or earlier"
+#: The header of every energy column: the worker reads the device's energy only (docs/worker.md).
+ENERGY_HEADER = "energy (device only: a lower bound)"
+
+
 #: Text columns that may wrap inside their cell (long provenance and notes) instead of widening
 #: the table past its box.
 WRAPPED = frozenset({"figure", "why", "flags", "ranking", "Pareto machines", "where the money went",
-                     "series", "machine", "best buy", "tied with", "energy", "price"})
+                     "series", "machine", "best buy", "tied with", "energy", ENERGY_HEADER, "price"})
 
 
 @dataclass(frozen=True)
@@ -190,7 +196,7 @@ def energy(row: dict[str, Any]) -> str | None:
     elif finite(row.get("joules_per_image")):
         parts.append(f"{row['joules_per_image']:,.3g} J per image")
     if finite(row.get("gco2e_per_million")):
-        parts.append(f"{row['gco2e_per_million']:,.3g} gCO₂e")
+        parts.append(f"{row['gco2e_per_million']:,.3g} gCO₂e (grid of {CARBON_DATA_YEAR})")
     return " · ".join(parts) or "–"
 
 
