@@ -227,9 +227,14 @@ def _percent(value: float | None) -> str:
     return "" if value is None else f"{value * 100:+.1f}%"
 
 
-def _figure(median: float | None, low: float | None, high: float | None) -> str:
+def _figure(median: float | None, low: float | None, high: float | None, samples: int | None = None,
+            flat: bool = False) -> str:
     if median is None:
         return ""
+    if samples == 1:
+        return f"{median:,.1f} (1 run)"
+    if flat:
+        return f"{median:,.1f} (all equal)"
     if low is None or high is None:
         return f"{median:,.1f} ± ∞"
     spread = max(high - median, median - low) / median
@@ -243,9 +248,14 @@ def _name(row: dict, by: str) -> str:
     return name if by == "machine" else f"{row['provider']}/{row['instance_type']} {name}"
 
 
+def _flat(row: dict, side: str) -> bool:
+    """Whether that side's samples are all equal (its note says so)."""
+    return f"{side.upper()}: {row[f'{side}_samples']} identical" in (row["note"] or "")
+
+
 def _line(row: dict, by: str) -> str:
-    a = _figure(row["a_images_per_sec"], row["a_low"], row["a_high"])
-    b = _figure(row["b_images_per_sec"], row["b_low"], row["b_high"])
+    a, b = (_figure(row[f"{s}_images_per_sec"], row[f"{s}_low"], row[f"{s}_high"], row[f"{s}_samples"],
+                    _flat(row, s)) for s in "ab")
     if row["present"] != "both":
         return f"{_name(row, by):<46.46} {a:>16} {b:>16} {'':>8} {'':>18}  {row['present']}"
     change = _percent(row["change"]) if row["significant"] else "~"
@@ -297,8 +307,8 @@ def _notes(measured: list[dict], names: tuple[str, ...]) -> list[str]:
 def _footnotes(measured: list[dict]) -> list[str]:
     both = [r for r in measured if r["present"] == "both"]
     lines = []
-    short = [r for r in measured
-             if any(r[f"{s}_samples"] and 1 < r[f"{s}_samples"] < 6 and r[f"{s}_low"] is None for s in "ab")]
+    short = [r for r in measured if any(r[f"{s}_samples"] and 1 < r[f"{s}_samples"] < 6
+                                        and r[f"{s}_low"] is None and not _flat(r, s) for s in "ab")]
     if short:
         lines.append("± ∞: need >= 6 samples for a 95 % interval of the median")
     spread = sorted({n for r in measured for n in (r["note"] or "").split("; ") if n})

@@ -79,6 +79,8 @@ def test_zero_variance_has_no_interval_and_says_so(lake):
     assert row["note"] == ("A: 6 identical samples (zero variance), no interval; "
                            "B: 6 identical samples (zero variance), no interval")
     assert "A: 6 identical samples (zero variance), no interval" in text
+    line = next(x for x in text.splitlines() if x.startswith("score "))
+    assert "100.0 (all equal)" in line and "110.0 (all equal)" in line and "±" not in line
     assert "need >= 6 samples" not in text
 
 
@@ -92,7 +94,7 @@ def test_one_sample_each_has_no_interval_and_cannot_show_a_difference(lake):
     assert row["a_low"] is None and row["change_low"] is None
     assert "A: 1 sample, no interval" in row["note"] and "B: 1 sample, no interval" in row["note"]
     line = next(x for x in text.splitlines() if x.startswith("score "))
-    assert " ~ " in line and "n=1+1" in line
+    assert " ~ " in line and "n=1+1" in line and "100.0 (1 run)" in line and "130.0 (1 run)" in line
     assert "~ with few samples: n=1+1 (smallest p 1.00)" in text
 
 
