@@ -18,8 +18,9 @@ noise is multiplicative: a CV):
 * **Several nights** (``--nights N``): the night is the unit. Each night contributes the
   logarithm of its median; the interval is a t interval over those K night figures (df = K - 1)
   and covers *K nights of this type*. The night-to-night spread already holds the within-night
-  noise; it is floored at the within-night noise of one night's figure (pooled over the nights'
-  repeats), so K identical medians of noisy repeats never give a zero-width interval. The
+  noise (a floor at it would only make the interval over-cover); only when the K figures are
+  identical (a spread of exactly zero) the within-night noise of one night's figure (pooled over
+  the nights' repeats) stands in, so they never give a zero-width interval by accident. The
   nights are not pooled across configurations: a slow instance slows every configuration of
   its night, so the configurations' night-to-night deviations are not independent evidence.
 
@@ -130,7 +131,7 @@ def across_nights(row: np.ndarray, night_log: np.ndarray, night_n: np.ndarray, n
     within_ss = np.bincount(row, weights=np.where(night_n > 1, night_ss, 0.0), minlength=rows)
     repeats = np.bincount(row, weights=night_n, minlength=rows) / np.maximum(k, 1.0)
     floor = np.divide(within_ss, within_df * repeats, out=np.zeros(rows), where=within_df > 0)
-    var = np.maximum(between, floor)  # one night's figure is never surer than its own repeats
+    var = np.where(between > 0, between, floor)  # identical night figures: one night's own noise
     has = k >= 2
     estimate = Estimate(centre=centre, se=np.where(has, np.sqrt(var / np.maximum(k, 1.0)), np.nan),
                         df=np.where(has, k - 1, np.nan), basis=np.where(has, "nights", ""),

@@ -117,9 +117,9 @@ def f_quantile(p: float, d1: float | np.ndarray, d2: float | np.ndarray) -> np.n
     first, second = np.broadcast_arrays(np.asarray(d1, dtype=float), np.asarray(d2, dtype=float))
     out = np.full(first.shape, np.nan)
     usable = np.isfinite(first) & np.isfinite(second) & (first > 0) & (second > 0)
-    pairs = np.stack([first[usable], second[usable]], axis=-1)
-    distinct, where = np.unique(pairs, axis=0, return_inverse=True)
+    pairs = first[usable] + 1j * second[usable]  # one sortable value per pair (a row-wise unique is slow)
+    distinct, where = np.unique(pairs, return_inverse=True)
     if distinct.size:
-        values = np.array([_f_quantile(float(p), float(a), float(b)) for a, b in distinct])
+        values = np.array([_f_quantile(float(p), float(d.real), float(d.imag)) for d in distinct])
         out[usable] = values[np.ravel(where)]
     return out

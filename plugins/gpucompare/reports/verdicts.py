@@ -64,7 +64,14 @@ def _welch_df(row: Side, best: Side) -> np.ndarray:
         best.df > 0, b**2 / np.where(best.df > 0, best.df, 1), 0)
     welch = np.divide((a + b) ** 2, denominator, out=np.full(a.shape, np.nan), where=denominator > 0)
     # zero noise on both sides: the ratio is exact, any df will do
-    return np.where(denominator > 0, np.floor(welch * 2) / 2, np.fmax(row.df, best.df))
+    return _coarse(np.where(denominator > 0, welch, np.fmax(row.df, best.df)))
+
+
+def _coarse(df: np.ndarray) -> np.ndarray:
+    """Degrees of freedom rounded down (conservative) to a few distinct values, each a t quantile
+    computed once: halves below 10, units below 100, tens below 1000, then 1000."""
+    rounded = [np.floor(df * 2) / 2, np.floor(df), np.floor(df / 10) * 10]
+    return np.where(np.isnan(df), np.nan, np.select([df < 10, df < 100, df < 1000], rounded, 1000.0))
 
 
 @dataclass
