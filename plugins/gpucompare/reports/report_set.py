@@ -287,9 +287,9 @@ COLUMN_DOCS: dict[str, str] = {
     "report_date": "history tables: the day the report was built (Hive partition)",
     # uncertainty and energy (reports/evidence.py, reports/verdicts.py; reports/uncertainty.py stages them)
     "images_per_sec_low": "lower end of the 95 % interval of the throughput, images per second: a t interval "
-    "on the log scale; what it covers is interval_covers (one night: the repeats' geometric mean, noise "
-    "pooled over the run's configurations; --nights N: the nights' medians, the night as the unit); empty "
-    "when there is none, and then interval_reason says why",
+    "on the log scale; what it covers is interval_covers (one night: around the geometric mean of the "
+    "repeats, noise pooled over the configurations of the run; --nights N: over the medians of the nights, "
+    "the night as the unit); empty when there is none, and then interval_reason says why",
     "images_per_sec_high": "upper end of the 95 % interval of the throughput, images per second (see "
     "images_per_sec_low); empty when there is none (interval_reason says why)",
     "cost_per_million_low": "lower end of the 95 % interval of cost_per_million: the lowest price of the "
@@ -297,8 +297,8 @@ COLUMN_DOCS: dict[str, str] = {
     "when there is no throughput interval",
     "cost_per_million_high": "upper end of the 95 % interval of cost_per_million: the highest price of the "
     "run window (price_per_hour_high) over images_per_sec_low; empty when there is no throughput interval",
-    "interval_covers": "what the interval is about: this night's instance (one night: the repeats on the "
-    "instance measured; another instance of the type may differ by the night-to-night spread) | <N> nights "
+    "interval_covers": "what the interval is about, in words: one night, the instance measured that night "
+    "(the repeats on it; another instance of the type may differ by the night-to-night spread) | <N> nights "
     "of this type (--nights: N fresh instances, the night as the unit); empty when there is no interval",
     "interval_reason": "why a figure has no interval: 1 run: no interval (a single repeat) | published "
     "figure | projected figure | no samples recorded | a sample is not positive | not run: <status>; empty "
@@ -306,11 +306,11 @@ COLUMN_DOCS: dict[str, str] = {
     "interval_df": "degrees of freedom of the t interval (the pooled noise of a run has many; own repeats: "
     "n - 1; nights: N - 1); empty without an interval",
     "noise_basis": "where the noise level of the interval comes from: run (pooled over the configurations "
-    "of the run on that machine whose noise passes an F test against the others', 1 % level) | own (this "
-    "configuration's repeats alone: noisier than the run's others, or alone) | nights (the spread of the "
-    "night medians, floored at one night's own noise); empty without an interval",
-    "noise_cv": "the noise level used: SD of the log of one repeat (nights: of one night's figure), about "
-    "the coefficient of variation (0.01 = 1 %); empty without an interval",
+    "of the run on that machine whose noise passes an F test against that of the others, 1 % level) | own "
+    "(the repeats of this configuration alone: noisier than the others of the run, or alone) | nights (the "
+    "spread of the night medians); empty without an interval",
+    "noise_cv": "the noise level used: SD of the log of one repeat (nights: of the figure of one night), "
+    "about the coefficient of variation (0.01 = 1 %); empty without an interval",
     "interval_parts": "what the cost interval covers: throughput (the price is a fixed list price) | "
     "throughput+price (spot: also the price range during the run window, and with --nights each night "
     "priced at its own price); empty when there is no interval",

@@ -1,16 +1,20 @@
-"""Intervals, tie groups and energy figures of the reports: the one place the statistics of
-:mod:`gpucompare.reports.stats` meet the report tables.
+"""Intervals and energy figures of the reports: where the statistics of
+:mod:`gpucompare.reports.evidence` (and :mod:`~gpucompare.reports.stats`, for the regressions) meet
+the report tables.
 
 * :func:`annotate_latest` turns DuckDB's ``latest`` table (sql/latest_results.sql) into the same
-  table with ``images_per_sec_low/high``, ``samples``, ``nights``, ``joules_per_image``,
-  ``kwh_per_million``, ``gco2e_per_million`` and a ``sample_key`` (the row's samples, for the tie
-  tests); the SQL of throughput, cost_per_million and best_value only carries them on.
-  With ``nights`` > 1 the samples of the last N ok runs of the configuration on that machine are
-  pooled (sql/pooled_samples.sql) and ``images_per_sec`` becomes their median.
-* :func:`tie_groups` adds ``rank_group``, ``tied_with_best`` and ``tie_p_value`` to best_value.
+  table with ``images_per_sec_low/high``, ``interval_covers``, ``interval_reason``, ``interval_df``,
+  ``noise_basis``, ``noise_cv``, ``samples``, ``nights``, ``joules_per_image``, ``kwh_per_million``,
+  ``gco2e_per_million`` and a hidden ``sample_key``; the SQL of throughput, cost_per_million and
+  best_value only carries them on. Every row at once: one query reads the repeats of every row,
+  numpy computes the estimates (no Python loop over rows or groups). One night: the noise is pooled
+  over the configurations of each run (machine and run_id). With ``nights`` > 1 the last N ok runs
+  of each configuration on its machine are the unit (sql/pooled_samples.sql) and ``images_per_sec``
+  becomes the geometric mean of their medians.
+* best_value's verdicts are :mod:`gpucompare.reports.verdicts`.
 
-Rows without samples (published figures: one number each) get no interval and take part in the
-tie test by their figure alone: no p-value, tied only with an equal cost.
+A row without an interval always says why (``interval_reason``): a single repeat, a published
+figure (one number), no samples recorded, a sample that is not positive, or a cell that did not run.
 """
 
 from __future__ import annotations
@@ -159,29 +163,37 @@ def test_regressions(table: pa.Table, confidence: float = stats.CONFIDENCE) -> p
     the test does not find significant becomes ``steady``. Where the sizes cannot reach
     significance at all, the thresholds alone decide (p_value empty). A drop beyond the noise
     but within the floor (``below_floor``) is reported as ``significant_below_floor`` only when
-    the test finds it significant, else it is ``steady`` (never a regression either way)."""
-    rows = table.to_pylist()
+    the test finds it significant, else it is ``steady`` (never a regression either way).
+    Column-wise: only the rows whose verdict needs the test (a handful a night) go through Python."""
     alpha = 1 - confidence
-    for row in rows:
-        current = [float(v) for v in row.pop("current_samples") or []]
-        history = [float(v) for v in row.pop("history_sample_list") or []]
-        row.update(samples=len(current) or None, history_samples=len(history) or None, p_value=None)
-        if row["verdict"] not in _TESTED_VERDICTS:
-            continue
-        if not current or not history or stats.min_p_value(len(current), len(history)) >= alpha:
+    lists = (("samples", "current_samples"), ("history_samples", "history_sample_list"))
+    counts = {name: pc.fill_null(pc.list_value_length(table[column]), 0).to_numpy(zero_copy_only=False)
+              for name, column in lists}
+    verdict = table["verdict"].to_numpy(zero_copy_only=False).astype(object)
+    regression = pc.cast(table["regression"], pa.bool_()).to_numpy(zero_copy_only=False).astype(object)
+    p_value = np.full(table.num_rows, np.nan)
+    for i in np.flatnonzero(np.isin(verdict, _TESTED_VERDICTS)):
+        n_current, n_history = int(counts["samples"][i]), int(counts["history_samples"][i])
+        if not n_current or not n_history or stats.min_p_value(n_current, n_history) >= alpha:
             # these sizes can never show a difference: the thresholds decide alone, and a drop
             # within the floor is not claimed
-            if row["verdict"] == "below_floor":
-                row["verdict"] = "steady"
+            if verdict[i] == "below_floor":
+                verdict[i] = "steady"
             continue
-        test = stats.mann_whitney(current, history)
-        row["p_value"] = test.p_value
+        test = stats.mann_whitney(table["current_samples"][i].as_py(),
+                                  table["history_sample_list"][i].as_py())
+        p_value[i] = test.p_value
         if not test.significant(confidence):
-            row.update(verdict="steady", regression=False)
-        elif row["verdict"] == "below_floor":
-            row["verdict"] = BELOW_FLOOR
-    names = [n for n in table.column_names if n not in ("current_samples", "history_sample_list")]
-    names += ["samples", "history_samples", "p_value"]
-    types = {"samples": pa.int64(), "history_samples": pa.int64(), "p_value": pa.float64()}
-    fields = [table.schema.field(n) if n in table.column_names else pa.field(n, types[n]) for n in names]
-    return pa.Table.from_pylist([{n: row[n] for n in names} for row in rows], schema=pa.schema(fields))
+            verdict[i], regression[i] = "steady", False
+        elif verdict[i] == "below_floor":
+            verdict[i] = BELOW_FLOOR
+    out = table.drop_columns(["current_samples", "history_sample_list"])
+    out = out.set_column(out.schema.get_field_index("verdict"), out.schema.field("verdict"),
+                         pa.array(verdict, out.schema.field("verdict").type))
+    out = out.set_column(out.schema.get_field_index("regression"), out.schema.field("regression"),
+                         pa.array(regression, out.schema.field("regression").type))
+    for name in ("samples", "history_samples"):
+        out = out.append_column(pa.field(name, pa.int64()), pa.array(counts[name], pa.int64(),
+                                                                      mask=counts[name] == 0))
+    return out.append_column(pa.field("p_value", pa.float64()),
+                             pa.array(p_value, pa.float64(), from_pandas=True))

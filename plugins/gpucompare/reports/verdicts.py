@@ -117,8 +117,8 @@ def settle_with(compared: Comparison, row: Side, best: Side, missing: list[str |
     for i, verdict in enumerate(compared.verdict):
         if verdict != "undetermined":
             out.append(None)
-        elif missing[i] is not None:
-            out.append(f"an interval on both sides ({missing[i]})")
+        elif missing[i] is not None or not math.isfinite(compared.se[i]):
+            out.append(f"an interval on both sides ({missing[i] or 'a side has none'})")
         else:
             ends = (float(compared.shift_low[i]), float(compared.shift_high[i]))
             out.append(_settle(float(compared.log_ratio[i]), float(compared.se[i]), *ends, row.take(i),
@@ -197,7 +197,7 @@ def annotate_best_value(table: pa.Table, margin: float, confidence: float) -> pa
     index = np.where(ranked, best, 0)
     sides = _sides(table, confidence)
     reasons = table["interval_reason"].to_pylist()
-    missing = [None if not ranked[i] or (reasons[i] is None and reasons[index[i]] is None)
+    missing = [None if reasons[i] is None and reasons[index[i]] is None
                else reasons[i] or f"the best: {reasons[index[i]]}" for i in range(table.num_rows)]
     others = sides.take(index)
     compared = decide(sides, others, best == np.arange(best.size), margin, confidence)
