@@ -91,7 +91,8 @@ def _run_compare(args: argparse.Namespace) -> int:
     from gpucompare.reports.report_set import ReportError
 
     try:
-        inputs = ReportInputs.from_lake(args.lake)
+        # the lake line every command prints, and advice when there is no lake
+        inputs = ReportInputs.from_lake(lake_location(args, must_exist=True))
         table = compare.compare(inputs, args.by, args.a, args.b, nights=args.nights)
     except (ReportError, LakeError) as exc:
         raise UsageError(str(exc)) from None

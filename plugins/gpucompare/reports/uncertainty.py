@@ -182,14 +182,18 @@ def without_sample_key(table: pa.Table) -> pa.Table:
 
 
 #: the regressions' verdicts that need the U test's agreement
-_TESTED_VERDICTS = ("regression", "improvement")
+_TESTED_VERDICTS = ("regression", "improvement", "below_floor")
+#: what sql/regressions.sql's candidate becomes when the U test finds the drop significant
+BELOW_FLOOR = "significant_below_floor"
 
 
 def test_regressions(table: pa.Table, confidence: float = stats.CONFIDENCE) -> pa.Table:
     """sql/regressions.sql's table with the U test applied: ``p_value`` (latest repeats against
     the history's), ``samples`` and ``history_samples`` (counts); a regression or improvement
     the test does not find significant becomes ``steady``. Where the sizes cannot reach
-    significance at all, the thresholds alone decide (p_value empty).
+    significance at all, the thresholds alone decide (p_value empty). A drop beyond the noise
+    but within the floor (``below_floor``) is reported as ``significant_below_floor`` only when
+    the test finds it significant, else it is ``steady`` (never a regression either way).
     Column-wise: only the rows whose verdict needs the test (a handful a night) go through Python."""
     alpha = 1 - confidence
     lists = (("samples", "current_samples"), ("history_samples", "history_sample_list"))
@@ -198,15 +202,21 @@ def test_regressions(table: pa.Table, confidence: float = stats.CONFIDENCE) -> p
     verdict = table["verdict"].to_numpy(zero_copy_only=False).astype(object)
     regression = pc.cast(table["regression"], pa.bool_()).to_numpy(zero_copy_only=False).astype(object)
     p_value = np.full(table.num_rows, np.nan)
-    tested = np.isin(verdict, _TESTED_VERDICTS) & (counts["samples"] > 0) & (counts["history_samples"] > 0)
-    for i in np.flatnonzero(tested):
-        current, history = table["current_samples"][i].as_py(), table["history_sample_list"][i].as_py()
-        test = stats.mann_whitney(current, history)
-        if test.min_p_value >= alpha:
-            continue  # these sizes can never show a difference: the thresholds decide alone
+    for i in np.flatnonzero(np.isin(verdict, _TESTED_VERDICTS)):
+        n_current, n_history = int(counts["samples"][i]), int(counts["history_samples"][i])
+        if not n_current or not n_history or stats.min_p_value(n_current, n_history) >= alpha:
+            # these sizes can never show a difference: the thresholds decide alone, and a drop
+            # within the floor is not claimed
+            if verdict[i] == "below_floor":
+                verdict[i] = "steady"
+            continue
+        test = stats.mann_whitney(table["current_samples"][i].as_py(),
+                                  table["history_sample_list"][i].as_py())
         p_value[i] = test.p_value
         if not test.significant(confidence):
             verdict[i], regression[i] = "steady", False
+        elif verdict[i] == "below_floor":
+            verdict[i] = BELOW_FLOOR
     out = table.drop_columns(["current_samples", "history_sample_list"])
     out = out.set_column(out.schema.get_field_index("verdict"), out.schema.field("verdict"),
                          pa.array(verdict, out.schema.field("verdict").type))

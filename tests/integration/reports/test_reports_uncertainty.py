@@ -194,7 +194,8 @@ def test_energy_columns_and_grid_intensity(lake):
 @pytest.mark.parametrize(("history", "latest", "verdict", "tested"), [
     ([80.0, 100.0, 120.0], [60.0, 90.0, 125.0], "steady", True),  # 10 % below, but noise: U test says no
     ([99.0, 100.0, 101.0], [89.0, 90.0, 91.0], "regression", True),  # 10 % below and significant
-    ([99.9, 100.0, 100.1], [97.9, 98.0, 98.1], "steady", False),  # significant, but under the 5 % floor
+    # significant and beyond the noise, but under the 5 % floor: reported, not a regression
+    ([99.9, 100.0, 100.1], [97.9, 98.0, 98.1], "significant_below_floor", True),
     ([99.0, 100.0, 101.0], [109.0, 110.0, 111.0], "improvement", True),
 ])
 def test_a_regression_needs_the_u_test_and_the_threshold(lake, history, latest, verdict, tested):
@@ -208,6 +209,7 @@ def test_a_regression_needs_the_u_test_and_the_threshold(lake, history, latest, 
         expected = stats.mann_whitney(latest, history * 3).p_value
         assert row["p_value"] == pytest.approx(expected)
         assert (row["p_value"] < 0.05) is (verdict != "steady")
+    assert row["regression"] is (verdict == "regression")
 
 
 def test_one_repeat_a_night_leaves_the_threshold_to_decide(lake):
