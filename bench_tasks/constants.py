@@ -55,6 +55,7 @@ STATUSES: tuple[str, ...] = (
     "batch_smaller_than_devices",  # MXNet: "Too many slices"; decided before running
     "unsupported",  # e.g. float16 on a device or build that cannot do it
     "timeout",  # the configuration's time limit ran out
+    "gpu_busy",  # another process computed on its GPUs (bench_tasks.exclusive); decided before running
     "error",  # anything else, with its message
 )
 
