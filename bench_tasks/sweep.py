@@ -76,8 +76,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+from bench_tasks import runtime_check
 from bench_tasks.configs import Config, ConfigError
-from bench_tasks.constants import ISOLATION_POLICIES
+from bench_tasks.constants import ISOLATION_POLICIES, WORKER_RUNTIME_ENV
 from bench_tasks.errors import classify_failure, summarize_error
 from bench_tasks.exclusive import GpuCheck, GpuExclusivity, Lister, list_compute_processes
 from bench_tasks.gpumemory import GpuMemoryGuard, MemoryProbe, nvidia_smi_probe
@@ -342,6 +343,9 @@ class Sweep:
             hello = runner.wait_ready(deadline)
             if not self.info.mxnet_details_known:
                 self.info.add_mxnet_details(hello["mxnet"])
+                # the label against the build the measuring process imported: a mismatch ends the sweep
+                label = os.environ.get(WORKER_RUNTIME_ENV, "").strip()
+                runtime_check.check(label, self.info.framework_build())
             decided = precheck_build(config, self.info)
             if not decided and runner.measured > 0 and runner.memory is not None:
                 why = self._memory.before_run(runner.memory, config)

@@ -10,6 +10,7 @@ import logging
 import os
 import posixpath
 
+from bench_tasks.constants import WORKER_RUNTIME_ENV
 from gpucompare.targets import container, runs
 from gpucompare.targets.base import shell_quote
 from gpucompare.targets.ec2.options import PROGRESS_UPLOAD_S, SCRIPT_PREAMBLE
@@ -22,10 +23,12 @@ log = logging.getLogger(__name__)
 
 
 def deploy_commands(bundle_uri: str, bundle_sha256: str, workdir: str, python: str, *,
-                    create_venv: bool, check_worker: bool = True) -> list[str]:
+                    create_venv: bool, check_worker: bool = True, runtime: str | None = None) -> list[str]:
     """Fetch (``aws s3 cp`` with the instance's own profile) and check the worker bundle,
     create the worker environment if missing (``check_worker=False``: the worker runs in a
-    container, checked by its own pull, ``targets.container``)."""
+    container, checked by its own pull, ``targets.container``). The check runs ``sysinfo`` under
+    the runtime's label, so a label the build contradicts fails the deploy, not the night
+    (``bench_tasks.runtime_check``)."""
     commands = [
         *SCRIPT_PREAMBLE,
         f"mkdir -p {shell_quote(workdir)}",
@@ -49,7 +52,8 @@ def deploy_commands(bundle_uri: str, bundle_sha256: str, workdir: str, python: s
             f"touch {shell_quote(venv + '/.complete')}; fi",
         ]
     if check_worker:
-        commands.append(f"{shell_quote(python)} -m bench_tasks sysinfo > /dev/null")
+        label = f"env {WORKER_RUNTIME_ENV}={shell_quote(runtime)} " if runtime else ""
+        commands.append(f"{label}{shell_quote(python)} -m bench_tasks sysinfo > /dev/null")
     return commands
 
 

@@ -336,6 +336,7 @@ class Ec2Target(Target):
         # the instance reads it with its own profile: no presigned URL (a credential) in SSM history
         commands = deploy_commands(f"s3://{self.options.results_bucket}/{bundle_key}", bundle.sha256, workdir,
                                    python, check_worker=not self.in_container,
+                                   runtime=self.options.worker_runtime,
                                    create_venv=self.options.bench_python is None and not self.in_container)
         self._run_commands(state, commands, self.options.deploy_timeout_s, purpose="deploy")
         state.workdir = workdir
