@@ -24,8 +24,9 @@ MACHINES = {"aws-p5": ("p5.48xlarge", 8), "aws-g5": ("g5.xlarge", 1), "aws-p3": 
 
 def plan_json(tmp_path: Path, names: list[str], capsys: pytest.CaptureFixture, lake: str) -> dict[str, Any]:
     document = {"defaults": {"ec2": EC2}, "profiles": {"nightly": PROFILE},
-                "targets": [{"name": name, "kind": "ec2", "provider": "aws", "instance_type": MACHINES[name][0],
-                             "region": "us-east-1", "gpu_count": MACHINES[name][1], "profile": "nightly"}
+                "targets": [{"name": name, "kind": "ec2", "provider": "aws",
+                             "instance_type": MACHINES[name][0], "region": "us-east-1",
+                             "gpu_count": MACHINES[name][1], "profile": "nightly"}
                             for name in names]}
     path = tmp_path / f"fleet-{len(names)}.yaml"
     path.write_text(yaml.safe_dump(document))
@@ -47,7 +48,8 @@ def test_one_hopper_moves_the_fleet_into_the_container_and_plan_says_which_targe
     assert all(p["runtime_warning"] is None for p in plans.values())  # no history yet
 
 
-def test_without_the_hopper_each_gpu_keeps_its_own_runtime(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_without_the_hopper_each_gpu_keeps_its_own_runtime(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture) -> None:
     plans = plan_json(tmp_path, ["aws-g5", "aws-p3"], capsys, str(tmp_path / "no-lake"))
     assert plans["aws-g5"]["worker_runtime"] == plans["aws-p3"]["worker_runtime"] == "pip-cu112"
     assert plans["aws-g5"]["runtime_reason"] == (
@@ -66,8 +68,8 @@ def test_a_runtime_other_than_the_recorded_history_s_is_warned_about(tmp_path: P
                    run_id="night-1")
     plans = plan_json(tmp_path, ["aws-p5", "aws-g5", "aws-p3"], capsys, lake.uri)
     assert plans["aws-g5"]["history_runtime"] == "pip-cu112"
-    assert plans["aws-g5"]["runtime_warning"].startswith("its recorded history ran pip-cu112, this night runs "
-                                                         "ngc-24.06")
+    assert plans["aws-g5"]["runtime_warning"].startswith(
+        "its recorded history ran pip-cu112, this night runs ngc-24.06")
     assert plans["aws-p3"]["runtime_warning"] is None  # no history of its own
     capsys.readouterr()
     path = tmp_path / "fleet-3.yaml"
