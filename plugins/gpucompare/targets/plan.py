@@ -48,6 +48,29 @@ class TargetPlan:
     runtime: str
     runtime_reason: str
     history_runtime: str | None = None
+    #: the target's budget cap (None: no cap, so the cost guard lets an unpriced night run)
+    budget_cap: float | None = None
+
+    def fix_command(self) -> str:
+        """The command that puts a current price for this target into the price history."""
+        e = self.estimate
+        if e.provider == "aws":
+            return (f"gpucompare refresh-prices --provider aws --region {e.region or 'us-east-1'} "
+                    f"--instance-types {e.instance_type}")
+        return (f"gpucompare add-price --provider {e.provider} --instance-type {e.instance_type} "
+                "--per-hour PRICE")
+
+    @property
+    def price_warning(self) -> str | None:
+        """A price the table itself calls superseded, or no price where the cost guard refuses."""
+        e = self.estimate
+        if e.cost_estimate is not None and "superseded" in (e.cost_estimate.price_source or "").lower():
+            return (f"the price table calls this price superseded ({e.cost_estimate.price_source}); the "
+                    f"cost is stale: run `{self.fix_command()}`")
+        if e.cost is None and self.budget_cap is not None:
+            return (f"unpriced with budget_cap {self.budget_cap:g}: the cost guard will refuse this night; "
+                    f"run `{self.fix_command()}` (or remove budget_cap)")
+        return None
 
     @property
     def runtime_warning(self) -> str | None:
@@ -59,7 +82,8 @@ class TargetPlan:
     def to_dict(self) -> dict[str, Any]:
         return {**self.estimate.to_dict(), "billed_per_timed": billed_per_timed(self.estimate),
                 "worker_runtime": self.runtime, "runtime_reason": self.runtime_reason,
-                "history_runtime": self.history_runtime, "runtime_warning": self.runtime_warning}
+                "history_runtime": self.history_runtime, "runtime_warning": self.runtime_warning,
+                "price_warning": self.price_warning}
 
 
 def billed_per_timed(estimate: Any) -> float | None:
@@ -113,8 +137,10 @@ def plan_targets(fleet_file: str | None, target: str | None, lake_uri: str) -> l
             estimate = make_target(spec, lake_uri=lake_uri).night_estimate()
         else:
             estimate = estimate_night(spec, [s["config"] for s in plan["sweeps"].values()], lake_uri=lake_uri)
+        cap = (spec.get("options") or {}).get("budget_cap")
         plans.append(TargetPlan(estimate, str(spec.get("worker_runtime")), entry.runtime_reason,
-                                history_runtime(lake_uri, str(spec["provider"]), str(spec["instance_type"]))))
+                                history_runtime(lake_uri, str(spec["provider"]), str(spec["instance_type"])),
+                                None if cap is None else float(cap)))
     return plans
 
 
@@ -155,6 +181,8 @@ def render(plan: TargetPlan) -> str:
         lines.append(f"  cost {estimate.cost:.2f} {currency} at {estimate.price_per_hour:.4f} {currency}/h "
                      f"(on-demand, as the cost guard prices it; from "
                      f"{estimate.cost_estimate.price_source or 'the price table'})")
+    if plan.price_warning:
+        lines.append(f"  WARNING: {plan.price_warning}")
     return "\n".join(lines)
 
 
