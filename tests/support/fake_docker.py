@@ -11,7 +11,8 @@ and then runs the worker the way the image would:
   image pulled (by digest), the bundle mounted read-only at /opt/gpucompare/code and the sweep
   folder mounted at its own path, the runtime in the environment; then execs the worker
   interpreter (``.venv-bench``, standing in for the image's ``python``) with the bundle as
-  PYTHONPATH and the ``--env`` values, so ``python -m bench_tasks …`` runs for real;
+  PYTHONPATH and the ``--env`` values, so ``python -m bench_tasks …`` runs for real (``sh -c …``
+  runs this machine's shell, which has none of the image's files: as an image without them);
 * ``run`` also requires ``--name`` and the label ``gpucompare.container=<name>``, NVIDIA's
   ulimits (``memlock=-1``, ``stack=67108864``), ``--network none`` and ``--ipc host``; the
   worker then runs as the daemon would run the container: in a session of its own, recorded in
@@ -172,8 +173,10 @@ if (not env.get("GPUCOMPARE_WORKER_RUNTIME", "").startswith("ngc-")
         or env.get("GPUCOMPARE_WORKER_IMAGE") != PINNED):
     refuse("run without the runtime and image in the environment: " + repr(env))
 command = args[index + 1:]
-if command[:3] != ["python", "-m", "bench_tasks"]:
-    refuse("run of something other than python -m bench_tasks: " + repr(command))
+if command[:3] == ["python", "-m", "bench_tasks"]:
+    command = [BENCH_PYTHON, *command[1:]]
+elif command[:2] != ["sh", "-c"]:  # the image's shell: this machine's, whose files are not the image's
+    refuse("run of something other than python -m bench_tasks or sh -c: " + repr(command))
 env["PYTHONPATH"] = code[0]  # what /opt/gpucompare/code is inside the container
 hung = os.path.exists(os.path.join(HERE, "hang"))
 
@@ -184,7 +187,7 @@ def start():
     if hung:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
-container = subprocess.Popen([BENCH_PYTHON, *command[1:]], cwd=code[0], env={{**os.environ, **env}},
+container = subprocess.Popen(command, cwd=code[0], env={{**os.environ, **env}},
                              preexec_fn=start)
 os.makedirs(CONTAINERS, exist_ok=True)
 record_path = os.path.join(CONTAINERS, names[0] + ".json")
