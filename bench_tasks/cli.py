@@ -11,6 +11,7 @@ whatever its cells' statuses (the records say what happened to each).
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import json
 import math
@@ -48,6 +49,7 @@ from bench_tasks.constants import (
     MODES,
     NETWORKS,
     SCALING_KINDS,
+    STATUSES,
     TRAIN_LOOPS,
     WORKER_RUNTIME_ENV,
 )
@@ -298,7 +300,9 @@ def _run(args: argparse.Namespace) -> int:
         records = runner.run()
     finally:
         writer.close()
-    print(f"{len(records)} records ({sum(r['status'] == 'ok' for r in records)} ok) written to "
+    counts = collections.Counter(r["status"] for r in records)  # every status, gpu_busy included
+    shown = ", ".join(f"{counts[status]} {status}" for status in STATUSES if counts[status]) or "none"
+    print(f"{len(records)} records ({shown}) written to "
           f"{'stdout' if args.output == '-' else args.output}; run_id {run_id}",
           file=sys.stderr, flush=True)
     return 0

@@ -59,6 +59,7 @@ def test_a_foreign_process_on_a_gpu_ends_its_configuration_gpu_busy(tmp_path: Pa
     assert cpu["status"] == "ok" and cpu["gpu_exclusive"] is None
     assert cpu["gpu_exclusive_note"].startswith("cpu device")
     assert any("gpu_busy" in line for line in stderr.splitlines() if line.startswith("["))
+    assert "3 records (1 ok, 1 unsupported, 1 gpu_busy) written to" in stderr  # the status counts
 
 
 def test_no_foreign_process_records_gpu_exclusive_true(tmp_path: Path) -> None:
