@@ -292,7 +292,7 @@ def _run(args: argparse.Namespace) -> int:
     run_id = args.run_id or file_run_id or sweep.new_run_id()
     info = sysinfo.collect(with_mxnet=False)  # MXNet's part comes from the first runner
     # what is known without importing mxnet; the rest when the first measuring process is ready
-    runtime_check.check(_runtime_label(), {**info.framework_build(), "features": None})
+    runtime_check.check(_runtime_label(), {**info.framework_build(), "features": None}, announce=False)
     writer = sweep.RecordWriter(args.output)
     try:
         runner = sweep.Sweep(group_by_process(configs), info=info, run_id=run_id, writer=writer,
@@ -323,8 +323,10 @@ def _sysinfo(_args: argparse.Namespace) -> int:
     from bench_tasks import sysinfo
 
     info = sysinfo.collect()
-    print(json.dumps(info.to_json(), indent=2, sort_keys=True))
-    runtime_check.check(_runtime_label(), info.framework_build())
+    try:
+        info.runtime_check = runtime_check.check(_runtime_label(), info.framework_build())
+    finally:  # printed also when the check fails: what the build is, beside the line saying why
+        print(json.dumps(info.to_json(), indent=2, sort_keys=True))
     return 0
 
 

@@ -99,3 +99,6 @@ ENERGY_UNAVAILABLE_PREFIX = "unavailable: "
 #: digest the pull got); the worker copies them into every record (``sysinfo``).
 WORKER_RUNTIME_ENV = "GPUCOMPARE_WORKER_RUNTIME"
 WORKER_IMAGE_ENV = "GPUCOMPARE_WORKER_IMAGE"
+#: ``warn``: a runtime label the build contradicts is reported and recorded instead of refused
+#: (bench_tasks.runtime_check; for stand-ins: a CPU build standing in for a GPU runtime)
+RUNTIME_CHECK_ENV = "GPUCOMPARE_WORKER_RUNTIME_CHECK"

@@ -345,7 +345,7 @@ class Sweep:
                 self.info.add_mxnet_details(hello["mxnet"])
                 # the label against the build the measuring process imported: a mismatch ends the sweep
                 label = os.environ.get(WORKER_RUNTIME_ENV, "").strip()
-                runtime_check.check(label, self.info.framework_build())
+                self.info.runtime_check = runtime_check.check(label, self.info.framework_build())
             decided = precheck_build(config, self.info)
             if not decided and runner.measured > 0 and runner.memory is not None:
                 why = self._memory.before_run(runner.memory, config)

@@ -42,6 +42,7 @@ _SCRIPT = r"""#!{python}
 import json, os, signal, subprocess, sys, time
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXPECTED, DIGEST, BENCH_PYTHON, USER = {expected!r}, {digest!r}, {bench_python!r}, {user!r}
+RUNTIME_CHECK = {runtime_check!r}
 REPO = EXPECTED.split("@")[0].rsplit(":", 1)[0]
 PINNED = REPO + "@" + DIGEST
 CODE_DIR = "/opt/gpucompare/code"
@@ -178,6 +179,8 @@ if command[:3] == ["python", "-m", "bench_tasks"]:
 elif command[:2] != ["sh", "-c"]:  # the image's shell: this machine's, whose files are not the image's
     refuse("run of something other than python -m bench_tasks or sh -c: " + repr(command))
 env["PYTHONPATH"] = code[0]  # what /opt/gpucompare/code is inside the container
+if RUNTIME_CHECK:  # a CPU build standing in for NVIDIA's: the runtime check reports, not refuses
+    env["GPUCOMPARE_WORKER_RUNTIME_CHECK"] = RUNTIME_CHECK
 hung = os.path.exists(os.path.join(HERE, "hang"))
 
 def start():
@@ -211,13 +214,16 @@ sys.exit(code_ if code_ >= 0 else 128 - code_)
 
 
 def install_fake_docker(bin_dir: Path, *, expected_image: str, bench_python: Path,
-                        user: str | None = None) -> Path:
+                        user: str | None = None, runtime_check: str | None = None) -> Path:
     """Write the stand-in ``docker`` into ``bin_dir`` (created) and return its path. ``user``:
-    the ``--user`` a run must carry (default: the caller's uid:gid; ec2 runs as root, ``0:0``)."""
+    the ``--user`` a run must carry (default: the caller's uid:gid; ec2 runs as root, ``0:0``);
+    ``runtime_check``: ``warn`` lets the CPU build inside pass for the runtime's (recorded as a
+    mismatch ignored); None leaves the check to the environment the stand-in was called with."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     path = bin_dir / "docker"
     path.write_text(_SCRIPT.format(python=sys.executable, expected=expected_image, digest=DIGEST,
-                                   bench_python=str(bench_python), user=user), encoding="utf-8")
+                                   bench_python=str(bench_python), user=user, runtime_check=runtime_check),
+                    encoding="utf-8")
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path
 

@@ -33,7 +33,8 @@ def instance_docker(working_instances: dict[str, Any], aws_client: Any, tmp_path
     """A p5 target on moto whose instance runs its commands with the stand-in docker on PATH
     (``--user 0:0``: the SSM agent runs the script as root)."""
     account, agent = working_instances["account"], working_instances["agent"]
-    install_fake_docker(agent.bin, expected_image=IMAGE, bench_python=BENCH_PYTHON, user="0:0")
+    install_fake_docker(agent.bin, expected_image=IMAGE, bench_python=BENCH_PYTHON, user="0:0",
+                        runtime_check="warn")
     aws_client("ssm").put_parameter(Name=CONTAINER_AMI_PARAMETER, Value=account["image_id"], Type="String",
                                     Overwrite=True)
     monkeypatch.setattr(ec2, "KILL_GRACE_S", 2)  # timeout's grace before SIGKILL: 30 s in production

@@ -20,6 +20,7 @@ IMAGE = "nvcr.io/nvidia/mxnet:24.06-py3"
 
 def gpu_check(*args: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PATH": path or os.environ["PATH"]}
+    env.pop("GPUCOMPARE_WORKER_RUNTIME_CHECK", None)  # the check refuses, as on a real host
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=300)
 
 

@@ -41,7 +41,7 @@ RUN_ID = "manual__2026-12-01T02:00:00+00:00"
 def docker_host(sshd_factory, tmp_path: Path):
     """An sshd whose sessions find the stand-in docker first on their PATH."""
     bin_dir = tmp_path / "fake-bin"
-    install_fake_docker(bin_dir, expected_image=IMAGE, bench_python=BENCH_PYTHON)
+    install_fake_docker(bin_dir, expected_image=IMAGE, bench_python=BENCH_PYTHON, runtime_check="warn")
     server = sshd_factory(conn_id="gpucompare_test_docker",
                           extra_config=(f"SetEnv PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin",))
     return server, bin_dir
