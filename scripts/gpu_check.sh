@@ -163,9 +163,11 @@ fi
 
 echo "== MXNet's benchmark_score.py $NETWORK batch $BATCH on GPU $GPU"
 if run_in_image reference "${REFERENCE_ARGS[@]}" > "$WORK/reference.log" 2>&1; then
-  # its log: "device: gpu(0)" then "batch size 32, ... image(s)/sec: N"
-  THEIRS=$(awk -v b="$BATCH" '/device: gpu/ {g=1} /device: cpu/ {g=0}
-    g && $0 ~ ("batch size +" b ",") && match($0, /images?\/sec: [0-9.]+/) {print substr($0, RSTART + index(substr($0, RSTART), ":") + 1, RLENGTH); exit}' "$WORK/reference.log")
+  # its log: "network: resnet-50", "device: gpu(0)", then "batch size 32, ... image(s)/sec: N"
+  # (a benchmark_score.py without --network/--batch-size runs them all: take only ours)
+  THEIRS=$(awk -v n="$NETWORK" -v b="$BATCH" '/network: / {net = $NF} /device: gpu/ {g=1} /device: cpu/ {g=0}
+    net == n && g && $0 ~ ("batch size +" b ",") && match($0, /images?\/sec: [0-9.]+/) {
+      v = substr($0, RSTART, RLENGTH); sub(/.*: /, "", v); print v; exit}' "$WORK/reference.log")
   if [ -n "$THEIRS" ]; then THEIRS="$THEIRS images/s"
   else THEIRS="none: no 'batch size $BATCH' line for the GPU in its log"; failed=1; fi
 else
