@@ -122,6 +122,9 @@ DOCKER_IMAGE_TAGGED = re.compile(rf"[a-z0-9][a-z0-9._/-]{{0,200}}:{_DOCKER_TAG}"
 DOCKER_IMAGE_PINNED = re.compile(rf"{_DOCKER_REPOSITORY}@{IMAGE_DIGEST.pattern}")
 #: a worker runtime's name (data/runtimes.csv: ``pip-cu112``, ``ngc-24.06``)
 RUNTIME_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{0,39}")
+#: a docker container name (docker's own rule, bounded): what ``targets.container`` names a sweep's
+CONTAINER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,199}")
+CONTAINER_NAME_ALLOWED = "a letter or digit, then up to 199 letters, digits, '_', '.' or '-'"
 #: ``docker run --gpus`` values: all, a count or device=0,1
 DOCKER_GPUS = re.compile(r"all|[1-9][0-9]?|device=[0-9]{1,2}(,[0-9]{1,2})*")
 #: an SSM parameter holding an AMI id (``/aws/service/…``), optionally ``resolve:ssm:``
