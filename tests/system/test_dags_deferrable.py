@@ -12,11 +12,11 @@ of target side by side:
 
 ``dag.test()`` runs each deferred task's trigger in line (Airflow's
 ``_run_task(run_triggerer=True)``), so the ec2 prepare (instance running, agent online) and every
-sweep go through ``start_*`` → defer → ``SweepTrigger`` → ``resume_*`` exactly as with a
+sweep go through ``start_*`` → defer → its trigger → ``resume`` exactly as with a
 triggerer, one task at a time.
 
 The worker-slot seconds of each target are the wall time of its tasks' parts that run on a
-worker (each step's ``execute``, and a deferred step's ``resume_*``), measured around those
+worker (each step's ``execute``, and a deferred step's ``resume``), measured around those
 methods; the waits in the triggerer are not among them. CI runs 4 targets (2 ssh, 2 ec2) with a
 pool of 2; the issue's 20 targets with a pool of 4 is the same test with
 ``GPUCOMPARE_DEFERRABLE_TARGETS=20 GPUCOMPARE_DEFERRABLE_POOL=4`` (``scripts/bench_deferrable.py
@@ -54,7 +54,7 @@ def worker_parts(monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, int], list[
     """Seconds of every part of a task that runs on a worker, by (task id, map index)."""
     from airflow.sdk.bases.decorator import DecoratedOperator
 
-    from gpucompare.airflow.pipeline import PrepareOperator, SweepOperator
+    from gpucompare.airflow.operators import PrepareOperator, SweepOperator
 
     parts: dict[tuple[str, int], list[float]] = defaultdict(list)
 
@@ -69,8 +69,9 @@ def worker_parts(monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, int], list[
         return run
 
     monkeypatch.setattr(DecoratedOperator, "execute", timed(DecoratedOperator.execute))
-    monkeypatch.setattr(SweepOperator, "resume_sweep", timed(SweepOperator.resume_sweep))
-    monkeypatch.setattr(PrepareOperator, "resume_prepare", timed(PrepareOperator.resume_prepare))
+    for operator in (PrepareOperator, SweepOperator):
+        monkeypatch.setattr(operator, "execute", timed(operator.execute))
+        monkeypatch.setattr(operator, "resume", timed(operator.resume))
     return parts
 
 
@@ -87,7 +88,7 @@ def test_nightly_with_deferred_ssh_and_ec2_sweeps_fills_the_lake(
         run_dag, write_fleet, gpucompare_dirs, sshd, working_instances, aws_client, tmp_path,
         worker_parts) -> None:
     """The sweeps can only succeed through the deferral: score_sweep always defers on an ssh or
-    ec2 target and only ``resume_sweep`` returns its state; an ec2 target's results exist only
+    ec2 target and only ``SweepOperator.resume`` returns its state; an ec2 target's results exist only
     because its sweep command ran (the stand-in agent) and uploaded them."""
     from airflow.models.pool import Pool
 

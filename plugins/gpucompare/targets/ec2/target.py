@@ -79,6 +79,8 @@ from bench_tasks.configs import ConfigError, parse_sweep
 from bench_tasks.constants import WORKER_RUNTIME_ENV
 from gpucompare.targets import container, cost, runs
 from gpucompare.targets.base import (
+    DeferrablePrepare,
+    DeferrableTarget,
     LineSink,
     Target,
     TargetConfigError,
@@ -141,7 +143,7 @@ class SweepStart:
         return cls(**{name: data[name] for name in cls.__dataclass_fields__})
 
 
-class Ec2Target(Target):
+class Ec2Target(Target, DeferrableTarget, DeferrablePrepare):
     """Provision, use and terminate one EC2 instance per run (see the module docstring).
 
     Built from parts, each usable alone: ``launcher`` (``launch.Ec2Launcher``: RunInstances,
@@ -445,6 +447,19 @@ class Ec2Target(Target):
         if isinstance(started, dict):
             started = SweepStart.from_dict(started)
         return CommandPoller(self, state, started)
+
+    def sweep_wait(self, state: TargetState, started: SweepStart | dict[str, Any]) -> dict[str, Any]:
+        """What the triggerer's wait needs: this target's own poller (``CommandPoller``), rebuilt
+        there from the spec and state (``airflow.triggers.SweepTrigger``)."""
+        handle = started.to_dict() if isinstance(started, SweepStart) else dict(started)
+        return {"kind": "poller", "poller": "sweep_poller", "spec": self.spec.to_dict(),
+                "state": state.to_dict(), "started": handle, "poll_interval_s": self.options.poll_interval_s}
+
+    def prepare_wait(self, state: TargetState, started: dict[str, Any]) -> dict[str, Any]:
+        """What the triggerer's wait of ``prepare`` needs (``launch.ReadyPoller`` rebuilt there)."""
+        return {"kind": "poller", "poller": "prepare_poller", "spec": self.spec.to_dict(),
+                "state": state.to_dict(), "started": dict(started),
+                "poll_interval_s": self.options.poll_interval_s}
 
     def finish_sweep(self, state: TargetState, started: SweepStart | dict[str, Any],
                      event: dict[str, Any]) -> TargetState:

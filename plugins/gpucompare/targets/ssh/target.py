@@ -59,6 +59,7 @@ from gpucompare.config import runtime_choice
 from gpucompare.targets import container as _container
 from gpucompare.targets import runs
 from gpucompare.targets.base import (
+    DeferrableTarget,
     LineSink,
     Target,
     TargetConfigError,
@@ -101,8 +102,11 @@ from gpucompare.targets.ssh.remote_files import (
     write_text,
 )
 
+#: The file in a sweep's folder where the triggerer's wait keeps how much progress it logged.
+TRIGGER_OFFSET_FILE = "trigger_offset"
 
-class SSHTarget(Target):
+
+class SSHTarget(Target, DeferrableTarget):
     """Runs the worker on a host reached through an Airflow SSH connection."""
 
     kind = "ssh"
@@ -253,9 +257,29 @@ class SSHTarget(Target):
             raise TargetError(f"run_sweep: sweep {paths.sweep_dir!r} is not in the run directory {run_dir}")
         return SweepPoller(self, paths, deadline=float(started["deadline"]))
 
+    def sweep_wait(self, state: TargetState, started: dict[str, Any]) -> dict[str, Any]:
+        """What the triggerer's wait needs (``airflow.ssh_trigger.SshSweepTrigger``): the connection
+        id, the host key this task verified, the sweep's files and deadline; nothing secret."""
+        self.sweep_poller(state, started)  # the same checks of the sweep's folder
+        hook = self.connection.hook()
+        key = hook.host_key
+        port = int(hook.port or 22)
+        name = hook.remote_host if port == 22 else f"[{hook.remote_host}]:{port}"
+        return {"kind": "ssh", "ssh_conn_id": self.options.ssh_conn_id,
+                "known_host": f"{name} {key.get_name()} {key.get_base64()}",
+                "sweep_dir": started["sweep_dir"], "deadline": float(started["deadline"]),
+                "poll_interval_s": self.options.poll_interval_s,
+                "files": {"exit_code": runs.EXIT_CODE_FILE, "progress": runs.PROGRESS_FILE,
+                          "pid": runs.PID_FILE, "claim": "claim", "offset": TRIGGER_OFFSET_FILE}}
+
     def finish_sweep(self, state: TargetState, started: dict[str, Any], event: dict[str, Any]) -> TargetState:
-        """After the wait: the sweep's results recorded, or its failure raised (stderr tail)."""
+        """After the wait: the sweep's results recorded, or its failure raised (stderr tail). A wait
+        that ended at its deadline (``timed_out``) kills the sweep first."""
         paths = SweepPaths(started["sweep_dir"])
+        if event.get("timed_out"):
+            self._kill_sweep(paths)
+            raise TargetError(f"{event.get('error')}; the sweep was killed. Its stderr ended with:\n"
+                              f"{self._remote_tail(paths)}")
         if event.get("error"):
             raise TargetError(str(event["error"]))
         exit_code, timeout_s = event.get("exit_code"), float(started["timeout_s"])
