@@ -80,15 +80,16 @@ def test_nightly_and_reports_run_on_an_s3_lake_reached_only_through_the_connecti
     reports = run_dag("gpucompare_reports")
     assert reports.state == "success", reports.states
 
-    access = s3_access()
-    assert access.source == f"Airflow connection {CONN_ID!r}" and access.endpoint == aws_endpoint
-    rows = open_lake(f"{connection_only}/lake").results_table().to_pylist()
-    assert [(r["mode"], r["dag_run_id"], r["status"]) for r in rows] == [("score", night.run_id, "ok")]
-    keys = {o["Key"] for o in _s3(aws_endpoint).list_objects_v2(Bucket=s3_bucket)["Contents"]}
+    # what the tasks wrote, seen through the test's own client (this process is not a task: it
+    # reads no connection from the metadata database)
+    s3 = _s3(aws_endpoint)
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=s3_bucket)["Contents"]}
     dated = reports.dag_run.run_after.date().isoformat()
     assert f"reports/{dated}/cost_per_million.csv" in keys and "reports/latest/index.html" in keys
     assert any(key.startswith("lake/results/") for key in keys)
     assert not [key for key in keys if key.startswith("staging/")], keys  # ingested, then removed
+    cost = s3.get_object(Bucket=s3_bucket, Key="reports/latest/cost_per_million.csv")["Body"].read()
+    assert b"local-cpu" in cost  # tonight's measured row, costed
 
     # control: the same lake through the environment (which holds nothing) cannot be read
     monkeypatch.setenv("GPUCOMPARE_LAKE_CONN_ID", "")

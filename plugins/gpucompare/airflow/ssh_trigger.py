@@ -23,9 +23,12 @@ itself failed. A connection that drops or stalls is retried on the next poll unt
 from __future__ import annotations
 
 import asyncio
+import random
 import shlex
 import time
-from collections.abc import AsyncIterator
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -34,6 +37,56 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 MAX_READ_BYTES = 256 * 1024
 #: Seconds a sweep may show no exit status and no live worker before it counts as lost.
 LOST_AFTER_S = 300.0
+#: Commands at once on one shared connection (OpenSSH refuses channels past MaxSessions, 10).
+MAX_CHANNELS = 8
+#: The longest wait between two tries after failed calls.
+MAX_BACKOFF_S = 60.0
+#: Every this many polls, a command checks that the sweep's worker still lives (the exit file
+#: and the progress are read over SFTP, which runs no process on the host).
+PROBE_EVERY_POLLS = 10
+
+
+@dataclass(frozen=True)
+class _Sftp:
+    client: Any
+    channels: asyncio.Semaphore
+
+
+@dataclass
+class _Shared:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    channels: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_CHANNELS))
+    connection: Any = None
+
+
+class SharedConnections:
+    """One SSH connection per (connection id, host key) and event loop, shared by its triggers."""
+
+    def __init__(self) -> None:
+        self._by_loop: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], _Shared]] = \
+            weakref.WeakKeyDictionary()
+
+    def entry(self, key: tuple[str, str]) -> _Shared:
+        entries = self._by_loop.setdefault(asyncio.get_running_loop(), {})
+        return entries.setdefault(key, _Shared())
+
+    async def connection(self, key: tuple[str, str], connect: Callable[[], Awaitable[Any]]) -> Any:
+        """The shared connection, opened by the first caller that finds none."""
+        entry = self.entry(key)
+        async with entry.lock:
+            if entry.connection is None:
+                entry.connection = await connect()
+            return entry.connection
+
+    def drop(self, key: tuple[str, str], connection: Any) -> None:
+        """Close ``connection`` if it is still the shared one (a call on it failed)."""
+        entry = self.entry(key)
+        if connection is not None and entry.connection is connection:
+            entry.connection = None
+            connection.close()
+
+
+SHARED = SharedConnections()
 
 
 class SshSweepTrigger(BaseTrigger):
@@ -60,7 +113,7 @@ class SshSweepTrigger(BaseTrigger):
         self.deadline, self.poll_interval_s = float(deadline), float(poll_interval_s)
         self.call_timeout_s, self.log_offset = float(call_timeout_s), int(log_offset)
         self.lost_after_s = float(lost_after_s)
-        self._pending = b""
+        self._key = (ssh_conn_id, known_host)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}",
@@ -70,25 +123,14 @@ class SshSweepTrigger(BaseTrigger):
                  "lost_after_s": self.lost_after_s})
 
     # -- the poll ----------------------------------------------------------------------------
-    def poll_command(self) -> str:
-        """Keep the offset on the host (the larger of ours and the one kept there), print it, the
-        sweep's status and the progress bytes from it."""
-        d = shlex.quote(self.sweep_dir)
-        f = {key: f'"$d"/{shlex.quote(name)}' for key, name in self.files.items()}
-        return "\n".join([
-            f"d={d}; o={int(self.log_offset)}",
-            f'if [ -f {f["offset"]} ]; then k=$(cat {f["offset"]}); '
-            '[ "$k" -gt "$o" ] 2>/dev/null && o=$k; fi',
-            'echo "offset $o"',
-            f'if [ -f {f["exit_code"]} ]; then echo "exit $(cat {f["exit_code"]})";',
-            f'elif [ -f {f["pid"]} ] && kill -0 "$(cat {f["pid"]})" 2>/dev/null; then echo running;',
-            f'elif [ -d {f["claim"]} ]; then echo claimed; else echo new; fi',
-            f'tail -c +$((o + 1)) {f["progress"]} 2>/dev/null | head -c {MAX_READ_BYTES}',
-        ])
+    def _path(self, key: str) -> str:
+        return f"{self.sweep_dir.rstrip('/')}/{self.files[key]}"
 
-    def keep_offset_command(self, offset: int) -> str:
-        path = f"{shlex.quote(self.sweep_dir)}/{shlex.quote(self.files['offset'])}"
-        return f"printf '%s' {int(offset)} > {path}.tmp && mv -f {path}.tmp {path}"
+    def probe_command(self) -> str:
+        """Prints ``running``, ``claimed`` or ``new``: whether a worker still holds the sweep."""
+        pid, claim = shlex.quote(self._path("pid")), shlex.quote(self._path("claim"))
+        return (f'if [ -f {pid} ] && kill -0 "$(cat {pid})" 2>/dev/null; then echo running; '
+                f"elif [ -d {claim} ]; then echo claimed; else echo new; fi")
 
     async def _connect(self) -> Any:
         """One SSH connection to the host, its key checked against ``known_host``."""
@@ -107,34 +149,51 @@ class SshSweepTrigger(BaseTrigger):
             options["client_keys"] = [extra["key_file"]]
         if conn.password:
             options["password"] = conn.password
-        return await asyncssh.connect(**options)
+        connection = await asyncssh.connect(**options)
+        # one SFTP session per connection carries every trigger's reads (no process per poll)
+        connection.gpucompare_sftp = await connection.start_sftp_client()
+        return connection
 
-    async def _run(self, connection: Any, command: str) -> str:
-        async with asyncio.timeout(self.call_timeout_s):
-            result = await connection.run(command, check=False)
-        if result.exit_status not in (0, None):
-            raise OSError(f"poll command exited {result.exit_status}: {(result.stderr or '')[-300:]}")
-        return result.stdout if isinstance(result.stdout, str) else (result.stdout or b"").decode()
+    async def _read(self, sftp: Any, key: str, offset: int = 0, size: int = MAX_READ_BYTES) -> bytes | None:
+        """Up to ``size`` bytes of a file of the sweep from ``offset``; None if it does not exist."""
+        import asyncssh
+
+        try:
+            async with sftp.channels, await sftp.client.open(self._path(key), "rb") as handle:
+                return await handle.read(size, offset)
+        except asyncssh.SFTPNoSuchFile:
+            return None
 
     def _take_lines(self, offset: int, data: bytes) -> tuple[int, list[str]]:
         """The new offset (through the last complete line) and the complete lines of ``data``."""
         end = data.rfind(b"\n") + 1
-        lines = data[:end].decode("utf-8", "replace").splitlines()
-        return offset + end, lines
+        return offset + end, data[:end].decode("utf-8", "replace").splitlines()
 
-    async def _poll(self, connection: Any) -> tuple[str, list[str]]:
-        """One poll: the status, and the new complete progress lines (their offset kept first)."""
-        output = await self._run(connection, self.poll_command())
-        head, _, rest = output.partition("\n")
-        status, _, data = rest.partition("\n")
-        if not head.startswith("offset "):
-            raise OSError(f"unexpected answer from the host: {output[:200]!r}")
-        self.log_offset = max(self.log_offset, int(head.split()[1]))
-        offset, lines = self._take_lines(self.log_offset, data.encode("utf-8", "surrogateescape"))
+    async def _poll(self, connection: Any, probe: bool) -> tuple[str, list[str]]:
+        """One poll over SFTP: the status (``exit N``; else, when ``probe``, the worker's state by a
+        command) and the new complete progress lines, their offset kept on the host first."""
+        sftp = _Sftp(connection.gpucompare_sftp, SHARED.entry(self._key).channels)
+        async with asyncio.timeout(self.call_timeout_s):
+            kept = await self._read(sftp, "offset", size=32)
+            if kept and kept.strip().isdigit():
+                self.log_offset = max(self.log_offset, int(kept))
+            exit_text = await self._read(sftp, "exit_code", size=32)
+            data = await self._read(sftp, "progress", self.log_offset) or b""
+        offset, lines = self._take_lines(self.log_offset, data)
         if lines:
-            await self._run(connection, self.keep_offset_command(offset))
+            async with asyncio.timeout(self.call_timeout_s), sftp.channels:
+                temporary = self._path("offset") + ".tmp"
+                async with await sftp.client.open(temporary, "wb") as handle:
+                    await handle.write(str(offset).encode())
+                await sftp.client.posix_rename(temporary, self._path("offset"))
             self.log_offset = offset
-        return status.strip(), lines
+        if exit_text is not None:
+            return f"exit {exit_text.decode(errors='replace').strip()}", lines
+        if not probe:
+            return "running", lines
+        async with asyncio.timeout(self.call_timeout_s), sftp.channels:
+            result = await connection.run(self.probe_command(), check=False)
+        return str(result.stdout or "").strip(), lines
 
     # -- the wait ----------------------------------------------------------------------------
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -147,46 +206,45 @@ class SshSweepTrigger(BaseTrigger):
     async def _wait(self) -> dict[str, Any]:
         import asyncssh
 
-        connection, lost_since, last_error = None, None, ""
-        try:
-            while True:
-                if self.deadline and time.time() > self.deadline:
-                    return {"error": f"run_sweep: the time limit was exceeded (deadline passed"
-                                     f"{f'; last connection error: {last_error}' if last_error else ''})",
-                            "timed_out": True}
-                try:
-                    if connection is None:
-                        async with asyncio.timeout(self.call_timeout_s):
-                            connection = await self._connect()
-                    status, lines = await self._poll(connection)
-                except (asyncssh.HostKeyNotVerifiable, asyncssh.PermissionDenied) as exc:
-                    return {"error": f"run_sweep: {self.sweep_dir}: the host refused us or its key is not "
-                                     f"the verified one ({type(exc).__name__}: {exc})"}
-                except (OSError, TimeoutError, asyncssh.Error) as exc:
-                    last_error = f"{type(exc).__name__}: {exc}"
-                    self.log.warning("Polling %s: %s (retrying until the deadline)", self.sweep_dir,
-                                     last_error)
-                    connection = _closed(connection)
-                else:
-                    for line in lines:
-                        self.log.info("%s", line)
-                    if status.startswith("exit "):
-                        code = status.split()[1]
-                        if code.lstrip("-").isdigit():
-                            return {"exit_code": int(code)}
-                    if status in ("running", "claimed") or status.startswith("exit"):
-                        lost_since = None
-                    else:
-                        lost_since = lost_since or time.monotonic()
-                        if time.monotonic() - lost_since > self.lost_after_s:
-                            return {"error": f"run_sweep: the sweep in {self.sweep_dir} stopped without an "
-                                             f"exit status ({status}); was the host rebooted?"}
-                await asyncio.sleep(self.poll_interval_s)
-        finally:
-            _closed(connection)
+        lost_since, last_error, failures, polls = None, "", 0, 1
+        while True:
+            if self.deadline and time.time() > self.deadline:
+                return {"error": f"run_sweep: the time limit was exceeded (deadline passed"
+                                 f"{f'; last connection error: {last_error}' if last_error else ''})",
+                        "timed_out": True}
+            connection = None
+            try:
+                async with asyncio.timeout(self.call_timeout_s):
+                    connection = await SHARED.connection(self._key, self._connect)
+                status, lines = await self._poll(connection, probe=polls % PROBE_EVERY_POLLS == 0)
+                polls += 1
+            except (asyncssh.HostKeyNotVerifiable, asyncssh.PermissionDenied) as exc:
+                return {"error": f"run_sweep: {self.sweep_dir}: the host refused us or its key is not "
+                                 f"the verified one ({type(exc).__name__}: {exc})"}
+            except (OSError, TimeoutError, asyncssh.Error) as exc:
+                last_error, failures = f"{type(exc).__name__}: {exc}", failures + 1
+                self.log.warning("Polling %s: %s (retrying until the deadline)", self.sweep_dir, last_error)
+                if not isinstance(exc, TimeoutError):  # a slow call leaves the connection to the others;
+                    SHARED.drop(self._key, connection)  # asyncssh's keepalive ends a dead one
+                backoff = min(MAX_BACKOFF_S, self.poll_interval_s * 2 ** min(failures, 10))
+                await self._sleep_until_deadline(backoff * random.uniform(0.5, 1.0))
+                continue
+            failures = 0
+            for line in lines:
+                self.log.info("%s", line)
+            if status.startswith("exit ") and status.split()[1].lstrip("-").isdigit():
+                return {"exit_code": int(status.split()[1])}
+            if status in ("running", "claimed"):
+                lost_since = None
+            else:
+                lost_since = lost_since or time.monotonic()
+                if time.monotonic() - lost_since > self.lost_after_s:
+                    return {"error": f"run_sweep: the sweep in {self.sweep_dir} stopped without an "
+                                     f"exit status ({status}); was the host rebooted?"}
+            await self._sleep_until_deadline(self.poll_interval_s)
 
-
-def _closed(connection: Any) -> None:
-    if connection is not None:
-        connection.close()
-    return None
+    async def _sleep_until_deadline(self, seconds: float) -> None:
+        """Sleep ``seconds``, but not past the deadline (its event is due then)."""
+        if self.deadline:
+            seconds = max(0.0, min(seconds, self.deadline - time.time() + 0.01))
+        await asyncio.sleep(seconds)
