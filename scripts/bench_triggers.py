@@ -131,8 +131,8 @@ def main() -> None:
             known = f"[{server.host}]:{server.port} {server.host_key_line}"
             dirs = _sweep_dirs(root / "remote", half)
             now = time.time()
-            healthy = [SshSweepTrigger(ssh_conn_id="bench_ok", known_host=known, sweep_dir=str(d), files=FILES,
-                                       deadline=now + 3600, poll_interval_s=args.poll,
+            healthy = [SshSweepTrigger(ssh_conn_id="bench_ok", known_host=known, sweep_dir=str(d),
+                                       files=FILES, deadline=now + 3600, poll_interval_s=args.poll,
                                        call_timeout_s=args.call_timeout) for d in dirs]
             stalled = [SshSweepTrigger(ssh_conn_id="bench_stall", known_host=known,
                                        sweep_dir=f"/nowhere/{i}", files=FILES, deadline=now + args.deadline,
@@ -159,7 +159,7 @@ def _report(run: dict[str, Any], half: int, args: argparse.Namespace, began: flo
         "healthy_latency_max_s": round(max(ok_latency), 2) if ok_latency else None,
         "stalled_error_events_at_deadline": len(stalled_err), "stalled_expected": args.triggers - half,
         "stalled_lag_after_deadline_max_s": round(max(stalled_err), 2) if stalled_err else None,
-        "other_events": [e for _, e in ok + stalled if e not in ({"exit_code": 0},) and not e.get("timed_out")][:3],
+        "other_events": [e for _, e in ok + stalled if e != {"exit_code": 0} and not e.get("timed_out")][:3],
         "cpu_s": round(run["cpu_s"], 2), "wall_s": round(run["wall_s"], 1),
         "cpu_s_per_minute": round(60 * run["cpu_s"] / run["wall_s"], 2),
         "threads_max": run["threads_max"], "threads_median": run["threads_median"],

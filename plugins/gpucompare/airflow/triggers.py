@@ -84,11 +84,14 @@ class SweepTrigger(BaseTrigger):
 def trigger_for(wait: dict[str, Any]) -> BaseTrigger:
     """The trigger of one deferred wait, from the target's description of it
     (``DeferrableTarget.sweep_wait``, ``DeferrablePrepare.prepare_wait``): ``kind`` ``ssh`` is the
-    asyncssh poller of a sweep's files (``airflow.ssh_trigger``); ``poller`` the target's own poller
-    in a thread (``SweepTrigger``)."""
+    asyncssh poller of a sweep's files (``airflow.ssh_trigger``), ``ssm`` the signed-call poller of
+    an ec2 sweep's command (``airflow.ssm_trigger``); ``poller`` the target's own poller in a thread
+    (``SweepTrigger``: ec2's prepare)."""
     from gpucompare.airflow.ssh_trigger import SshSweepTrigger
+    from gpucompare.airflow.ssm_trigger import SsmSweepTrigger
 
-    kinds: dict[str, type[BaseTrigger]] = {"ssh": SshSweepTrigger, "poller": SweepTrigger}
+    kinds: dict[str, type[BaseTrigger]] = {"ssh": SshSweepTrigger, "ssm": SsmSweepTrigger,
+                                           "poller": SweepTrigger}
     arguments = dict(wait)
     kind = arguments.pop("kind", None)
     if kind not in kinds:
