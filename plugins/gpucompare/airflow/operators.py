@@ -144,6 +144,39 @@ class PrepareOperator(TargetStepOperator):
         return done.to_dict()
 
 
+class DeployOperator(TargetStepOperator):
+    """Put the worker and its environment on the machine (idempotent). A ``DeferrableDeploy``
+    (ssh) uploads the code here and, when the environment may have to be built (a pip install of
+    minutes), starts the build on the host and defers its wait; the others deploy in ``execute``."""
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from gpucompare.targets.base import DeferrableDeploy
+
+        self.name_map_index(context)
+        target = target_of(self.plan)
+        with self.recorded(context, target, self.state.get("market")), bad_input_fails():
+            current = state_of(self.state)
+            if not isinstance(target, DeferrableDeploy):
+                return target.deploy(current).to_dict()
+            began = time.time()
+            with phase_if_failed(target, "deploy"):
+                current, started = target.start_deploy(current)
+            if started is None:
+                return current.to_dict()
+            wait = target.deploy_wait(current, started)
+        log.info("Deploying on %s: the environment build waits in the triggerer", self.target_name)
+        self.defer_wait(context, state=current.to_dict(), started={**started, "began": began}, wait=wait)
+
+    def resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        self.name_map_index(context)
+        state, started = self.waited(context)
+        target = target_of(self.plan)
+        with self.recorded(context, target, state.get("market")), bad_input_fails(), \
+                deferred_phase(target, "deploy", float(started["began"])):
+            done = target.finish_deploy(state_of(state), started, event)
+        return done.to_dict()
+
+
 class SweepOperator(TargetStepOperator):
     """One sweep (``mode``: score or train) of the plan's profile. A ``DeferrableTarget`` (ssh,
     ec2) starts it here and defers the wait; ``resume`` ends it for seconds again. A sweep found

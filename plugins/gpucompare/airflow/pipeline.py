@@ -12,9 +12,9 @@ One target's run, one mapped task group per plan (``gpucompare.config.fleet.plan
   running must be seen.
 * Each task reads the state the step before it returned (``TargetState`` as JSON, through
   XCom); ``terminate`` pulls the newest state of its own map index.
-* ``prepare`` and the sweeps are operators (``airflow.operators``): a target that can defer
-  starts the work there and waits in the triggerer, holding no worker slot; the other steps
-  are TaskFlow tasks.
+* ``prepare``, ``deploy`` and the sweeps are operators (``airflow.operators``): a target that
+  can defer starts the work there and waits in the triggerer, holding no worker slot; the other
+  steps are TaskFlow tasks.
 * A target whose sweep failed ingests nothing (a failed run leaves the lake as it was); the
   others carry on, because the steps of a mapped group depend only on their own index.
 * ``results_ready`` then announces the results Asset (``airflow.assets``) once per DAG run (if
@@ -54,7 +54,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from gpucompare import settings
 from gpucompare.airflow.assets import RESULTS, declared_outlet_events
-from gpucompare.airflow.operators import PrepareOperator, SweepOperator
+from gpucompare.airflow.operators import DeployOperator, PrepareOperator, SweepOperator
 from gpucompare.airflow.policy import (
     HOLDING_FIRST_DELAY,
     HOLDING_MAX_DELAY,
@@ -175,15 +175,6 @@ def step_options(step: str) -> dict[str, Any]:
 
 
 @task
-def deploy(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
-    """Put the worker and its environment on the machine (idempotent)."""
-    _name_map_index(plan)
-    target = target_of(plan)
-    with phases_recorded(plan, target, _dag_run_id(), state.get("market")), bad_input_fails():
-        return target.deploy(state_of(state)).to_dict()
-
-
-@task
 def collect(plan: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """Bring the run's JSON Lines back into staging (a folder, or S3 when ingest may run on
     another worker)."""
@@ -241,8 +232,8 @@ def terminate(plan: dict[str, Any]) -> None:
 def target_run(plan: dict[str, Any]) -> Any:
     """One target: provision, deploy, both sweeps, collect, ingest; terminate in any case."""
     prepared = PrepareOperator(plan=plan, **step_options("prepare"))
-    deployed = deploy.override(**step_options("deploy"))(plan, prepared.output)
-    scored = SweepOperator(mode="score", plan=plan, state=deployed, **step_options("score_sweep"))
+    deployed = DeployOperator(plan=plan, state=prepared.output, **step_options("deploy"))
+    scored = SweepOperator(mode="score", plan=plan, state=deployed.output, **step_options("score_sweep"))
     trained = SweepOperator(mode="train", plan=plan, state=scored.output, **step_options("train_sweep"))
     collected = collect.override(**step_options("collect"))(plan, trained.output)
     # Marked here rather than with @setup/@teardown: those decorators keep state between

@@ -158,6 +158,19 @@ class DeferrableTarget(Protocol):
 
 
 @runtime_checkable
+class DeferrableDeploy(Protocol):
+    """A target whose deploy may wait minutes (building the worker's environment: a pip install)
+    outside the task: ``start_deploy`` uploads the code and starts the long part detached,
+    returning the state and what the wait needs (None: nothing to wait for, the deploy is done);
+    ``deploy_wait`` describes the wait for a trigger; ``finish_deploy`` ends it."""
+
+    def start_deploy(self, state: TargetState) -> tuple[TargetState, dict[str, Any] | None]: ...
+    def deploy_wait(self, state: TargetState, started: dict[str, Any]) -> dict[str, Any]: ...
+    def finish_deploy(self, state: TargetState, started: dict[str, Any],
+                      event: dict[str, Any]) -> TargetState: ...
+
+
+@runtime_checkable
 class DeferrablePrepare(Protocol):
     """A target whose machine takes minutes to become usable (ec2): ``start_prepare`` launches
     or finds it and returns its state and what the wait needs (``{"instance_id", "deadline"}``);
