@@ -4,10 +4,13 @@ public ``BaseOperator``, deferring with ``self.defer(trigger=…, method_name=�
 A deferring step runs in two short parts on a worker and waits in between in the triggerer:
 
 * ``execute`` starts the work (``DeferrablePrepare.start_prepare``: the instance launched or
-  found; ``DeferrableTarget.start_sweep``: the sweep started, re-attached or reused), keeps what
+  found; ``DeferrableDeploy.start_deploy``: the environment build started on the host;
+  ``DeferrableTarget.start_sweep``: the sweep started, re-attached or reused), keeps what
   the resumed part needs in its own XCom (``WAIT_XCOM_KEY``: the state and the wait's handle) and
-  defers to the trigger of that wait (``airflow.triggers.trigger_for``);
-* ``resume`` takes the trigger's event and ends the step (``finish_prepare``, ``finish_sweep``):
+  defers to the trigger of that wait, which the target describes (``sweep_wait``, …) and
+  ``airflow.triggers.trigger_for`` builds;
+* ``resume`` takes the trigger's event and ends the step (``finish_prepare``, ``finish_deploy``,
+  ``finish_sweep``):
   the next state, or the target's error (an error event included), after which the group's
   ``terminate`` tears the machine down.
 
