@@ -33,8 +33,6 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-#: What the resumed task needs of an invocation.
-INVOCATION_KEYS = ("CommandId", "Status", "ResponseCode", "StandardOutputContent", "StandardErrorContent")
 MAX_READ_BYTES = 256 * 1024
 
 
@@ -217,8 +215,7 @@ class SsmSweepTrigger(BaseTrigger):
         await self._follow(aws)
         status = invocation.get("Status")
         if status in self.final_statuses:
-            return {"invocation": {key: invocation.get(key) for key in INVOCATION_KEYS},
-                    "progress_seen": self.progress_seen}
+            return {"invocation": invocation, "progress_seen": self.progress_seen}
         state = await aws.instance_state(self.instance_id)
         if state not in ("pending", "running"):
             return {"error": f"instance {self.instance_id} is {state} while SSM command {self.command_id} "

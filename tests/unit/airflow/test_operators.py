@@ -20,7 +20,8 @@ def test_the_deferral_timeout_is_the_waits_deadline_plus_the_stated_margin() -> 
 
 
 def test_a_handle_is_json_whether_a_target_returns_a_dataclass_or_a_dict() -> None:
-    start = SweepStart(command_id="c", decision="start", sweep="s", progress_key="k", limit_s=1.0, deadline=2.0)
+    start = SweepStart(command_id="c", decision="start", sweep="s", progress_key="k", limit_s=1.0,
+                       deadline=2.0)
     assert handle_json(start) == {"command_id": "c", "decision": "start", "sweep": "s", "progress_key": "k",
                                   "limit_s": 1.0, "deadline": 2.0}
     assert handle_json({"sweep_dir": "/x", "deadline": 3.0}) == {"sweep_dir": "/x", "deadline": 3.0}
