@@ -34,7 +34,7 @@ import pendulum
 from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, dag, get_current_context, task
 
 from gpucompare import settings
-from gpucompare.airflow import pipeline, policy
+from gpucompare.airflow import assets, policy
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def compact_lake() -> dict[str, Any]:
             "files_after": summary.files_after, "vacuumed": summary.vacuumed}
 
 
-@task(outlets=[pipeline.REPORTS], execution_timeout=timedelta(minutes=30), **policy.network_retries())
+@task(outlets=[assets.REPORTS], execution_timeout=timedelta(minutes=30), **policy.network_retries())
 def build_reports() -> dict[str, Any]:
     """Every report for the lake, written to <reports>/<date>/ and published as latest."""
     from gpucompare.reports.build import run_reports
@@ -83,7 +83,7 @@ def build_reports() -> dict[str, Any]:
     latest = publish_latest(reports_root, dated)
     rows = {name: table.num_rows for name, table in report_set.tables.items()}
     log.info("Reports in %s (latest: %s): %s", out, latest, rows)
-    pipeline.declared_outlet_events().extra = {"date": dated, "rows": rows}
+    assets.declared_outlet_events().extra = {"date": dated, "rows": rows}
     return {"out": out, "latest": latest, "rows": rows,
             "missing_prices": report_set.missing_prices.num_rows}
 
@@ -91,7 +91,7 @@ def build_reports() -> dict[str, Any]:
 @dag(
     dag_id="gpucompare_reports",
     schedule=AssetOrTimeSchedule(
-        timetable=CronTriggerTimetable("30 6 * * *", timezone="UTC"), assets=[pipeline.RESULTS]),
+        timetable=CronTriggerTimetable("30 6 * * *", timezone="UTC"), assets=[assets.RESULTS]),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,

@@ -7,14 +7,14 @@ the triggerer's CPU for many deferred sweeps.
 * ssh: a throwaway OpenSSH server on 127.0.0.1 (``tests/support/fixtures_sshd.py``); the
   worker is a stand-in interpreter that sleeps ``--sweep-s`` seconds and writes one record.
   Before: ``run_sweep`` waits in the task, so a worker slot is held for the whole sweep.
-  After: ``start_sweep`` (the task's first part), ``SweepTrigger`` waits (in the triggerer,
+  After: ``start_sweep`` (the task's first part), its trigger waits (in the triggerer,
   no worker slot), ``finish_sweep`` (the resumed task); held = the two task parts.
 * ec2: moto's server (``tests/support/fixtures_aws.py``) behind the fault proxy with the
   stand-in SSM agent (``tests/support/ssm_agent.py``, in a process of its own): the sweep's
   command really runs, on this machine, with the same sleeping stand-in worker. Same
   before/after split.
 * triggerer: ``--triggers`` ssh sweeps started at once (workers sleeping longer than the
-  measurement), their ``SweepTrigger``s run in one asyncio loop as the triggerer would, for
+  measurement), their triggers run in one asyncio loop as the triggerer would, for
   ``--cpu-s`` seconds; CPU seconds of this process (all threads; sshd, moto, the proxy and the
   agent run in other processes) per minute. Then the same with ``--triggers`` ec2 sweeps.
 
@@ -45,7 +45,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 for path in (REPO_ROOT, REPO_ROOT / "plugins"):
     sys.path.insert(0, str(path))
 
-from gpucompare.airflow.triggers import SweepTrigger  # noqa: E402
+from gpucompare.airflow.operators import handle_json  # noqa: E402
+from gpucompare.airflow.triggers import trigger_for  # noqa: E402
 from gpucompare.targets.base import TargetSpec  # noqa: E402
 from gpucompare.targets.ssh.target import SSHTarget  # noqa: E402
 from tests.support.fixtures_sshd import start_sshd  # noqa: E402
@@ -65,7 +66,7 @@ FAKE_PYTHON = textwrap.dedent("""\
     """)
 
 
-def _drain(trigger: SweepTrigger) -> dict[str, Any]:
+def _drain(trigger: Any) -> dict[str, Any]:
     async def first() -> dict[str, Any]:
         events = trigger.run()
         event = await events.__anext__()
@@ -79,10 +80,9 @@ def _deferred(target: Any, state: Any, config: dict[str, Any], timeout_s: float,
     """(seconds a worker slot is held, wall seconds) of one deferred sweep."""
     t0 = time.monotonic()
     started = target.start_sweep(state, config, timeout_s=timeout_s)
-    started = started.to_dict() if hasattr(started, "to_dict") else started
+    started = handle_json(started)
     t1 = time.monotonic()
-    payload = _drain(SweepTrigger(spec=target.spec.to_dict(), state=state.to_dict(), started=started,
-                                  poll_interval_s=poll_interval_s))
+    payload = _drain(trigger_for({**target.sweep_wait(state, started), "poll_interval_s": poll_interval_s}))
     t2 = time.monotonic()
     target.finish_sweep(state, started, payload)
     t3 = time.monotonic()
@@ -182,11 +182,10 @@ def bench_triggerer(target: Any, count: int, measure_s: float) -> dict[str, floa
     triggers = []
     for index in range(count):
         started = target.start_sweep(state, {**SWEEP, "run_id": f"sweep-{index}"}, timeout_s=measure_s * 10)
-        triggers.append(SweepTrigger(spec=target.spec.to_dict(), state=state.to_dict(), started=started,
-                                     poll_interval_s=target.options.poll_interval_s))
+        triggers.append(trigger_for(target.sweep_wait(state, started)))
 
     async def run_all() -> float:
-        async def one(trigger: SweepTrigger) -> None:
+        async def one(trigger: Any) -> None:
             async for _event in trigger.run():
                 return
 

@@ -164,6 +164,12 @@ class Settings(BaseModel):
         "conditional_put", "How commits to an s3:// lake are made safe: conditional_put (S3 "
         "conditional writes, If-None-Match; needs a store that honours them) or unsafe (one writer only).",
         "conditional_put, unsafe")
+    lake_conn_id: Annotated[str, Field(max_length=250)] = _field(
+        "aws_default", "The Airflow AWS connection every S3 access of the lake, staging, reports and "
+        "prices goes through (the same as the ec2 targets' aws_conn_id by default, so machines and data "
+        "run under one identity; its role_arn, session token and endpoint_url are used). When no such "
+        "connection exists (the command line outside Airflow), or the value is empty: the process "
+        "environment (AWS_* variables, profile, instance role).", "a connection id, or empty")
     worker_envs_kept: Annotated[int, Field(ge=0, le=100)] = _field(
         2, "How many worker environments an ssh host keeps besides the one in use (each is named by "
         "the hash of its requirements file; the least recently used beyond this number are removed "
@@ -359,6 +365,10 @@ def best_value_with_projections() -> bool:
 
 def lake_s3_commit() -> str:
     return get("lake_s3_commit")
+
+
+def lake_conn_id() -> str:
+    return get("lake_conn_id")
 
 
 def worker_envs_kept() -> int:

@@ -29,11 +29,39 @@ def slow_worker(path: Path, python: Path, seconds: float) -> Path:
     return held_worker(path, python, wait=f"sleep {seconds:g}", why=f"{seconds:g} s (a slower machine)")
 
 
+SLOW_ENVIRONMENT = """#!/bin/sh
+# Stands in for an ssh host's python3 whose pip install of the worker's environment takes
+# {seconds} s (a real MXNet install: minutes). `-m venv DIR` makes DIR/bin/python, whose
+# `-m pip install` sleeps, and which runs the real worker interpreter otherwise.
+if [ "$1" = -m ] && [ "$2" = venv ]; then
+  mkdir -p "$3/bin"
+  printf '%s\n' '#!/bin/sh' \
+    'if [ "$1" = -m ] && [ "$2" = pip ]; then' \
+    '  echo "installing (stand-in, {seconds} s)"; sleep {seconds}; exit 0' \
+    'fi' \
+    'exec {python} "$@"' > "$3/bin/python"
+  chmod +x "$3/bin/python"
+  exit 0
+fi
+exec {python} "$@"
+"""
+
+
+def slow_environment(path: Path, python: Path, seconds: float) -> Path:
+    """Write ``path``: a stand-in base interpreter whose environment build takes ``seconds``
+    (``SLOW_ENVIRONMENT``), for an ssh target's ``base_python``."""
+    path.write_text(SLOW_ENVIRONMENT.format(seconds=f"{seconds:g}", python=python))
+    path.chmod(0o755)
+    return path
+
+
 def fleet_targets(*, count: int, ec2_count: int, ssh_conn_id: str, root: Path, python: Path,
-                  poll_interval_s: float = 0.3) -> list[dict[str, Any]]:
+                  poll_interval_s: float = 0.3, deploy_s: float | None = None) -> list[dict[str, Any]]:
     """``count`` targets of profile ``tiny``, ``ec2_count`` of them ec2 instances spread among
     the ssh hosts; each has a folder of its own under ``root`` (its host's or its instance's
-    files) and runs the worker ``python``."""
+    files) and runs the worker ``python``. ``deploy_s``: the ssh hosts build the worker's
+    environment at deploy, which takes that long (``slow_environment``), instead of using
+    ``python`` as it is."""
     ec2_at = {round(i * count / ec2_count) for i in range(ec2_count)} if ec2_count else set()
     targets = []
     for index in range(count):
@@ -44,9 +72,11 @@ def fleet_targets(*, count: int, ec2_count: int, ssh_conn_id: str, root: Path, p
                             "options": {"remote_root": str(root / f"instance{index}"),
                                         "bench_python": str(python)}})
         else:
+            slow = None if deploy_s is None else slow_environment(root / f"python3-{index}", python, deploy_s)
+            interpreter = {"python": str(python)} if slow is None else {"base_python": str(slow)}
             targets.append({"name": f"rented-{index}", "kind": "ssh", "provider": "leadergpu",
                             "instance_type": "ltbv14", "profile": "tiny",
-                            "options": {"ssh_conn_id": ssh_conn_id, "python": str(python),
+                            "options": {"ssh_conn_id": ssh_conn_id, **interpreter,
                                         "remote_dir": str(root / f"host{index}"),
                                         "poll_interval_s": poll_interval_s}})
     return targets

@@ -12,11 +12,11 @@ of target side by side:
 
 ``dag.test()`` runs each deferred task's trigger in line (Airflow's
 ``_run_task(run_triggerer=True)``), so the ec2 prepare (instance running, agent online) and every
-sweep go through ``start_*`` → defer → ``SweepTrigger`` → ``resume_*`` exactly as with a
+sweep go through ``start_*`` → defer → its trigger → ``resume`` exactly as with a
 triggerer, one task at a time.
 
 The worker-slot seconds of each target are the wall time of its tasks' parts that run on a
-worker (each step's ``execute``, and a deferred step's ``resume_*``), measured around those
+worker (each step's ``execute``, and a deferred step's ``resume``), measured around those
 methods; the waits in the triggerer are not among them. CI runs 4 targets (2 ssh, 2 ec2) with a
 pool of 2; the issue's 20 targets with a pool of 4 is the same test with
 ``GPUCOMPARE_DEFERRABLE_TARGETS=20 GPUCOMPARE_DEFERRABLE_POOL=4`` (``scripts/bench_deferrable.py
@@ -47,6 +47,9 @@ EC2_TARGETS = int(os.environ.get("GPUCOMPARE_DEFERRABLE_EC2", str(TARGETS // 2))
 POOL_SLOTS = int(os.environ.get("GPUCOMPARE_DEFERRABLE_POOL", "2"))
 #: where the figures go as JSON when set (scripts/bench_deferrable.py --dag-targets)
 FIGURES = os.environ.get("GPUCOMPARE_DEFERRABLE_FIGURES")
+#: seconds the ssh hosts' worker environment takes to build at deploy (a stand-in pip install),
+#: or unset: they use the worker interpreter as it is (scripts/bench_deferrable.py --deploy-s)
+DEPLOY_S = float(os.environ.get("GPUCOMPARE_DEFERRABLE_DEPLOY_S") or 0) or None
 
 
 @pytest.fixture
@@ -54,7 +57,7 @@ def worker_parts(monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, int], list[
     """Seconds of every part of a task that runs on a worker, by (task id, map index)."""
     from airflow.sdk.bases.decorator import DecoratedOperator
 
-    from gpucompare.airflow.pipeline import PrepareOperator, SweepOperator
+    from gpucompare.airflow.operators import DeployOperator, PrepareOperator, SweepOperator
 
     parts: dict[tuple[str, int], list[float]] = defaultdict(list)
 
@@ -69,8 +72,9 @@ def worker_parts(monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, int], list[
         return run
 
     monkeypatch.setattr(DecoratedOperator, "execute", timed(DecoratedOperator.execute))
-    monkeypatch.setattr(SweepOperator, "resume_sweep", timed(SweepOperator.resume_sweep))
-    monkeypatch.setattr(PrepareOperator, "resume_prepare", timed(PrepareOperator.resume_prepare))
+    for operator in (PrepareOperator, DeployOperator, SweepOperator):
+        monkeypatch.setattr(operator, "execute", timed(operator.execute))
+        monkeypatch.setattr(operator, "resume", timed(operator.resume))
     return parts
 
 
@@ -87,7 +91,7 @@ def test_nightly_with_deferred_ssh_and_ec2_sweeps_fills_the_lake(
         run_dag, write_fleet, gpucompare_dirs, sshd, working_instances, aws_client, tmp_path,
         worker_parts) -> None:
     """The sweeps can only succeed through the deferral: score_sweep always defers on an ssh or
-    ec2 target and only ``resume_sweep`` returns its state; an ec2 target's results exist only
+    ec2 target and only ``SweepOperator.resume`` returns its state; an ec2 target's results exist only
     because its sweep command ran (the stand-in agent) and uploaded them."""
     from airflow.models.pool import Pool
 
@@ -95,7 +99,7 @@ def test_nightly_with_deferred_ssh_and_ec2_sweeps_fills_the_lake(
                                include_deferred=True)
     assert Pool.get_pool(POOL_NAME).include_deferred
     targets = fleet_targets(count=TARGETS, ec2_count=EC2_TARGETS, ssh_conn_id=sshd.conn_id, root=tmp_path,
-                            python=BENCH_PYTHON)
+                            python=BENCH_PYTHON, deploy_s=DEPLOY_S)
     write_fleet({"max_instances": POOL_SLOTS, "defaults": {"ec2": working_instances["defaults"]},
                  "profiles": {"tiny": SCORE_ONLY}, "targets": targets})
 
@@ -131,6 +135,9 @@ def test_nightly_with_deferred_ssh_and_ec2_sweeps_fills_the_lake(
     kinds = [t["kind"] for t in targets]
     assert [len(worker_parts[("target.prepare", i)]) for i in range(TARGETS)] == [
         2 if kind == "ec2" else 1 for kind in kinds]
+    # an ssh host that builds the worker's environment defers that wait too
+    assert [len(worker_parts[("target.deploy", i)]) for i in range(TARGETS)] == [
+        2 if kind == "ssh" and DEPLOY_S else 1 for kind in kinds]
     _report(worker_parts, sweeps, wall_s, kinds)
 
 
@@ -140,7 +147,9 @@ def _report(parts: dict[tuple[str, int], list[float]], sweeps: list[dict[str, An
     held = [sum(sum(v) for (task, index), v in parts.items() if task.startswith("target.") and index == i)
             for i in range(TARGETS)]
     sweep_held = [sum(parts[("target.score_sweep", i)]) for i in range(TARGETS)]
+    deploy_held = [round(sum(parts[("target.deploy", i)]), 2) for i in range(TARGETS)]
     figures = {"targets": TARGETS, "ec2_targets": EC2_TARGETS, "pool_slots": POOL_SLOTS,
+               "deploy_s": DEPLOY_S, "deploy_worker_slot_s": deploy_held,
                "dag_wall_s": round(wall_s, 1), "kinds": kinds,
                "worker_slot_s_per_target": [round(h, 2) for h in held],
                "sweep_worker_slot_s": [round(h, 2) for h in sweep_held],

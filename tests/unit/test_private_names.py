@@ -18,9 +18,6 @@ SOURCES = (("plugins/gpucompare", "plugins"), ("bench_tasks", "."), ("dags", "."
 #: Private names used across modules on purpose or outside this branch's files, and why.
 ALLOWED: dict[str, str] = {
     "os._exit": "the standard library's documented way to end a forked child without cleanup",
-    "airflow.providers.standard.decorators.python._PythonDecoratedOperator":
-        "Airflow's standard provider has no public base class for a custom TaskFlow operator "
-        "(SweepOperator in airflow/pipeline.py)",
 }
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpucompare import settings
-from gpucompare.airflow import pipeline, policy
+from gpucompare.airflow import assets, pipeline, policy
 from tests.conftest import REPO_ROOT
 
 
@@ -101,12 +101,13 @@ def test_the_library_module_reads_no_setting_at_import(monkeypatch: pytest.Monke
     announced, and the reports DAG was never queued: tests/system/test_dags_e2e.py)."""
     import importlib
 
-    before = (pipeline.RESULTS, pipeline.REPORTS)
+    before = (assets.RESULTS, assets.REPORTS)
     monkeypatch.setenv("GPUCOMPARE_RETRY_DELAY_S", "-1")
     monkeypatch.setenv("GPUCOMPARE_POOL", "")
     monkeypatch.setenv("GPUCOMPARE_LAKE", "s3://")
     monkeypatch.setenv("GPUCOMPARE_REPORTS", "/nonexistent/elsewhere")
-    reloaded = importlib.reload(pipeline)
+    importlib.reload(pipeline)
+    reloaded = importlib.reload(assets)
     assert (reloaded.RESULTS, reloaded.REPORTS) == before
     with pytest.raises(settings.SettingError, match="GPUCOMPARE_RETRY_DELAY_S"):
         importlib.reload(policy).default_args()
@@ -121,8 +122,10 @@ def test_unknown_setting_is_refused() -> None:
 #: Files that may read the environment or Airflow's config, and why.
 READERS_ALLOWED: dict[str, str] = {
     "plugins/gpucompare/settings.py": "the settings model itself",
-    "plugins/gpucompare/lake/storage.py": "AWS_ENDPOINT_URL*/AWS_REGION: the AWS SDK's own variables, "
-                                          "passed on to delta-rs, not gpucompare settings",
+    "plugins/gpucompare/lake/storage.py": "AWS_* credential variables: whether the environment gives "
+                                          "any, to explain a failed S3 call; not gpucompare settings",
+    "plugins/gpucompare/lake/identity.py": "AWS_ENDPOINT_URL*/AWS_REGION: the AWS SDK's own variables, "
+                                           "the S3 identity's fallback outside Airflow, not settings",
     "plugins/gpucompare/airflow/deployment.py": "the admin password of a new deployment (a secret, "
                                                 "given once to `deployment init`, never a setting)",
     "plugins/gpucompare/targets/local.py": "copies the environment into the worker's subprocess",

@@ -40,27 +40,23 @@ class SweepTrigger(BaseTrigger):
     :param state: the target's state when the sweep started (``TargetState.to_dict()``)
     :param started: what ``start_sweep`` returned (its folder or command, its deadline)
     :param poll_interval_s: seconds between two polls
-    :param carry: JSON the event brings back as is (``event["carry"]``): what the resumed task
-        needs, in the event itself rather than only in the deferral's kwargs
     :param poller: which of the target's waits: ``sweep_poller`` (a sweep) or ``prepare_poller``
         (ec2: the instance running and its SSM agent online, ``launch.ReadyPoller``)
     """
 
     def __init__(self, *, spec: dict[str, Any], state: dict[str, Any], started: dict[str, Any],
-                 poll_interval_s: float = 15.0, carry: dict[str, Any] | None = None,
-                 poller: str = "sweep_poller") -> None:
+                 poll_interval_s: float = 15.0, poller: str = "sweep_poller") -> None:
         super().__init__()
         if poller not in POLLERS:
             raise ValueError(f"poller {poller!r} is not allowed: {', '.join(POLLERS)}")
         self.spec, self.state, self.started = spec, state, started
         self.poll_interval_s = float(poll_interval_s)
-        self.carry = carry or {}
         self.poller = poller
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}",
                 {"spec": self.spec, "state": self.state, "started": self.started,
-                 "poll_interval_s": self.poll_interval_s, "carry": self.carry, "poller": self.poller})
+                 "poll_interval_s": self.poll_interval_s, "poller": self.poller})
 
     def _poller(self) -> Any:
         from gpucompare.targets import make_target
@@ -78,8 +74,26 @@ class SweepTrigger(BaseTrigger):
                 except Exception as exc:  # the task decides: it raises the target's error
                     event = {"error": f"{type(exc).__name__}: {exc}"}
                 if event is not None:
-                    yield TriggerEvent({**event, **({"carry": self.carry} if self.carry else {})})
+                    yield TriggerEvent(event)
                     return
                 await asyncio.sleep(self.poll_interval_s)
         finally:
             await asyncio.to_thread(poller.close)
+
+
+def trigger_for(wait: dict[str, Any]) -> BaseTrigger:
+    """The trigger of one deferred wait, from the target's description of it
+    (``DeferrableTarget.sweep_wait``, ``DeferrablePrepare.prepare_wait``): ``kind`` ``ssh`` is the
+    asyncssh poller of a sweep's files (``airflow.ssh_trigger``), ``ssm`` the signed-call poller of
+    an ec2 sweep's command (``airflow.ssm_trigger``); ``poller`` the target's own poller in a thread
+    (``SweepTrigger``: ec2's prepare)."""
+    from gpucompare.airflow.ssh_trigger import SshSweepTrigger
+    from gpucompare.airflow.ssm_trigger import SsmSweepTrigger
+
+    kinds: dict[str, type[BaseTrigger]] = {"ssh": SshSweepTrigger, "ssm": SsmSweepTrigger,
+                                           "poller": SweepTrigger}
+    arguments = dict(wait)
+    kind = arguments.pop("kind", None)
+    if kind not in kinds:
+        raise ValueError(f"wait kind {kind!r} is not one of {', '.join(kinds)}")
+    return kinds[kind](**arguments)

@@ -57,6 +57,8 @@ def lake_location(args: argparse.Namespace, *, must_exist: bool = False, warn_ab
     uri = args.lake or settings.lake_uri()
     origin = location_origin(args.lake, "lake")
     print(f"gpucompare {args.command}: lake {uri} (from {origin})", file=sys.stderr)
+    if settings.is_remote(uri):
+        print(f"gpucompare {args.command}: S3 identity {s3_identity()}", file=sys.stderr)
     if must_exist or warn_absent:
         from gpucompare.lake import tables as lake
         from gpucompare.lake.storage import LakeError
@@ -72,6 +74,14 @@ def lake_location(args: argparse.Namespace, *, must_exist: bool = False, warn_ab
                   file=sys.stderr)
     args.lake = uri
     return uri
+
+
+def s3_identity() -> str:
+    """Which identity the command's S3 calls use (``lake.identity``): the ``lake_conn_id``
+    connection if this machine's Airflow has it, else the environment."""
+    from gpucompare.lake.identity import s3_access
+
+    return s3_access().describe()
 
 
 def parse_date(text: str) -> dt.date:

@@ -3,10 +3,12 @@ filesystem and path behind it, the S3 endpoint and region, delta-rs's storage op
 commits to S3 are made safe (``s3_commit_mode``), and whole-file copies in and out of it
 (``put_file``, ``delete_file``).
 
-For S3 the endpoint comes from ``AWS_ENDPOINT_URL`` (or ``AWS_ENDPOINT_URL_S3``) when set, e.g.
-moto's server in tests or MinIO; the region from ``AWS_REGION`` (or ``AWS_DEFAULT_REGION``);
-credentials from the usual AWS environment, never from the repository. The Delta tables
-themselves are ``lake.tables``.
+For S3 the identity, region and endpoint come from one Airflow connection (setting
+``lake_conn_id``, see ``lake.identity``), else from the process environment (``AWS_ENDPOINT_URL``
+or ``AWS_ENDPOINT_URL_S3``, e.g. moto's server in tests or MinIO; ``AWS_REGION`` or
+``AWS_DEFAULT_REGION``; the usual AWS credentials), never from the repository. Each call takes
+the credentials as they are then, so assumed-role credentials refreshed meanwhile are used. The
+Delta tables themselves are ``lake.tables``.
 """
 
 from __future__ import annotations
@@ -17,18 +19,11 @@ from pathlib import Path
 import pyarrow.fs as pafs
 
 from gpucompare.errors import PermanentError
+from gpucompare.lake.identity import S3Access, env_endpoint, s3_access
 
 
 class LakeError(PermanentError):
     """A lake URI or table that cannot be used; the message says which and why."""
-
-
-def _s3_endpoint() -> str | None:
-    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
-
-
-def _region() -> str:
-    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
 
 
 #: Characters refused in a lake URI before anything is written: delta-rs decodes ``%XX`` in a
@@ -66,20 +61,30 @@ def filesystem_for(uri: str) -> tuple[pafs.FileSystem, str]:
         bucket_and_prefix = uri[len("s3://") :].strip("/")
         if not bucket_and_prefix:
             raise LakeError(f"lake URI {uri!r} names no bucket (expected s3://bucket/prefix)")
-        endpoint = _s3_endpoint()
-        if endpoint is None:
+        access = s3_access()
+        if not access.from_connection and not access.endpoint:  # AWS: pyarrow finds the bucket's region
             fs, path = pafs.FileSystem.from_uri(uri)
             return fs, path.rstrip("/")
-        scheme, _, host = endpoint.partition("://")
-        if scheme not in ("http", "https") or not host:
-            raise LakeError(f"AWS_ENDPOINT_URL {endpoint!r} must be http(s)://host[:port]")
-        fs = pafs.S3FileSystem(endpoint_override=host.rstrip("/"), scheme=scheme, region=_region())
-        return fs, bucket_and_prefix
+        return _s3_filesystem(access), bucket_and_prefix
     if "://" in uri and not uri.startswith("file://"):
         raise LakeError(f"lake URI {uri!r}: scheme not supported (use a local path, file:// or s3://)")
     local = uri[len("file://") :] if uri.startswith("file://") else uri
     path = Path(local).expanduser().resolve()
     return pafs.LocalFileSystem(), path.as_posix()
+
+
+def _s3_filesystem(access: S3Access) -> pafs.S3FileSystem:
+    """pyarrow's S3 filesystem for one identity (``lake.identity``)."""
+    options: dict[str, object] = {"region": access.region}
+    if access.from_connection:
+        options.update(access_key=access.access_key, secret_key=access.secret_key,
+                       session_token=access.session_token)
+    if access.endpoint:
+        scheme, _, host = access.endpoint.partition("://")
+        if scheme not in ("http", "https") or not host:
+            raise LakeError(f"S3 endpoint {access.endpoint!r} ({access.source}) must be http(s)://host[:port]")
+        options.update(endpoint_override=host.rstrip("/"), scheme=scheme)
+    return pafs.S3FileSystem(**options)
 
 
 def s3_commit_mode() -> str:
@@ -97,8 +102,14 @@ def storage_options(uri: str) -> dict[str, str]:
     """delta-rs storage options for a lake URI (empty for a local folder)."""
     if not uri.startswith("s3://"):
         return {}
-    options = {"AWS_REGION": _region()}
-    endpoint = _s3_endpoint()
+    access = s3_access()
+    options = {"AWS_REGION": access.region}
+    if access.from_connection:
+        options.update(AWS_ACCESS_KEY_ID=access.access_key or "",
+                       AWS_SECRET_ACCESS_KEY=access.secret_key or "")
+        if access.session_token:
+            options["AWS_SESSION_TOKEN"] = access.session_token
+    endpoint = access.endpoint
     if endpoint:
         options["AWS_ENDPOINT_URL"] = endpoint
         if endpoint.startswith("http://"):
@@ -178,7 +189,7 @@ def explain_storage_error(exc: BaseException, uri: str) -> LakeError | None:
         advices = ((_ADVICE[1][0] + _ADVICE[2][0], _ADVICE[1][1]), *_ADVICE)
     for needles, advice in advices:
         if any(needle in lowered for needle in needles):
-            endpoint = _s3_endpoint()
+            endpoint = env_endpoint()
             where = f" (endpoint {endpoint})" if endpoint and uri.startswith("s3://") else ""
             return LakeError(f"{uri}{where}: {advice}. The store said: {_first_line(text)}")
     return None

@@ -17,7 +17,7 @@ import logging
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from gpucompare.config import patterns
 from gpucompare.errors import PermanentError
@@ -138,6 +138,48 @@ class HostChannel(Protocol):
     def worker_output(self, marker: str, role: Role) -> str: ...
     def log_tail(self, marker: str, role: Role) -> str: ...
     def stop(self, marker: str, grace_s: float) -> int: ...
+
+
+@runtime_checkable
+class DeferrableTarget(Protocol):
+    """A target whose sweep can wait outside the task (in Airflow's triggerer): the ssh and ec2
+    targets declare it, the local one does not (its sweep is a child process of the task).
+
+    ``start_sweep`` is short: it starts the sweep (or re-attaches to it, or reuses it) and returns
+    what the wait and the end need, JSON or a dataclass of JSON (with its ``deadline``, epoch
+    seconds); ``sweep_wait`` describes the wait for a trigger (JSON with a ``kind``: nothing
+    secret, no target object; ``airflow.triggers.trigger_for``); ``finish_sweep`` turns the
+    wait's event into the next state or the target's error. ``run_sweep`` waits in the task.
+    """
+
+    def start_sweep(self, state: TargetState, sweep_config: dict[str, Any], *, timeout_s: float) -> Any: ...
+    def sweep_wait(self, state: TargetState, started: Any) -> dict[str, Any]: ...
+    def finish_sweep(self, state: TargetState, started: Any, event: dict[str, Any]) -> TargetState: ...
+
+
+@runtime_checkable
+class DeferrableDeploy(Protocol):
+    """A target whose deploy may wait minutes (building the worker's environment: a pip install)
+    outside the task: ``start_deploy`` uploads the code and starts the long part detached,
+    returning the state and what the wait needs (None: nothing to wait for, the deploy is done);
+    ``deploy_wait`` describes the wait for a trigger; ``finish_deploy`` ends it."""
+
+    def start_deploy(self, state: TargetState) -> tuple[TargetState, dict[str, Any] | None]: ...
+    def deploy_wait(self, state: TargetState, started: dict[str, Any]) -> dict[str, Any]: ...
+    def finish_deploy(self, state: TargetState, started: dict[str, Any],
+                      event: dict[str, Any]) -> TargetState: ...
+
+
+@runtime_checkable
+class DeferrablePrepare(Protocol):
+    """A target whose machine takes minutes to become usable (ec2): ``start_prepare`` launches
+    or finds it and returns its state and what the wait needs (``{"instance_id", "deadline"}``);
+    ``prepare_wait`` describes the wait for a trigger (as ``DeferrableTarget.sweep_wait``);
+    ``finish_prepare`` turns the wait's event into the state, or tears the machine down and raises."""
+
+    def start_prepare(self, run_id: str) -> tuple[TargetState, dict[str, Any]]: ...
+    def prepare_wait(self, state: TargetState, started: dict[str, Any]) -> dict[str, Any]: ...
+    def finish_prepare(self, state: TargetState, event: dict[str, Any]) -> TargetState: ...
 
 
 class Target(abc.ABC):

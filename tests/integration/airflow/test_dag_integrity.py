@@ -121,14 +121,14 @@ def test_target_group_brackets_the_machine_with_setup_and_teardown(dags: dict[st
 def test_results_and_reports_assets_link_the_dags(dags: dict[str, Any]) -> None:
     from airflow.sdk import AssetOrTimeSchedule
 
-    from gpucompare.airflow import pipeline
+    from gpucompare.airflow import assets
 
     for dag_id in ("gpucompare_nightly", "gpucompare_manual"):
-        assert pipeline.RESULTS in dags[dag_id].task_dict["results_ready"].outlets
+        assert assets.RESULTS in dags[dag_id].task_dict["results_ready"].outlets
     reports = dags["gpucompare_reports"]
     assert isinstance(reports.timetable, AssetOrTimeSchedule)
-    assert pipeline.RESULTS in reports.timetable.asset_condition.objects
-    assert pipeline.REPORTS in reports.task_dict["build_reports"].outlets
+    assert assets.RESULTS in reports.timetable.asset_condition.objects
+    assert assets.REPORTS in reports.task_dict["build_reports"].outlets
     assert reports.task_dict["build_reports"].upstream_task_ids == {"compact_lake"}  # compacted first
     assert reports.timetable.timetable.expression == "30 6 * * *"
 

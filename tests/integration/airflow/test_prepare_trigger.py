@@ -42,7 +42,7 @@ def _started(aws_account: dict[str, Any], **options: Any) -> tuple[ec2.Ec2Target
     target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"], **options))
     state, started = target.start_prepare(run_id)
     trigger = _rebuilt(SweepTrigger(spec=target.spec.to_dict(), state=state.to_dict(), started=started,
-                                    poll_interval_s=0.05, poller="prepare_poller", carry={"x": 1}))
+                                    poll_interval_s=0.05, poller="prepare_poller"))
     return target, state, trigger, run_id
 
 
@@ -58,7 +58,7 @@ def test_the_prepare_wait_fires_once_the_instance_runs_and_not_before(
 
     monkeypatch.setattr(ReadyPoller, "_instance_state", booting)
     (event,) = asyncio.run(_events(trigger))
-    assert event == {"ready": state.resource_id, "carry": {"x": 1}}
+    assert event == {"ready": state.resource_id}
     assert len(reads) == 4 and reads[-1] == "running"  # three polls while pending gave no event
     try:
         assert target.finish_prepare(state, event) is state

@@ -1,8 +1,9 @@
 """The deferred ssh sweep's trigger against a real OpenSSH server on loopback.
 
-``SweepTrigger`` (``gpucompare.airflow.triggers``) is rebuilt from its ``serialize()`` output,
-as the triggerer does, and run in an asyncio loop in this process; the host is this machine
-through sshd (``fixtures_sshd``). The worker is a stand-in interpreter (option ``python``)
+``SshSweepTrigger`` (``gpucompare.airflow.ssh_trigger``, built by ``triggers.trigger_for`` from
+``SSHTarget.sweep_wait``) is rebuilt from its ``serialize()`` output, as the triggerer does, and
+run in an asyncio loop in this process; the host is this machine through sshd (``fixtures_sshd``).
+The worker is a stand-in interpreter (option ``python``)
 that answers the deploy check and, for ``-m bench_tasks sweep``, writes one progress line,
 then sleeps until the test releases it and writes one record: a long sweep that the test
 ends when it wants. The trigger must not fire while the worker sleeps and must fire with
@@ -15,13 +16,14 @@ import asyncio
 import json
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from airflow.sdk.module_loading import import_string
 
-from gpucompare.airflow.triggers import SweepTrigger
+from gpucompare.airflow.triggers import trigger_for
 from gpucompare.targets.base import TargetError, TargetSpec
-from gpucompare.targets.ssh.target import SSHTarget, SweepPoller
+from gpucompare.targets.ssh.target import SSHTarget
 from tests.support.fixtures_sshd import SshdServer
 from tests.support.target_helpers import TINY_SWEEP
 
@@ -59,33 +61,30 @@ async def _wait_for(predicate, timeout_s: float) -> None:
         await asyncio.sleep(0.05)
 
 
-def _rebuilt(trigger: SweepTrigger) -> SweepTrigger:
+def _rebuilt(target: SSHTarget, state, started) -> Any:
     """The trigger as the triggerer makes it: from its classpath and JSON kwargs."""
-    classpath, kwargs = trigger.serialize()
+    classpath, kwargs = trigger_for(target.sweep_wait(state, started)).serialize()
+    assert "spec" not in kwargs and "state" not in kwargs  # only what the wait needs
     return import_string(classpath)(**json.loads(json.dumps(kwargs)))
 
 
 def test_the_trigger_fires_on_the_exit_file_and_not_before(sshd: SshdServer, tmp_path: Path,
-                                                          capfd: pytest.CaptureFixture,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    polls: list[object] = []
-    real_poll = SweepPoller.poll
-    monkeypatch.setattr(SweepPoller, "poll", lambda self: polls.append(real_poll(self)) or polls[-1])
+                                                          capfd: pytest.CaptureFixture) -> None:
     target, box = _target(sshd, tmp_path)
     state = target.deploy(target.prepare("nightly-1"))
     started = target.start_sweep(state, TINY_SWEEP, timeout_s=600)
     assert started["decision"] == "start"
-    trigger = _rebuilt(SweepTrigger(spec=target.spec.to_dict(), state=state.to_dict(), started=started,
-                                    poll_interval_s=0.2))
+    trigger = _rebuilt(target, state, started)
 
     async def scenario() -> dict:
         events = trigger.run()
         waiting = asyncio.ensure_future(events.__anext__())
         await _wait_for(lambda: (box / "starts").exists(), 60)
-        # the worker sleeps: the trigger keeps polling (three more times) and does not fire
-        seen = len(polls)
-        await _wait_for(lambda: len(polls) >= seen + 3, 30)
-        assert not waiting.done() and polls[-1] is None
+        # the worker sleeps: the trigger keeps polling (its offset moves past the first line) and
+        # does not fire
+        await _wait_for(lambda: trigger.log_offset > 0, 30)
+        await asyncio.sleep(1.0)  # five more polls
+        assert not waiting.done()
         # a retry of the task meanwhile re-attaches: no second worker
         assert target.start_sweep(state, TINY_SWEEP, timeout_s=600)["decision"] == "attach"
         (box / "release").touch()
@@ -112,8 +111,7 @@ def test_a_failed_sweep_fires_with_its_status_and_the_task_raises_it(sshd: SshdS
     (box / "fail").touch()
     (box / "release").touch()
     started = target.start_sweep(state, TINY_SWEEP, timeout_s=600)
-    trigger = _rebuilt(SweepTrigger(spec=target.spec.to_dict(), state=state.to_dict(), started=started,
-                                    poll_interval_s=0.2))
+    trigger = _rebuilt(target, state, started)
 
     async def first_event() -> dict:
         events = trigger.run()

@@ -95,11 +95,13 @@ class SsmRunner:
                               f"{exc}") from exc
 
     def find(self, comment: str) -> str | None:
-        """The newest command sent to the instance with exactly this comment, if any."""
+        """The newest command sent to the instance with exactly this comment, if any (every page of
+        ListCommands: an instance with many commands lists them over several)."""
         from botocore.exceptions import ClientError
 
         try:
-            commands = self.ssm.list_commands(InstanceId=self.instance_id).get("Commands", [])
+            pages = self.ssm.get_paginator("list_commands").paginate(InstanceId=self.instance_id)
+            commands = [command for page in pages for command in page.get("Commands", [])]
         except ClientError as exc:
             raise TargetError(f"SSM ListCommands on {self.instance_id} failed: {exc}") from exc
         mine = [c for c in commands if c.get("Comment") == comment[:100]]

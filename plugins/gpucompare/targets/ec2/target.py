@@ -80,6 +80,8 @@ from bench_tasks.constants import WORKER_RUNTIME_ENV
 from gpucompare.config import patterns
 from gpucompare.targets import container, cost, runs
 from gpucompare.targets.base import (
+    DeferrablePrepare,
+    DeferrableTarget,
     LineSink,
     Target,
     TargetConfigError,
@@ -101,6 +103,7 @@ from gpucompare.targets.ec2.options import (
     Ec2Options,
 )
 from gpucompare.targets.ec2.ssm import (
+    SSM_FINAL,
     SSM_RUNNING,
     ProgressFollower,
     SsmRunner,
@@ -139,7 +142,7 @@ class SweepStart:
         return cls(**{name: data[name] for name in cls.__dataclass_fields__})
 
 
-class Ec2Target(Target):
+class Ec2Target(Target, DeferrableTarget, DeferrablePrepare):
     """Provision, use and terminate one EC2 instance per run (see the module docstring).
 
     Built from parts, each usable alone: ``launcher`` (``launch.Ec2Launcher``: RunInstances,
@@ -449,9 +452,31 @@ class Ec2Target(Target):
             started = SweepStart.from_dict(started)
         return CommandPoller(self, state, started)
 
+    def sweep_wait(self, state: TargetState, started: SweepStart | dict[str, Any]) -> dict[str, Any]:
+        """What the triggerer's wait needs (``airflow.ssm_trigger.SsmSweepTrigger``): the connection
+        id and region, the instance and command, the progress object, the deadline; no secret."""
+        if isinstance(started, dict):
+            started = SweepStart.from_dict(started)
+        return {"kind": "ssm", "aws_conn_id": self.options.aws_conn_id, "region": self.spec.region,
+                "instance_id": self._instance_id(state), "command_id": started.command_id,
+                "bucket": self.options.results_bucket, "progress_key": started.progress_key,
+                "deadline": started.deadline, "limit_s": started.limit_s,
+                "final_statuses": sorted(SSM_FINAL), "poll_interval_s": self.options.poll_interval_s}
+
+    def prepare_wait(self, state: TargetState, started: dict[str, Any]) -> dict[str, Any]:
+        """What the triggerer's wait of ``prepare`` needs (``launch.ReadyPoller`` rebuilt there)."""
+        return {"kind": "poller", "poller": "prepare_poller", "spec": self.spec.to_dict(),
+                "state": state.to_dict(), "started": dict(started),
+                "poll_interval_s": self.options.poll_interval_s}
+
     def finish_sweep(self, state: TargetState, started: SweepStart | dict[str, Any],
                      event: dict[str, Any]) -> TargetState:
-        """After the sweep's command ended: its output into the log, an error unless it succeeded."""
+        """After the sweep's command ended: its output into the log, an error unless it succeeded.
+        A wait that gave up (``cancel``: the instance is gone, or the deadline passed) cancels the
+        command first, so nothing runs on that the run no longer follows."""
+        if event.get("cancel"):
+            command_id = (started.command_id if isinstance(started, SweepStart) else started["command_id"])
+            self.runner(state).cancel(command_id)
         if event.get("error"):
             raise TargetError(str(event["error"]))
         invocation = event["invocation"]

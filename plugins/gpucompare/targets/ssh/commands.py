@@ -208,3 +208,24 @@ def docker_image_command(image: str, gpus: str) -> str:
             f"docker run --rm --gpus {shell_quote(docker_gpus_value(gpus))} {shell_quote(image)} sysinfo")
 
 
+
+
+def job_script(*, job_dir: str, command: str) -> str:
+    """A shell script that runs ``command`` once, detached, in ``job_dir`` (the deploy's
+    environment build): its output goes to the progress log, its pid and exit status to the
+    files a sweep has (``runs.SweepPaths``), so the same wait follows it."""
+    paths = SweepPaths(job_dir)
+    return "\n".join([
+        "#!/bin/sh",
+        "# Written by gpucompare (targets/ssh): one deploy step, detached.",
+        f"mkdir {shell_quote(paths.claim)} 2>/dev/null || exit 0",
+        f"sh -c {shell_quote(command)} > {shell_quote(paths.progress)} 2>&1 < /dev/null &",
+        "job=$!",
+        f'echo "$job" > {shell_quote(paths.pid + ".tmp")} && '
+        f'mv {shell_quote(paths.pid + ".tmp")} {shell_quote(paths.pid)}',
+        'wait "$job"',
+        "rc=$?",
+        f'echo "$rc" > {shell_quote(paths.exit_code + ".tmp")} && '
+        f'mv {shell_quote(paths.exit_code + ".tmp")} {shell_quote(paths.exit_code)}',
+        "",
+    ])

@@ -59,6 +59,8 @@ from gpucompare.config import runtime_choice
 from gpucompare.targets import container as _container
 from gpucompare.targets import runs
 from gpucompare.targets.base import (
+    DeferrableDeploy,
+    DeferrableTarget,
     LineSink,
     Target,
     TargetConfigError,
@@ -74,6 +76,7 @@ from gpucompare.targets.ssh.commands import (
     check_python_command,
     docker_command,
     docker_image_command,
+    job_script,
     launch_command,
     probe_script,
     run_script,
@@ -100,8 +103,11 @@ from gpucompare.targets.ssh.remote_files import (
     write_text,
 )
 
+#: The file in a sweep's folder where the triggerer's wait keeps how much progress it logged.
+TRIGGER_OFFSET_FILE = "trigger_offset"
 
-class SSHTarget(Target):
+
+class SSHTarget(Target, DeferrableTarget, DeferrableDeploy):
     """Runs the worker on a host reached through an Airflow SSH connection."""
 
     kind = "ssh"
@@ -185,13 +191,7 @@ class SSHTarget(Target):
             return state
         env_dir = None if self.options.python else self._ensure_environment(bundle, base, code_dir)
         python = self.options.python or posixpath.join(env_dir or "", "bin", "python")
-        answer = self.connection.run("deploy", check_python_command(python=python, code_dir=code_dir),
-                                     timeout=COMMAND_TIMEOUT_S).stdout.strip()
-        version = answer.splitlines()[-1] if answer else "?"
-        self.line_sink(f"[ssh] worker {bundle.name} with {python} (mxnet {version})")
-        state.extra.update({"code_dir": code_dir, "python": python, "mxnet_version": version,
-                            "env_dir": env_dir})
-        return state
+        return self._check_python(state, code_dir, python, env_dir)
 
     @timed_phase("sweep")
     def run_sweep(self, state: TargetState, sweep_config: dict[str, Any], *,
@@ -252,9 +252,31 @@ class SSHTarget(Target):
             raise TargetError(f"run_sweep: sweep {paths.sweep_dir!r} is not in the run directory {run_dir}")
         return SweepPoller(self, paths, deadline=float(started["deadline"]))
 
+    def sweep_wait(self, state: TargetState, started: dict[str, Any]) -> dict[str, Any]:
+        """What the triggerer's wait needs (``airflow.ssh_trigger.SshSweepTrigger``)."""
+        self.sweep_poller(state, started)  # the same checks of the sweep's folder
+        return self._wait_on(started["sweep_dir"], float(started["deadline"]))
+
+    def _wait_on(self, folder: str, deadline: float) -> dict[str, Any]:
+        """The wait for a detached job's folder: the connection id, the host key this task
+        verified, the folder's files and the deadline; nothing secret."""
+        hook = self.connection.hook()
+        key, port = hook.host_key, int(hook.port or 22)
+        name = hook.remote_host if port == 22 else f"[{hook.remote_host}]:{port}"
+        return {"kind": "ssh", "ssh_conn_id": self.options.ssh_conn_id,
+                "known_host": f"{name} {key.get_name()} {key.get_base64()}", "sweep_dir": folder,
+                "deadline": deadline, "poll_interval_s": self.options.poll_interval_s,
+                "files": {"exit_code": runs.EXIT_CODE_FILE, "progress": runs.PROGRESS_FILE,
+                          "pid": runs.PID_FILE, "claim": "claim", "offset": TRIGGER_OFFSET_FILE}}
+
     def finish_sweep(self, state: TargetState, started: dict[str, Any], event: dict[str, Any]) -> TargetState:
-        """After the wait: the sweep's results recorded, or its failure raised (stderr tail)."""
+        """After the wait: the sweep's results recorded, or its failure raised (stderr tail). A wait
+        that ended at its deadline (``timed_out``) kills the sweep first."""
         paths = SweepPaths(started["sweep_dir"])
+        if event.get("timed_out"):
+            self._kill_sweep(paths)
+            raise TargetError(f"{event.get('error')}; the sweep was killed. Its stderr ended with:\n"
+                              f"{self._remote_tail(paths)}")
         if event.get("error"):
             raise TargetError(str(event["error"]))
         exit_code, timeout_s = event.get("exit_code"), float(started["timeout_s"])
@@ -345,8 +367,9 @@ class SSHTarget(Target):
             "deploy", lambda client: put_file(self.connection.sftp(client), bundle.tarball, upload))
         self.connection.run("deploy", unpack_command(upload=upload, code_dir=code_dir, base=base))
 
-    def _ensure_environment(self, bundle: WorkerBundle, base: str, code_dir: str) -> str:
-        """The worker environment's directory on the host, made if missing (``venv_command``)."""
+    def _environment_command(self, bundle: WorkerBundle, base: str, code_dir: str) -> tuple[str, str]:
+        """The worker environment's directory on the host and the command that makes it if missing
+        (``venv_command``)."""
         kind = self.options.requirements
         requirements_hash = bundle.requirements_hashes.get(kind)
         if requirements_hash is None:
@@ -354,13 +377,73 @@ class SSHTarget(Target):
         env_dir = posixpath.join(base, f"env-{kind}-{requirements_hash}")
         self.line_sink(f"[ssh] making sure the worker environment {env_dir} exists "
                        f"({REQUIREMENTS[kind]}; the first time installs MXNet)")
-        self.connection.run("deploy", venv_command(
+        return env_dir, venv_command(
             base_python=self.options.base_python, env_dir=env_dir,
             requirements_file=posixpath.join(code_dir, "bench_tasks", REQUIREMENTS[kind]),
             lock_file=posixpath.join(base, ".env.lock"), timeout_s=self.options.env_timeout_s,
-            keep=settings.worker_envs_kept(),
-        ), timeout=self.options.env_timeout_s, stream=True)
+            keep=settings.worker_envs_kept())
+
+    def _ensure_environment(self, bundle: WorkerBundle, base: str, code_dir: str) -> str:
+        """The worker environment's directory on the host, made if missing, in this task."""
+        env_dir, command = self._environment_command(bundle, base, code_dir)
+        self.connection.run("deploy", command, timeout=self.options.env_timeout_s, stream=True)
         return env_dir
+
+    def _check_python(self, state: TargetState, code_dir: str, python: str,
+                      env_dir: str | None) -> TargetState:
+        answer = self.connection.run("deploy", check_python_command(python=python, code_dir=code_dir),
+                                     timeout=COMMAND_TIMEOUT_S).stdout.strip()
+        version = answer.splitlines()[-1] if answer else "?"
+        self.line_sink(f"[ssh] worker {posixpath.basename(code_dir)} with {python} (mxnet {version})")
+        state.extra.update({"code_dir": code_dir, "python": python, "mxnet_version": version,
+                            "env_dir": env_dir})
+        return state
+
+    # -- deploy, deferred (DeferrableDeploy) ---------------------------------------------------
+    def start_deploy(self, state: TargetState) -> tuple[TargetState, dict[str, Any] | None]:
+        """The short part of ``deploy``. When the worker environment may have to be built (a pip
+        install of minutes), the code is uploaded, the build starts detached on the host
+        (``job_script``, in the run's ``deploy-<env>`` folder, once: a retry re-attaches) and
+        what its wait needs is returned; otherwise the whole deploy runs here (None: no wait)."""
+        if self.options.use_docker or self.in_container or self.options.python:
+            return self.deploy(state), None
+        base = self._base(state, "deploy")
+        bundle = build_bundle()
+        code_dir = posixpath.join(base, bundle.name)
+        self._upload_bundle(bundle, base, code_dir)
+        env_dir, command = self._environment_command(bundle, base, code_dir)
+        job_dir = posixpath.join(_checked_run_dir(state, "deploy"), f"deploy-{posixpath.basename(env_dir)}")
+        paths = SweepPaths(job_dir)
+        status = self.connection.run("deploy", probe_script(paths)).stdout.strip()
+        if status not in ("running", "claimed", "exit 0"):
+            self.connection.run("deploy", f"rm -rf {shell_quote(job_dir)} && mkdir -p {shell_quote(job_dir)}")
+            script = job_script(job_dir=job_dir, command=command)
+            self.connection.retrying(
+                "deploy", lambda client: write_text(self.connection.sftp(client), paths.script, script))
+            self.connection.run("deploy", launch_command(paths))
+        state.extra.update({"code_dir": code_dir, "env_dir": env_dir})
+        return state, {"job_dir": job_dir, "decision": status,
+                       "deadline": time.time() + self.options.env_timeout_s + BACKSTOP_SLACK_S}
+
+    def deploy_wait(self, state: TargetState, started: dict[str, Any]) -> dict[str, Any]:
+        """The triggerer's wait for the environment build (as ``sweep_wait``)."""
+        return self._wait_on(started["job_dir"], float(started["deadline"]))
+
+    def finish_deploy(self, state: TargetState, started: dict[str, Any],
+                      event: dict[str, Any]) -> TargetState:
+        """After the build: the interpreter checked and recorded, or the build's failure raised."""
+        paths = SweepPaths(started["job_dir"])
+        if event.get("timed_out"):
+            self._kill_sweep(paths)
+        if event.get("error"):
+            raise TargetError(f"deploy: {event['error']}")
+        if event.get("exit_code") != 0:
+            raise TargetError(f"deploy: building the worker environment failed (exit "
+                              f"{event.get('exit_code')}); its output ended with:\n"
+                              f"{self._remote_tail(paths)}")
+        env_dir = state.extra["env_dir"]
+        python = posixpath.join(env_dir, "bin", "python")
+        return self._check_python(state, state.extra["code_dir"], python, env_dir)
 
     # -- run_sweep ---------------------------------------------------------------------
     def _start(self, state: TargetState, paths: SweepPaths, config: dict[str, Any],

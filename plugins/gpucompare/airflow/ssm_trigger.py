@@ -1,0 +1,246 @@
+"""The wait of an ec2 sweep in the triggerer: a small asyncio poller of its SSM command.
+
+``SsmSweepTrigger`` holds only what the wait needs: the AWS connection's id and the region, the
+instance and command ids, where the progress object is in S3, the deadline and the progress
+log's offset. It imports no target module: the task described the wait (``Ec2Target.sweep_wait``).
+
+Its calls are read-only and asynchronous: botocore signs each request (SigV4, the connection's
+credentials) and aiohttp sends it, every call bounded by ``call_timeout_s``, so an AWS endpoint
+that stalls costs the loop a pending coroutine, never a thread. (The amazon provider's async hooks
+need aiobotocore, and no aiobotocore release works with the botocore this project pins.) Each
+poll reads the invocation (``GetCommandInvocation``), the progress object from the offset
+(``GetObject`` with a ``Range``) and, while the command runs, the instance's state
+(``DescribeInstances``): a spot interruption or the time-to-live ends the machine, not the
+command. The offset is kept in S3 beside the progress object (``<key>.offset``) before the new
+lines are logged, so a trigger rebuilt by a restarted triggerer logs no line twice.
+
+Events (what ``Ec2Target.finish_sweep`` takes): ``{"invocation": …, "progress_seen": …}`` once the
+command ended; ``{"error": …, "cancel": true}`` when the instance is gone or the deadline passed
+(the resumed task cancels the command, raises, and ``terminate`` tears the instance down); an
+``{"error": …}`` for any other failure of the wait itself. A failed or slow call is tried again
+on the next poll until the deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+import urllib.parse
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+MAX_READ_BYTES = 256 * 1024
+
+
+class AwsCallError(OSError):
+    """An AWS call answered with an error status (its code and message)."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"HTTP {status} {code}: {message[:300]}")
+        self.status, self.code = status, code
+
+
+class SignedAws:
+    """Signed AWS calls over one aiohttp session (botocore signs, aiohttp sends)."""
+
+    def __init__(self, credentials: Any, region: str, endpoints: dict[str, str], timeout_s: float) -> None:
+        import aiohttp
+
+        self.credentials, self.region = credentials, region
+        self.endpoints, self.timeout_s = endpoints, timeout_s
+        self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s))
+
+    def endpoint(self, service: str) -> str:
+        return self.endpoints.get(service) or f"https://{service}.{self.region}.amazonaws.com"
+
+    async def call(self, service: str, method: str, url: str, *, body: bytes = b"",
+                   headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+        from botocore.auth import S3SigV4Auth, SigV4Auth
+        from botocore.awsrequest import AWSRequest
+
+        request = AWSRequest(method=method, url=url, data=body, headers=dict(headers or {}))
+        signer = S3SigV4Auth if service == "s3" else SigV4Auth
+        signer(self.credentials, service, self.region).add_auth(request)
+        async with asyncio.timeout(self.timeout_s), self.session.request(
+                method, url, data=body or None, headers=dict(request.headers)) as answer:
+            return answer.status, await answer.read()
+
+    async def ssm(self, action: str, payload: dict[str, Any]) -> dict[str, Any]:
+        headers = {"X-Amz-Target": f"AmazonSSM.{action}", "Content-Type": "application/x-amz-json-1.1"}
+        status, data = await self.call("ssm", "POST", self.endpoint("ssm") + "/",
+                                       body=json.dumps(payload).encode(), headers=headers)
+        answer = json.loads(data or b"{}")
+        if status != 200:
+            code = str(answer.get("__type", "")).split("#")[-1]
+            raise AwsCallError(status, code, str(answer.get("message", "")))
+        return answer
+
+    async def instance_state(self, instance_id: str) -> str | None:
+        body = urllib.parse.urlencode({"Action": "DescribeInstances", "Version": "2016-11-15",
+                                       "InstanceId.1": instance_id}).encode()
+        status, data = await self.call("ec2", "POST", self.endpoint("ec2") + "/", body=body,
+                                       headers={"Content-Type": "application/x-www-form-urlencoded"})
+        text = data.decode(errors="replace")
+        if status != 200:
+            code = re.search(r"<Code>([^<]+)</Code>", text)
+            raise AwsCallError(status, code.group(1) if code else "", text)
+        found = re.search(r"<instanceState>.*?<name>([a-z-]+)</name>", text, re.S)
+        return found.group(1) if found else None
+
+    def object_url(self, bucket: str, key: str) -> str:
+        return f"{self.endpoint('s3')}/{bucket}/{urllib.parse.quote(key)}"
+
+    async def get_object(self, bucket: str, key: str, offset: int = 0) -> bytes | None:
+        """The object's bytes from ``offset`` (at most ``MAX_READ_BYTES``); None if it is missing."""
+        status, data = await self.call("s3", "GET", self.object_url(bucket, key),
+                                       headers={"Range": f"bytes={offset}-{offset + MAX_READ_BYTES - 1}"})
+        if status in (404, 416):  # not uploaded yet, or nothing past the offset
+            return None if status == 404 else b""
+        if status not in (200, 206):
+            raise AwsCallError(status, "", data.decode(errors="replace"))
+        return data
+
+    async def put_object(self, bucket: str, key: str, body: bytes) -> None:
+        status, data = await self.call("s3", "PUT", self.object_url(bucket, key), body=body)
+        if status != 200:
+            raise AwsCallError(status, "", data.decode(errors="replace"))
+
+    async def close(self) -> None:
+        await self.session.close()
+
+
+async def signed_aws(aws_conn_id: str, region: str, timeout_s: float) -> SignedAws:
+    """Signed calls with the connection's identity: its key (and session token) as they are, or,
+    for a role, profile or the execution role, the credentials the amazon provider resolves
+    (once, in a thread: the only blocking step, bounded by botocore's own timeouts)."""
+    from airflow.providers.common.compat.connection import get_async_connection
+    from botocore.credentials import ReadOnlyCredentials
+
+    conn = await get_async_connection(aws_conn_id)
+    extra = conn.extra_dejson
+    services = extra.get("service_config") or {}
+    endpoints = {name: (services.get(name) or {}).get("endpoint_url") or extra.get("endpoint_url")
+                 for name in ("ssm", "ec2", "s3")}
+    if conn.login and conn.password and not extra.get("role_arn"):
+        credentials = ReadOnlyCredentials(conn.login, conn.password, extra.get("aws_session_token"))
+    else:
+        credentials = await asyncio.to_thread(_resolved_credentials, aws_conn_id)
+    return SignedAws(credentials, region, {k: v.rstrip("/") for k, v in endpoints.items() if v}, timeout_s)
+
+
+def _resolved_credentials(aws_conn_id: str) -> Any:
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+    return AwsBaseHook(aws_conn_id=aws_conn_id, client_type="ssm").get_session().get_credentials() \
+        .get_frozen_credentials()
+
+
+class SsmSweepTrigger(BaseTrigger):
+    """Waits for one sweep's SSM command (see the module docstring).
+
+    :param aws_conn_id: the Airflow AWS connection; :param region: the instance's region
+    :param instance_id: the instance; :param command_id: the sweep's command
+    :param bucket: :param progress_key: where the instance uploads the progress log
+    :param deadline: wall clock past which the wait ends with a ``cancel`` error event (0: none)
+    :param limit_s: the command's own time limit (for the message)
+    :param final_statuses: the SSM statuses after which nothing more happens (the target's list)
+    :param poll_interval_s: seconds between two polls; :param call_timeout_s: seconds per call
+    :param log_offset: bytes of the progress log already logged
+    """
+
+    def __init__(self, *, aws_conn_id: str, region: str, instance_id: str, command_id: str, bucket: str,
+                 progress_key: str, deadline: float, final_statuses: list[str], limit_s: float = 0.0,
+                 poll_interval_s: float = 15.0, call_timeout_s: float = 30.0, log_offset: int = 0) -> None:
+        super().__init__()
+        self.aws_conn_id, self.region = aws_conn_id, region
+        self.instance_id, self.command_id = instance_id, command_id
+        self.bucket, self.progress_key = bucket, progress_key
+        self.deadline, self.limit_s = float(deadline), float(limit_s)
+        self.poll_interval_s, self.call_timeout_s = float(poll_interval_s), float(call_timeout_s)
+        self.log_offset = int(log_offset)
+        self.final_statuses = sorted(final_statuses)
+        self.progress_seen = False
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}",
+                {"aws_conn_id": self.aws_conn_id, "region": self.region, "instance_id": self.instance_id,
+                 "command_id": self.command_id, "bucket": self.bucket, "progress_key": self.progress_key,
+                 "deadline": self.deadline, "final_statuses": self.final_statuses, "limit_s": self.limit_s,
+                 "poll_interval_s": self.poll_interval_s,
+                 "call_timeout_s": self.call_timeout_s, "log_offset": self.log_offset})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        aws = None
+        try:
+            async with asyncio.timeout(self.call_timeout_s):
+                aws = await signed_aws(self.aws_conn_id, self.region, self.call_timeout_s)
+            event = await self._wait(aws)
+        except Exception as exc:  # a failure anywhere is an event: the task raises the target's error
+            event = {"error": f"SSM command {self.command_id}: the wait in the triggerer failed: "
+                              f"{type(exc).__name__}: {exc}", "cancel": True}
+        finally:
+            if aws is not None:
+                await aws.close()
+        yield TriggerEvent(event)
+
+    async def _follow(self, aws: SignedAws) -> None:
+        """New complete progress lines into the log, their offset kept in S3 first."""
+        kept = await aws.get_object(self.bucket, f"{self.progress_key}.offset")
+        if kept and kept.strip().isdigit():
+            self.log_offset = max(self.log_offset, int(kept))
+        data = await aws.get_object(self.bucket, self.progress_key, self.log_offset)
+        if data is None:
+            return
+        self.progress_seen = True
+        end = data.rfind(b"\n") + 1
+        if end:
+            kept = str(self.log_offset + end).encode()
+            await aws.put_object(self.bucket, f"{self.progress_key}.offset", kept)
+            self.log_offset += end
+            for line in data[:end].decode("utf-8", "replace").splitlines():
+                self.log.info("%s", line)
+
+    async def _poll(self, aws: SignedAws) -> dict[str, Any] | None:
+        try:
+            invocation = await aws.ssm("GetCommandInvocation", {"CommandId": self.command_id,
+                                                                "InstanceId": self.instance_id})
+        except AwsCallError as exc:
+            if exc.code != "InvocationDoesNotExist":  # right after SendCommand: not registered yet
+                raise
+            invocation = {"Status": "Pending"}
+        await self._follow(aws)
+        status = invocation.get("Status")
+        if status in self.final_statuses:
+            return {"invocation": invocation, "progress_seen": self.progress_seen}
+        state = await aws.instance_state(self.instance_id)
+        if state not in ("pending", "running"):
+            return {"error": f"instance {self.instance_id} is {state} while SSM command {self.command_id} "
+                             f"was {status} (spot interruption or time-to-live?)", "cancel": True}
+        return None
+
+    async def _wait(self, aws: SignedAws) -> dict[str, Any]:
+        import aiohttp
+
+        last_error = ""
+        while True:
+            if self.deadline and time.time() >= self.deadline:
+                why = f" (last error: {last_error})" if last_error else ""
+                return {"error": f"SSM command {self.command_id} on {self.instance_id} still not finished "
+                                 f"after {self.limit_s:.0f} s{why}: cancelled", "cancel": True}
+            try:
+                event = await self._poll(aws)
+            except (OSError, TimeoutError, aiohttp.ClientError) as exc:
+                last_error = f"{type(exc).__name__}: {exc}"
+                self.log.warning("Polling SSM command %s: %s (retrying until the deadline)", self.command_id,
+                                 last_error)
+                event = None
+            if event is not None:
+                return event
+            pause = self.poll_interval_s
+            if self.deadline:
+                pause = max(0.0, min(pause, self.deadline - time.time() + 0.01))
+            await asyncio.sleep(pause)
