@@ -180,8 +180,9 @@ class FaultProxy:
         connection.request(handler.command, handler.path, body=body, headers=headers)
         response = connection.getresponse()
         data = response.read()
-        kept = [(k, v) for k, v in response.getheaders()
-                if k.lower() not in ("transfer-encoding", "connection", "content-length")]
+        # a HEAD answer has no body but says the object's size: keep its Content-Length
+        dropped = ("transfer-encoding", "connection") + (() if handler.command == "HEAD" else ("content-length",))
+        kept = [(k, v) for k, v in response.getheaders() if k.lower() not in dropped]
         connection.close()
         return response.status, kept, data
 
@@ -191,7 +192,8 @@ class FaultProxy:
         handler.send_response(status)
         for key, value in headers:
             handler.send_header(key, value)
-        handler.send_header("Content-Length", str(len(data)))
+        if not any(key.lower() == "content-length" for key, _ in headers):
+            handler.send_header("Content-Length", str(len(data)))
         handler.end_headers()
         if handler.command != "HEAD":
             handler.wfile.write(data)
