@@ -181,7 +181,8 @@ class FaultProxy:
         response = connection.getresponse()
         data = response.read()
         # a HEAD answer has no body but says the object's size: keep its Content-Length
-        dropped = ("transfer-encoding", "connection") + (() if handler.command == "HEAD" else ("content-length",))
+        dropped = ("transfer-encoding", "connection")
+        dropped += () if handler.command == "HEAD" else ("content-length",)
         kept = [(k, v) for k, v in response.getheaders() if k.lower() not in dropped]
         connection.close()
         return response.status, kept, data
