@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 
 from gpucompare.reports import page_campaign, page_projections
 from gpucompare.reports.formatting import CURRENCY_SIGN, Colours, date_text, is_published
+from gpucompare.reports.page_answer import answers
 from gpucompare.reports.page_campaign import campaign_section
 from gpucompare.reports.page_cost import (
     best_per_network,
@@ -45,9 +46,16 @@ from gpucompare.reports.page_cost import (
     missing_tables,
     unpriced_machines,
 )
-from gpucompare.reports.page_parts import Section, flagged_rows, methodology_note, rows_of
+from gpucompare.reports.page_parts import (
+    Section,
+    flagged_rows,
+    methodology_note,
+    reported_rows,
+    rows_of,
+    stack_change_rows,
+)
 from gpucompare.reports.page_projections import where_else_section
-from gpucompare.reports.page_regressions import regressions_table
+from gpucompare.reports.page_regressions import regressions_table, stack_change_lines
 from gpucompare.reports.page_scaling import scaling_figures
 from gpucompare.reports.page_throughput import chartable_throughput, suspicious_published, throughput_figures
 from gpucompare.reports.report_set import DERIVED, REPORTS, ReportSet
@@ -251,15 +259,19 @@ class _Parts:
 
 def _regressions_section(report_set: ReportSet) -> Section:
     rule = report_set.rule
-    regressions = flagged_rows(report_set.tables["regressions"])
+    regressions = reported_rows(report_set.tables["regressions"])
+    stack_changes = stack_change_lines(stack_change_rows(report_set.tables["regressions"]))
     return Section(
         "regressions", "Regressions",
         f"Latest result of each machine and configuration against its {rule.history_runs} previous "
-        "results of the same methodology (never against figures timed another way): flagged when below "
-        f"median − max({rule.mad_factor:g} × 1.4826 × MAD, {rule.min_drop:.0%} of the median), or when "
-        "it failed where the history ran.",
+        "results of the same methodology and software stack (worker runtime and framework build): "
+        f"flagged when below median − max(noise, floor), noise = {rule.mad_factor:g} × 1.4826 × MAD of "
+        f"the history, floor = {rule.min_drop:.0%} of the median, and the U test of the repeats finds "
+        "the drop significant, or when it failed where the history ran. A significant drop beyond the "
+        "noise but within the floor is listed as \"significant, below floor\", not flagged.",
         "regressions.html.j2", ("regressions",),
-        {"table": regressions_table(regressions) if regressions else None},
+        {"table": regressions_table(regressions) if regressions else None,
+         "stack_changes": stack_changes},
     )
 
 
@@ -322,6 +334,8 @@ def render_page(report_set: ReportSet, generated_at: dt.datetime) -> str:
         generated=generated_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         cards=cards,
         first_answer=answer,
+        answers=parts.value("answers", lambda: answers(best, report_set.currency,
+                                                       generated_at.astimezone(dt.UTC).date()), []),
         failures=dict(report_set.failures),
         sections=sections,
         files=(*REPORTS, *DERIVED),
