@@ -51,8 +51,12 @@ def main() -> None:
         "extra": {"endpoint_url": proxy.url, "region_name": "us-east-1"}})
     sweeper.DESCRIBE_PAGE_SIZE = args.page
     try:
+        from botocore.config import Config
+
+        patient = Config(read_timeout=900, retries={"total_max_attempts": 1})  # moto slows with thousands
+
         def client_for(region: str):
-            return boto3.client("ec2", endpoint_url=endpoint, region_name=region)
+            return boto3.client("ec2", endpoint_url=endpoint, region_name=region, config=patient)
 
         started = time.perf_counter()
         launched = launch_backlog(client_for, REGIONS, args.per_region, deployment="bench",

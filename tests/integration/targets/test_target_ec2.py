@@ -132,13 +132,17 @@ def test_spot_is_asked_for_and_recorded_when_granted(aws_account, aws_client):
 @pytest.mark.parametrize("code", ["InsufficientInstanceCapacity", "SpotMaxPriceTooLow",
                                   "MaxSpotInstanceCountExceeded"])
 def test_spot_capacity_refused_falls_back_to_on_demand_and_records_it(aws_account, aws_client, code):
+    """No spot capacity: spot is asked in every zone the fleet entry allows (here two), then
+    on-demand; a spot quota or price cap no other zone changes goes straight to on-demand."""
     run_id = new_run_id()
-    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"], market="spot"))
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"], market="spot",
+                                    availability_zones=["us-east-1a", "us-east-1b"]))
     handler, calls = _refuse_spot(code)
     target.ec2_hook.conn.meta.events.register("before-call.ec2.RunInstances", handler)
     state = target.prepare(run_id)
     try:
-        assert calls == ["spot", "on_demand"]
+        spot_tries = 2 if code == "InsufficientInstanceCapacity" else 1
+        assert calls == ["spot"] * spot_tries + ["on_demand"]
         assert state.market == "on_demand"
         assert _instance(aws_client, state.resource_id).get("InstanceLifecycle") != "spot"
         assert len(live_instances(aws_client, run_id)) == 1
