@@ -174,3 +174,16 @@ def test_a_teardown_throttled_for_four_minutes_terminates_within_its_patience(pr
     assert live_instances(aws_client, run_id) == []
     print(f"\nthrottled teardown: terminated after {took:.0f} s, "
           f"{proxy.count('TerminateInstances')} TerminateInstances calls")
+
+
+def test_start_sweep_sends_nothing_to_a_reclaimed_instance(proxied: Any, aws_client: Any) -> None:
+    """Before: after a spot reclaim the task's retry still sent its command to the dead instance."""
+    proxy, account = proxied
+    run_id = new_run_id()
+    target = target_of(account, availability_zones=ZONES)
+    state, _ = target.start_prepare(run_id)
+    aws_client("ec2").terminate_instances(InstanceIds=[state.resource_id])  # reclaimed
+    lost = f"instance {state.resource_id} of run .* is (shutting-down|terminated)"
+    with pytest.raises(ec2.InstanceLost, match=lost):
+        target.start_sweep(state, {"matrix": []}, timeout_s=60)
+    assert proxy.count("SendCommand") == 0
