@@ -607,11 +607,17 @@ def test_an_instance_that_dies_mid_command_ends_the_wait(aws_account, aws_client
     try:
         state = target.deploy(state)
         _rewrite_invocations(target, [{"Status": "InProgress"}])
+        sweep = target.start_sweep(state, TINY_SWEEP, timeout_s=600)  # sent while it is alive
         aws_client("ec2").terminate_instances(InstanceIds=[state.resource_id])
         started = time.monotonic()
+        poller = target.sweep_poller(state, sweep)
         with pytest.raises(TargetError, match=r"is (shutting-down|terminated) while SSM command"):
-            target.run_sweep(state, TINY_SWEEP, timeout_s=600)
+            while (event := poller.poll()) is None:
+                time.sleep(0.2)
+            target.finish_sweep(state, sweep, event)
         assert time.monotonic() - started < 60
+        with pytest.raises(ec2.InstanceLost):  # and a retry sends it nothing more
+            target.start_sweep(state, TINY_SWEEP, timeout_s=600)
     finally:
         target.teardown(state)
 
