@@ -83,6 +83,8 @@ DOCKER_GPUS = re.compile(r"all|[1-9][0-9]?|device=[0-9]{1,2}(,[0-9]{1,2})*")
 #: an SSM parameter holding an AMI id (``/aws/service/…``), optionally ``resolve:ssm:``
 SSM_PARAMETER = re.compile(r"(resolve:ssm:)?(/[A-Za-z0-9_.\-]+)+")
 SUBNET_ID = re.compile(r"subnet-[0-9a-f]{8,17}")
+#: an availability zone name: its region and a letter (``us-east-1a``)
+AVAILABILITY_ZONE = re.compile(f"(?:{AWS_REGION.pattern})[a-z]")
 SECURITY_GROUP_ID = re.compile(r"sg-[0-9a-f]{8,17}")
 #: an IAM instance profile name
 INSTANCE_PROFILE = re.compile(r"[A-Za-z0-9+=,.@_-]{1,128}")
