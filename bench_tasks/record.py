@@ -378,7 +378,7 @@ _NON_NEGATIVE = ("warmup_batches", "timed_batches", "cv", "gpu_memory_mib", "set
 def _check_plausible(record: dict[str, Any]) -> None:
     """Values no measurement can produce: counts below 1, negative samples, cv, memory or
     times, throughput above the device kind's ceiling (``MAX_IMAGES_PER_SEC``) or below the floor
-    (``MIN_IMAGES_PER_SEC``)."""
+    (``MIN_IMAGES_PER_SEC``: the median and, in an ok record, every sample)."""
     for name in _COUNTS:
         if record[name] is not None and record[name] < 1:
             raise RecordError(name, f"counts something: must be >= 1, got {record[name]}")
@@ -398,6 +398,11 @@ def _check_plausible(record: dict[str, Any]) -> None:
             continue
         if value < 0:
             raise RecordError(name, f"must be >= 0, got {value}")
+        if record["status"] == "ok" and value < MIN_IMAGES_PER_SEC:
+            # a timed repeat of an ok record measured something: 0 (or 5e-324) is no measurement,
+            # and the reports' intervals and ratios need every sample > 0 (issue 32)
+            raise RecordError(name, f"{value:g} images/s is below the floor of {MIN_IMAGES_PER_SEC:g} "
+                              "(every sample of an ok record is a measurement > 0: MIN_IMAGES_PER_SEC)")
         if value > ceiling:
             raise RecordError(name, f"{value:g} images/s is above the physical ceiling of "
                               f"{ceiling:g} for a {record['device_kind']} node (MAX_IMAGES_PER_SEC)")

@@ -21,7 +21,9 @@ and returns its answer, unless a rule says otherwise for that operation:
 
 A rule applies to the ``times`` requests of its operation after the first ``after`` ones; a rule
 with a ``region`` only to requests signed for that region (the SigV4 credential scope), the way
-an SCP or a region not opted in refuses one region of an account.
+an SCP or a region not opted in refuses one region of an account; a rule with ``where`` only to
+requests carrying those query parameters (``{"Placement.AvailabilityZone": "us-east-1a"}``: a
+zone without capacity).
 Operations are named as in the API: ``RunInstances`` (query protocol: the ``Action``
 parameter), ``SendCommand`` (JSON protocol: the ``X-Amz-Target`` header), ``S3:PUT``/``S3:GET``
 (REST: the method).
@@ -35,7 +37,9 @@ answers ``Online`` for the instance asked about, as an agent that came up would)
 RunInstances' idempotency. Moto stores a ``ClientToken``
 but launches again on every call; AWS answers a repeated token with the first call's
 instance. The proxy does what AWS does: the answer to a token it has seen is replayed
-without reaching moto. A call without a token is always forwarded (and launches).
+without reaching moto when the request is the same, and a request with the same token but other
+parameters is refused with ``IdempotentParameterMismatch``. A call without a token is always
+forwarded (and launches).
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ class Rule:
     region: str | None = None
     code: str = "UnauthorizedOperation"
     status: int = 403
+    where: dict[str, str] | None = None  # query parameters the request must carry (e.g. a zone)
 
     def applies(self) -> bool:
         """Count one request of the operation; True when this one gets the fault."""
@@ -88,6 +93,7 @@ class FaultProxy:
         self.lock = threading.Lock()
         self.log: list[tuple[str, str]] = []  # (operation, what happened)
         self.tokens: dict[str, Answer] = {}
+        self.token_requests: dict[str, bytes] = {}  # the first request of each token, as sent
         # one lock per token: a retry that arrives while the first call is still at moto (a
         # client read timeout on a loaded machine) waits for it and gets its answer, as on AWS
         self.token_locks: dict[str, threading.Lock] = {}
@@ -131,11 +137,12 @@ class FaultProxy:
         self.server.server_close()
 
     def add(self, operation: str, kind: str, *, times: int = 1, after: int = 0, seconds: float = 0.0,
-            region: str | None = None, code: str = "UnauthorizedOperation", status: int = 403) -> None:
+            region: str | None = None, code: str = "UnauthorizedOperation", status: int = 403,
+            where: dict[str, str] | None = None) -> None:
         assert kind in FAULT_KINDS, kind
         with self.lock:
             self.rules.append(Rule(operation, kind, times, after, seconds, region=region, code=code,
-                                   status=status))
+                                   status=status, where=where))
 
     def clear(self) -> None:
         with self.lock:
@@ -164,11 +171,14 @@ class FaultProxy:
         scope = authorization.partition("Credential=")[2].split(",")[0].split("/")
         return scope[2] if len(scope) > 2 else None
 
-    def _fault(self, operation: str, region: str | None = None) -> Rule | None:
+    def _fault(self, operation: str, region: str | None = None,
+               params: dict[str, str] | None = None) -> Rule | None:
         with self.lock:
             self.requests_seen[operation] = self.requests_seen.get(operation, 0) + 1
             for rule in self.rules:
-                if rule.operation == operation and rule.region in (None, region) and rule.applies():
+                matches = all((params or {}).get(k) == v for k, v in (rule.where or {}).items())
+                if (rule.operation == operation and rule.region in (None, region) and matches
+                        and rule.applies()):
                     return rule
         return None
 
@@ -180,8 +190,10 @@ class FaultProxy:
         connection.request(handler.command, handler.path, body=body, headers=headers)
         response = connection.getresponse()
         data = response.read()
-        kept = [(k, v) for k, v in response.getheaders()
-                if k.lower() not in ("transfer-encoding", "connection", "content-length")]
+        # a HEAD answer has no body but says the object's size: keep its Content-Length
+        dropped = ("transfer-encoding", "connection")
+        dropped += () if handler.command == "HEAD" else ("content-length",)
+        kept = [(k, v) for k, v in response.getheaders() if k.lower() not in dropped]
         connection.close()
         return response.status, kept, data
 
@@ -191,7 +203,8 @@ class FaultProxy:
         handler.send_response(status)
         for key, value in headers:
             handler.send_header(key, value)
-        handler.send_header("Content-Length", str(len(data)))
+        if not any(key.lower() == "content-length" for key, _ in headers):
+            handler.send_header("Content-Length", str(len(data)))
         handler.end_headers()
         if handler.command != "HEAD":
             handler.wfile.write(data)
@@ -222,7 +235,15 @@ class FaultProxy:
         """Forward the request, or replay the answer of a RunInstances token already seen."""
         with self.lock:
             replay = self.tokens.get(token) if token else None
+            first = self.token_requests.get(token) if token else None
         if replay is not None:
+            if first != body:  # AWS: the same token with other parameters is refused
+                data = (b'<?xml version="1.0"?><Response><Errors><Error>'
+                        b"<Code>IdempotentParameterMismatch</Code>"
+                        b"<Message>injected: the token was used with other parameters</Message>"
+                        b"</Error></Errors>"
+                        b"<RequestID>injected</RequestID></Response>")
+                return 400, [("Content-Type", "text/xml")], data
             return replay
         answer = self._forward(handler, body)
         if operation == "RunInstances" and answer[0] == 200:
@@ -230,6 +251,7 @@ class FaultProxy:
                 self.launches += 1
                 if token:
                     self.tokens[token] = answer
+                    self.token_requests[token] = body
         return answer
 
     def _exchange(self, handler: BaseHTTPRequestHandler, body: bytes, operation: str,
@@ -247,7 +269,7 @@ class FaultProxy:
 
     def serve(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
         operation, params = self.operation_of(handler, body)
-        rule = self._fault(operation, self.region_of(handler))
+        rule = self._fault(operation, self.region_of(handler), params)
         kind = rule.kind if rule else "pass"
         with self.lock:
             self.log.append((operation, kind))

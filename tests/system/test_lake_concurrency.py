@@ -147,3 +147,30 @@ def test_a_killed_compaction_loses_nothing_and_the_next_one_finishes(delay_s: fl
     product, plain = per_run(uri)
     assert product == plain == Counter(runs)
     assert len(lake.open_lake(uri).snapshot("results").files) == 2  # one file per partition
+
+
+def test_six_concurrent_ingests_each_print_the_version_of_its_own_commit(tmp_path: Path) -> None:
+    """Before (issue 32): 2 of 6 concurrent writers printed a version that was not their commit's
+    (``DeltaTable.history()`` numbers its entries down from the version the table was loaded at;
+    a commit landing in between shifted them). The log's own commit files are the truth here."""
+    import json
+    import re
+
+    uri = str(tmp_path / "lake")
+    writers = []
+    for number in range(6):
+        run_id = f"six-{number}"
+        path = write_records(tmp_path / f"{run_id}.jsonl", run_records(run_id, 20))
+        writers.append((run_id, start(ingest_command(uri, path, run_id))))
+    printed = {}
+    for run_id, process in writers:
+        out, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err
+        printed[run_id] = int(re.search(r"table version (\d+)", out).group(1))
+    committed = {}
+    for log_file in sorted((tmp_path / "lake" / "results" / "_delta_log").glob("*.json")):
+        for line in log_file.read_text().splitlines():
+            info = json.loads(line).get("commitInfo")
+            if info and info.get("run_id"):
+                committed[info["run_id"]] = int(log_file.stem)
+    assert printed == committed and sorted(printed.values()) == list(range(6))

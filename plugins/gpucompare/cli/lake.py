@@ -32,6 +32,9 @@ def _configure_ingest(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--code-hash", default=None,
                         help="content hash of the worker code that measured the file "
                              "(default: the hash of the local bench_tasks bundle)")
+    parser.add_argument("--replace", action="store_true",
+                        help="replace the run's rows even when they were measured on another machine "
+                             "(without it such a run id is refused, exit 2); says what it replaces")
 
 
 def _run_ingest(args: argparse.Namespace) -> int:
@@ -45,7 +48,8 @@ def _run_ingest(args: argparse.Namespace) -> int:
     target = lake.open_lake(lake_location(args))
     try:
         summary = lake_ingest.ingest_results(target, args.results, context, run_id=args.run_id,
-                                             code_hash=args.code_hash or local_code_hash())
+                                             code_hash=args.code_hash or local_code_hash(),
+                                             replace=args.replace)
     except (lake.IngestError, LakeError) as exc:
         raise UsageError(str(exc)) from None
     print(f"ingested {args.results} into {args.lake}: {summary.describe()}")

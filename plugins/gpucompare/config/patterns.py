@@ -132,6 +132,8 @@ SSM_PARAMETER = re.compile(r"(resolve:ssm:)?(/[A-Za-z0-9_.\-]+)+")
 #: what a fleet may say for an AMI: an id or an SSM parameter holding one
 AMI_REF = re.compile(f"{AMI_ID.pattern}|{SSM_PARAMETER.pattern}")
 SUBNET_ID = re.compile(r"subnet-[0-9a-f]{8,17}")
+#: an availability zone name: its region and a letter (``us-east-1a``)
+AVAILABILITY_ZONE = re.compile(f"(?:{AWS_REGION.pattern})[a-z]")
 SECURITY_GROUP_ID = re.compile(r"sg-[0-9a-f]{8,17}")
 #: an IAM instance profile name
 INSTANCE_PROFILE = re.compile(r"[A-Za-z0-9+=,.@_-]{1,128}")

@@ -92,6 +92,8 @@ class IngestSummary:
     records: int
     write: WriteSummary
     dates: list[dt.date] = field(default_factory=list)
+    #: what ``replace=True`` replaced: the run's rows measured on another machine, described
+    replaced: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -99,7 +101,32 @@ class IngestSummary:
 
     def describe(self) -> str:
         days = ", ".join(d.isoformat() for d in self.dates)
-        return f"run {self.run_id}: {self.records} record(s) ({days}); {self.write.describe()}"
+        text = f"run {self.run_id}: {self.records} record(s) ({days}); {self.write.describe()}"
+        if self.replaced:
+            text += f"; replaced {', '.join(self.replaced)}"
+        return text
+
+
+def machine_text(machine: tuple[str, str, str | None]) -> str:
+    """``aws g5.xlarge (us-east-1)``: a (provider, instance_type, region) as a person reads it."""
+    provider, instance_type, region = machine
+    return f"{provider} {instance_type}" + (f" ({region})" if region else "")
+
+
+def _other_machines(lake: Lake, run_id: str, context: RunContext, replace: bool) -> list[str]:
+    """The run's rows already in the lake from another machine than ``context``'s, described;
+    IngestError unless ``replace`` (a run id names one machine's run: a second machine's file
+    under the same id would silently take the first one's place)."""
+    mine = (context.provider, context.instance_type, context.region)
+    others = {m: rows for m, rows in lake.run_machines(run_id).items() if m != mine}
+    described = [f"{rows} row(s) of run {run_id} measured on {machine_text(m)}" for m, rows in others.items()]
+    if described and not replace:
+        raise IngestError(
+            f"run id {run_id!r} is already in the lake for another machine ({'; '.join(described)}), "
+            f"not {machine_text(mine)}: give this run its own --run-id, or --replace to replace those rows",
+            field="run_id",
+        )
+    return described
 
 
 def _timestamp(text: str) -> dt.datetime:
@@ -259,6 +286,7 @@ def ingest_results(
     code_hash: str | None = None,
     batch_rows: int = BATCH_ROWS,
     batch_bytes: int = BATCH_BYTES,
+    replace: bool = False,
 ) -> IngestSummary:
     """Validate a worker results file (local path or s3:// URI) and make it the rows of run
     ``run_id`` (the orchestrator's identity of the run) in ONE commit.
@@ -271,16 +299,17 @@ def ingest_results(
     same records in another line order are the same run); the second turns the records into
     Arrow batches, written as Parquet files one batch at a time and committed in the same
     transaction that removes the run's previous rows (``Lake.replace_run_rows``). If the run's
-    rows already carry the same hash, nothing is written (no new table version)."""
+    rows already carry the same hash, nothing is written. Rows of the run from another machine
+    are refused unless ``replace`` (``_other_machines``)."""
     context = context.validated()
     check_run_id(run_id)
     if code_hash is not None and not patterns.CODE_HASH.fullmatch(code_hash):
-        raise IngestError(
-            f"code hash {code_hash!r} is not a lower-case hex digest (8-64 characters)", field="code_hash"
-        )
+        raise IngestError(f"code hash {code_hash!r} is not a lower-case hex digest (8-64 characters)",
+                          field="code_hash")
     source = _ResultsFile(results_file)
     try:
         key, count, dates = _first_pass(source, context, run_id, code_hash)
+        replaced = _other_machines(lake, run_id, context, replace)
         ingested_at = dt.datetime.now(dt.UTC)
 
         def batches() -> pa.RecordBatchReader:
@@ -306,7 +335,8 @@ def ingest_results(
         )
     finally:
         source.close()
-    return IngestSummary(run_id=run_id, records=count, write=write, dates=sorted(dates))
+    return IngestSummary(run_id=run_id, records=count, write=write, dates=sorted(dates),
+                         replaced=replaced if write.changed else [])
 
 
 def _first_pass(

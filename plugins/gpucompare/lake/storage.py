@@ -161,6 +161,15 @@ _ADVICE: tuple[tuple[tuple[str, ...], str], ...] = (
       "curlcode", "couldn't connect", "could not connect"),
      "the storage endpoint cannot be reached: check AWS_ENDPOINT_URL (if set), the network and "
      "the region"),
+    (("no space left on device", "os error 28", "errno 28", "disk quota exceeded", "os error 122",
+      "errno 122"),
+     "the disk holding it is full (or over quota): free space there or give --lake another place; "
+     "nothing was committed (the lake is as it was, a later vacuum removes any stray file)"),
+    (("internalerror", "internal server error", "serviceunavailable", "service unavailable", "slowdown",
+      "status code: 500", "status code: 502", "status code: 503", "server error (5",
+      "http status server error", "internal_error"),
+     "the storage service answered with a server error (HTTP 5xx) even after retries: try again later; "
+     "nothing was committed (the lake is as it was)"),
 )
 
 

@@ -64,7 +64,13 @@ from gpucompare.errors import PermanentError
 from gpucompare.lake import schema
 from gpucompare.lake.datafiles import DataFiles, partition_text
 from gpucompare.lake.reading import KIND_SCHEMAS, LOAD_COLUMN, LakeReader, NoLakeError, RunFile
-from gpucompare.lake.storage import LakeError, check_local_folder, check_uri_characters, filesystem_for
+from gpucompare.lake.storage import (
+    UNSAFE_URI_CHARACTERS,
+    LakeError,
+    check_local_folder,
+    check_uri_characters,
+    filesystem_for,
+)
 
 #: How long removed files stay for time travel (vacuum keeps them this long): 7 days.
 RETENTION_HOURS = 7 * 24
@@ -105,6 +111,14 @@ def open_lake(uri: str | None = None) -> Lake:
     check_uri_characters(uri)
     fs, root = filesystem_for(uri)
     if isinstance(fs, pafs.LocalFileSystem):
+        # the path as delta-rs will see it: symlinks and relative parts resolved (a link to a
+        # `real%41/` folder, or a relative path under one, hides the `%` from the URI as typed)
+        if any(c in UNSAFE_URI_CHARACTERS for c in root):
+            raise LakeError(
+                f"lake {uri!r} resolves to {root!r} (symlinks and relative parts followed), which holds "
+                "'%': delta-rs would read it as an escape (%41 as 'A') and lose the table; choose a "
+                "folder whose real path has no '%'"
+            )
         check_local_folder(root)
     return Lake(uri=uri, fs=fs, root=root)
 
@@ -169,12 +183,21 @@ class Lake(LakeReader):
 
     def _committed_version(self, kind: str, token: str) -> int:
         """The version of the commit carrying ``token`` (another writer may have committed after
-        it: the table's latest version is not this commit's)."""
-        table = self.delta(kind)
-        for entry in table.history(COMMIT_SEARCH):
-            if entry.get(COMMIT_ID_KEY) == token and entry.get("version") is not None:
-                return int(entry["version"])
-        return int(table.version())  # pragma: no cover - more than COMMIT_SEARCH commits since
+        it: the table's latest version is not this commit's), read from the log's own commit
+        files, newest first. Not from ``DeltaTable.history()``: it numbers the entries down from
+        the version the table was loaded at, so a commit another writer adds in between shifts
+        every number by one (2 of 6 concurrent writers printed another's version)."""
+        latest = int(self.delta(kind).version())
+        log_folder = self.path(kind, "_delta_log")
+        for version in range(latest, max(-1, latest - COMMIT_SEARCH), -1):
+            try:
+                with self.fs.open_input_stream(f"{log_folder}/{version:020d}.json") as stream:
+                    text = stream.read().decode("utf-8")
+            except FileNotFoundError:  # removed by log cleanup (after a checkpoint): older ones too
+                break
+            if token in text and _commit_token(text) == token:
+                return version
+        return latest  # pragma: no cover - more than COMMIT_SEARCH commits since
 
     def write_results(
         self,
@@ -202,6 +225,22 @@ class Lake(LakeReader):
             pa.array([key] * table.num_rows, pa.string()),
         )
         return self.replace_run(run_id, key, table.num_rows, lambda: table, metadata)
+
+    def run_machines(self, run_id: str) -> dict[tuple[str, str, str | None], int]:
+        """``(provider, instance_type, region) -> rows`` of run ``run_id`` in the results table
+        (empty if none): the machine(s) the run's rows were measured on."""
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        columns = ["run_id", "provider", "instance_type", "region"]
+        machines: dict[tuple[str, str, str | None], int] = {}
+        for found in self.run_files(run_id):
+            part = pq.read_table(found.path, filesystem=self.fs, columns=columns)
+            mine = part.filter(pc.equal(part.column("run_id"), run_id))
+            for row in mine.select(columns[1:]).to_pylist():
+                machine = (row["provider"], row["instance_type"], row["region"])
+                machines[machine] = machines.get(machine, 0) + 1
+        return machines
 
     def replace_run(
         self,
@@ -439,6 +478,16 @@ def _writer_properties() -> Any:
     from deltalake import WriterProperties
 
     return WriterProperties(compression="ZSTD", max_row_group_size=ROW_GROUP_ROWS)
+
+
+def _commit_token(log_entry: str) -> str | None:
+    """The ``COMMIT_ID_KEY`` of a commit file's commitInfo action (None when it has none)."""
+    for line in log_entry.splitlines():
+        action = json.loads(line) if line.strip() else {}
+        info = action.get("commitInfo")
+        if info is not None:
+            return info.get(COMMIT_ID_KEY)
+    return None
 
 
 def run_transaction_id(run_id: str) -> str:

@@ -27,6 +27,7 @@ The page needs no network to be viewed: its style sheet is inline and every char
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,7 @@ import jinja2
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gpucompare.reports import page_campaign, page_projections
 from gpucompare.reports.formatting import CURRENCY_SIGN, Colours, date_text, is_published
 from gpucompare.reports.page_answer import answers
 from gpucompare.reports.page_campaign import campaign_section
@@ -183,13 +185,10 @@ def _ranking_note(report_set: ReportSet, best: list[dict[str, Any]]) -> str:
     )
 
 
-def _chart_sections(report_set: ReportSet, best: list[dict[str, Any]], colours: Colours) -> list[Section]:
-    tables = report_set.tables
-    throughput = rows_of(chartable_throughput(tables["throughput"]))
-    scaling = rows_of(tables["scaling"])
-    modes = sorted({r["mode"] for r in best} | {r["mode"] for r in throughput})
+def _cost_section(report_set: ReportSet, best: list[dict[str, Any]], colours: Colours) -> Section:
+    report_set.tables["best_value"]  # noqa: B018 - without it (it failed) the section says so, not "empty"
     best_rows = best_per_network(best)
-    cost = Section(
+    return Section(
         "cost", "Cost per million images",
         f"In {report_set.currency}; each price is the one valid on the figure's date, converted at that "
         "date's rate. Under every bar: when its figure was measured or published, and the date of its price. "
@@ -197,17 +196,34 @@ def _chart_sections(report_set: ReportSet, best: list[dict[str, Any]], colours: 
         + _ranking_note(report_set, best),
         "cost.html.j2", ("best_value", "cost_per_million"),
         {"methodology": methodology_note(best),
-         "figures": [f for mode in modes for f in cost_figures(best, mode, report_set, colours)],
+         "figures": [f for mode in _modes(report_set, best)
+                     for f in cost_figures(best, mode, report_set, colours)],
          "best": best_table(best_rows, report_set.currency) if best_rows else None},
     )
-    speed = Section(
+
+
+def _modes(report_set: ReportSet, best: list[dict[str, Any]]) -> list[str]:
+    """The modes drawn: those ranked or measured (a failed throughput report leaves the ranked ones)."""
+    throughput = report_set.tables.get("throughput")
+    measured = set() if throughput is None else set(throughput.column("mode").to_pylist())
+    return sorted({r["mode"] for r in best} | measured)
+
+
+def _throughput_section(report_set: ReportSet, best: list[dict[str, Any]], colours: Colours) -> Section:
+    throughput = rows_of(chartable_throughput(report_set.tables["throughput"]))
+    return Section(
         "throughput", "Throughput against batch size",
         "Images per second on one device (GPU or CPU), float32.",
         "figures.html.j2", ("throughput", "throughput_matrix"),
         {"methodology": methodology_note(throughput),
-         "figures": [f for mode in modes for f in throughput_figures(throughput, mode, colours)]},
+         "figures": [f for mode in _modes(report_set, best)
+                     for f in throughput_figures(throughput, mode, colours)]},
     )
-    scale = Section(
+
+
+def _scaling_section(report_set: ReportSet, colours: Colours) -> Section:
+    scaling = rows_of(report_set.tables["scaling"])
+    return Section(
         "scaling", "Multi-GPU scaling",
         "Speedup = images/s ÷ images/s of the same network, mode and GPU model on one GPU; strong = global "
         "batch held, weak = per-device batch held (b = the 1-GPU batch); efficiency = speedup ÷ GPUs. A "
@@ -216,63 +232,111 @@ def _chart_sections(report_set: ReportSet, best: list[dict[str, Any]], colours: 
         {"methodology": methodology_note(r for r in scaling if r["origin"] != "published_curve"),
          "figures": scaling_figures(scaling, colours) + scaling_figures(scaling, colours, "efficiency")},
     )
-    return [cost, speed, scale]
 
 
-def _table_sections(report_set: ReportSet, missing: list[dict[str, Any]]) -> list[Section]:
+class _Parts:
+    """The page's parts, each drawn on its own: a part that fails (a report it needs failed, or
+    drawing it raised) becomes a section saying so, the rest of the page is still drawn, and a
+    failure of its own is recorded in the set's ``failures`` as ``index.html: <part>``."""
+
+    def __init__(self, report_set: ReportSet) -> None:
+        self.report_set = report_set
+
+    def value(self, name: str, build: Callable[[], Any], fallback: Any) -> Any:
+        try:
+            return build()
+        except Exception as exc:  # noqa: BLE001 - recorded, the page goes on without this part
+            missing = exc.args[0] if isinstance(exc, KeyError) and exc.args else None
+            if missing not in self.report_set.failures:  # else a consequence of that failure
+                self.report_set.fail(f"index.html: {name}", exc)
+            return fallback
+
+    def section(self, key: str, title: str, build: Callable[[], Section]) -> Section:
+        failed = Section(key, title, "A part of the report set this section needs failed.",
+                         "failed.html.j2")
+        return self.value(key, build, failed)
+
+
+def _regressions_section(report_set: ReportSet) -> Section:
     rule = report_set.rule
     regressions = reported_rows(report_set.tables["regressions"])
     stack_changes = stack_change_lines(stack_change_rows(report_set.tables["regressions"]))
+    return Section(
+        "regressions", "Regressions",
+        f"Latest result of each machine and configuration against its {rule.history_runs} previous "
+        "results of the same methodology and software stack (worker runtime and framework build): "
+        f"flagged when below median − max(noise, floor), noise = {rule.mad_factor:g} × 1.4826 × MAD of "
+        f"the history, floor = {rule.min_drop:.0%} of the median, and the U test of the repeats finds "
+        "the drop significant, or when it failed where the history ran. A significant drop beyond the "
+        "noise but within the floor is listed as \"significant, below floor\", not flagged.",
+        "regressions.html.j2", ("regressions",),
+        {"table": regressions_table(regressions) if regressions else None,
+         "stack_changes": stack_changes},
+    )
+
+
+def _missing_section(missing: list[dict[str, Any]]) -> Section:
     own, published = missing_tables(missing)
-    sections = [
-        Section(
-            "regressions", "Regressions",
-            f"Latest result of each machine and configuration against its {rule.history_runs} previous "
-            "results of the same methodology and software stack (worker runtime and framework build): "
-            f"flagged when below median − max(noise, floor), noise = {rule.mad_factor:g} × 1.4826 × MAD of "
-            f"the history, floor = {rule.min_drop:.0%} of the median, and the U test of the repeats finds "
-            "the drop significant, or when it failed where the history ran. A significant drop beyond the "
-            "noise but within the floor is listed as \"significant, below floor\", not flagged.",
-            "regressions.html.j2", ("regressions",),
-            {"table": regressions_table(regressions) if regressions else None,
-             "stack_changes": stack_changes},
-        ),
-        Section(
-            "missing", "Results without a price",
-            "Kept in cost_per_million with empty cost columns. Your own machines: declare a price "
-            f"(gpucompare add-price or a prices entry in the fleet file, {PRICE_DOCS}); other machines: add "
-            "a price list (data/prices or refresh-prices).",
-            "missing.html.j2", ("cost_per_million",), {"own": own, "published": published},
-        ),
-        campaign_section(report_set),
-    ]
+    return Section(
+        "missing", "Results without a price",
+        "Kept in cost_per_million with empty cost columns. Your own machines: declare a price "
+        f"(gpucompare add-price or a prices entry in the fleet file, {PRICE_DOCS}); other machines: add "
+        "a price list (data/prices or refresh-prices).",
+        "missing.html.j2", ("cost_per_million",), {"own": own, "published": published},
+    )
+
+
+def _flags_section(report_set: ReportSet) -> Section | None:
     suspicious = suspicious_published(report_set.tables["throughput"])
-    if suspicious is not None:
-        sections.append(Section(
-            "flags", "Published values that look wrong",
-            "Kept exactly as published, never ranked unless asked; the import flags them, never rewrites "
-            "them. Decimal commas and the article's × 8 batch labels are flagged too: see the flags column.",
-            "flags.html.j2", ("throughput",), {"table": suspicious},
-        ))
-    return sections
+    if suspicious is None:
+        return None
+    return Section(
+        "flags", "Published values that look wrong",
+        "Kept exactly as published, never ranked unless asked; the import flags them, never rewrites "
+        "them. Decimal commas and the article's × 8 batch labels are flagged too: see the flags column.",
+        "flags.html.j2", ("throughput",), {"table": suspicious},
+    )
+
+
+def _sections(report_set: ReportSet, parts: _Parts, best: list[dict[str, Any]],
+              missing: list[dict[str, Any]]) -> list[Section]:
+    """Every section in page order, each drawn on its own (``_Parts``)."""
+    colours = Colours()
+    sections = [
+        parts.section("cost", "Cost per million images", lambda: _cost_section(report_set, best, colours)),
+        parts.section(page_projections.KEY, page_projections.TITLE, lambda: where_else_section(report_set)),
+        parts.section("throughput", "Throughput against batch size",
+                      lambda: _throughput_section(report_set, best, colours)),
+        parts.section("scaling", "Multi-GPU scaling", lambda: _scaling_section(report_set, colours)),
+        parts.section("regressions", "Regressions", lambda: _regressions_section(report_set)),
+        parts.section("missing", "Results without a price", lambda: _missing_section(missing)),
+        parts.section(page_campaign.KEY, page_campaign.TITLE, lambda: campaign_section(report_set)),
+    ]
+    flags = parts.value("flags", lambda: _flags_section(report_set), None)
+    return sections + ([flags] if flags is not None else [])
 
 
 def render_page(report_set: ReportSet, generated_at: dt.datetime) -> str:
-    """The whole index.html as a string; ``generated_at`` is the time the page states."""
-    best = rows_of(report_set.tables["best_value"])
-    missing = rows_of(report_set.missing_prices)
-    colours = Colours()
-    sections = _chart_sections(report_set, best, colours)
-    sections.insert(1, where_else_section(report_set))  # projections: after the measured costs
-    sections += _table_sections(report_set, missing)
+    """The whole index.html as a string; ``generated_at`` is the time the page states. A part that
+    cannot be drawn never stops the page: it says so in its place, and the page lists every failed
+    part of the report set at its top."""
+    parts = _Parts(report_set)
+    best = parts.value("best_value", lambda: rows_of(report_set.tables["best_value"]), [])
+    missing = parts.value("missing prices", lambda: rows_of(report_set.missing_prices), [])
+    sections = _sections(report_set, parts, best, missing)
     ranked = {(r["provider"], r["instance_type"], r["region"], r["market"]) for r in best if r["ranked"]}
-    flagged = sum(1 for r in flagged_rows(report_set.tables["regressions"]) if r["regression"])
+    flagged = parts.value("regressions", lambda: sum(
+        1 for r in flagged_rows(report_set.tables["regressions"]) if r["regression"]), 0)
+    cards = parts.value("cards", lambda: headline_cards(report_set, len(ranked), missing, flagged), [])
+    answer = parts.value("first answer", lambda: first_answer(report_set, best, missing), None)
     return _ENVIRONMENT.get_template("page.html.j2").render(
         sign=CURRENCY_SIGN.get(report_set.currency, report_set.currency),
         generated=generated_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        cards=headline_cards(report_set, len(ranked), missing, flagged),
-        first_answer=first_answer(report_set, best, missing),
-        answers=answers(best, report_set.currency, generated_at.astimezone(dt.UTC).date()),
+        cards=cards,
+        first_answer=answer,
+        answers=parts.value("answers", lambda: answers(best, report_set.currency,
+                                                       generated_at.astimezone(dt.UTC).date()), []),
+        failures=dict(report_set.failures),
         sections=sections,
         files=(*REPORTS, *DERIVED),
     )

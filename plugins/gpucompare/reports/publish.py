@@ -68,13 +68,25 @@ def _put(fs: pafs.FileSystem, root: str, name: str, data: bytes) -> str:
     return path
 
 
+#: A text cell a spreadsheet would read as a formula starts with one of these (OWASP, "CSV
+#: Injection": =, +, -, @, tab and carriage return); in the CSVs such a cell gets a leading
+#: single quote, so the spreadsheet shows it as text. The Parquet files keep every value as is.
+FORMULA_START = r"^([=+\-@\t\r])"
+
+
 def csv_ready(table: pa.Table) -> pa.Table:
-    """The table as CSV can hold it: list columns (``flags``) ;-joined, everything else as is."""
+    """The table as CSV can hold it: list columns (``flags``) ;-joined, and every text cell that a
+    spreadsheet would run as a formula (``FORMULA_START``: ``=HYPERLINK(…)`` in a free-text field)
+    neutralised with a leading ``'``; numbers and everything else as is."""
     for index, column in enumerate(table.schema):
+        values = table.column(index)
         if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
-            joined = pc.binary_join(table.column(index), ";")
-            as_text = pa.field(column.name, pa.string(), metadata=column.metadata)
-            table = table.set_column(index, as_text, joined)
+            values = pc.binary_join(values, ";")
+        elif not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            continue
+        neutral = pc.replace_substring_regex(values, pattern=FORMULA_START, replacement="'\\1")
+        as_text = pa.field(column.name, neutral.type, metadata=column.metadata)
+        table = table.set_column(index, as_text, neutral)
     return table
 
 

@@ -14,12 +14,15 @@ results bucket: manual runs use regions the fleet does not name); and
 ``GPUCOMPARE_SWEEPER_REGIONS``. Instances tagged with a former name of the deployment
 (``GPUCOMPARE_FORMER_DEPLOYMENTS``, e.g. the name an older release derived) are its own too.
 
-No single location can stop the sweep: a region whose DescribeInstances is refused (403
-UnauthorizedOperation from an SCP, OptInRequired for a region not opted in, no endpoint) and a
-marker bucket that is missing or unlistable are recorded and skipped, and everything else is
-swept. When a batch TerminateInstances is refused, each instance is tried on its own. What could
-not be read and what could not be terminated are named in the ``SweepIncomplete`` raised at the
-end (the task fails: someone must look). The shipped fleet's placeholder bucket is never read.
+Every page of every region's DescribeInstances is read and every expired instance terminated in
+the same pass (TerminateInstances in batches of ``TERMINATE_BATCH``): a backlog of thousands goes
+in one run, not a page per region per hour. No single location can stop the sweep: a region
+whose DescribeInstances is refused (403 UnauthorizedOperation from an SCP, OptInRequired for a
+region not opted in, no endpoint) and a marker bucket that is missing or unlistable are recorded
+and skipped, and everything else is swept. When a batch TerminateInstances is refused, each
+instance is tried on its own. What could not be read and what could not be terminated are named
+in the ``SweepIncomplete`` raised at the end (the task fails: someone must look). The shipped
+fleet's placeholder bucket is never read.
 
 Run by the sweeper DAG, or by hand: ``sweep_expired_instances(["us-east-1"])``.
 """
@@ -34,7 +37,13 @@ from typing import Any
 
 from gpucompare.targets.base import TargetError
 from gpucompare.targets.ec2.aws_errors import client_error_code
-from gpucompare.targets.ec2.options import DEPLOYMENT_TAG, EXPIRES_AT_TAG, LIVE_STATES, RUN_ID_TAG
+from gpucompare.targets.ec2.options import (
+    DEPLOYMENT_TAG,
+    EXPIRES_AT_TAG,
+    LIVE_STATES,
+    RUN_ID_TAG,
+    SWEEP_NOW_TAG,
+)
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +120,12 @@ def _tags(instance: dict[str, Any]) -> dict[str, str]:
 
 
 def expired_reason(instance: dict[str, Any], now: datetime) -> str | None:
-    """Why this instance must go (None when it may live on)."""
-    raw = _tags(instance).get(EXPIRES_AT_TAG)
+    """Why this instance must go (None when it may live on): handed over by a teardown that could
+    not terminate it (``SWEEP_NOW_TAG``), an expires-at passed or unreadable."""
+    tags = _tags(instance)
+    if SWEEP_NOW_TAG in tags:
+        return f"handed to the sweeper by its teardown ({tags[SWEEP_NOW_TAG]})"
+    raw = tags.get(EXPIRES_AT_TAG)
     expires_at = parse_expires_at(raw)
     if expires_at is None:
         return f"unreadable {EXPIRES_AT_TAG} tag {raw!r}"
@@ -121,9 +134,38 @@ def expired_reason(instance: dict[str, Any], now: datetime) -> str | None:
     return None
 
 
+#: Instances per TerminateInstances call: the API takes up to 1,000 ids and asks for smaller
+#: batches; a refused batch is retried one instance at a time, so a batch also bounds that work.
+TERMINATE_BATCH = 200
+#: Reservations per DescribeInstances page asked for (the API's maximum is 1,000; moto answers
+#: in pages of its own size): every page is read, so a backlog goes in one pass.
+DESCRIBE_PAGE_SIZE = 1000
+
+
+def list_instances(hook: Any, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every instance matching ``filters``, all pages of DescribeInstances read (the provider's
+    ``EC2Hook.get_instances`` reads the first page only)."""
+    pages = hook.conn.get_paginator("describe_instances").paginate(
+        Filters=filters, PaginationConfig={"PageSize": DESCRIBE_PAGE_SIZE})
+    return [instance for page in pages for reservation in page.get("Reservations", [])
+            for instance in reservation.get("Instances", [])]
+
+
 def _terminate(hook: Any, region: str, doomed: list[SweptInstance]) -> tuple[list[SweptInstance], list[str]]:
-    """Terminate in one call; when that is refused, one call per instance (one instance we
-    may not terminate must not keep the others alive). Returns (terminated, failures)."""
+    """Terminate in batches of ``TERMINATE_BATCH``; a refused batch is tried one instance at a
+    time (one instance we may not terminate must not keep the others alive). Returns
+    (terminated, failures)."""
+    done: list[SweptInstance] = []
+    failures: list[str] = []
+    for start in range(0, len(doomed), TERMINATE_BATCH):
+        batch_done, batch_failures = _terminate_batch(hook, region, doomed[start:start + TERMINATE_BATCH])
+        done += batch_done
+        failures += batch_failures
+    return done, failures
+
+
+def _terminate_batch(hook: Any, region: str,
+                     doomed: list[SweptInstance]) -> tuple[list[SweptInstance], list[str]]:
     from botocore.exceptions import ClientError
 
     try:
@@ -184,7 +226,7 @@ def sweep_expired_instances(regions: Iterable[str], *, aws_conn_id: str = "aws_d
     for region in regions:
         hook = EC2Hook(aws_conn_id=aws_conn_id, region_name=region, api_type="client_type")
         try:
-            instances = hook.get_instances(filters=[
+            instances = list_instances(hook, [
                 {"Name": f"tag:{DEPLOYMENT_TAG}", "Values": names},
                 {"Name": "tag-key", "Values": [EXPIRES_AT_TAG]},
                 {"Name": "instance-state-name", "Values": [s for s in LIVE_STATES if s != "shutting-down"]},

@@ -53,7 +53,10 @@ def test_the_launcher_alone_launches_finds_and_waits_for_the_run_instance(parts:
     assert [i["InstanceId"] for i in found] == [instance_id]
     tags = {t["Key"]: t["Value"] for t in found[0]["Tags"]}
     assert tags[RUN_ID_TAG] == run_id and tags[DEPLOYMENT_TAG] == options.deployment
-    assert found[0]["ClientToken"] == client_token(options.deployment, run_id, "on_demand")
+    # launched in the first zone offering the type (no subnets or zones given): that place's token
+    zone = found[0]["Placement"]["AvailabilityZone"]
+    token = client_token(options.deployment, run_id, "on_demand", placement=f"zone {zone}")
+    assert found[0]["ClientToken"] == token
     assert launcher.ready_poller(instance_id, deadline=float("inf")).poll() == {"ready": instance_id}
     aws_client("ec2").terminate_instances(InstanceIds=[instance_id])
     assert live_instances(aws_client, run_id) == []

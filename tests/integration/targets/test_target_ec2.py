@@ -133,13 +133,17 @@ def test_spot_is_asked_for_and_recorded_when_granted(aws_account, aws_client):
 @pytest.mark.parametrize("code", ["InsufficientInstanceCapacity", "SpotMaxPriceTooLow",
                                   "MaxSpotInstanceCountExceeded"])
 def test_spot_capacity_refused_falls_back_to_on_demand_and_records_it(aws_account, aws_client, code):
+    """No spot capacity: spot is asked in every zone the fleet entry allows (here two), then
+    on-demand; a spot quota or price cap no other zone changes goes straight to on-demand."""
     run_id = new_run_id()
-    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"], market="spot"))
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"], market="spot",
+                                    availability_zones=["us-east-1a", "us-east-1b"]))
     handler, calls = _refuse_spot(code)
     target.ec2_hook.conn.meta.events.register("before-call.ec2.RunInstances", handler)
     state = target.prepare(run_id)
     try:
-        assert calls == ["spot", "on_demand"]
+        spot_tries = 2 if code == "InsufficientInstanceCapacity" else 1
+        assert calls == ["spot"] * spot_tries + ["on_demand"]
         assert state.market == "on_demand"
         assert _instance(aws_client, state.resource_id).get("InstanceLifecycle") != "spot"
         assert len(live_instances(aws_client, run_id)) == 1
@@ -604,11 +608,17 @@ def test_an_instance_that_dies_mid_command_ends_the_wait(aws_account, aws_client
     try:
         state = target.deploy(state)
         _rewrite_invocations(target, [{"Status": "InProgress"}])
+        sweep = target.start_sweep(state, TINY_SWEEP, timeout_s=600)  # sent while it is alive
         aws_client("ec2").terminate_instances(InstanceIds=[state.resource_id])
         started = time.monotonic()
+        poller = target.sweep_poller(state, sweep)
         with pytest.raises(TargetError, match=r"is (shutting-down|terminated) while SSM command"):
-            target.run_sweep(state, TINY_SWEEP, timeout_s=600)
+            while (event := poller.poll()) is None:
+                time.sleep(0.2)
+            target.finish_sweep(state, sweep, event)
         assert time.monotonic() - started < 60
+        with pytest.raises(ec2.InstanceLost):  # and a retry sends it nothing more
+            target.start_sweep(state, TINY_SWEEP, timeout_s=600)
     finally:
         target.teardown(state)
 

@@ -18,6 +18,7 @@ from gpucompare.config.models.values import (
     PLACEHOLDER_BUCKET,
     REQUIREMENTS,
     AmiRef,
+    AvailabilityZones,
     AwsRegion,
     BasePython,
     Bucket,
@@ -42,6 +43,7 @@ from gpucompare.config.models.values import (
     SecurityGroups,
     Strict,
     SubnetId,
+    Subnets,
     Tags,
     TtlMinutes,
     VolumeSize,
@@ -118,6 +120,10 @@ class Ec2Options(_Options):
     results_prefix: Prefix = "gpucompare"
     aws_conn_id: ConnId = "aws_default"
     subnet_id: SubnetId | None = None
+    #: where a launch may go, tried in order when one has no capacity (subnets, or zones of the
+    #: default VPC); none given: subnet_id, else every zone of the region offering the type
+    subnets: Subnets = ()
+    availability_zones: AvailabilityZones = ()
     security_group_ids: SecurityGroups = ()
     ttl_minutes: TtlMinutes | None = None  # default: derived by the plan
     volume_size_gb: VolumeSize = 150
@@ -142,6 +148,14 @@ class Ec2Options(_Options):
         if isinstance(data, Mapping) and isinstance(data.get("sweep_configs"), Mapping):
             return {**data, "sweep_configs": [data["sweep_configs"]]}
         return data
+
+    @model_validator(mode="after")
+    def _one_placement_option(self) -> Any:
+        given = [name for name in ("subnet_id", "subnets", "availability_zones") if getattr(self, name)]
+        if len(given) > 1:
+            raise rule(given[1], f"is not allowed with {given[0]}: give one of subnet_id, subnets or "
+                       "availability_zones (a subnet lies in one zone)")
+        return self
 
 
 # -- targets: a union discriminated on kind -------------------------------------------------------

@@ -106,6 +106,9 @@ MIN_VOLUME_GB = 8
 MAX_VOLUME_GB = 200
 VolumeSize = Annotated[int, Whole(MIN_VOLUME_GB, MAX_VOLUME_GB)]
 SubnetId = _text(patterns.SUBNET_ID, "a subnet id (subnet-…)")
+Subnets = Annotated[tuple[str, ...], TextList(Matching(patterns.SUBNET_ID, "subnet ids (subnet-…)"))]
+AvailabilityZones = Annotated[tuple[str, ...], TextList(Matching(patterns.AVAILABILITY_ZONE,
+                                                                 "availability zone names (us-east-1a …)"))]
 SecurityGroups = Annotated[tuple[str, ...], TextList(Matching(patterns.SECURITY_GROUP_ID,
                                                               "security group ids (sg-…)"))]
 Deployment = _text(patterns.DEPLOYMENT, "a deployment name (lower-case letters, "

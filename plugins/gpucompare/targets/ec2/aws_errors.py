@@ -48,6 +48,22 @@ PERMANENT_ERROR_CODES = frozenset({
 })
 
 
+#: AWS error codes that say "not now": throttling and the service's own 5xx answers. A call that
+#: must happen (a teardown's TerminateInstances) is retried on these for minutes, not tries.
+BUSY_ERROR_CODES = frozenset({
+    "RequestLimitExceeded",
+    "Throttling",
+    "ThrottlingException",
+    "RequestThrottled",
+    "TooManyRequestsException",
+    "SlowDown",
+    "InternalError",
+    "InternalFailure",
+    "ServiceUnavailable",
+    "Unavailable",
+})
+
+
 def client_error_code(exc: BaseException) -> str | None:
     """The AWS error code of a botocore ``ClientError`` (None for anything else)."""
     response = getattr(exc, "response", None)

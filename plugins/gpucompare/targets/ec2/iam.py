@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gpucompare.config.models import MAX_VOLUME_GB
-from gpucompare.targets.ec2.options import DEPLOYMENT_TAG, EXPIRES_AT_TAG, RUN_ID_TAG
+from gpucompare.targets.ec2.options import DEPLOYMENT_TAG, EXPIRES_AT_TAG, RUN_ID_TAG, SWEEP_NOW_TAG
 
 #: ``ec2:Owner`` of the AMIs the worker runtimes launch from: Amazon's own images (alias
 #: ``amazon``) and the account that publishes the AWS Deep Learning AMIs (the base AMI of the
@@ -160,6 +160,19 @@ def _iam_statements(profiles: list[str], account: str) -> list[dict[str, Any]]:
     ]
 
 
+def _sweeper_tag_statement(instances: str, deployment: str) -> dict[str, Any]:
+    """A throttled teardown may tag this deployment's instances for the sweeper (that tag only)."""
+    return _statement(
+        "HandThisDeploymentsInstancesToTheSweeper",
+        "ec2:CreateTags",
+        instances,
+        {
+            "StringEquals": {f"aws:ResourceTag/{DEPLOYMENT_TAG}": deployment},
+            "ForAllValues:StringEquals": {"aws:TagKeys": [SWEEP_NOW_TAG]},
+        },
+    )
+
+
 def _use_statements(
     profiles: list[str], account: str, deployment: str, bucket: str, prefix: str
 ) -> list[dict[str, Any]]:
@@ -179,14 +192,11 @@ def _use_statements(
                 },
             },
         ),
+        _sweeper_tag_statement(instances, deployment),
         _statement(
             "DescribeIsNotResourceScoped",
-            [
-                "ec2:DescribeInstances",
-                "ec2:DescribeInstanceStatus",
-                "ec2:DescribeImages",
-                "ec2:DescribeSpotPriceHistory",
-            ],
+            ["ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstances", "ec2:DescribeInstanceStatus",
+             "ec2:DescribeImages", "ec2:DescribeSpotPriceHistory"],
             "*",
         ),
         _statement(

@@ -32,6 +32,17 @@ from gpucompare.targets.ec2.options import (
     SPOT_CAPACITY_ERRORS,
     Ec2Options,
 )
+from gpucompare.targets.ec2.placement import (
+    CAPACITY_ERRORS,
+    QUOTA_ERRORS,
+    SPOT_ONLY_REFUSALS,
+    LaunchRefused,
+    Placement,
+    exhausted,
+    offered_zones,
+    quota_advice,
+    refusal,
+)
 
 log = logging.getLogger(__name__)
 
@@ -62,14 +73,21 @@ def find_run_instances(ec2_hook: Any, run_id: str, deployment: str,
             "refusing to launch one that could be a second: the task's retry looks again") from exc
 
 
-def client_token(deployment: str, run_id: str, market: str, dead: tuple[str, ...] = ()) -> str:
+def client_token(deployment: str, run_id: str, market: str, dead: tuple[str, ...] = (),
+                 placement: str = "", generation: int = 0) -> str:
     """RunInstances' idempotency token (at most 64 ASCII characters), the same for every try of
     the run: a call retried by botocore after a lost answer, and a task retry whose tag lookup
     does not see the instance yet (DescribeInstances is eventually consistent), get the first
     call's instance back instead of launching a second one. ``dead``: the run's instances
     already gone (terminated, stopped: a spot reclaim, a failed try's teardown), which the
-    lookup sees; each one gives a new token, so a retry after a lost instance launches anew."""
-    seed = "\0".join([deployment, run_id, market, *sorted(dead)])
+    lookup sees; each one gives a new token, so a retry after a lost instance launches anew.
+    ``placement``: the subnet or zone asked for (``Placement.label``; "" for AWS's choice): each
+    place is its own request, so it has its own token. ``generation``: the launch plan's
+    (``RunStorage.launch_plan``): a plan made anew is a new request."""
+    parts = [deployment, run_id, market, *sorted(dead)]
+    parts += [f"placement={placement}"] if placement else []
+    parts += [f"plan={generation}"] if generation else []
+    seed = "\0".join(parts)
     return hashlib.sha256(seed.encode()).hexdigest()[:64]
 
 
@@ -118,14 +136,42 @@ class Ec2Launcher:
         return value.strip()
 
     def root_device_name(self, image_id: str) -> str:
-        images = self.ec2_hook.conn.describe_images(ImageIds=[image_id]).get("Images", [])
+        """The image's root device; a refused or unknown image names the fleet option ``ami``."""
+        from botocore.exceptions import ClientError
+
+        try:
+            images = self.ec2_hook.conn.describe_images(ImageIds=[image_id]).get("Images", [])
+        except ClientError as exc:
+            raise refusal(exc, f"DescribeImages {image_id} (ec2 option 'ami' {self.options.ami!r})") from exc
         if not images:  # no retry makes it exist: fail at once
-            raise TargetConfigError(f"AMI {image_id} does not exist in {self.spec.region}")
+            raise TargetConfigError(f"ec2 option 'ami': AMI {image_id} does not exist in {self.spec.region} "
+                                    f"(from {self.options.ami!r})")
         return images[0].get("RootDeviceName") or "/dev/sda1"
 
+    def placements(self) -> list[Placement]:
+        """Where the launch may go, in the order tried: the fleet entry's ``subnets`` (or
+        ``subnet_id``), else its ``availability_zones``, else every zone of the region offering
+        the type (DescribeInstanceTypeOfferings; unreadable: AWS chooses)."""
+        options = self.options
+        subnets = list(options.subnets) or ([options.subnet_id] if options.subnet_id else [])
+        if subnets:
+            return [Placement(subnet_id=subnet) for subnet in subnets]
+        zones: list[str] | None = list(options.availability_zones)
+        if not zones:
+            zones = offered_zones(self.ec2_hook.conn, self.spec.instance_type, self.spec.region)
+            if zones == []:
+                raise LaunchRefused(f"instance type {self.spec.instance_type} is not offered in any zone of "
+                                    f"{self.spec.region} (DescribeInstanceTypeOfferings): choose another "
+                                    "region or instance type")
+        return [Placement(zone=zone) for zone in zones or []] or [Placement()]
+
     def run_instances_request(self, run_id: str, image_id: str, ttl_minutes: int, expires_at: str,
-                              *, spot: bool, dead: tuple[str, ...] = ()) -> dict[str, Any]:
-        """The RunInstances parameters (everything ``target``'s module docstring promises)."""
+                              *, spot: bool, dead: tuple[str, ...] = (),
+                              placement: Placement | None = None, generation: int = 0) -> dict[str, Any]:
+        """The RunInstances parameters (everything ``target``'s module docstring promises): a
+        function of its arguments and the options only, so a retry with the same token sends
+        the same request."""
+        placement = placement or Placement()
         tags = [
             {"Key": "Name", "Value": f"gpucompare-{runs.run_key(run_id)}"[:255]},
             {"Key": RUN_ID_TAG, "Value": run_id},
@@ -139,7 +185,7 @@ class Ec2Launcher:
             "MinCount": 1,
             "MaxCount": 1,
             "ClientToken": client_token(self.options.deployment, run_id, "spot" if spot else "on_demand",
-                                        dead),
+                                        dead, placement.label, generation),
             "IamInstanceProfile": {"Name": self.options.instance_profile},
             # hop limit 2: a container on the host (the worker image) can still reach IMDSv2
             "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled",
@@ -153,9 +199,8 @@ class Ec2Launcher:
             "UserData": user_data_script(ttl_minutes),
             "TagSpecifications": [{"ResourceType": "instance", "Tags": tags},
                                   {"ResourceType": "volume", "Tags": tags}],
+            **placement.request_fields(),
         }
-        if self.options.subnet_id:
-            request["SubnetId"] = self.options.subnet_id
         if self.options.security_group_ids:
             request["SecurityGroupIds"] = list(self.options.security_group_ids)
         if spot:
@@ -167,35 +212,51 @@ class Ec2Launcher:
         return request
 
     def launch(self, run_id: str, image_id: str, ttl_minutes: int, expires_at: str, *,
-               dead: tuple[str, ...] = ()) -> tuple[str, str]:
-        """RunInstances (spot first if asked, on-demand when spot capacity is refused): the new
-        (or, for a repeated token, the earlier) instance's id and the market it got."""
+               dead: tuple[str, ...] = (), generation: int = 0) -> tuple[str, str]:
+        """RunInstances in each allowed place (``placements``) until one has capacity: spot in
+        every place first if asked, then on-demand in every place (spot capacity refused falls
+        back to on-demand). Returns the new (or, for a repeated token, the earlier) instance's id
+        and the market it got. A quota refusal fails at once naming the quota; every place without
+        capacity ends in ``LaunchRefused`` naming what was tried and what to change; any other
+        permanent refusal names the fleet option at fault."""
+        tried: list[tuple[str, str, str]] = []
+        places = self.placements()
+        markets = (True, False) if self.spec.market == "spot" else (False,)
+        for spot in markets:
+            for place in places:
+                request = self.run_instances_request(run_id, image_id, ttl_minutes, expires_at, spot=spot,
+                                                     dead=dead, placement=place, generation=generation)
+                instance, code = self._try_launch(request, spot, place, tried)
+                if instance is not None:
+                    log.info("Launched %s instance %s (%s) for run %s in %s", "spot" if spot else "on-demand",
+                             instance["InstanceId"], self.spec.instance_type, run_id,
+                             place.label or instance.get("Placement", {}).get("AvailabilityZone"))
+                    return instance["InstanceId"], "spot" if spot else "on_demand"
+                if spot and code in SPOT_ONLY_REFUSALS:
+                    break  # a spot quota or price: no other place changes it, on-demand next
+        raise exhausted(self.spec.instance_type, self.spec.region, tried, self.spec.market == "spot")
+
+    def _try_launch(self, request: dict[str, Any], spot: bool, place: Placement,
+                    tried: list[tuple[str, str, str]]) -> tuple[dict[str, Any] | None, str | None]:
+        """One RunInstances: (the instance, None) when it launched, else (None, the capacity code
+        that refused it, also recorded in ``tried``); raises anything else."""
         from botocore.exceptions import ClientError
 
-        want_spot = self.spec.market == "spot"
-        if want_spot:
-            try:
-                request = self.run_instances_request(run_id, image_id, ttl_minutes, expires_at, spot=True,
-                                                     dead=dead)
-                instance = self.ec2_hook.conn.run_instances(**request)["Instances"][0]
-                log.info("Launched spot instance %s (%s) for run %s", instance["InstanceId"],
-                         self.spec.instance_type, run_id)
-                return instance["InstanceId"], "spot"
-            except ClientError as exc:
-                code = client_error_code(exc)
-                if code not in SPOT_CAPACITY_ERRORS:
-                    raise TargetError(f"RunInstances (spot {self.spec.instance_type}) failed: {exc}") from exc
-                log.warning("Spot capacity refused for %s in %s (%s): falling back to on-demand",
-                            self.spec.instance_type, self.spec.region, code)
-        request = self.run_instances_request(run_id, image_id, ttl_minutes, expires_at, spot=False,
-                                             dead=dead)
+        market = "spot" if spot else "on-demand"
+        where = f" in {place.label}" if place.label else ""
+        what = f"RunInstances ({market} {self.spec.instance_type}{where})"
         try:
-            instance = self.ec2_hook.conn.run_instances(**request)["Instances"][0]
+            return self.ec2_hook.conn.run_instances(**request)["Instances"][0], None
         except ClientError as exc:
-            raise TargetError(f"RunInstances (on-demand {self.spec.instance_type}) failed: {exc}") from exc
-        log.info("Launched on-demand instance %s (%s) for run %s", instance["InstanceId"],
-                 self.spec.instance_type, run_id)
-        return instance["InstanceId"], "on_demand"
+            code = client_error_code(exc) or ""
+            if code in QUOTA_ERRORS and not (spot and code in SPOT_ONLY_REFUSALS):
+                advice = quota_advice(code, self.spec.instance_type, self.spec.region, spot)
+                raise LaunchRefused(f"{what}: {advice}") from exc
+            if code in CAPACITY_ERRORS or (spot and code in SPOT_CAPACITY_ERRORS):
+                log.warning("%s: %s; trying the next place the fleet entry allows", what, code)
+                tried.append((market, place.label, code))
+                return None, code
+            raise refusal(exc, what) from exc
 
     @staticmethod
     def market_of(instance: dict[str, Any]) -> str:

@@ -21,6 +21,9 @@ log = logging.getLogger(__name__)
 RUN_ID_TAG = "gpucompare:run-id"
 DEPLOYMENT_TAG = "gpucompare:deployment"
 EXPIRES_AT_TAG = "gpucompare:expires-at"
+#: Set by a teardown that could not terminate its instance (throttled past ``TEARDOWN_PATIENCE_S``):
+#: the next sweeper run terminates an instance carrying it at once, whatever its expires-at.
+SWEEP_NOW_TAG = "gpucompare:sweep-now"
 
 #: RunInstances error codes that mean "no spot capacity for you now" (not a bad request):
 #: these, and only these, make a spot request fall back to on-demand.
@@ -72,6 +75,8 @@ class Ec2Options:
     tags: dict[str, str] = field(default_factory=dict)
     deployment: str = ""
     container_ami: str = ""
+    subnets: tuple[str, ...] = ()
+    availability_zones: tuple[str, ...] = ()
     #: the worker runtime (``config.runtime_choice``); a container runtime launches container_ami
     worker_runtime: str = "pip-cu112"
 
@@ -92,6 +97,7 @@ class Ec2Options:
                                     "the run will execute) to estimate the run's cost")
         values = opts.model_dump()
         values.update(sweep_configs=tuple(opts.sweep_configs), tags=dict(opts.tags),
+                      subnets=tuple(opts.subnets), availability_zones=tuple(opts.availability_zones),
                       deployment=opts.deployment or settings.deployment(),
                       worker_runtime=runtime_choice.choose(spec.to_dict(), spec.worker_runtime))
         if runtimes.get(values["worker_runtime"]).delivery == "docker":

@@ -68,6 +68,49 @@ class RunStorage:
                               f"{self.options.results_bucket}/{self.region_marker_key()} before launching: "
                               f"{exc}") from exc
 
+    def launch_plan(self, run_id: str, dead: tuple[str, ...],
+                    fresh: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """What the run's launch sends besides the options (image id, ttl, expires-at): the first
+        try's, kept at ``<run prefix>/launch-<hash of dead>.json`` (a conditional PUT: two tries at
+        once agree on one), so every try with the same idempotency token sends the same request
+        (a recomputed expires-at made AWS refuse a retry with IdempotentParameterMismatch).
+        ``fresh()`` makes a new plan: the first time, and when the kept one has used up half its
+        time-to-live without an instance (its ``generation`` then grows, and with it the token)."""
+        import json
+        from datetime import UTC, datetime
+
+        from botocore.exceptions import ClientError
+
+        bucket = self.options.results_bucket
+        dead_hash = hashlib.sha256(" ".join(sorted(dead)).encode()).hexdigest()[:16]
+        key = f"{self.run_prefix(run_id)}/launch-{dead_hash}.json"
+        kept = self._read_json(bucket, key)
+        now = datetime.now(UTC).timestamp()
+        if kept is not None and _plan_time_left(kept, now) >= kept["ttl_minutes"] * 30:
+            return kept
+        plan = {**fresh(), "generation": 0 if kept is None else int(kept.get("generation", 0)) + 1}
+        try:
+            extra = {"IfNoneMatch": "*"} if kept is None else {}
+            self.s3_hook.conn.put_object(Bucket=bucket, Key=key, Body=json.dumps(plan).encode(), **extra)
+        except ClientError as exc:
+            if client_error_code(exc) not in ("PreconditionFailed", "ConditionalRequestConflict"):
+                raise TargetError(f"could not keep the launch plan at s3://{bucket}/{key}: {exc}") from exc
+            return self._read_json(bucket, key) or plan  # another try wrote it first: use theirs
+        return plan
+
+    def _read_json(self, bucket: str, key: str) -> dict[str, Any] | None:
+        """The JSON object at ``key`` (None when absent); TargetError when it cannot be read."""
+        import json
+
+        from botocore.exceptions import ClientError
+
+        try:
+            return json.loads(self.s3_hook.conn.get_object(Bucket=bucket, Key=key)["Body"].read())
+        except ClientError as exc:
+            if client_error_code(exc) in ("NoSuchKey", "404"):
+                return None
+            raise TargetError(f"could not read s3://{bucket}/{key}: {exc}") from exc
+
     def run_prefix(self, run_id: str) -> str:
         """Everything of one run lives below this key prefix (the deployment's own prefix first)."""
         return f"{self.options.results_prefix}/{self.options.deployment}/{runs.run_key(run_id)}"
@@ -129,3 +172,13 @@ def build_worker_bundle() -> UploadableBundle:
     return UploadableBundle(data=data, content_hash=bundle.content_hash,
                             sha256=hashlib.sha256(data).hexdigest(),
                             requirements_hash=bundle.requirements_hashes.get("gpu", bundle.content_hash))
+
+
+def _plan_time_left(plan: dict[str, Any], now: float) -> float:
+    """Seconds until a launch plan's expires-at (negative when passed; -inf when unreadable)."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(plan["expires_at"]).replace("Z", "+00:00")).timestamp() - now
+    except (KeyError, ValueError):
+        return float("-inf")

@@ -78,6 +78,7 @@ from typing import Any
 from bench_tasks.configs import ConfigError, parse_sweep
 from bench_tasks.constants import WORKER_RUNTIME_ENV
 from gpucompare.config import patterns
+from gpucompare.errors import PermanentError
 from gpucompare.targets import container, cost, runs
 from gpucompare.targets.base import (
     DeferrablePrepare,
@@ -90,6 +91,7 @@ from gpucompare.targets.base import (
     TargetState,
     shell_quote,
 )
+from gpucompare.targets.ec2 import teardown
 from gpucompare.targets.ec2.aws_errors import client_error_code
 from gpucompare.targets.ec2.clients import AwsClients
 from gpucompare.targets.ec2.commands import deploy_commands, sweep_commands
@@ -100,6 +102,7 @@ from gpucompare.targets.ec2.options import (
     EXPIRES_AT_TAG,
     LIVE_STATES,
     SCRIPT_PREAMBLE,
+    SWEEP_NOW_TAG,
     Ec2Options,
 )
 from gpucompare.targets.ec2.ssm import (
@@ -111,6 +114,7 @@ from gpucompare.targets.ec2.ssm import (
     raise_unless_success,
 )
 from gpucompare.targets.ec2.storage import RunStorage, build_worker_bundle
+from gpucompare.targets.ec2.teardown import TerminationThrottled, hand_to_sweeper, terminate_patiently
 from gpucompare.targets.phases import timed_phase
 
 log = logging.getLogger(__name__)
@@ -119,6 +123,11 @@ log = logging.getLogger(__name__)
 KILL_GRACE_S = 30
 #: Seconds beyond the worker's time limit the sweep's command may take (merge, upload).
 SWEEP_SLACK_S = 120
+
+
+class InstanceLost(TargetError, PermanentError):
+    """The run's instance is gone (a spot reclaim, its time-to-live): no retry of this task can
+    bring it back; a new instance is the target's prepare's work."""
 
 
 @dataclass(frozen=True)
@@ -261,11 +270,12 @@ class Ec2Target(Target, DeferrableTarget, DeferrablePrepare):
             expires_at = _tag(instance, EXPIRES_AT_TAG)
             log.info("Run %s already has instance %s (%s): reusing it", run_id, instance_id, market)
         else:
-            ttl = self.ttl_minutes()
-            expires_at = (datetime.now(UTC) + timedelta(minutes=ttl)).strftime("%Y-%m-%dT%H:%M:%SZ")
-            image_id = self.launcher.resolve_ami()
+            plan = self.storage.launch_plan(run_id, dead, self._fresh_launch_plan)
+            expires_at = plan["expires_at"]
             self.storage.record_region()
-            instance_id, market = self.launcher.launch(run_id, image_id, ttl, expires_at, dead=dead)
+            instance_id, market = self.launcher.launch(
+                run_id, plan["image_id"], int(plan["ttl_minutes"]), expires_at, dead=dead,
+                generation=int(plan["generation"]))
         self.phases.mark_billed()  # an instance exists from here on: the provisioning is paid for
         state = TargetState(
             spec=self.spec.to_dict(), run_id=run_id, resource_id=instance_id, market=market,
@@ -281,6 +291,12 @@ class Ec2Target(Target, DeferrableTarget, DeferrablePrepare):
             raise
         deadline = time.time() + self.options.launch_timeout_s + self.options.agent_timeout_s
         return state, {"instance_id": instance_id, "deadline": deadline}
+
+    def _fresh_launch_plan(self) -> dict[str, Any]:
+        """A new launch's image, time-to-live and expires-at (kept by ``RunStorage.launch_plan``)."""
+        ttl = self.ttl_minutes()
+        return {"image_id": self.launcher.resolve_ami(), "ttl_minutes": ttl,
+                "expires_at": (datetime.now(UTC) + timedelta(minutes=ttl)).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
     def prepare_poller(self, state: TargetState, started: dict[str, Any]) -> ReadyPoller:
         """The wait of ``prepare`` (``launch.ReadyPoller``), in the task or in a trigger."""
@@ -424,6 +440,7 @@ class Ec2Target(Target, DeferrableTarget, DeferrablePrepare):
         """
         if not timeout_s or timeout_s <= 0:
             raise TargetError(f"run_sweep: timeout_s must be > 0, got {timeout_s!r}")
+        self._require_alive(state)
         config = self._sweep_config(state, sweep_config)
         commands = self.sweep_commands(state, sweep_config, timeout_s=timeout_s)
         name, comment = runs.sweep_dir_name(config), self._sweep_comment(state, config)
@@ -497,6 +514,25 @@ class Ec2Target(Target, DeferrableTarget, DeferrablePrepare):
         while (event := poller.poll()) is None:
             time.sleep(self.options.poll_interval_s)
         return self.finish_sweep(state, started, event)
+
+    def _require_alive(self, state: TargetState) -> None:
+        """Before any command is sent: the run's instance still runs. A reclaimed spot instance
+        (or one its time-to-live ended) gets no command: ``InstanceLost`` says so, and that a new
+        instance needs the target's prepare again (this try cannot get one)."""
+        from botocore.exceptions import ClientError
+
+        instance_id = self._instance_id(state)
+        try:
+            instance_state = self.ec2_hook.get_instance_state(instance_id)
+        except ClientError as exc:
+            if client_error_code(exc) != "InvalidInstanceID.NotFound":
+                raise
+            instance_state = "gone"
+        if instance_state not in ("pending", "running"):
+            raise InstanceLost(
+                f"instance {instance_id} of run {state.run_id} is {instance_state} ({state.market}: a spot "
+                "reclaim or the time-to-live): no sweep sent to it. The records swept so far are in S3; the "
+                "rest of the night needs a new instance: clear the target's task group from prepare")
 
     def _check_alive(self, state: TargetState, command_id: str, status: str | None) -> None:
         """A spot interruption or the TTL timer ends the machine, not the command's status."""
@@ -579,10 +615,15 @@ class Ec2Target(Target, DeferrableTarget, DeferrablePrepare):
             return
         failed: list[str] = []
         terminated: list[str] = []
+        throttled: list[str] = []
         for instance_id in ids:
             try:
-                self.ec2_hook.terminate_instances(instance_ids=[instance_id])
+                terminate_patiently(lambda i=instance_id: self.ec2_hook.terminate_instances(instance_ids=[i]),
+                                    instance_id, patience_s=teardown.TEARDOWN_PATIENCE_S)
                 terminated.append(instance_id)
+            except TerminationThrottled as exc:
+                throttled.append(instance_id)
+                failed.append(str(exc))
             except ClientError as exc:
                 code = client_error_code(exc)
                 if code == "InvalidInstanceID.NotFound":
@@ -597,8 +638,21 @@ class Ec2Target(Target, DeferrableTarget, DeferrablePrepare):
                 InstanceIds=terminated,
                 WaiterConfig=self.launcher.waiter_config(self.options.launch_timeout_s))
             log.info("Terminated %s (run %s)", ", ".join(terminated), state.run_id)
+        if throttled:
+            failed.append(self._hand_to_sweeper(throttled, state.run_id))
         if failed:
             raise TargetError(f"TerminateInstances failed for run {state.run_id}: " + "; ".join(failed))
+
+    def _hand_to_sweeper(self, instance_ids: list[str], run_id: str) -> str:
+        """Tag what a throttled teardown could not terminate for the sweeper's next run; what to tell."""
+        patience = f"{teardown.TEARDOWN_PATIENCE_S / 60:g} min"
+        tagged = hand_to_sweeper(lambda ids, tags: self.ec2_hook.conn.create_tags(Resources=ids, Tags=tags),
+                                 instance_ids, f"teardown of run {run_id} throttled for {patience}")
+        if tagged:
+            return (f"handed {', '.join(instance_ids)} to the sweeper (tag {SWEEP_NOW_TAG}): its next run "
+                    "terminates them at once; run the gpucompare_sweeper DAG now to end them sooner")
+        return (f"could not tag {', '.join(instance_ids)} for the sweeper either: they end at their "
+                f"expires-at (the sweeper) or their own power-off timer; terminate them by hand now")
 
     def _is_ours(self, instance_id: str) -> bool:
         """Whether an id the state holds (but the tag lookup did not return) is this
