@@ -867,14 +867,35 @@ def main(argv: list[str] | None = None) -> int:
         # when it flushes stdout at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
-    except Exception as exc:  # a storage failure says what to do (exit 2); anything else shows
-        from gpucompare.lake.storage import explain_storage_error
+    except Exception as exc:  # noqa: BLE001 - every failure ends in one line, never a traceback
+        explained = explained_failure(exc, args)
+        print(f"{parser.prog} {args.command}: error: {explained or unexpected_failure(exc)}", file=sys.stderr)
+        return 2 if explained else 1
 
-        explained = explain_storage_error(exc, str(getattr(args, "lake", None) or getattr(args, "out", "")))
-        if explained is None:
-            raise
-        print(f"{parser.prog} {args.command}: error: {explained}", file=sys.stderr)
-        return 2
+
+def explained_failure(exc: BaseException, args: argparse.Namespace) -> str | None:
+    """What to do about ``exc``: an environment's failure (a missing extra, credentials, a local
+    path; gpucompare.errors) or a storage failure (lake.storage); None when it is neither."""
+    from gpucompare.errors import explain_environment_error
+    from gpucompare.lake.storage import explain_storage_error
+
+    explained = explain_environment_error(exc)
+    if explained is None:
+        storage = explain_storage_error(exc, str(getattr(args, "lake", None) or getattr(args, "out", "")))
+        explained = None if storage is None else str(storage)
+    return explained
+
+
+def unexpected_failure(exc: BaseException) -> str:
+    """One line for a failure nothing explains (a bug): its type and message, with how to see the
+    traceback (``GPUCOMPARE_TRACEBACK=1``, printed then on stderr)."""
+    if os.environ.get("GPUCOMPARE_TRACEBACK"):
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    return (f"unexpected {type(exc).__name__}: {first} (a bug in gpucompare: please report it with the "
+            "output of this command run again with GPUCOMPARE_TRACEBACK=1)")
 
 
 if __name__ == "__main__":  # pragma: no cover
