@@ -14,6 +14,7 @@ import io
 import pytest
 
 from gpucompare import cli
+from gpucompare.cli import common, prices, reports
 from gpucompare.errors import UsageError
 
 
@@ -41,10 +42,10 @@ def test_the_lake_comes_from_the_setting_and_is_said(monkeypatch: pytest.MonkeyP
                                                      capsys: pytest.CaptureFixture) -> None:
     monkeypatch.setenv("GPUCOMPARE_LAKE", str(tmp_path / "configured"))
     args = argparse.Namespace(lake=None, command="ingest")
-    assert cli.lake_location(args) == str(tmp_path / "configured") == args.lake
+    assert common.lake_location(args) == str(tmp_path / "configured") == args.lake
     assert f"lake {tmp_path / 'configured'} (from GPUCOMPARE_LAKE)" in capsys.readouterr().err
     args = argparse.Namespace(lake=str(tmp_path / "given"), command="ingest")
-    assert cli.lake_location(args) == str(tmp_path / "given")
+    assert common.lake_location(args) == str(tmp_path / "given")
     assert "(from --lake)" in capsys.readouterr().err
 
 
@@ -54,7 +55,7 @@ def test_a_reading_command_without_a_lake_says_where_and_how(monkeypatch: pytest
     (tmp_path / "here" / "lake").mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "here")
     with pytest.raises(UsageError) as caught:
-        cli.lake_location(argparse.Namespace(lake=None, command="lake-info"), must_exist=True)
+        common.lake_location(argparse.Namespace(lake=None, command="lake-info"), must_exist=True)
     text = str(caught.value)
     assert f"no lake at {tmp_path / 'absent'} (from GPUCOMPARE_LAKE)" in text
     assert "gpucompare load-prices" in text and "--lake or GPUCOMPARE_LAKE" in text
@@ -65,7 +66,7 @@ def test_a_reading_command_without_a_lake_says_where_and_how(monkeypatch: pytest
 def test_report_without_out_writes_as_the_reports_dag(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     monkeypatch.setenv("GPUCOMPARE_REPORTS", str(tmp_path / "reports"))
     args = argparse.Namespace(out=None, history=None)
-    out, history, dated = cli._report_destination(args)
+    out, history, dated = reports._report_destination(args)
     assert dated is not None and out == f"{tmp_path / 'reports'}/{dated}"
     assert history == str(tmp_path / "reports")
 
@@ -86,7 +87,7 @@ def test_add_price_refuses_bad_flags_naming_them(flags: list[str], message: str)
     argv = ["add-price", *[x for k, v in {**base, **given}.items() for x in (k, v)]]
     args = cli.build_parser().parse_args(argv)
     with pytest.raises(Exception) as caught:
-        cli.declared_price_from_args(args)
+        prices.declared_price_from_args(args)
     assert message in str(caught.value)
 
 
