@@ -12,8 +12,10 @@
 --                   $rank_flagged;
 --   'old_published' a published figure dated before $published_cutoff, unless
 --                   $rank_old_published.
--- Ties (reports/uncertainty.py, after this query): rank_group, tied_with_best, tie_p_value from a
--- Mann-Whitney U test over the cost samples of each ranked row against the cheapest.
+-- Verdicts (reports/verdicts.py, after this query): verdict (best | dearer | equivalent |
+-- undetermined), cost_ratio with its 95 % interval (cost_ratio_low/high) and settle_with, each ranked
+-- row against the cheapest ranked row of its network, mode and methodology (rank 1), within the
+-- practical margin (GPUCOMPARE_PRACTICAL_MARGIN). The interval columns come from cost_per_million.
 -- on_pareto_front (ranked rows only): no other ranked machine of the same network, mode and
 -- methodology is at most as expensive per hour and at least as fast, and strictly better in one of the two.
 WITH priced AS (
@@ -39,8 +41,10 @@ SELECT
     END AS rank,
     ranked, not_ranked_reason,
     provider, instance_type, region, market, gpu_model, worker_runtime, device_kind, gpu_count, num_nodes,
-    dtype, batch_size, images_per_sec, images_per_sec_low, images_per_sec_high, price_per_hour, cost_per_million,
-    cost_per_million_low, cost_per_million_high, samples, nights, currency, epochs90_hours, epochs90_cost,
+    dtype, batch_size, images_per_sec, images_per_sec_low, images_per_sec_high, price_per_hour,
+    price_per_hour_low, price_per_hour_high, cost_per_million, cost_per_million_low, cost_per_million_high,
+    interval_covers, interval_reason, interval_parts, interval_df, noise_basis, noise_cv, samples, nights,
+    currency, epochs90_hours, epochs90_cost,
     ranked AND NOT EXISTS (
         SELECT 1 FROM best AS other
         WHERE other.ranked AND other.network = b.network AND other.mode = b.mode

@@ -20,7 +20,11 @@
 -- Provenance of every row: result_date and measured_at (when the figure was measured or
 -- published), price_effective_from (the price's date), origin, result_source, target, flags.
 -- Uncertainty: cost is price / throughput, so its 95 % interval is the price over the ends of the
--- throughput's (cost_per_million_low from images_per_sec_high); samples, nights and the energy
+-- throughput's (cost_per_million_low from images_per_sec_high), and the price is a range: the lowest
+-- and highest price of the chosen series in force during the run window (the days from the first to
+-- the last result of the run on that machine; spot prices move), price_per_hour_low/high.
+-- interval_parts says what the cost interval covers: throughput+price for spot (or a price that moved
+-- during the run), else throughput. interval_covers/interval_reason, samples, nights and the energy
 -- columns are carried from latest (reports/uncertainty.py); sample_key is dropped before writing.
 WITH ok AS (
     SELECT *, row_number() OVER () AS result_row
@@ -54,7 +58,8 @@ candidate_series AS (
 matched AS (
     -- each series' price on the result's date (latest effective_from <= date), best series first
     SELECT
-        c.result_row, p.price_per_instance_hour, p.currency AS price_currency,
+        c.result_row, c.region_key, c.market AS series_market, c.gpu_count_key,
+        p.price_per_instance_hour, p.currency AS price_currency,
         p.source AS price_source, p.effective_from AS price_effective_from,
         row_number() OVER (
             PARTITION BY c.result_row
@@ -70,10 +75,41 @@ matched AS (
      AND p.gpu_count_key = c.gpu_count_key
      AND p.effective_from <= c.result_date
 ),
+run_window AS (
+    -- the days of each run on each machine (the prices that were in force while it ran)
+    SELECT provider, instance_type, region, market, run_id, min(result_date) AS window_from,
+        max(result_date) AS window_to
+    FROM ok GROUP BY ALL
+),
+price_range AS (
+    -- the chosen series' lowest and highest price in force during the run window: the price at its
+    -- first day and every later price that took effect before its last
+    SELECT m.result_row, min(h.price_per_instance_hour) AS low, max(h.price_per_instance_hour) AS high
+    FROM matched AS m
+    JOIN ok ON ok.result_row = m.result_row
+    JOIN run_window AS w
+      ON w.provider = ok.provider AND w.instance_type = ok.instance_type
+     AND w.region IS NOT DISTINCT FROM ok.region AND w.market IS NOT DISTINCT FROM ok.market
+     AND w.run_id IS NOT DISTINCT FROM ok.run_id
+    JOIN hourly_prices AS h
+      ON h.provider = ok.provider AND h.instance_type = ok.instance_type AND h.region_key = m.region_key
+     AND h.market IS NOT DISTINCT FROM m.series_market AND h.gpu_count_key = m.gpu_count_key
+     AND h.currency = m.price_currency
+     AND h.effective_from <= w.window_to
+     AND h.effective_from >= (
+        SELECT coalesce(max(f.effective_from), DATE '0001-01-01') FROM hourly_prices AS f
+        WHERE f.provider = h.provider AND f.instance_type = h.instance_type AND f.region_key = h.region_key
+          AND f.market IS NOT DISTINCT FROM h.market AND f.gpu_count_key = h.gpu_count_key
+          AND f.effective_from <= w.window_from)
+    WHERE m.preference = 1
+    GROUP BY m.result_row
+),
 priced AS (
-    SELECT ok.*, m.price_per_instance_hour, m.price_currency, m.price_source, m.price_effective_from
+    SELECT ok.*, m.price_per_instance_hour, m.price_currency, m.price_source, m.price_effective_from,
+        r.low AS price_low_per_instance_hour, r.high AS price_high_per_instance_hour
     FROM ok
     LEFT JOIN matched AS m ON m.result_row = ok.result_row AND m.preference = 1
+    LEFT JOIN price_range AS r ON r.result_row = ok.result_row
 ),
 converted AS (
     SELECT priced.*,
@@ -91,6 +127,8 @@ converted AS (
 money AS (
     SELECT *,
         price_per_instance_hour * num_nodes * fx_rate AS money_per_hour,
+        least(price_low_per_instance_hour, price_per_instance_hour) * num_nodes * fx_rate AS money_per_hour_low,
+        greatest(price_high_per_instance_hour, price_per_instance_hour) * num_nodes * fx_rate AS money_per_hour_high,
         1e6 / images_per_sec AS secs_per_million,
         CASE WHEN mode = 'train' THEN $epoch_images / images_per_sec END AS secs_per_epoch
     FROM converted
@@ -101,9 +139,15 @@ SELECT
     secs_per_million AS seconds_per_million,
     money_per_hour AS price_per_hour,
     money_per_hour * secs_per_million / 3600 AS cost_per_million,
-    money_per_hour * 1e6 / images_per_sec_high / 3600 AS cost_per_million_low,
-    money_per_hour * 1e6 / images_per_sec_low / 3600 AS cost_per_million_high,
-    images_per_sec_low, images_per_sec_high, samples, nights,
+    money_per_hour_low AS price_per_hour_low,
+    money_per_hour_high AS price_per_hour_high,
+    money_per_hour_low * 1e6 / images_per_sec_high / 3600 AS cost_per_million_low,
+    money_per_hour_high * 1e6 / images_per_sec_low / 3600 AS cost_per_million_high,
+    images_per_sec_low, images_per_sec_high, interval_covers, interval_reason,
+    CASE WHEN images_per_sec_low IS NULL OR money_per_hour IS NULL THEN NULL
+         WHEN market = 'spot' OR money_per_hour_low < money_per_hour_high THEN 'throughput+price'
+         ELSE 'throughput' END AS interval_parts,
+    interval_df, noise_basis, noise_cv, samples, nights,
     $currency AS currency,
     CASE
         WHEN price_source IS NULL THEN 'missing'

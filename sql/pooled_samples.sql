@@ -1,12 +1,15 @@
--- Staging for the statistics (reports/uncertainty.py), used with --nights N > 1 (not a report).
--- Input: latest (latest_results.sql, with sample_key), pooled (every results file). Parameter: $nights.
--- Per row of latest that ran ok: the repeats (images_per_sec_samples) of the last $nights runs of
--- the same configuration on the same machine and methodology that ran ok (by finished_at; the
--- latest result is the first of them), pooled into one list, and how many runs they came from.
--- Published figures carry no samples and are left out.
+-- Staging for the statistics (reports/uncertainty.py, reports/evidence.py), used with --nights N > 1
+-- (not a report). Input: latest (latest_results.sql, with sample_key), pooled (every results file).
+-- Parameter: $nights.
+-- Per row of latest that ran ok: one row per night among the last $nights runs of the same
+-- configuration on the same machine and methodology that ran ok (by finished_at; the latest result
+-- is the first of them): that night's figure (images_per_sec: the median of its repeats), its
+-- repeats and its date. The night is the unit of the interval over nights: the repeats only
+-- floor its noise. Published figures carry no runs and are left out.
 WITH runs AS (
     SELECT
-        l.sample_key, p.images_per_sec_samples AS samples,
+        l.sample_key, p.images_per_sec AS figure, coalesce(p.images_per_sec_samples, []) AS samples,
+        CAST(p."date" AS DATE) AS night,
         row_number() OVER (PARTITION BY l.sample_key ORDER BY p.finished_at DESC NULLS LAST) AS age
     FROM latest AS l
     JOIN pooled AS p
@@ -20,9 +23,9 @@ WITH runs AS (
      AND p.kvstore IS NOT DISTINCT FROM l.kvstore
      AND coalesce(p.methodology, 'official') = l.methodology
     WHERE l.status = 'ok' AND p.status = 'ok' AND p.target IS DISTINCT FROM 'published'
-      AND len(p.images_per_sec_samples) > 0
+      AND p.images_per_sec > 0
 )
-SELECT sample_key, flatten(list(samples)) AS samples, count(*) AS runs
+SELECT sample_key, figure, samples, night
 FROM runs
 WHERE age <= $nights
-GROUP BY sample_key
+ORDER BY sample_key, age

@@ -5,12 +5,14 @@
 -- dtype, GPU count, network and methodology, two columns per batch size: images/s and status)
 -- is derived from this one. methodology: how the figure was timed (official | robust |
 -- custom); a cell measured under two methodologies has a row for each.
--- Uncertainty and energy (reports/uncertainty.py computes them on latest): images_per_sec_low/high
--- (95 % interval of the median), samples, nights, joules_per_image, kwh_per_million, gco2e_per_million.
+-- Uncertainty and energy (reports/uncertainty.py computes them on latest, reports/evidence.py says
+-- how): images_per_sec_low/high (95 % interval), interval_covers (this night's instance | N nights of
+-- this type) or interval_reason (why none), interval_df, noise_basis, noise_cv, samples, nights,
+-- joules_per_image, kwh_per_million, gco2e_per_million.
 SELECT
     provider, instance_type, region, market, gpu_model, worker_runtime, device_kind, gpu_count, num_nodes,
     mode, network, dtype, batch_size, methodology, images_per_sec, images_per_sec_low, images_per_sec_high,
-    samples, nights, cv, status, origin, result_source, target,
+    interval_covers, interval_reason, interval_df, noise_basis, noise_cv, samples, nights, cv, status, origin, result_source, target,
     result_date, measured_at, flags, energy_method, avg_power_watts, joules_per_image, kwh_per_million,
     gco2e_per_million
 FROM latest

@@ -89,6 +89,8 @@ def _one_of(choices: tuple[str, ...], *, upper: bool = False) -> AfterValidator:
 Location = Annotated[str, AfterValidator(expand_home)]
 #: The oldest published figures best_value can be told to rank (``ReportOptions`` checks the same).
 MAX_PUBLISHED_AGE_YEARS = 100
+#: The widest practical margin of the verdicts (GPUCOMPARE_PRACTICAL_MARGIN): 50 %.
+MAX_PRACTICAL_MARGIN = 0.5
 
 
 def _field(default: Any, description: str, allowed: str) -> Any:
@@ -148,6 +150,10 @@ class Settings(BaseModel):
         False, "best_value: true ranks those old published figures anyway.", "true, false")
     rank_flagged: bool = _field(
         False, "best_value: true ranks figures that the published import flagged too.", "true, false")
+    practical_margin: Annotated[float, Field(ge=0.0, le=MAX_PRACTICAL_MARGIN)] = _field(
+        0.03, "best_value: the practical margin of the verdicts, a fraction (0.03 = 3 %): a machine is "
+        "dearer than the best only when its cost is surely more than this much higher, equivalent when "
+        "surely within it.", f"a number from 0 to {MAX_PRACTICAL_MARGIN}")
     best_value_with_projections: bool = _field(
         False, "true also writes best_value_with_projections: the best_value ranking with projected "
         "machines (other providers' prices) added and labelled.", "true, false")
@@ -341,6 +347,10 @@ def rank_old_published() -> bool:
 
 def rank_flagged() -> bool:
     return get("rank_flagged")
+
+
+def practical_margin() -> float:
+    return get("practical_margin")
 
 
 def best_value_with_projections() -> bool:

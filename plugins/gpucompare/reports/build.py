@@ -41,7 +41,7 @@ import pyarrow as pa
 
 from bench_tasks.constants import IMAGENET_TRAIN_IMAGES
 from gpucompare.lake import schema
-from gpucompare.reports import projections, uncertainty
+from gpucompare.reports import projections, stats, uncertainty, verdicts
 from gpucompare.reports.campaign import build_campaign
 from gpucompare.reports.inputs import ReportInputs, ResultFiles, connect, load_sql, register_side_tables
 from gpucompare.reports.publish import write_history, write_site, write_tables
@@ -99,7 +99,8 @@ def _ranking(options: ReportOptions) -> dict[str, object]:
 
 
 def _best_value(build: Build) -> pa.Table:
-    table = uncertainty.tie_groups(build.con, build.sql("best_value", _ranking(build.options)))
+    table = verdicts.annotate_best_value(build.sql("best_value", _ranking(build.options)),
+                                         build.options.practical_margin, stats.CONFIDENCE)
     build.con.register("best_value", table)
     return table
 
@@ -219,8 +220,9 @@ def build_reports(
         builders = dict(BUILDERS)
         if options.with_projections:  # the optional ranking view; best_value itself stays measured-only
             builders[projections.BEST_VALUE_WITH_PROJECTIONS] = (
-                lambda build: uncertainty.tie_groups(
-                    build.con, projections.best_value_with_projections(build.con, _ranking(options))))
+                lambda build: verdicts.annotate_best_value(
+                    projections.best_value_with_projections(build.con, _ranking(options)),
+                    options.practical_margin, stats.CONFIDENCE))
         for name, builder in builders.items():
             _build_one(report_set, build, name, builder)
     finally:
@@ -291,4 +293,5 @@ def options_from_settings() -> ReportOptions:
         rank_old_published=settings.rank_old_published(),
         rank_flagged=settings.rank_flagged(),
         with_projections=settings.best_value_with_projections(),
+        practical_margin=settings.practical_margin(),
     )

@@ -1,6 +1,6 @@
 """The page's cost section: cost per million images per network (bars), the best buy per network
-and mode with the ranking's tie groups, and the results without a price (the user's own apart from
-the published figures). Prepares the data the section templates draw, from best_value /
+and mode with the ranking's verdicts against the best, and the results without a price (the user's
+own apart from the published figures). Prepares the data the section templates draw, from best_value /
 cost_per_million rows.
 """
 
@@ -39,7 +39,7 @@ from gpucompare.reports.page_parts import (
     has_energy,
     interval,
     num,
-    tie_groups,
+    verdict_lines,
     with_interval,
 )
 from gpucompare.reports.report_set import ReportSet
@@ -154,7 +154,7 @@ def _cost_summary(drawn: list[dict[str, Any]], rows: list[dict[str, Any]], repor
     years = sorted({r["result_date"].year for r in drawn if is_published(r) and r["result_date"]})
     if years:
         text += " (" + ", ".join(str(y) for y in years) + ")"
-    ties = tie_groups(ranked)
+    ties = verdict_lines(ranked)
     return text + "." + "".join(f" {t}." for t in ties)
 
 
@@ -169,7 +169,7 @@ def _cheapest_with_unranked(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def best_table(rows: list[dict[str, Any]], currency: str) -> Table:
     with_energy = has_energy(rows)
     headers = ["network", "mode", "methodology", "best buy", "devices", "batch", "images/s", "per hour",
-               "per million", "time per million", "90 ImageNet epochs", "figure", "price", "tied with",
+               "per million", "time per million", "90 ImageNet epochs", "figure", "price", "verdicts",
                "Pareto machines", *(["energy"] if with_energy else [])]
     numeric = [False, False, False, False, False, True, True, True, True, True, True, False, False, False,
                False, *([False] if with_energy else [])]
@@ -201,7 +201,7 @@ def best_table(rows: list[dict[str, Any]], currency: str) -> Table:
 
 def best_per_network(best_value: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rank-1 row of each network, mode and methodology (each ranked on its own), with the
-    names of its Pareto partners (of the same methodology) and the tie groups of its ranking."""
+    names of its Pareto partners (of the same methodology) and the verdicts of its ranking."""
     front: dict[tuple, list[str]] = defaultdict(list)
     members: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     firsts = {}
@@ -216,7 +216,7 @@ def best_per_network(best_value: list[dict[str, Any]]) -> list[dict[str, Any]]:
             firsts[key] = row
     return [
         dict(firsts[key], pareto=_short_list(sorted(set(front[key]))),
-             ties="; ".join(tie_groups([r for r in members[key] if r["ranked"]])))
+             ties="; ".join(verdict_lines([r for r in members[key] if r["ranked"]])))
         for key in sorted(firsts)
     ]
 

@@ -144,30 +144,22 @@ def with_interval(row: dict[str, Any], column: str, text: str) -> str:
     return text
 
 
-def tie_groups(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """The ranking's tie groups (best_value's ``rank_group``, ``tied_with_best``, ``tie_p_value``):
-    'A and B: no significant difference, n = 10, p = 0.42', one line per group of two or more."""
-    if not rows or "rank_group" not in rows[0]:
-        return []
-    groups: dict[Any, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        if row.get("rank_group") is not None and row.get("ranked", True):
-            groups[row["rank_group"]].append(row)
+def verdict_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The verdicts of a ranking (best_value's ``verdict``, ``cost_ratio`` and its interval,
+    ``settle_with``) against its best: 'B: dearer, ×2.00 (1.96–2.04)', one line per ranked row
+    other than the best."""
     lines = []
-    for _, members in sorted(groups.items(), key=lambda g: str(g[0])):
-        if len(members) < 2:
+    for row in sorted(rows, key=lambda r: (r.get("rank") is None, r.get("rank") or 0)):
+        verdict = row.get("verdict")
+        if verdict is None or verdict == "best" or not row.get("ranked", True):
             continue
-        members = sorted(members, key=lambda r: (r.get("rank") is None, r.get("rank") or 0))
-        names = [machine_name(r) for r in members]
-        samples = sorted({r["samples"] for r in members if finite(r.get("samples"))})
-        p_values = [r["tie_p_value"] for r in members if finite(r.get("tie_p_value"))]
-        text = (", ".join(names[:-1]) + " and " + names[-1]) + ": no significant difference"
-        if samples:
-            text += ", n = " + "/".join(str(int(s)) for s in samples)
-        if p_values:
-            text += f", p = {min(p_values):.2g}"
-        if any(r.get("tied_with_best") for r in members):
-            text += " (tied with the best)"
+        text = f"{machine_name(row)}: {verdict}"
+        if finite(row.get("cost_ratio")):
+            text += f", ×{row['cost_ratio']:.2f}"
+            if finite(row.get("cost_ratio_low")) and finite(row.get("cost_ratio_high")):
+                text += f" ({row['cost_ratio_low']:.2f}–{row['cost_ratio_high']:.2f})"
+        if row.get("settle_with"):
+            text += f"; to settle: {row['settle_with']}"
         lines.append(text)
     return lines
 

@@ -79,7 +79,7 @@ SELECT
     dtype, batch_size, methodology, images_per_sec, seconds_per_million, price_per_hour, cost_per_million,
     currency,
     price_source, price_note, price_effective_from, price_currency, fx_rate,
-    'projected' AS origin,
+    'projected' AS origin, 'projected figure' AS interval_reason,
     'projected from run ' || coalesce(run_id, '?') || ' (' || coalesce(config_id, '?') || ') on '
         || measured_provider || ' ' || measured_instance_type
         || coalesce(' ' || measured_region, '') || ' ' || measured_market AS result_source,

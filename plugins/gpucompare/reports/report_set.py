@@ -90,7 +90,8 @@ class ReportOptions:
     * ``rank_old_published``: rank them anyway;
     * ``rank_flagged``: rank rows carrying flags (suspicions of the published import) too;
     * ``report_date``: the day the ages are counted from (default: today, UTC);
-    * ``nights``: intervals and ties from the samples of the last N runs (``--nights``);
+    * ``nights``: intervals over the last N runs, the night as the unit (``--nights``);
+    * ``practical_margin``: the margin of best_value's verdicts (``GPUCOMPARE_PRACTICAL_MARGIN``);
     * ``with_projections``: also build ``best_value_with_projections``, best_value with the
       projected machines of the projections report added (labelled origin ``projected``).
     """
@@ -103,6 +104,8 @@ class ReportOptions:
     #: the samples of the last N ok runs of each configuration on its machine are pooled (1: the
     #: latest run's repeats alone); see reports/uncertainty.py
     nights: int = 1
+    #: the practical margin of best_value's verdicts, a fraction (reports/verdicts.py)
+    practical_margin: float = 0.03
 
     def __post_init__(self) -> None:
         """Checked on construction: options that exist are valid."""
@@ -116,6 +119,11 @@ class ReportOptions:
         whole = isinstance(self.nights, int) and not isinstance(self.nights, bool)
         if not whole or not 1 <= self.nights <= MAX_NIGHTS:
             raise ReportError(f"nights must be a whole number from 1 to {MAX_NIGHTS}, got {self.nights!r}")
+        margin = self.practical_margin
+        if isinstance(margin, bool) or not isinstance(margin, int | float) or not (
+                0 <= margin <= settings.MAX_PRACTICAL_MARGIN):
+            raise ReportError(f"practical_margin must be a number from 0 to {settings.MAX_PRACTICAL_MARGIN}, "
+                              f"got {margin!r}")
         if not 0 <= self.published_max_age_years <= settings.MAX_PUBLISHED_AGE_YEARS:
             raise ReportError(f"published_max_age_years must be between 0 and "
                               f"{settings.MAX_PUBLISHED_AGE_YEARS}, got {self.published_max_age_years}")
@@ -263,31 +271,63 @@ COLUMN_DOCS: dict[str, str] = {
     "history_mad": "median absolute deviation of the history, images per second",
     "noise": "tolerated drop, images per second: max(k x 1.4826 x MAD, min_drop x median)",
     "change": "images_per_sec / history_median - 1, a fraction (-0.1 = 10 % slower)",
-    "verdict": "regression | improvement | steady | failed | not_run | insufficient_history",
     "regression": "true for verdict regression or failed",
     "history_samples": "regressions: repeat samples of the history compared with (count)",
     "p_value": "regressions: two-sided Mann-Whitney U p-value of the latest repeats against those of the "
     "history; a regression or improvement needs p < 0.05 besides the noise threshold; empty where not tested "
     "(steady rows, or sample sizes that can never reach 5 %: then the threshold alone decides)",
     "report_date": "history tables: the day the report was built (Hive partition)",
-    # uncertainty and energy (reports/uncertainty.py over reports/stats.py)
-    "images_per_sec_low": "lower end of the 95 % interval of the median throughput (order statistics of the "
-    "samples, binomial: distribution-free), images per second; empty with fewer than 6 samples or none",
-    "images_per_sec_high": "upper end of the 95 % interval of the median throughput, images per second; "
-    "empty with fewer than 6 samples or none",
-    "cost_per_million_low": "lower end of the 95 % interval of cost_per_million (the price over "
-    "images_per_sec_high); empty when that is",
-    "cost_per_million_high": "upper end of the 95 % interval of cost_per_million (the price over "
-    "images_per_sec_low); empty when that is",
-    "samples": "repeat samples behind the figure (count); empty for a figure without samples (published)",
-    "nights": "runs whose samples were pooled (count; at most the --nights N of the report); empty without "
-    "samples",
-    "rank_group": "machines whose cost the Mann-Whitney U test cannot tell apart share a group (1 = tied "
-    "with the cheapest); empty when not ranked",
-    "tied_with_best": "true when the U test over the cost samples finds no significant difference (p >= "
-    "0.05) from the cheapest ranked machine; empty when not ranked",
-    "tie_p_value": "two-sided p-value of that U test against the cheapest; empty for the cheapest itself and "
-    "where a side has no samples (then only an equal cost ties)",
+    # uncertainty and energy (reports/evidence.py, reports/verdicts.py; reports/uncertainty.py stages them)
+    "images_per_sec_low": "lower end of the 95 % interval of the throughput, images per second: a t interval "
+    "on the log scale; what it covers is interval_covers (one night: around the geometric mean of the "
+    "repeats, noise pooled over the configurations of the run; --nights N: over the medians of the nights, "
+    "the night as the unit); empty when there is none, and then interval_reason says why",
+    "images_per_sec_high": "upper end of the 95 % interval of the throughput, images per second (see "
+    "images_per_sec_low); empty when there is none (interval_reason says why)",
+    "cost_per_million_low": "lower end of the 95 % interval of cost_per_million: the lowest price of the "
+    "run window (price_per_hour_low) over images_per_sec_high; interval_parts says what it covers; empty "
+    "when there is no throughput interval",
+    "cost_per_million_high": "upper end of the 95 % interval of cost_per_million: the highest price of the "
+    "run window (price_per_hour_high) over images_per_sec_low; empty when there is no throughput interval",
+    "interval_covers": "what the interval is about, in words: one night, the instance measured that night "
+    "(the repeats on it; another instance of the type may differ by the night-to-night spread) | <N> nights "
+    "of this type (--nights: N fresh instances, the night as the unit); empty when there is no interval",
+    "interval_reason": "why a figure has no interval: 1 run: no interval (a single repeat) | published "
+    "figure | projected figure | no samples recorded | a sample is not positive | not run: <status>; empty "
+    "when it has one",
+    "interval_df": "degrees of freedom of the t interval (the pooled noise of a run has many; own repeats: "
+    "n - 1; nights: N - 1); empty without an interval",
+    "noise_basis": "where the noise level of the interval comes from: run (pooled over the configurations "
+    "of the run on that machine whose noise passes an F test against that of the others, 1 % level) | own "
+    "(the repeats of this configuration alone: noisier than the others of the run, or alone) | nights (the "
+    "spread of the night medians); empty without an interval",
+    "noise_cv": "the noise level used: SD of the log of one repeat (nights: of the figure of one night), "
+    "about the coefficient of variation (0.01 = 1 %); empty without an interval",
+    "interval_parts": "what the cost interval covers: throughput (the price is a fixed list price) | "
+    "throughput+price (spot: also the price range during the run window, and with --nights each night "
+    "priced at its own price); empty when there is no interval",
+    "price_per_hour_low": "the lowest price per hour during the run window in the report currency (spot "
+    "prices move; on demand: price_per_hour)",
+    "price_per_hour_high": "the highest price per hour during the run window in the report currency (spot "
+    "prices move; on demand: price_per_hour)",
+    "samples": "repeat samples behind the figure (count; with --nights, over every night); empty for a "
+    "figure without samples (published)",
+    "nights": "nights (runs, each a fresh instance) behind the figure (count; at most the --nights N of the "
+    "report); empty without samples",
+    "verdict": "regressions: regression | improvement | steady | failed | not_run | insufficient_history. "
+    "best_value: best | dearer (the 95 % interval of cost_ratio lies above 1 + the practical margin) | "
+    "equivalent (its 90 % interval lies within [1 / (1 + margin), 1 + margin]: two one-sided tests at 5 %) | "
+    "undetermined (neither; settle_with says what would settle it); empty when not ranked",
+    "cost_ratio": "best_value: cost_per_million / that of the best ranked row of the network, mode and "
+    "methodology (1 for the best; 1.10 = 10 % dearer); empty when not ranked",
+    "cost_ratio_low": "best_value: lower end of the 95 % interval of cost_ratio (throughput noise of both "
+    "rows, Welch t on the log scale, and both price ranges); empty for the best and where a side has no "
+    "interval",
+    "cost_ratio_high": "best_value: upper end of the 95 % interval of cost_ratio; empty for the best and "
+    "where a side has no interval",
+    "settle_with": "best_value, undetermined rows: how many more repeats (one night) or nights (--nights) "
+    "of each machine would most likely settle the verdict (80 % power if the observed ratio and noise are "
+    "the truth), or why measuring cannot; empty otherwise",
     "energy_method": "how the energy was measured: nvml_energy_counter | nvml_power_sampling | rapl, or "
     "unavailable: <reason> when it was not",
     "avg_power_watts": "average power of the devices used over the timed batches, watts; empty when not "

@@ -1,29 +1,32 @@
-"""Intervals, tie groups and energy figures of the reports: the one place the statistics of
-:mod:`gpucompare.reports.stats` meet the report tables.
+"""Intervals and energy figures of the reports: where the statistics of
+:mod:`gpucompare.reports.evidence` (and :mod:`~gpucompare.reports.stats`, for the regressions) meet
+the report tables.
 
 * :func:`annotate_latest` turns DuckDB's ``latest`` table (sql/latest_results.sql) into the same
-  table with ``images_per_sec_low/high``, ``samples``, ``nights``, ``joules_per_image``,
-  ``kwh_per_million``, ``gco2e_per_million`` and a ``sample_key`` (the row's samples, for the tie
-  tests); the SQL of throughput, cost_per_million and best_value only carries them on.
-  With ``nights`` > 1 the samples of the last N ok runs of the configuration on that machine are
-  pooled (sql/pooled_samples.sql) and ``images_per_sec`` becomes their median.
-* :func:`tie_groups` adds ``rank_group``, ``tied_with_best`` and ``tie_p_value`` to best_value.
+  table with ``images_per_sec_low/high``, ``interval_covers``, ``interval_reason``, ``interval_df``,
+  ``noise_basis``, ``noise_cv``, ``samples``, ``nights``, ``joules_per_image``, ``kwh_per_million``,
+  ``gco2e_per_million`` and a hidden ``sample_key``; the SQL of throughput, cost_per_million and
+  best_value only carries them on. Every row at once: one query reads the repeats of every row,
+  numpy computes the estimates (no Python loop over rows or groups). One night: the noise is pooled
+  over the configurations of each run (machine and run_id). With ``nights`` > 1 the last N ok runs
+  of each configuration on its machine are the unit (sql/pooled_samples.sql) and ``images_per_sec``
+  becomes the geometric mean of their medians.
+* best_value's verdicts are :mod:`gpucompare.reports.verdicts`.
 
-Rows without samples (published figures: one number each) get no interval and take part in the
-tie test by their figure alone: no p-value, tied only with an equal cost.
+A row without an interval always says why (``interval_reason``): a single repeat, a published
+figure (one number), no samples recorded, a sample that is not positive, or a cell that did not run.
 """
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Sequence
-
 import duckdb
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 from gpucompare import resources
-from gpucompare.reports import stats
+from gpucompare.reports import evidence, stats
 from gpucompare.reports.inputs import load_sql
 
 #: the hidden column that ties a report row to its samples (dropped before a report is written)
@@ -38,47 +41,95 @@ def carbon_intensity() -> pa.Table:
     return pa_csv.read_csv(resources.data_dir("carbon") / "grid_intensity.csv")
 
 
-def _pooled(con: duckdb.DuckDBPyConnection, nights: int) -> dict[int, tuple[list[float], int]]:
-    """sample_key -> (the samples, the runs they came from)."""
+def _moments(table: pa.Table, column: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """count, mean of the logs and their sum of squared deviations of each row's list ``column``."""
+    lists = table[column]
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    values = pc.list_flatten(lists).to_numpy(zero_copy_only=False)
+    return evidence.log_moments(lengths, values)
+
+
+def is_none(values: np.ndarray) -> np.ndarray:
+    """Elementwise: the entry of an object array is None."""
+    return np.equal(values, None)
+
+
+def _reasons(base: pa.Table, n: np.ndarray) -> np.ndarray:
+    """interval_reason of each row of ``latest`` as it stands after one night (None: an interval)."""
+    status = base["status"].to_numpy(zero_copy_only=False)
+    origin = base["origin"].to_numpy(zero_copy_only=False)
+    not_run = np.array([f"not run: {s}" for s in status], dtype=object)
+    return np.select(
+        [origin == "published", status != "ok", n < 0, n == 0, n == 1],
+        [evidence.PUBLISHED, not_run, evidence.NOT_POSITIVE, evidence.NO_SAMPLES, evidence.ONE_RUN],
+        default=None)
+
+
+def _over_nights(con: duckdb.DuckDBPyConnection, keys: np.ndarray, nights: int
+                 ) -> tuple[evidence.Estimate, np.ndarray, np.ndarray]:
+    """The estimate over the last ``nights`` runs of each row of ``latest`` (by ``keys``), the
+    nights found and the repeats over them."""
+    runs = con.sql(load_sql("pooled_samples"), params={"nights": nights}).to_arrow_table()
+    n, _, ss = _moments(runs, "samples")
+    row = np.searchsorted(keys, runs[SAMPLE_KEY].to_numpy())
+    figure = runs["figure"].to_numpy()
+    estimate, found = evidence.across_nights(row, np.log(figure), np.maximum(n, 0), ss, keys.size)
+    samples = np.bincount(row, weights=np.maximum(n, 0), minlength=keys.size).astype(np.int64)
+    return estimate, found, samples
+
+
+def _sample_stats(con: duckdb.DuckDBPyConnection, nights: int, confidence: float) -> pa.Table:
+    """Per row of ``latest``: the interval columns (reports/evidence.py), computed over all rows at once."""
+    base = con.sql(f"""
+        SELECT {SAMPLE_KEY}, status, origin, images_per_sec_samples,
+            dense_rank() OVER (ORDER BY provider, instance_type, region, market,
+                               coalesce(run_id, CAST(result_date AS VARCHAR))) - 1 AS run_group
+        FROM latest ORDER BY {SAMPLE_KEY}""").to_arrow_table()  # noqa: S608 (constant text)
+    keys = base[SAMPLE_KEY].to_numpy()
+    n, mean_log, ss_log = _moments(base, "images_per_sec_samples")
+    estimate = evidence.night_level(base["run_group"].to_numpy(), np.maximum(n, 0), mean_log, ss_log)
+    reason = _reasons(base, n)
+    covers = np.where(is_none(reason), evidence.THIS_NIGHT, None)
+    count = np.where(n > 0, n, 0)
+    night_count = np.where(n > 0, 1, 0)
+    figure = np.full(keys.size, np.nan)
     if nights > 1:
-        rows = con.execute(load_sql("pooled_samples"), {"nights": nights}).fetchall()
-    else:
-        rows = con.execute(
-            f"SELECT {SAMPLE_KEY}, images_per_sec_samples, 1 FROM latest "  # noqa: S608 (constant)
-            "WHERE status = 'ok' AND len(images_per_sec_samples) > 0").fetchall()
-    return {int(key): ([float(v) for v in samples], int(runs)) for key, samples, runs in rows if samples}
-
-
-def _sample_stats(pooled: dict[int, tuple[list[float], int]], confidence: float) -> pa.Table:
-    keys, medians, lows, highs, counts, nights, lists = [], [], [], [], [], [], []
-    for key, (samples, runs) in sorted(pooled.items()):
-        lists.append(samples)
-        interval = stats.median_interval(samples, confidence)
-        keys.append(key)
-        medians.append(statistics.median(samples))
-        lows.append(interval.low if interval else None)
-        highs.append(interval.high if interval else None)
-        counts.append(len(samples))
-        nights.append(runs)
-    return pa.table({SAMPLE_KEY: pa.array(keys, pa.int64()), "pooled_median": pa.array(medians, pa.float64()),
-                     "images_per_sec_low": pa.array(lows, pa.float64()),
-                     "images_per_sec_high": pa.array(highs, pa.float64()),
-                     "samples": pa.array(counts, pa.int64()), "nights": pa.array(nights, pa.int64()),
-                     "pooled_samples": pa.array(lists, pa.list_(pa.float64()))})
+        across, found, samples = _over_nights(con, keys, nights)
+        more = found >= 2
+        for name in ("centre", "se", "df", "basis", "noise"):
+            setattr(estimate, name, np.where(more, getattr(across, name), getattr(estimate, name)))
+        figure = np.where(more, np.exp(across.centre), np.nan)
+        reason = np.where(more, None, reason)
+        covers = np.where(more, np.array([evidence.nights_of_type(k) for k in found], dtype=object), covers)
+        count, night_count = np.where(more, samples, count), np.where(more, found, night_count)
+    low, high = estimate.bounds(confidence)
+    has = np.isfinite(estimate.se)
+    return pa.table({
+        SAMPLE_KEY: pa.array(keys, pa.int64()),
+        "night_figure": pa.array(figure, pa.float64(), from_pandas=True),
+        "images_per_sec_low": pa.array(np.where(has, low, np.nan), pa.float64(), from_pandas=True),
+        "images_per_sec_high": pa.array(np.where(has, high, np.nan), pa.float64(), from_pandas=True),
+        "samples": pa.array(np.where(count > 0, count, 0), pa.int64(), mask=count <= 0),
+        "nights": pa.array(night_count, pa.int64(), mask=night_count <= 0),
+        "interval_covers": pa.array(np.where(has, covers, None), pa.string()),
+        "interval_reason": pa.array(
+            np.where(has, None, np.where(is_none(reason), evidence.NO_SAMPLES, reason)), pa.string()),
+        "interval_df": pa.array(np.where(has, estimate.df, np.nan), pa.float64(), from_pandas=True),
+        "noise_basis": pa.array(np.where(has, estimate.basis, None), pa.string()),
+        "noise_cv": pa.array(np.where(has, estimate.noise, np.nan), pa.float64(), from_pandas=True),
+    })
 
 
 def annotate_latest(con: duckdb.DuckDBPyConnection, *, nights: int = 1,
                     confidence: float = stats.CONFIDENCE) -> None:
     """Replace ``latest`` by itself plus the interval and energy columns (see the module doc).
     Needs ``carbon_intensity`` registered, and for ``nights`` > 1 the view ``pooled`` (all results)."""
-    table = _sample_stats(_pooled(con, nights), confidence)
+    table = _sample_stats(con, nights, confidence)
     con.register("sample_stats", table)
-    replace = "coalesce(s.pooled_median, l.images_per_sec)" if nights > 1 else "l.images_per_sec"
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE latest_annotated AS
-        SELECT l.* REPLACE ({replace} AS images_per_sec,
-                coalesce(s.pooled_samples, l.images_per_sec_samples) AS images_per_sec_samples),
-            s.images_per_sec_low, s.images_per_sec_high, s.samples, s.nights,
+        SELECT l.* REPLACE (coalesce(s.night_figure, l.images_per_sec) AS images_per_sec),
+            s.* EXCLUDE ({SAMPLE_KEY}, night_figure),
             CASE WHEN l.status = 'ok' AND l.energy_joules IS NOT NULL AND l.timed_batches > 0
                  THEN l.energy_joules / (l.timed_batches * l.batch_size) END AS joules_per_image
         FROM latest AS l LEFT JOIN sample_stats AS s USING ({SAMPLE_KEY})
@@ -93,66 +144,6 @@ def annotate_latest(con: duckdb.DuckDBPyConnection, *, nights: int = 1,
     """)  # noqa: S608 (constant text)
     con.execute("DROP TABLE latest_annotated")
     con.unregister("sample_stats")
-
-
-def _samples_of(con: duckdb.DuckDBPyConnection, keys: Sequence[int]) -> dict[int, list[float]]:
-    """sample_key -> the samples behind that row of ``latest`` (the pooled ones with --nights)."""
-    if not keys:
-        return {}
-    found = con.execute(f"SELECT {SAMPLE_KEY}, images_per_sec_samples FROM latest "  # noqa: S608
-                        f"WHERE {SAMPLE_KEY} IN (SELECT unnest($keys))", {"keys": list(keys)}).fetchall()
-    return {int(k): [float(v) for v in s] for k, s in found if s}
-
-
-def _tie(row: dict, leader: dict, samples: dict[int, list[float]]) -> tuple[bool, float | None]:
-    """Whether ``row``'s cost cannot be told apart from ``leader``'s, and the U test's p-value
-    (None: a side has no samples; then only an equal cost is a tie)."""
-    mine, theirs = samples.get(row[SAMPLE_KEY]), samples.get(leader[SAMPLE_KEY])
-    if not mine or not theirs:
-        return row["cost_per_million"] == leader["cost_per_million"], None
-
-    def costs(r: dict, s: list[float]) -> list[float]:  # cost = price / throughput, sample by sample
-        return [r["cost_per_million"] * r["images_per_sec"] / v for v in s]
-
-    test = stats.mann_whitney(costs(row, mine), costs(leader, theirs))
-    return not test.significant(), test.p_value
-
-
-def tie_groups(con: duckdb.DuckDBPyConnection, best_value: pa.Table) -> pa.Table:
-    """best_value with ``rank_group``, ``tied_with_best`` and ``tie_p_value`` (ranked rows only).
-
-    Per network, mode and methodology: group 1 is the cheapest ranked row and every row the U test
-    over the cost samples cannot tell from it (p >= 1 - confidence); the other rows, in order of
-    cost, join the current group while the test cannot tell them from its leader (its first row),
-    else lead the next group.
-    ``tied_with_best``: the test against the cheapest finds no difference; ``tie_p_value`` is
-    that test's p (empty for the cheapest itself and where a side has no samples)."""
-    rows = best_value.to_pylist()
-    samples = _samples_of(con, [r[SAMPLE_KEY] for r in rows if r.get(SAMPLE_KEY) is not None])
-    groups: dict[tuple, list[dict]] = {}
-    for row in rows:
-        row.update(rank_group=None, tied_with_best=None, tie_p_value=None)
-        if row["ranked"]:
-            groups.setdefault((row["network"], row["mode"], row["methodology"]), []).append(row)
-    for ranked in groups.values():
-        ranked.sort(key=lambda r: r["cost_per_million"])
-        best, leader, group = ranked[0], None, 1
-        best.update(rank_group=1, tied_with_best=True)
-        for row in ranked[1:]:
-            row["tied_with_best"], row["tie_p_value"] = _tie(row, best, samples)
-            if row["tied_with_best"]:
-                row["rank_group"] = 1
-                continue
-            if leader is None or not _tie(row, leader, samples)[0]:
-                leader, group = row, group + 1
-            row["rank_group"] = group
-    extra = pa.table({"rank_group": pa.array([r["rank_group"] for r in rows], pa.int64()),
-                      "tied_with_best": pa.array([r["tied_with_best"] for r in rows], pa.bool_()),
-                      "tie_p_value": pa.array([r["tie_p_value"] for r in rows], pa.float64())})
-    at = best_value.schema.get_field_index("rank") + 1
-    for offset, name in enumerate(extra.column_names):
-        best_value = best_value.add_column(at + offset, name, extra[name])
-    return best_value
 
 
 def without_sample_key(table: pa.Table) -> pa.Table:

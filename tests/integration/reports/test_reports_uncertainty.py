@@ -1,6 +1,7 @@
-"""Intervals, tie groups, pooled nights and energy columns of the report set on small lakes
-written through the real ingest path and read by the real SQL in DuckDB (stands in for a lake of
-nightly GPU results: the samples are chosen here, so the expected figures are worked out here)."""
+"""Intervals (what they cover, or why none), nights as the unit, the spot price range and the
+energy columns of the report set on small lakes written through the real ingest path and read by
+the real SQL in DuckDB (stands in for a lake of nightly GPU results: the samples are chosen here,
+so the expected figures are worked out here)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import statistics
 
 import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 from bench_tasks.record import validate_record
 from gpucompare.lake.tables import open_lake
@@ -43,66 +45,107 @@ def _machine(rng: np.random.Generator, mean: float, n: int = 10) -> list[float]:
     return [float(v) for v in rng.normal(mean, mean * 0.02, size=n)]
 
 
-def test_intervals_in_throughput_and_cost_equal_the_statistics_module(lake):
+def _t_interval(samples: list[float], df: float, noise_sd: float) -> tuple[float, float]:
+    """The one-night interval: geometric mean ± t(df) · noise / √n on the log scale."""
+    centre = float(np.mean(np.log(samples)))
+    half = float(scipy_stats.t.ppf(0.975, df)) * noise_sd / np.sqrt(len(samples))
+    return float(np.exp(centre - half)), float(np.exp(centre + half))
+
+
+def test_intervals_in_throughput_and_cost_are_the_t_interval_of_the_night(lake):
+    """One configuration alone in its run: its own repeats give the noise (df = n - 1)."""
     rng = np.random.default_rng(1)
     samples = _machine(rng, 1000.0)
     ingest(lake, [measured(samples)], instance_type="g5.xlarge")
     built = build_reports(inputs(lake, [price("g5.xlarge", 1.0)], RATES), currency="EUR")
-    interval = stats.median_interval(samples)
+    low, high = _t_interval(samples, 9, float(np.std(np.log(samples), ddof=1)))
     [tp] = built.tables["throughput"].to_pylist()
-    assert (tp["images_per_sec_low"], tp["images_per_sec_high"]) == (interval.low, interval.high)
-    assert tp["samples"] == 10 and tp["nights"] == 1
+    assert (tp["images_per_sec_low"], tp["images_per_sec_high"]) == pytest.approx((low, high), rel=1e-9)
+    assert tp["samples"] == 10 and tp["nights"] == 1 and tp["interval_df"] == 9
+    assert tp["interval_covers"] == "this night's instance" and tp["interval_reason"] is None
+    assert tp["noise_basis"] == "own"
     assert tp["images_per_sec_low"] < tp["images_per_sec"] < tp["images_per_sec_high"]
     [cost] = built.tables["cost_per_million"].to_pylist()
-    assert cost["cost_per_million_low"] == pytest.approx(1.0 * 1e6 / interval.high / 3600)
-    assert cost["cost_per_million_high"] == pytest.approx(1.0 * 1e6 / interval.low / 3600)
+    assert cost["cost_per_million_low"] == pytest.approx(1.0 * 1e6 / high / 3600)
+    assert cost["cost_per_million_high"] == pytest.approx(1.0 * 1e6 / low / 3600)
+    assert cost["interval_parts"] == "throughput"
     assert "sample_key" not in built.tables["cost_per_million"].column_names
 
 
-def test_too_few_samples_give_no_interval_and_published_figures_none(lake):
-    ingest(lake, [measured([100.0, 101.0, 99.0])])
-    [tp] = build_reports(inputs(lake, [], RATES)).tables["throughput"].to_pylist()
-    assert tp["samples"] == 3 and tp["images_per_sec_low"] is None and tp["images_per_sec_high"] is None
+def test_three_repeats_borrow_the_noise_of_the_run_and_one_repeat_says_why_not(lake):
+    """Six configurations of one run at 3 repeats (each ±1 %, one noise level: none is kept out of
+    the pool): the noise is pooled over them (df 12), so each has a finite interval; a single
+    repeat says '1 run: no interval', never a silent empty."""
+    runs = {b: [(1000.0 + b) * f for f in (0.99, 1.0, 1.01)] for b in (1, 2, 4, 8, 16, 32)}
+    ingest(lake, [measured(s, batch_size=b) for b, s in runs.items()] + [measured([90.0], batch_size=64)])
+    rows_by_batch = {r["batch_size"]: r for r in build_reports(inputs(lake, [], RATES)).tables["throughput"]
+                     .to_pylist()}
+    logs = [np.log(s) for s in runs.values()]
+    pooled_sd = float(np.sqrt(sum(((x - x.mean()) ** 2).sum() for x in logs) / 12))
+    for batch, samples in runs.items():
+        row = rows_by_batch[batch]
+        assert row["noise_basis"] == "run" and row["interval_df"] == 12 and row["samples"] == 3
+        low, high = _t_interval(samples, 12, pooled_sd)
+        assert (row["images_per_sec_low"], row["images_per_sec_high"]) == pytest.approx((low, high), rel=1e-9)
+    one = rows_by_batch[64]
+    assert one["images_per_sec_low"] is None and one["interval_reason"] == "1 run: no interval"
+    assert one["interval_covers"] is None and one["samples"] == 1
 
 
-def test_best_value_ties_machines_from_one_distribution_and_separates_a_cheaper_one(lake):
-    """Three machines at the same price: A and B draw from one distribution (tied), C is 10 %
-    faster (cheaper, a group of its own and the best), D has 1 sample (cannot be told apart)."""
-    rng = np.random.default_rng(5)
-    for name, mean in (("a.x", 1000.0), ("b.x", 1000.0), ("c.x", 1100.0)):
-        ingest(lake, [measured(_machine(rng, mean))], instance_type=name)
-    ingest(lake, [measured(_machine(rng, 950.0, n=1))], instance_type="d.x")
-    prices = [price(name, 1.0) for name in ("a.x", "b.x", "c.x", "d.x")]
-    best = build_reports(inputs(lake, prices, RATES)).tables["best_value"]
-    by_machine = {r["instance_type"]: r for r in best.to_pylist()}
-    assert by_machine["c.x"]["rank"] == 1 and by_machine["c.x"]["rank_group"] == 1
-    assert by_machine["c.x"]["tied_with_best"] is True and by_machine["c.x"]["tie_p_value"] is None
-    for name in ("a.x", "b.x"):
-        assert by_machine[name]["tied_with_best"] is False and by_machine[name]["tie_p_value"] < 0.05
-    assert by_machine["a.x"]["rank_group"] == by_machine["b.x"]["rank_group"] == 2
-    # 1 sample against 10: the U test cannot reach 5 % (smallest p = 2/11), so D stays tied with the best
-    assert by_machine["d.x"]["tied_with_best"] is True and by_machine["d.x"]["rank_group"] == 1
-    names = best.column_names
-    assert names.index("rank_group") == names.index("rank") + 1 and "sample_key" not in names
-
-
-def test_nights_pools_the_last_n_runs(lake):
+def test_nights_make_the_night_the_unit(lake):
     nights = [NIGHT - dt.timedelta(days=d) for d in (2, 1, 0)]
     per_night = [[90.0, 91.0, 92.0], [100.0, 101.0, 102.0], [110.0, 111.0, 112.0]]
     ingest(lake, [measured(s, night=n) for s, n in zip(per_night, nights, strict=True)])
     one = build_reports(inputs(lake, [], RATES)).tables["throughput"].to_pylist()[0]
     assert one["images_per_sec"] == 111.0 and one["samples"] == 3 and one["nights"] == 1
+    assert one["interval_covers"] == "this night's instance"
     two = build_reports(inputs(lake, [], RATES), options=ReportOptions(nights=2)).tables["throughput"]
     [row] = two.to_pylist()
-    pooled = per_night[1] + per_night[2]
-    assert row["nights"] == 2 and row["samples"] == 6
-    assert row["images_per_sec"] == statistics.median(pooled)
-    interval = stats.median_interval(pooled)
-    assert (row["images_per_sec_low"], row["images_per_sec_high"]) == (interval.low, interval.high)
+    medians = np.log([101.0, 111.0])
+    half = scipy_stats.t.ppf(0.975, 1) * medians.std(ddof=1) / np.sqrt(2)
+    assert row["nights"] == 2 and row["samples"] == 6 and row["interval_df"] == 1
+    assert row["interval_covers"] == "2 nights of this type" and row["noise_basis"] == "nights"
+    assert row["images_per_sec"] == pytest.approx(np.exp(medians.mean()))
+    assert (row["images_per_sec_low"], row["images_per_sec_high"]) == pytest.approx(
+        (np.exp(medians.mean() - half), np.exp(medians.mean() + half)))
     every = build_reports(inputs(lake, [], RATES), options=ReportOptions(nights=30)).tables["throughput"]
     assert every.to_pylist()[0]["nights"] == 3 and every.to_pylist()[0]["samples"] == 9
     with pytest.raises(ReportError, match="nights must be a whole number from 1 to 365"):
         build_reports(inputs(lake, [], RATES), options=ReportOptions(nights=0))
+
+
+def test_nights_of_single_repeats_still_give_an_interval_over_nights(lake):
+    """The demo's shape (1 repeat a night) over 4 nights: the night is the unit, so it has one."""
+    figures = [45.6, 26.4, 15.1, 50.4]
+    nights = [NIGHT - dt.timedelta(days=d) for d in (3, 2, 1, 0)]
+    ingest(lake, [measured([f], night=n) for f, n in zip(figures, nights, strict=True)])
+    [one] = build_reports(inputs(lake, [], RATES)).tables["throughput"].to_pylist()
+    assert one["interval_reason"] == "1 run: no interval" and one["images_per_sec_low"] is None
+    built = build_reports(inputs(lake, [], RATES), options=ReportOptions(nights=4))
+    [four] = built.tables["throughput"].to_pylist()
+    assert four["interval_covers"] == "4 nights of this type" and four["interval_df"] == 3
+    assert four["images_per_sec_low"] < min(figures) and four["images_per_sec_high"] > max(figures) * 0.9
+
+
+def test_spot_cost_interval_covers_the_price_range_of_the_run_window(lake):
+    """A spot run over two days while the price moved from 1.0 to 1.5: the cost interval takes the
+    lowest price over the throughput's high end and the highest over its low end."""
+    records = [measured(_machine(np.random.default_rng(3), 1000.0, n=3), batch_size=b, night=n)
+               for b, n in ((16, NIGHT), (32, NIGHT + dt.timedelta(days=1)))]
+    records = [dict(r, run_id="spot-run") for r in records]
+    ingest(lake, records, market="spot")
+    prices = [price("g5.xlarge", 1.0, market="spot"),
+              price("g5.xlarge", 1.5, market="spot", effective_from=NIGHT + dt.timedelta(days=1)),
+              price("g5.xlarge", 9.0, market="spot", effective_from=NIGHT + dt.timedelta(days=5))]
+    built = build_reports(inputs(lake, prices, RATES), currency="USD")
+    [row] = rows(built.tables["cost_per_million"], batch_size=16)
+    assert row["price_per_hour"] == 1.0
+    assert (row["price_per_hour_low"], row["price_per_hour_high"]) == (1.0, 1.5)
+    assert row["interval_parts"] == "throughput+price"
+    assert row["cost_per_million_low"] == pytest.approx(1.0 * 1e6 / row["images_per_sec_high"] / 3600)
+    assert row["cost_per_million_high"] == pytest.approx(1.5 * 1e6 / row["images_per_sec_low"] / 3600)
+    [on_demand_like] = rows(built.tables["best_value"], instance_type="g5.xlarge")
+    assert on_demand_like["interval_parts"] == "throughput+price"
 
 
 def test_energy_columns_and_grid_intensity(lake):
@@ -171,5 +214,7 @@ def test_rows_written_before_schema_3_read_with_empty_energy(lake):
     rows_by_batch = {r["batch_size"]: r for r in build_reports(inputs(lake, [], RATES)).tables["throughput"]
                      .to_pylist()}
     assert rows_by_batch[32]["energy_method"] is None and rows_by_batch[32]["joules_per_image"] is None
-    assert rows_by_batch[32]["images_per_sec_low"] == 100.0 and rows_by_batch[32]["samples"] == 6
+    assert rows_by_batch[32]["images_per_sec_low"] < 102.5 < rows_by_batch[32]["images_per_sec_high"]
+    assert rows_by_batch[32]["samples"] == 6
+    assert rows_by_batch[32]["interval_covers"] == "this night's instance"
     assert rows_by_batch[16]["joules_per_image"] == pytest.approx(10.0 / (60 * 16))
