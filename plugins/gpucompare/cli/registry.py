@@ -47,6 +47,9 @@ COMMANDS: dict[str, Command] = collect(GROUPS)
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpucompare",
                                      description="gpucompare: results lake, prices and reports")
+    from gpucompare import __version__
+
+    parser.add_argument("--version", action="version", version=f"gpucompare {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS.values():
         sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
