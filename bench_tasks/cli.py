@@ -11,6 +11,7 @@ whatever its cells' statuses (the records say what happened to each).
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import json
 import math
@@ -19,6 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from bench_tasks import runtime_check
 from bench_tasks.compat import remove_prefix
 from bench_tasks.configs import (
     DIST_KVSTORES,
@@ -47,7 +49,9 @@ from bench_tasks.constants import (
     MODES,
     NETWORKS,
     SCALING_KINDS,
+    STATUSES,
     TRAIN_LOOPS,
+    WORKER_RUNTIME_ENV,
 )
 
 EXIT_USAGE = 2
@@ -193,8 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: The internal command a sweep starts its measuring processes with (runner_process.py).
 RUNNER_COMMAND = "_runner"
-#: Commands that import MXNet (the networks, the measurements).
-NEEDS_MXNET = ("describe", "score", "train", "sweep")
+#: Commands that import MXNet (the networks, the measurements, the build sysinfo reports).
+NEEDS_MXNET = ("describe", "score", "train", "sweep", "sysinfo")
 
 
 def missing_worker_packages() -> list[str]:
@@ -287,6 +291,8 @@ def _run(args: argparse.Namespace) -> int:
     check_distributed(configs)
     run_id = args.run_id or file_run_id or sweep.new_run_id()
     info = sysinfo.collect(with_mxnet=False)  # MXNet's part comes from the first runner
+    # what is known without importing mxnet; the rest when the first measuring process is ready
+    runtime_check.check(_runtime_label(), {**info.framework_build(), "features": None}, announce=False)
     writer = sweep.RecordWriter(args.output)
     try:
         runner = sweep.Sweep(group_by_process(configs), info=info, run_id=run_id, writer=writer,
@@ -294,7 +300,9 @@ def _run(args: argparse.Namespace) -> int:
         records = runner.run()
     finally:
         writer.close()
-    print(f"{len(records)} records ({sum(r['status'] == 'ok' for r in records)} ok) written to "
+    counts = collections.Counter(r["status"] for r in records)  # every status, gpu_busy included
+    shown = ", ".join(f"{counts[status]} {status}" for status in STATUSES if counts[status]) or "none"
+    print(f"{len(records)} records ({shown}) written to "
           f"{'stdout' if args.output == '-' else args.output}; run_id {run_id}",
           file=sys.stderr, flush=True)
     return 0
@@ -307,10 +315,18 @@ def _describe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _runtime_label() -> str:
+    return os.environ.get(WORKER_RUNTIME_ENV, "").strip()
+
+
 def _sysinfo(_args: argparse.Namespace) -> int:
     from bench_tasks import sysinfo
 
-    print(json.dumps(sysinfo.collect().to_json(), indent=2, sort_keys=True))
+    info = sysinfo.collect()
+    try:
+        info.runtime_check = runtime_check.check(_runtime_label(), info.framework_build())
+    finally:  # printed also when the check fails: what the build is, beside the line saying why
+        print(json.dumps(info.to_json(), indent=2, sort_keys=True))
     return 0
 
 
@@ -330,4 +346,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handlers.get(args.command, _run)(args)
     except ConfigError as exc:
         parser.error(str(exc))  # exits with status 2 and the usage line
+    except runtime_check.RuntimeMismatch as exc:
+        print(f"bench-tasks {args.command}: {exc}", file=sys.stderr)
     return EXIT_USAGE

@@ -55,6 +55,7 @@ STATUSES: tuple[str, ...] = (
     "batch_smaller_than_devices",  # MXNet: "Too many slices"; decided before running
     "unsupported",  # e.g. float16 on a device or build that cannot do it
     "timeout",  # the configuration's time limit ran out
+    "gpu_busy",  # another process computed on its GPUs (bench_tasks.exclusive); decided before running
     "error",  # anything else, with its message
 )
 
@@ -98,3 +99,6 @@ ENERGY_UNAVAILABLE_PREFIX = "unavailable: "
 #: digest the pull got); the worker copies them into every record (``sysinfo``).
 WORKER_RUNTIME_ENV = "GPUCOMPARE_WORKER_RUNTIME"
 WORKER_IMAGE_ENV = "GPUCOMPARE_WORKER_IMAGE"
+#: ``warn``: a runtime label the build contradicts is reported and recorded instead of refused
+#: (bench_tasks.runtime_check; for stand-ins: a CPU build standing in for a GPU runtime)
+RUNTIME_CHECK_ENV = "GPUCOMPARE_WORKER_RUNTIME_CHECK"

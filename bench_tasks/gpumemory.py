@@ -58,7 +58,7 @@ class DeviceMemory:
 MemoryProbe = Callable[[str], Optional[DeviceMemory]]  # evaluated at run time: 3.8 spelling
 
 
-def _nvidia_smi_id(index: int) -> str:
+def nvidia_smi_id(index: int) -> str:
     """The id nvidia-smi knows for MXNet's ``gpu:index``: CUDA_VISIBLE_DEVICES renumbers the
     devices MXNet sees (its entries are indexes or UUIDs, both of which ``--id`` accepts)."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -81,7 +81,7 @@ def nvidia_smi_probe(device: str, executable: str = "nvidia-smi") -> DeviceMemor
     try:
         result = subprocess.run(
             [path, "--query-gpu=memory.free,memory.total", "--format=csv,noheader,nounits",
-             f"--id={_nvidia_smi_id(int(index))}"],
+             f"--id={nvidia_smi_id(int(index))}"],
             capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None

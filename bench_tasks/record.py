@@ -42,7 +42,9 @@ from bench_tasks.methodology import ROBUST_MAX_REPEATS, ROBUST_MIN_TIME_S, ROBUS
 #: stopping values and rule, training loop and phase times added.
 #: 3: energy of the timed window (energy_joules, energy_method, avg_power_watts); worker_runtime
 #:    and framework_build (which software stack produced the figure).
-SCHEMA_VERSION = 3
+#: 4: gpu_exclusive and gpu_exclusive_note (was another process computing on the GPUs?), the
+#:    status gpu_busy.
+SCHEMA_VERSION = 4
 
 _TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
 _DEVICE = re.compile(r"^(cpu|gpu):\d+$")
@@ -54,7 +56,7 @@ class Field:
     """One column of the record: its JSON type, whether it may be null, its allowed values."""
 
     name: str
-    kind: str  # str | int | float | str_list | float_list
+    kind: str  # str | int | float | bool | str_list | float_list
     nullable: bool = False
     allowed: tuple[str, ...] | None = None
     doc: str = ""
@@ -129,6 +131,12 @@ FIELDS: tuple[Field, ...] = (
     Field("cuda_version", "str", nullable=True),
     Field("cudnn_version", "str", nullable=True),
     Field("mxnet_version", "str", nullable=True),
+    Field("gpu_exclusive", "bool", nullable=True,
+          doc="true: no other process computed on the configuration's GPUs before it was measured; "
+              "false: one did (status gpu_busy, gpu_exclusive_note lists it); null: not known "
+              "(gpu_exclusive_note says why: cpu device, NVML and nvidia-smi unavailable…)"),
+    Field("gpu_exclusive_note", "str", nullable=True,
+          doc="why gpu_exclusive is null, or the foreign processes (device, pid, name) when false"),
     Field("worker_runtime", "str", nullable=True,
           doc="the worker runtime of data/runtimes.csv that ran it (pip-cu112, ngc-24.06, cpu …); "
               "null for published figures"),
@@ -161,6 +169,8 @@ def _check_type(field: Field, value: Any) -> None:
         ok = isinstance(value, str)
     elif kind == "int":
         ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind == "bool":
+        ok = isinstance(value, bool)
     elif kind == "float":
         ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
               and math.isfinite(value))
@@ -238,7 +248,19 @@ def validate_record(record: Any) -> dict[str, Any]:
     _check_methodology(record)
     _check_energy(record)
     _check_build(record["framework_build"])
+    _check_exclusive(record)
     return record
+
+
+def _check_exclusive(record: dict[str, Any]) -> None:
+    """gpu_busy goes with gpu_exclusive false, and a false one names the processes."""
+    exclusive, note = record["gpu_exclusive"], record["gpu_exclusive_note"]
+    if record["status"] == "gpu_busy" and exclusive is not False:
+        raise RecordError("gpu_exclusive", f"a gpu_busy record has gpu_exclusive false, not {exclusive}")
+    if exclusive is False and not note:
+        raise RecordError("gpu_exclusive_note", "gpu_exclusive false must name the other processes")
+    if exclusive is True and note is not None:
+        raise RecordError("gpu_exclusive_note", "only a false or null gpu_exclusive has a note")
 
 
 def _check_energy(record: dict[str, Any]) -> None:
@@ -279,7 +301,7 @@ MAX_NAME_BYTES = 256
 _MULTILINE_FIELDS = frozenset({"error"})
 #: Single-line fields longer than a name (``framework_build``: JSON of the build features).
 MAX_BUILD_BYTES = 8 * 1024
-_LONG_FIELDS = {"framework_build": MAX_BUILD_BYTES}
+_LONG_FIELDS = {"framework_build": MAX_BUILD_BYTES, "gpu_exclusive_note": MAX_BUILD_BYTES}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 

@@ -44,6 +44,11 @@ dist kvstores without distributed-kvstore support; the runner is kept for the ne
 configuration. Everything else is decided by running, and classified from MXNet's message
 by ``bench_tasks.errors``.
 
+GPUs ours alone. Before the first configuration (for every GPU device of the sweep), and again
+before each configuration on GPUs while none of its measuring processes lives, the compute
+processes on its devices are listed (``bench_tasks.exclusive``): one not the worker's own ends
+the configuration ``gpu_busy`` without running; every record says ``gpu_exclusive``.
+
 Output. One JSON Lines record per configuration, validated by ``bench_tasks.record``,
 appended and flushed (and fsync'ed) as soon as the configuration finishes, so a sweep
 killed halfway keeps what it did. Progress goes to standard error, one line per
@@ -66,14 +71,16 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+from bench_tasks import runtime_check
 from bench_tasks.configs import Config, ConfigError
-from bench_tasks.constants import ISOLATION_POLICIES
+from bench_tasks.constants import ISOLATION_POLICIES, WORKER_RUNTIME_ENV
 from bench_tasks.errors import classify_failure, summarize_error
+from bench_tasks.exclusive import GpuCheck, GpuExclusivity, Lister, list_compute_processes
 from bench_tasks.gpumemory import GpuMemoryGuard, MemoryProbe, nvidia_smi_probe
 from bench_tasks.methodology import coefficient_of_variation
 from bench_tasks.record import RecordError, empty_record, validate_record
@@ -138,6 +145,7 @@ class Outcome:
     wall_s: float = 0.0
     process_start_s: float = 0.0  # starting the measuring process, when this configuration did
     fresh_process_reason: str | None = None  # why it ran in a new process (record field)
+    gpu: GpuCheck = field(default_factory=lambda: GpuCheck(None, "not checked"))  # gpu_exclusive
 
 
 def _dmlc_num_workers() -> int:
@@ -204,6 +212,7 @@ def build_record(config: Config, outcome: Outcome, info: SystemInfo, run_id: str
         error=outcome.error,
         started_at=outcome.started_at,
         finished_at=outcome.finished_at,
+        **outcome.gpu.record_fields(),
         **info.record_fields(config.devices),
     )
     return validate_record(record)
@@ -257,7 +266,8 @@ class Sweep:
                  writer: RecordWriter, isolation: str = "mode",
                  image_shape_of: Callable[[str], str],
                  progress: Callable[[str], None] | None = None,
-                 memory_probe: MemoryProbe = nvidia_smi_probe) -> None:
+                 memory_probe: MemoryProbe = nvidia_smi_probe,
+                 gpu_lister: Lister = list_compute_processes) -> None:
         if isolation not in ISOLATION_POLICIES:
             raise ConfigError("--isolation", f"{isolation!r} is not one of {', '.join(ISOLATION_POLICIES)}")
         self.isolation = isolation
@@ -274,6 +284,7 @@ class Sweep:
         self._runner: RunnerProcess | None = None
         self._runner_key: tuple[str, ...] | None = None
         self._memory = GpuMemoryGuard(memory_probe)
+        self._gpus = GpuExclusivity(gpu_lister)
         # why the next runner for this process key starts, when not because a series starts
         self._pending_reason: tuple[tuple[str, ...], str] | None = None
 
@@ -332,6 +343,9 @@ class Sweep:
             hello = runner.wait_ready(deadline)
             if not self.info.mxnet_details_known:
                 self.info.add_mxnet_details(hello["mxnet"])
+                # the label against the build the measuring process imported: a mismatch ends the sweep
+                label = os.environ.get(WORKER_RUNTIME_ENV, "").strip()
+                self.info.runtime_check = runtime_check.check(label, self.info.framework_build())
             decided = precheck_build(config, self.info)
             if not decided and runner.measured > 0 and runner.memory is not None:
                 why = self._memory.before_run(runner.memory, config)
@@ -385,8 +399,13 @@ class Sweep:
         ran = 0
         ran_s = 0.0
         records = []
+        # every GPU of the sweep, before any measuring process of ours is on one
+        self._gpus.check(sorted({d for c in self.configs for d in c.devices}), look=True)
         try:
             for index, config in enumerate(self.configs):
+                gpu = self._gpus.check(config.devices, look=not self._runner_alive())
+                if decided[index] is None and gpu.exclusive is False:
+                    decided[index] = ("gpu_busy", str(gpu.note))
                 if decided[index] is not None:
                     status, message = decided[index]
                     stamp = now_iso()
@@ -395,6 +414,7 @@ class Sweep:
                     outcome = self._execute(config)
                     ran += 1
                     ran_s += outcome.wall_s
+                outcome.gpu = gpu
                 record = self._record(config, outcome)
                 self.writer.write(record)
                 records.append(record)
@@ -404,13 +424,16 @@ class Sweep:
             self._drop_runner(graceful=True)
         return records
 
+    def _runner_alive(self) -> bool:
+        return self._runner is not None and self._runner.process.poll() is None
+
     def _record(self, config: Config, outcome: Outcome) -> dict[str, Any]:
         shape = self.image_shape_of(config.network)
         try:
             return build_record(config, outcome, self.info, self.run_id, shape)
         except RecordError as exc:  # a bad result must not end the sweep: record why instead
             broken = Outcome("error", f"the measurement gave an invalid record ({exc})",
-                             started_at=outcome.started_at, finished_at=outcome.finished_at)
+                             started_at=outcome.started_at, finished_at=outcome.finished_at, gpu=outcome.gpu)
             return build_record(config, broken, self.info, self.run_id, shape)
 
     def _progress_line(self, index: int, config: Config, record: dict[str, Any], outcome: Outcome,

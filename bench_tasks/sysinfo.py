@@ -50,6 +50,8 @@ class SystemInfo:
     mxnet_features: list[str] = field(default_factory=list)
     mxnet_num_gpus: int | None = None
     mxnet_details_known: bool = False
+    #: the runtime label against this build (bench_tasks.runtime_check): ok, not checked, mismatch ignored
+    runtime_check: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -116,6 +118,7 @@ class SystemInfo:
             "python": platform.python_version(),
             "image": image,
             "image_digest": digest,
+            "runtime_check": self.runtime_check,
         }
 
 

@@ -23,8 +23,10 @@
 -- throughput's (cost_per_million_low from images_per_sec_high), and the price is a range: the lowest
 -- and highest price of the chosen series in force during the run window (the days from the first to
 -- the last result of the run on that machine; spot prices move), price_per_hour_low/high.
--- interval_parts says what the cost interval covers: throughput+price for spot (or a price that moved
--- during the run), else throughput. interval_covers/interval_reason, samples, nights and the energy
+-- With --nights N (an interval over nights), each night is priced at its own price (night_costs) and
+-- the cost interval is a t interval over the nights' costs per image; the price range spans the
+-- nights' prices too. interval_parts says what the cost interval covers: throughput+price for spot,
+-- a price that moved during the run, or nights priced each at its own price; else throughput. interval_covers/interval_reason, samples, nights and the energy
 -- columns are carried from latest (reports/uncertainty.py); sample_key is dropped before writing.
 WITH ok AS (
     SELECT *, row_number() OVER () AS result_row
@@ -104,12 +106,41 @@ price_range AS (
     WHERE m.preference = 1
     GROUP BY m.result_row
 ),
+night_costs AS (
+    -- --nights N (night_figures: the nights of each row whose interval is over nights): each night
+    -- priced at the chosen series' price in force that night; the log of its cost per image is the
+    -- unit of the cost interval (a t interval over the nights, t_quantiles: df -> t)
+    SELECT m.result_row, count(*) AS priced_nights,
+        avg(ln(p.price_per_instance_hour) - n.log_figure) AS log_cost,
+        stddev_samp(ln(p.price_per_instance_hour) - n.log_figure) AS log_cost_sd,
+        min(p.price_per_instance_hour) AS low, max(p.price_per_instance_hour) AS high
+    FROM matched AS m
+    JOIN ok ON ok.result_row = m.result_row
+    JOIN night_figures AS n ON n.sample_key = ok.sample_key
+    ASOF JOIN hourly_prices AS p
+      ON p.provider = ok.provider AND p.instance_type = ok.instance_type AND p.region_key = m.region_key
+     AND p.market IS NOT DISTINCT FROM m.series_market AND p.gpu_count_key = m.gpu_count_key
+     AND p.currency = m.price_currency
+     AND p.effective_from <= n.night
+    WHERE m.preference = 1
+    GROUP BY m.result_row
+),
+night_interval AS (
+    SELECT c.result_row, c.low, c.high,
+        exp(c.log_cost - t.t * c.log_cost_sd / sqrt(c.priced_nights)) AS per_image_low,
+        exp(c.log_cost + t.t * c.log_cost_sd / sqrt(c.priced_nights)) AS per_image_high
+    FROM night_costs AS c JOIN t_quantiles AS t ON t.df = c.priced_nights - 1
+    WHERE c.priced_nights >= 2 AND c.log_cost_sd > 0
+),
 priced AS (
     SELECT ok.*, m.price_per_instance_hour, m.price_currency, m.price_source, m.price_effective_from,
-        r.low AS price_low_per_instance_hour, r.high AS price_high_per_instance_hour
+        least(r.low, ni.low) AS price_low_per_instance_hour,
+        greatest(r.high, ni.high) AS price_high_per_instance_hour,
+        ni.per_image_low AS night_cost_low, ni.per_image_high AS night_cost_high
     FROM ok
     LEFT JOIN matched AS m ON m.result_row = ok.result_row AND m.preference = 1
     LEFT JOIN price_range AS r ON r.result_row = ok.result_row
+    LEFT JOIN night_interval AS ni ON ni.result_row = ok.result_row
 ),
 converted AS (
     SELECT priced.*,
@@ -141,8 +172,10 @@ SELECT
     money_per_hour * secs_per_million / 3600 AS cost_per_million,
     money_per_hour_low AS price_per_hour_low,
     money_per_hour_high AS price_per_hour_high,
-    money_per_hour_low * 1e6 / images_per_sec_high / 3600 AS cost_per_million_low,
-    money_per_hour_high * 1e6 / images_per_sec_low / 3600 AS cost_per_million_high,
+    coalesce(night_cost_low * num_nodes * fx_rate, money_per_hour_low / images_per_sec_high) * 1e6 / 3600
+        AS cost_per_million_low,
+    coalesce(night_cost_high * num_nodes * fx_rate, money_per_hour_high / images_per_sec_low) * 1e6 / 3600
+        AS cost_per_million_high,
     images_per_sec_low, images_per_sec_high, interval_covers, interval_reason,
     CASE WHEN images_per_sec_low IS NULL OR money_per_hour IS NULL THEN NULL
          WHEN market = 'spot' OR money_per_hour_low < money_per_hour_high THEN 'throughput+price'

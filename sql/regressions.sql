@@ -10,24 +10,32 @@
 -- (official | robust | custom; null = official): a figure is only ever judged against the
 -- history of its own methodology, so a switch from robust to official is never a regression.
 -- Software stack: worker_runtime (pip-cu112, ngc-24.06, cpu …; records before schema 3 have
--- none: they ran pip-cu112 on a GPU, cpu otherwise). A figure is judged only against history of
--- its own runtime, and a series whose previous result ran another runtime is marked
--- 'software_stack_changed', never a regression (previous_runtime says which it was).
+-- none: they ran pip-cu112 on a GPU, cpu otherwise) and framework_build (the MXNet build, CUDA,
+-- cuDNN, Python and image the worker reported; empty before schema 3). A figure is judged only
+-- against history of its own runtime and build: a series whose previous result ran another one
+-- is marked 'software_stack_changed' (a new baseline starts), never a regression
+-- (previous_runtime says which runtime it was, build_changed whether the build changed).
 -- current  = the latest result (by finished_at) of the series;
--- history  = its N previous results with status ok and the current one's runtime;
--- noise    = max(k × 1.4826 × MAD(history), min_drop × median(history)) — MAD scaled to a
---            standard deviation, and never less than min_drop of the median;
--- verdict  = 'software_stack_changed' (the previous result ran another worker runtime),
+-- history  = its N previous results with status ok and the current one's runtime and build;
+-- noise    = k × 1.4826 × MAD(history): the night-to-night spread (MAD scaled to a standard
+--            deviation), the statistical bound of a drop;
+-- floor    = min_drop × median(history): the practical bound (a drop smaller than this matters
+--            little, however sure);
+-- verdict  = 'software_stack_changed' (the previous result ran another runtime or build),
 --            'failed' (the latest did not run ok, where some earlier result did),
 --            'not_run' (the latest did not run ok, nor did any earlier one: e.g. always oom),
 --            'insufficient_history' (fewer than min_history ok results before),
---            'regression' (images_per_sec < median − noise),
---            'improvement' (images_per_sec > median + noise), else 'steady';
---            then (reports/uncertainty.py) a regression or improvement stands only where the
---            Mann-Whitney U test of the latest repeats against the history's repeats finds the
---            difference significant (p < 0.05): the thresholds are the minimum effect size, the
---            test the evidence. Where the sample sizes cannot reach 5 % at all (one repeat a night
---            against a short history), the thresholds alone decide and p_value is empty.
+--            'regression' (images_per_sec < median − max(noise, floor)),
+--            'significant_below_floor' (a drop beyond the noise but within the floor: here only a
+--            candidate, 'below_floor'),
+--            'improvement' (images_per_sec > median + max(noise, floor)), else 'steady';
+--            then (reports/uncertainty.py) a regression, improvement or below-floor drop stands
+--            only where the Mann-Whitney U test of the latest repeats against the history's
+--            repeats finds the difference significant (p < 0.05): the thresholds are the minimum
+--            effect size, the test the evidence. Where the sample sizes cannot reach 5 % at all
+--            (one repeat a night against a short history), the thresholds alone decide a
+--            regression or improvement, a below-floor drop is not claimed (it becomes 'steady'),
+--            and p_value is empty.
 -- regression = verdict in ('regression', 'failed').
 -- One window (row_number) and one hash aggregation over the recent rows: linear, no self-join.
 WITH ordered AS (
@@ -35,14 +43,17 @@ WITH ordered AS (
         provider, instance_type, region, market, mode, network, dtype, batch_size, gpu_count,
         num_nodes, device_kind, kvstore, config_id, gpu_model, images_per_sec, status,
         finished_at, CAST("date" AS DATE) AS result_date, images_per_sec_samples,
-        methodology, worker_runtime,
+        methodology, worker_runtime, build,
         row_number() OVER series AS age,
-        first_value(worker_runtime) OVER series AS current_runtime
+        first_value(worker_runtime) OVER series AS current_runtime,
+        first_value(build) OVER series AS current_build
     -- null = official, resolved before the window (an expression in PARTITION BY costs twice the time)
     FROM (SELECT * REPLACE (
                      coalesce(methodology, 'official') AS methodology,
                      coalesce(worker_runtime, CASE WHEN device_kind = 'gpu' THEN 'pip-cu112' ELSE 'cpu' END)
-                         AS worker_runtime)
+                         AS worker_runtime),
+                 -- the build's text is long: compare its hash (hash(NULL) is not NULL)
+                 CASE WHEN framework_build IS NOT NULL THEN hash(framework_build) END AS build
           FROM recent)
     WHERE target IS DISTINCT FROM 'published'
     WINDOW series AS (
@@ -52,14 +63,16 @@ WITH ordered AS (
     )
 ),
 numbered AS (
-    -- history counts only results of the current result's runtime (its own age, 2 = previous)
+    -- history counts only results of the current result's stack (its own age, 2 = previous): its
+    -- runtime, and its build where both builds are known (records before schema 3 have none)
     SELECT *,
-        CASE WHEN worker_runtime = current_runtime THEN row_number() OVER (
+        CASE WHEN same_stack THEN row_number() OVER (
             PARTITION BY provider, instance_type, region, market, mode, network, dtype, batch_size,
-                         gpu_count, num_nodes, device_kind, kvstore, config_id, methodology,
-                         worker_runtime = current_runtime
+                         gpu_count, num_nodes, device_kind, kvstore, config_id, methodology, same_stack
             ORDER BY finished_at DESC NULLS LAST) END AS same_age
-    FROM ordered
+    FROM (SELECT *, worker_runtime = current_runtime
+                    AND (build IS NULL OR current_build IS NULL OR build = current_build) AS same_stack
+          FROM ordered)
 ),
 summary AS (
     SELECT
@@ -68,6 +81,8 @@ summary AS (
         any_value(gpu_model) FILTER (WHERE age = 1) AS gpu_model,
         any_value(worker_runtime) FILTER (WHERE age = 1) AS worker_runtime,
         any_value(worker_runtime) FILTER (WHERE age = 2) AS previous_runtime,
+        any_value(build) FILTER (WHERE age = 1) AS build,
+        any_value(build) FILTER (WHERE age = 2) AS previous_build,
         any_value(status) FILTER (WHERE age = 1) AS status,
         max(images_per_sec) FILTER (WHERE age = 1) AS images_per_sec,
         max(finished_at) FILTER (WHERE age = 1) AS measured_at,
@@ -89,29 +104,30 @@ summary AS (
 ),
 judged AS (
     SELECT *,
-        greatest($mad_factor * 1.4826 * history_mad, $min_drop * history_median) AS noise
+        $mad_factor * 1.4826 * history_mad AS noise,
+        $min_drop * history_median AS floor
     FROM summary
 )
 SELECT
     provider, instance_type, region, market, gpu_model, worker_runtime, previous_runtime, device_kind,
     gpu_count, num_nodes, mode, network, dtype, batch_size, config_id, methodology, status, images_per_sec,
-    measured_at, result_date, history_runs, history_from, history_median, history_mad, noise,
+    coalesce(previous_runtime = worker_runtime AND previous_build <> build, false) AS build_changed,
+    measured_at, result_date, history_runs, history_from, history_median, history_mad, noise, floor,
     images_per_sec / history_median - 1 AS change,
     CASE
-        WHEN previous_runtime IS DISTINCT FROM worker_runtime AND previous_runtime IS NOT NULL
-            THEN 'software_stack_changed'
+        WHEN previous_runtime <> worker_runtime OR previous_build <> build THEN 'software_stack_changed'
         WHEN status IS DISTINCT FROM 'ok' AND history_runs > 0 THEN 'failed'
         WHEN status IS DISTINCT FROM 'ok' THEN 'not_run'
         WHEN history_runs < $min_history THEN 'insufficient_history'
-        WHEN images_per_sec < history_median - noise THEN 'regression'
-        WHEN images_per_sec > history_median + noise THEN 'improvement'
+        WHEN images_per_sec < history_median - greatest(noise, floor) THEN 'regression'
+        WHEN images_per_sec < history_median - noise THEN 'below_floor'
+        WHEN images_per_sec > history_median + greatest(noise, floor) THEN 'improvement'
         ELSE 'steady'
     END AS verdict,
-    coalesce(
-        previous_runtime IS NOT DISTINCT FROM worker_runtime OR previous_runtime IS NULL, true
-    ) AND coalesce(
+    NOT coalesce(previous_runtime <> worker_runtime OR previous_build <> build, false) AND coalesce(
         (status IS DISTINCT FROM 'ok' AND history_runs > 0)
-        OR (status = 'ok' AND history_runs >= $min_history AND images_per_sec < history_median - noise),
+        OR (status = 'ok' AND history_runs >= $min_history
+            AND images_per_sec < history_median - greatest(noise, floor)),
         false
     ) AS regression,
     current_samples, history_sample_list

@@ -23,6 +23,11 @@ BENCH_PYTHON = Path(os.environ.get("GPUCOMPARE_BENCH_PYTHON", REPO_ROOT / ".venv
 #: name itself sets or removes it with monkeypatch.
 os.environ.setdefault("GPUCOMPARE_DEPLOYMENT", "ci-tests")
 
+#: Every worker the tests start is .venv-bench's CPU build of MXNet standing in for the GPU runtime
+#: its target names (pip-cu112, ngc-24.06): the runtime check (bench_tasks/runtime_check.py) reports
+#: and records the mismatch instead of refusing; the tests of the check itself remove the variable.
+os.environ.setdefault("GPUCOMPARE_WORKER_RUNTIME_CHECK", "warn")
+
 #: The settings' scratch folders default to shared places under the system temp folder; each test
 #: process gets its own (so parallel test processes, e.g. pytest-xdist's workers, never share a
 #: staging or work folder, and no test run leaves files in the developer's). A test about a

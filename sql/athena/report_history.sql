@@ -176,7 +176,7 @@ CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.best_value_history (
   `mode` string COMMENT 'score (inference) | train',
   `methodology` string COMMENT 'how the figure was timed: official (fixed 5 + 10 batches as in the MXNet harness; also every published figure and every result recorded before the field existed) | robust (at least 2 s per repeat, repeats until the CV is under 3 %, at most 10) | custom (the stopping values recorded). Figures of different methodologies are never ranked, paired or compared with each other',
   `rank` bigint COMMENT '1 = cheapest per million among the ranked rows of the network and mode; empty when not ranked',
-  `verdict` string COMMENT 'regressions: regression | improvement | steady | failed | not_run | insufficient_history. best_value: best | dearer (the 95 % interval of cost_ratio lies above 1 + the practical margin) | equivalent (its 90 % interval lies within [1 / (1 + margin), 1 + margin]: two one-sided tests at 5 %) | undetermined (neither; settle_with says what would settle it); empty when not ranked',
+  `verdict` string COMMENT 'regressions: regression | significant_below_floor (a significant drop smaller than the floor: reported, not a regression) | improvement | steady | failed | not_run | insufficient_history | software_stack_changed (another runtime or build than the result before: a new baseline). best_value: best | dearer (the 95 % interval of cost_ratio lies above 1 + the practical margin) | equivalent (its 90 % interval lies within [1 / (1 + margin), 1 + margin]: two one-sided tests at 5 %) | undetermined (neither; settle_with says what would settle it); empty when not ranked',
   `cost_ratio` double COMMENT 'best_value: cost_per_million / that of the best ranked row of the network, mode and methodology (1 for the best; 1.10 = 10 % dearer); empty when not ranked',
   `cost_ratio_low` double COMMENT 'best_value: lower end of the 95 % interval of cost_ratio (throughput noise of both rows, Welch t on the log scale, and both price ranges); empty for the best and where a side has no interval',
   `cost_ratio_high` double COMMENT 'best_value: upper end of the 95 % interval of cost_ratio; empty for the best and where a side has no interval',
@@ -261,19 +261,21 @@ CREATE EXTERNAL TABLE IF NOT EXISTS gpucompare.regressions_history (
   `methodology` string COMMENT 'how the figure was timed: official (fixed 5 + 10 batches as in the MXNet harness; also every published figure and every result recorded before the field existed) | robust (at least 2 s per repeat, repeats until the CV is under 3 %, at most 10) | custom (the stopping values recorded). Figures of different methodologies are never ranked, paired or compared with each other',
   `status` string COMMENT 'ok, or why the cell did not run (oom, batch_smaller_than_devices, ...)',
   `images_per_sec` double COMMENT 'throughput, images per second',
+  `build_changed` boolean COMMENT 'regressions: true when the result before the latest ran the same worker runtime but another framework build (MXNet build, CUDA, cuDNN, image): a new baseline, software_stack_changed',
   `measured_at` timestamp COMMENT 'when the result was measured, UTC timestamp; published figures: the publication date',
   `result_date` date COMMENT 'result date: the UTC day of the measurement, or the publication date',
   `history_runs` bigint COMMENT 'ok results in the history compared with (count)',
   `history_from` date COMMENT 'date of the oldest result in the history',
   `history_median` double COMMENT 'median throughput of the history, images per second',
   `history_mad` double COMMENT 'median absolute deviation of the history, images per second',
-  `noise` double COMMENT 'tolerated drop, images per second: max(k x 1.4826 x MAD, min_drop x median)',
+  `noise` double COMMENT 'night-to-night noise of the history, images per second: k x 1.4826 x MAD (the statistical bound of a drop)',
+  `floor` double COMMENT 'practical floor, images per second: min_drop x history_median; a drop beyond max(noise, floor) is a regression, one beyond the noise but within the floor is significant_below_floor',
   `change` double COMMENT 'images_per_sec / history_median - 1, a fraction (-0.1 = 10 % slower)',
-  `verdict` string COMMENT 'regressions: regression | improvement | steady | failed | not_run | insufficient_history. best_value: best | dearer (the 95 % interval of cost_ratio lies above 1 + the practical margin) | equivalent (its 90 % interval lies within [1 / (1 + margin), 1 + margin]: two one-sided tests at 5 %) | undetermined (neither; settle_with says what would settle it); empty when not ranked',
+  `verdict` string COMMENT 'regressions: regression | significant_below_floor (a significant drop smaller than the floor: reported, not a regression) | improvement | steady | failed | not_run | insufficient_history | software_stack_changed (another runtime or build than the result before: a new baseline). best_value: best | dearer (the 95 % interval of cost_ratio lies above 1 + the practical margin) | equivalent (its 90 % interval lies within [1 / (1 + margin), 1 + margin]: two one-sided tests at 5 %) | undetermined (neither; settle_with says what would settle it); empty when not ranked',
   `regression` boolean COMMENT 'true for verdict regression or failed',
   `samples` bigint COMMENT 'repeat samples behind the figure (count; with --nights, over every night); empty for a figure without samples (published)',
   `history_samples` bigint COMMENT 'regressions: repeat samples of the history compared with (count)',
-  `p_value` double COMMENT 'regressions: two-sided Mann-Whitney U p-value of the latest repeats against those of the history; a regression or improvement needs p < 0.05 besides the noise threshold; empty where not tested (steady rows, or sample sizes that can never reach 5 %: then the threshold alone decides)'
+  `p_value` double COMMENT 'regressions: two-sided Mann-Whitney U p-value of the latest repeats against those of the history; a regression, improvement or significant_below_floor needs p < 0.05 besides the thresholds; empty where not tested (steady rows, or sample sizes that can never reach 5 %: then the thresholds alone decide, and no drop within the floor is claimed)'
 )
 PARTITIONED BY (`report_date` date COMMENT 'history tables: the day the report was built (Hive partition)')
 STORED AS PARQUET

@@ -77,7 +77,7 @@ def test_worker_image_runs_the_worker_command_line() -> None:
     """ENTRYPOINT + what the ssh target passes after the image = docs/worker.md's sweep command."""
     entrypoint = next(json.loads(a) for k, a in final_stage(WORKER) if k == "ENTRYPOINT")
     argv = docker_command(image="gpucompare-worker:latest", gpus="all", sweep_dir="/srv/run/sweep-1",
-                          container="c", uid=1000, gid=1000)
+                          container_name="c", uid=1000, gid=1000)
     after_image = argv[argv.index("gpucompare-worker:latest") + 1:]
     assert entrypoint + after_image == ["python", "-m", "bench_tasks", "sweep", "--config",
                                         "/sweep/sweep.json", "--output", "/sweep/results.partial.jsonl"]

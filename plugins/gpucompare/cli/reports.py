@@ -47,8 +47,9 @@ def _configure_report(parser: argparse.ArgumentParser) -> None:
                          help="also write best_value_with_projections: the ranking with projected machines "
                               "added, labelled (default GPUCOMPARE_BEST_VALUE_WITH_PROJECTIONS, false)")
     parser.add_argument("--nights", type=_nights, default=1, metavar="N",
-                        help="intervals and ties from the repeats of the last N runs of each configuration "
-                             "on its machine, pooled (default 1: the latest run's repeats)")
+                        help="intervals over the last N runs of each configuration on its machine, the "
+                             "night as the unit (default 1: the latest run, its interval covers that "
+                             "night's instance)")
     parser.add_argument("--history", default=None,
                         help="also keep the day's copy of each report under HISTORY/report_history/ "
                              "(the reports root)")
@@ -90,7 +91,8 @@ def _run_compare(args: argparse.Namespace) -> int:
     from gpucompare.reports.report_set import ReportError
 
     try:
-        inputs = ReportInputs.from_lake(args.lake)
+        # the lake line every command prints, and advice when there is no lake
+        inputs = ReportInputs.from_lake(lake_location(args, must_exist=True))
         table = compare.compare(inputs, args.by, args.a, args.b, nights=args.nights)
     except (ReportError, LakeError) as exc:
         raise UsageError(str(exc)) from None
@@ -122,6 +124,7 @@ def _run_report(args: argparse.Namespace) -> int:
             rank_flagged=args.rank_flagged or defaults.rank_flagged,
             with_projections=args.with_projections or defaults.with_projections,
             nights=args.nights,
+            practical_margin=defaults.practical_margin,
         )
         lake_location(args, must_exist=True)
         out, history, dated = _report_destination(args)

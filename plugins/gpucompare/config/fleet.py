@@ -88,6 +88,8 @@ class FleetTarget:
     spec: dict[str, Any]
     profile: str
     enabled: bool = True
+    #: why it runs its worker runtime (``runtime_choice.explain``: ``gpucompare plan`` prints it)
+    runtime_reason: str = ""
 
     @property
     def name(self) -> str:
@@ -200,15 +202,17 @@ def _with_runtimes(checked: models.FleetFile) -> tuple[FleetTarget, ...]:
     requested = [t.worker_runtime or checked.profiles[t.profile].worker_runtime
                  if t.profile in checked.profiles else t.worker_runtime for t in checked.targets]
     entries = [(t.spec(), r) for t, r in zip(checked.targets, requested, strict=True)]
-    preference = runtime_choice.fleet_preference(
-        [entry for entry, t in zip(entries, checked.targets, strict=True) if t.enabled])
+    enabled = [entry for entry, t in zip(entries, checked.targets, strict=True) if t.enabled]
+    preference = runtime_choice.fleet_preference(enabled)
     targets = []
     for index, ((spec, wanted), target) in enumerate(zip(entries, checked.targets, strict=True)):
         try:
             spec["worker_runtime"] = runtime_choice.choose(spec, wanted, preference)
         except ValidationError as exc:
             raise validation.qualify(f"targets[{index}]", exc) from exc
-        targets.append(FleetTarget(spec=spec, profile=target.profile, enabled=target.enabled))
+        reason = runtime_choice.explain(spec, wanted, spec["worker_runtime"], enabled)
+        targets.append(FleetTarget(spec=spec, profile=target.profile, enabled=target.enabled,
+                                   runtime_reason=reason))
     return tuple(targets)
 
 

@@ -75,6 +75,9 @@ ABSOLUTE_PATH = re.compile(r"(/[A-Za-z0-9._+@%=,-]+)+/?")
 BASE_PYTHON = re.compile(r"python3(\.[0-9]{1,2})?")
 #: a docker image reference ``name[:tag][@sha256:digest]``
 DOCKER_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:-]{0,254}(@sha256:[0-9a-f]{64})?")
+#: a docker container name (docker's own rule, bounded): what ``targets.container`` names a sweep's
+CONTAINER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,199}")
+CONTAINER_NAME_ALLOWED = "a letter or digit, then up to 199 letters, digits, '_', '.' or '-'"
 #: ``docker run --gpus`` values: all, a count or device=0,1
 DOCKER_GPUS = re.compile(r"all|[1-9][0-9]?|device=[0-9]{1,2}(,[0-9]{1,2})*")
 #: an SSM parameter holding an AMI id (``/aws/service/…``), optionally ``resolve:ssm:``

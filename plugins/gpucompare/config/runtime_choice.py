@@ -92,3 +92,37 @@ def fleet_preference(entries: Sequence[tuple[Mapping[str, Any], str | None]]) ->
             if name in counts:
                 counts[name] += 1
     return sorted(table_order, key=lambda n: (-counts[n], table_order.index(n)))
+
+
+def _possible(spec: Mapping[str, Any], requested: str | None) -> list[str] | None:
+    """The GPU runtimes ``spec`` could run with (None: it runs no GPU, or its GPU is unknown)."""
+    if spec.get("kind") == "local" or int(spec.get("gpu_count") or 0) <= 0:
+        return None
+    if requested not in (None, runtimes.AUTO):
+        return [str(requested)]
+    _, model = _gpu_of(spec)
+    return None if model is None else model.runnable_with()
+
+
+def explain(spec: Mapping[str, Any], requested: str | None, chosen: str,
+            fleet: Sequence[tuple[Mapping[str, Any], str | None]] = ()) -> str:
+    """Why ``spec`` runs ``chosen``: the fleet file's value, no GPU, its GPU's compute capability,
+    or the fleet-wide choice, naming the targets whose GPUs forced it (``fleet``: the enabled
+    targets' (spec, requested), as :func:`fleet_preference` saw them)."""
+    if requested not in (None, runtimes.AUTO):
+        return f"worker_runtime {requested} in the fleet file"
+    possible = _possible(spec, requested)
+    if spec.get("kind") == "local" or int(spec.get("gpu_count") or 0) <= 0:
+        return "no GPU: the CPU runtime"
+    name, model = _gpu_of(spec)
+    if model is None or possible is None:
+        return f"GPU {name or 'unknown'} is not in the GPU table: the first GPU runtime"
+    gpu = f"{model.name} (compute capability {model.compute_capability})"
+    alone = next(r.name for r in runtimes.gpu_runtimes() if r.name in possible)
+    if chosen == alone:
+        others = [r for r in possible if r != chosen]
+        return f"its GPU {gpu} runs in {chosen}" + (f" (also in {', '.join(others)})" if others else "")
+    forced = [str(other.get("name")) for other, wanted in fleet
+              if (runs := _possible(other, wanted)) is not None and alone not in runs and chosen in runs]
+    return (f"fleet-wide choice: {chosen} runs every GPU of the fleet; alone its GPU {gpu} would use "
+            f"{alone}" + (f"; forced by {', '.join(forced)}" if forced else ""))

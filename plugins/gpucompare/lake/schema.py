@@ -6,7 +6,7 @@ the orchestrator adds at ingest follow. Everything here is plain data: no I/O.
 
 Results columns, in order:
 
-* every record field (types: str → string, int → int64, float → float64, str_list →
+* every record field (types: str → string, int → int64, float → float64, bool → bool, str_list →
   list<string>, float_list → list<double>), except that ``started_at`` / ``finished_at``
   become ``timestamp[us, UTC]`` and ``mode`` is a partition column;
 * ``provider, instance_type, region, market, target, source, dag_run_id, code_hash,
@@ -52,6 +52,7 @@ _KIND_TO_ARROW: dict[str, pa.DataType] = {
     "str": pa.string(),
     "int": pa.int64(),
     "float": pa.float64(),
+    "bool": pa.bool_(),
     "str_list": pa.list_(pa.string()),
     "float_list": pa.list_(pa.float64()),
 }

@@ -6,8 +6,14 @@ methodology; for nights and runtimes also the machine) measured on both sides: e
 median throughput with its 95 % interval (:func:`stats.median_interval`), the change B / A - 1
 with the interval of the ratio (:func:`stats.ratio_interval`, Hodges-Lehmann) and the
 Mann-Whitney U test's p-value; where the test finds no significant difference (p >= 1 -
-confidence) the change prints as ``~``, as benchstat does. A last row is the geometric mean of
-the ratios of every configuration (benchstat's "geomean"), whatever their significance.
+confidence) the change prints as ``~``, as benchstat does. A configuration measured on one side
+only (another batch size, a network the other did not run) is shown too, the other side empty
+(``present``: ``A only`` | ``B only``), and the text says "configuration sets differ"; where no
+configuration is on both sides it says which parts of the configuration the sides never share
+(a CPU machine and a GPU machine differ in ``device_kind``). A side with one sample, or with
+identical samples (zero variance), gets no interval and a ``note`` saying so. The last row is the
+geometric mean of the ratios of the configurations on both sides (benchstat's "geomean"),
+whatever their significance; its ``note`` says how many of all configurations it covers.
 
 A side is chosen by ``--by``:
 
@@ -100,28 +106,78 @@ def _side_samples(con, by: str, chosen: Side, nights: int) -> dict[tuple, list[f
     return found
 
 
-def _row(key: dict, a: list[float], b: list[float], confidence: float) -> dict:
-    a_ci, b_ci = stats.median_interval(a, confidence), stats.median_interval(b, confidence)
-    test = stats.mann_whitney(a, b)
-    ratio = stats.ratio_interval(a, b, confidence)
-    a_median, b_median = statistics.median(a), statistics.median(b)
-    return {**key,
-            "a_images_per_sec": a_median, "a_low": a_ci.low if a_ci else None,
-            "a_high": a_ci.high if a_ci else None, "a_samples": len(a),
-            "b_images_per_sec": b_median, "b_low": b_ci.low if b_ci else None,
-            "b_high": b_ci.high if b_ci else None, "b_samples": len(b),
-            "change": b_median / a_median - 1,
-            "change_low": ratio.low - 1 if ratio else None, "change_high": ratio.high - 1 if ratio else None,
-            "p_value": test.p_value, "significant": test.significant(confidence)}
+def _spread_note(label: str, samples: list[float]) -> str | None:
+    """Why a side has no interval though it has samples, or None."""
+    if len(samples) == 1:
+        return f"{label}: 1 sample, no interval"
+    if len(set(samples)) == 1:
+        return f"{label}: {len(samples)} identical samples (zero variance), no interval"
+    return None
+
+
+def _side_fields(prefix: str, samples: list[float] | None, confidence: float) -> dict:
+    if not samples:
+        return {f"{prefix}_images_per_sec": None, f"{prefix}_low": None, f"{prefix}_high": None,
+                f"{prefix}_samples": None}
+    # identical samples give a zero-width order-statistic interval: a claim the data cannot make
+    interval = None if len(set(samples)) == 1 else stats.median_interval(samples, confidence)
+    return {f"{prefix}_images_per_sec": statistics.median(samples),
+            f"{prefix}_low": interval.low if interval else None,
+            f"{prefix}_high": interval.high if interval else None, f"{prefix}_samples": len(samples)}
+
+
+def _row(key: dict, a: list[float] | None, b: list[float] | None, confidence: float) -> dict:
+    """One configuration; a side it was not measured on (``None``) stays empty."""
+    row = {**key, **_side_fields("a", a, confidence), **_side_fields("b", b, confidence),
+           "present": "both" if a and b else ("A only" if a else "B only"),
+           "change": None, "change_low": None, "change_high": None, "p_value": None, "significant": None}
+    notes = [n for n in (_spread_note("A", a) if a else None, _spread_note("B", b) if b else None) if n]
+    if a and b:
+        test = stats.mann_whitney(a, b)
+        both_flat = len(set(a)) == 1 and len(set(b)) == 1  # every pairwise ratio equal: no interval
+        ratio = None if both_flat else stats.ratio_interval(a, b, confidence)
+        row.update(change=statistics.median(b) / statistics.median(a) - 1,
+                   change_low=ratio.low - 1 if ratio else None, change_high=ratio.high - 1 if ratio else None,
+                   p_value=test.p_value, significant=test.significant(confidence))
+    row["note"] = "; ".join(notes) or None
+    return row
 
 
 def compare(inputs: ReportInputs, by: str, a: str, b: str, *, nights: int = 1,
             confidence: float = stats.CONFIDENCE) -> pa.Table:
-    """The comparison table of side ``a`` against side ``b`` (see the module doc); the last row,
-    network ``geomean``, is the geometric mean of the ratios."""
+    """The comparison table of side ``a`` against side ``b`` (see the module doc): every
+    configuration of either side (``present``: both, A only, B only); the last row, network
+    ``geomean``, is the geometric mean of the ratios of the configurations on both sides, its
+    ``note`` saying how many of all it covers."""
     if not isinstance(nights, int) or not 1 <= nights <= MAX_NIGHTS:
         raise ReportError(f"--nights must be a whole number from 1 to {MAX_NIGHTS}, got {nights!r}")
     side_a, side_b = side(by, a, "a"), side(by, b, "b")
+    found_a, found_b = _read_sides(inputs, by, side_a, side_b, nights)
+    names = _key(by)
+    rows = [_row(dict(zip(names, key, strict=True)), found_a.get(key), found_b.get(key), confidence)
+            for key in sorted(set(found_a) | set(found_b), key=_sort_key)]
+    both = [r for r in rows if r["present"] == "both"]
+    mean = stats.geometric_mean([r["change"] + 1 for r in both])
+    summary = {name: None for name in (*names, *_row_fields())}
+    summary.update(network="geomean", change=None if mean is None else mean - 1,
+                   note=f"over {len(both)} of {len(rows)} configurations (those measured on both sides)")
+    return pa.Table.from_pylist([*rows, summary], schema=_schema(names))
+
+
+#: the configuration columns that are whole numbers; the others are text
+_INT_KEYS = ("batch_size", "gpu_count", "num_nodes")
+
+
+def _schema(names: tuple[str, ...]) -> pa.Schema:
+    """Typed columns, so a column empty on every row (a one-sided comparison) keeps its type."""
+    types = {"a_samples": pa.int64(), "b_samples": pa.int64(), "present": pa.string(),
+             "significant": pa.bool_(), "note": pa.string()}
+    keys = [pa.field(n, pa.int64() if n in _INT_KEYS else pa.string()) for n in names]
+    return pa.schema([*keys, *(pa.field(n, types.get(n, pa.float64())) for n in _row_fields())])
+
+
+def _read_sides(inputs: ReportInputs, by: str, side_a: Side, side_b: Side,
+                nights: int) -> tuple[dict, dict]:
     con = connect()
     try:
         files = ResultFiles.of(inputs.lake, con, inputs.results)
@@ -143,13 +199,7 @@ def compare(inputs: ReportInputs, by: str, a: str, b: str, *, nights: int = 1,
                                   f"{by}s in the lake: {', '.join(available(con, by)) or 'none'}")
     finally:
         con.close()
-    names = _key(by)
-    rows = [_row(dict(zip(names, key, strict=True)), found_a[key], found_b[key], confidence)
-            for key in sorted(set(found_a) & set(found_b), key=_sort_key)]
-    mean = stats.geometric_mean([r["change"] + 1 for r in rows])
-    summary = {name: None for name in (*names, *_row_fields())}
-    summary.update(network="geomean", change=None if mean is None else mean - 1)
-    return pa.Table.from_pylist([*rows, summary])
+    return found_a, found_b
 
 
 def _sort_key(key: tuple) -> tuple:
@@ -158,7 +208,7 @@ def _sort_key(key: tuple) -> tuple:
 
 def _row_fields() -> tuple[str, ...]:
     return ("a_images_per_sec", "a_low", "a_high", "a_samples", "b_images_per_sec", "b_low", "b_high",
-            "b_samples", "change", "change_low", "change_high", "p_value", "significant")
+            "b_samples", "present", "change", "change_low", "change_high", "p_value", "significant", "note")
 
 
 def available(con, by: str) -> list[str]:
@@ -177,40 +227,109 @@ def _percent(value: float | None) -> str:
     return "" if value is None else f"{value * 100:+.1f}%"
 
 
-def _figure(median: float | None, low: float | None, high: float | None) -> str:
+def _figure(median: float | None, low: float | None, high: float | None, samples: int | None = None,
+            flat: bool = False) -> str:
     if median is None:
         return ""
+    if samples == 1:
+        return f"{median:,.1f} (1 run)"
+    if flat:
+        return f"{median:,.1f} (all equal)"
     if low is None or high is None:
         return f"{median:,.1f} ± ∞"
     spread = max(high - median, median - low) / median
     return f"{median:,.1f} ±{spread * 100:.0f}%"
 
 
+def _name(row: dict, by: str) -> str:
+    name = f"{row['mode']} {row['network']} {row['dtype']} b{row['batch_size']} x{row['gpu_count']}"
+    if row["device_kind"] == "cpu":
+        name += " cpu"
+    return name if by == "machine" else f"{row['provider']}/{row['instance_type']} {name}"
+
+
+def _flat(row: dict, side: str) -> bool:
+    """Whether that side's samples are all equal (its note says so)."""
+    return f"{side.upper()}: {row[f'{side}_samples']} identical" in (row["note"] or "")
+
+
+def _line(row: dict, by: str) -> str:
+    a, b = (_figure(row[f"{s}_images_per_sec"], row[f"{s}_low"], row[f"{s}_high"], row[f"{s}_samples"],
+                    _flat(row, s)) for s in "ab")
+    if row["present"] != "both":
+        return f"{_name(row, by):<46.46} {a:>16} {b:>16} {'':>8} {'':>18}  {row['present']}"
+    change = _percent(row["change"]) if row["significant"] else "~"
+    interval = (f"[{_percent(row['change_low'])}, {_percent(row['change_high'])}]"
+                if row["change_low"] is not None else "")
+    return (f"{_name(row, by):<46.46} {a:>16} {b:>16} {change:>8} {interval:>18}  "
+            f"p={row['p_value']:.3f} n={row['a_samples']}+{row['b_samples']}")
+
+
+def _values(rows: list[dict], field: str, present: str) -> set:
+    return {r[field] for r in rows if r["present"] in (present, "both")}
+
+
+def _why_none_match(rows: list[dict], names: tuple[str, ...]) -> str:
+    """Which parts of the configuration the two sides never share."""
+    apart = []
+    for field in names:
+        a, b = _values(rows, field, "A only"), _values(rows, field, "B only")
+        if a.isdisjoint(b):
+            show = lambda values: ", ".join(sorted(str(v) for v in values))  # noqa: E731
+            apart.append(f"{field} (A: {show(a)}; B: {show(b)})")
+    text = "no configuration was measured on both sides"
+    if apart:
+        text += ": they never share " + ", ".join(apart)
+    kinds = (_values(rows, "device_kind", "A only"), _values(rows, "device_kind", "B only"))
+    if "device_kind" in names and kinds[0] != kinds[1]:
+        text += ("; a CPU machine and a GPU machine never run the same configuration (the device is part "
+                 "of it): compare each with a machine of its own kind")
+    return text
+
+
+def _notes(measured: list[dict], names: tuple[str, ...]) -> list[str]:
+    both = [r for r in measured if r["present"] == "both"]
+    notes = []
+    one_sided = {p: sum(r["present"] == p for r in measured) for p in ("A only", "B only")}
+    if any(one_sided.values()):
+        notes.append(f"configuration sets differ: {one_sided['A only']} on A only, {one_sided['B only']} "
+                     f"on B only (shown with the other side empty); the geomean covers only the "
+                     f"{len(both)} on both sides")
+    batches = {p: sorted(_values(measured, "batch_size", p)) for p in ("A only", "B only")}
+    if batches["A only"] != batches["B only"]:
+        notes.append(f"batch sizes differ: A ran {', '.join(map(str, batches['A only']))}; "
+                     f"B ran {', '.join(map(str, batches['B only']))}")
+    if not both:
+        notes.append(_why_none_match(measured, names))
+    return notes
+
+
+def _footnotes(measured: list[dict]) -> list[str]:
+    both = [r for r in measured if r["present"] == "both"]
+    lines = []
+    short = [r for r in measured if any(r[f"{s}_samples"] and 1 < r[f"{s}_samples"] < 6
+                                        and r[f"{s}_low"] is None and not _flat(r, s) for s in "ab")]
+    if short:
+        lines.append("± ∞: need >= 6 samples for a 95 % interval of the median")
+    spread = sorted({n for r in measured for n in (r["note"] or "").split("; ") if n})
+    lines.extend(spread)
+    few = sorted({(r["a_samples"], r["b_samples"]) for r in both if not r["significant"]
+                  and stats.min_p_value(r["a_samples"], r["b_samples"]) >= 1 - stats.CONFIDENCE})
+    if few:
+        sizes = ", ".join(f"{a}+{b} (smallest p {stats.min_p_value(a, b):.2f})" for a, b in few)
+        lines.append(f"~ with few samples: n={sizes} cannot show a difference at 5 % whatever the figures")
+    return lines
+
+
 def render(table: pa.Table, by: str, a: str, b: str) -> str:
-    """benchstat-like text: one line per configuration, '~' where nothing is significant."""
+    """benchstat-like text: one line per configuration, '~' where nothing is significant, the
+    other side empty where a configuration ran on one side only, then notes and footnotes."""
     lines = [f"compare by {by}: A = {a}   B = {b}   (images/s: median ± 95 % interval; change B vs A)",
              f"{'configuration':<46} {'A':>16} {'B':>16} {'change':>8} {'95 % interval':>18}  p"]
-    for row in table.to_pylist():
-        if row["network"] == "geomean":
-            lines.append(f"{'geomean':<46} {'':>16} {'':>16} {_percent(row['change']):>8}")
-            continue
-        name = f"{row['mode']} {row['network']} {row['dtype']} b{row['batch_size']} x{row['gpu_count']}"
-        if by != "machine":
-            name = f"{row['provider']}/{row['instance_type']} {name}"
-        change = _percent(row["change"]) if row["significant"] else "~"
-        interval = (f"[{_percent(row['change_low'])}, {_percent(row['change_high'])}]"
-                    if row["change_low"] is not None else "")
-        lines.append(f"{name:<46.46} {_figure(row['a_images_per_sec'], row['a_low'], row['a_high']):>16} "
-                     f"{_figure(row['b_images_per_sec'], row['b_low'], row['b_high']):>16} {change:>8} "
-                     f"{interval:>18}  p={row['p_value']:.3f} n={row['a_samples']}+{row['b_samples']}")
-    measured = [r for r in table.to_pylist() if r["network"] != "geomean"]
-    if any(r["a_low"] is None or r["b_low"] is None for r in measured):
-        lines.append("± ∞: need >= 6 samples for a 95 % interval of the median")
-    if any(not r["significant"] and stats.mann_whitney([1.0] * r["a_samples"], [2.0] * r["b_samples"]).p_value
-           >= 1 - stats.CONFIDENCE for r in measured):
-        lines.append("~ with few samples: these sample sizes cannot show a difference at 5 % "
-                     "(one figure against one figure never can)")
-    if not measured:
-        lines.append("no configuration ran ok on both sides")
-    return "\n".join(lines)
-
+    rows = table.to_pylist()
+    measured = [r for r in rows if r["network"] != "geomean"]
+    summary = next(r for r in rows if r["network"] == "geomean")
+    lines.extend(_line(row, by) for row in measured)
+    lines.append(f"{'geomean':<46} {'':>16} {'':>16} {_percent(summary['change']):>8}  {summary['note']}")
+    names = tuple(n for n in table.column_names if n not in _row_fields())
+    return "\n".join([*lines, *_notes(measured, names), *_footnotes(measured)])

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpucompare.reports.formatting import CURRENCY_SIGN, Colours, date_text, is_published
+from gpucompare.reports.page_answer import answers
 from gpucompare.reports.page_campaign import campaign_section
 from gpucompare.reports.page_cost import (
     best_per_network,
@@ -43,9 +44,16 @@ from gpucompare.reports.page_cost import (
     missing_tables,
     unpriced_machines,
 )
-from gpucompare.reports.page_parts import Section, flagged_rows, methodology_note, rows_of
+from gpucompare.reports.page_parts import (
+    Section,
+    flagged_rows,
+    methodology_note,
+    reported_rows,
+    rows_of,
+    stack_change_rows,
+)
 from gpucompare.reports.page_projections import where_else_section
-from gpucompare.reports.page_regressions import regressions_table
+from gpucompare.reports.page_regressions import regressions_table, stack_change_lines
 from gpucompare.reports.page_scaling import scaling_figures
 from gpucompare.reports.page_throughput import chartable_throughput, suspicious_published, throughput_figures
 from gpucompare.reports.report_set import DERIVED, REPORTS, ReportSet
@@ -213,17 +221,21 @@ def _chart_sections(report_set: ReportSet, best: list[dict[str, Any]], colours: 
 
 def _table_sections(report_set: ReportSet, missing: list[dict[str, Any]]) -> list[Section]:
     rule = report_set.rule
-    regressions = flagged_rows(report_set.tables["regressions"])
+    regressions = reported_rows(report_set.tables["regressions"])
+    stack_changes = stack_change_lines(stack_change_rows(report_set.tables["regressions"]))
     own, published = missing_tables(missing)
     sections = [
         Section(
             "regressions", "Regressions",
             f"Latest result of each machine and configuration against its {rule.history_runs} previous "
-            "results of the same methodology (never against figures timed another way): flagged when below "
-            f"median − max({rule.mad_factor:g} × 1.4826 × MAD, {rule.min_drop:.0%} of the median), or when "
-            "it failed where the history ran.",
+            "results of the same methodology and software stack (worker runtime and framework build): "
+            f"flagged when below median − max(noise, floor), noise = {rule.mad_factor:g} × 1.4826 × MAD of "
+            f"the history, floor = {rule.min_drop:.0%} of the median, and the U test of the repeats finds "
+            "the drop significant, or when it failed where the history ran. A significant drop beyond the "
+            "noise but within the floor is listed as \"significant, below floor\", not flagged.",
             "regressions.html.j2", ("regressions",),
-            {"table": regressions_table(regressions) if regressions else None},
+            {"table": regressions_table(regressions) if regressions else None,
+             "stack_changes": stack_changes},
         ),
         Section(
             "missing", "Results without a price",
@@ -260,6 +272,7 @@ def render_page(report_set: ReportSet, generated_at: dt.datetime) -> str:
         generated=generated_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         cards=headline_cards(report_set, len(ranked), missing, flagged),
         first_answer=first_answer(report_set, best, missing),
+        answers=answers(best, report_set.currency, generated_at.astimezone(dt.UTC).date()),
         sections=sections,
         files=(*REPORTS, *DERIVED),
     )

@@ -30,6 +30,7 @@ from gpucompare.reports.formatting import (
     when,
 )
 from gpucompare.reports.page_parts import (
+    ENERGY_HEADER,
     Figure,
     Table,
     by_methodology,
@@ -106,7 +107,7 @@ def _cost_table(group: list[dict[str, Any]], title: str, report_set: ReportSet) 
     currency = report_set.currency
     with_energy = has_energy(group)
     headers = ["machine", "rank", "devices", "batch", "images/s", "per hour", "per million", "figure",
-               "price", "ranking", *(["energy"] if with_energy else [])]
+               "price", "ranking", *([ENERGY_HEADER] if with_energy else [])]
     numeric = [False, True, False, True, True, True, True, False, False, False]
     numeric += [False] if with_energy else []
     rows = [
@@ -170,7 +171,7 @@ def best_table(rows: list[dict[str, Any]], currency: str) -> Table:
     with_energy = has_energy(rows)
     headers = ["network", "mode", "methodology", "best buy", "devices", "batch", "images/s", "per hour",
                "per million", "time per million", "90 ImageNet epochs", "figure", "price", "verdicts",
-               "Pareto machines", *(["energy"] if with_energy else [])]
+               "Pareto machines", *([ENERGY_HEADER] if with_energy else [])]
     numeric = [False, False, False, False, False, True, True, True, True, True, True, False, False, False,
                False, *([False] if with_energy else [])]
     body = [

@@ -20,10 +20,16 @@ import pyarrow.compute as pc
 from gpucompare.reports.charts import BarChart, LineChart
 from gpucompare.reports.formatting import machine_name, methodology
 
+#: The year of the grid intensity figures (data/carbon/README.md: not the 2023 archive date).
+CARBON_DATA_YEAR = "2020 or earlier"
+#: The header of every energy column: the worker reads the device's energy only (docs/worker.md).
+ENERGY_HEADER = "energy (device only: a lower bound)"
+
+
 #: Text columns that may wrap inside their cell (long provenance and notes) instead of widening
 #: the table past its box.
 WRAPPED = frozenset({"figure", "why", "flags", "ranking", "Pareto machines", "where the money went",
-                     "series", "machine", "best buy", "tied with", "energy", "price"})
+                     "series", "machine", "best buy", "tied with", "energy", ENERGY_HEADER, "price"})
 
 
 @dataclass(frozen=True)
@@ -107,6 +113,21 @@ def flagged_rows(regressions: pa.Table) -> list[dict[str, Any]]:
     return regressions.filter(pc.fill_null(regressions["regression"], False)).to_pylist()
 
 
+def reported_rows(regressions: pa.Table) -> list[dict[str, Any]]:
+    """The rows the page lists: the flagged ones and the significant drops within the floor."""
+    if regressions.num_rows == 0:
+        return []
+    below = pc.equal(regressions["verdict"], "significant_below_floor")
+    return regressions.filter(pc.fill_null(pc.or_(regressions["regression"], below), False)).to_pylist()
+
+
+def stack_change_rows(regressions: pa.Table) -> list[dict[str, Any]]:
+    """The series whose software stack (worker runtime or framework build) changed tonight."""
+    if regressions.num_rows == 0:
+        return []
+    return regressions.filter(pc.equal(regressions["verdict"], "software_stack_changed")).to_pylist()
+
+
 def by_methodology(rows: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """The rows per methodology (official first): each group is charted and ranked on its own."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -175,7 +196,7 @@ def energy(row: dict[str, Any]) -> str | None:
     elif finite(row.get("joules_per_image")):
         parts.append(f"{row['joules_per_image']:,.3g} J per image")
     if finite(row.get("gco2e_per_million")):
-        parts.append(f"{row['gco2e_per_million']:,.3g} gCO₂e")
+        parts.append(f"{row['gco2e_per_million']:,.3g} gCO₂e (grid of {CARBON_DATA_YEAR})")
     return " · ".join(parts) or "–"
 
 

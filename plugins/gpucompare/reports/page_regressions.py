@@ -1,5 +1,6 @@
-"""The page's regressions section: the flagged results against their history, as a table (data for
-the section template)."""
+"""The page's regressions section: the flagged results and the significant drops within the floor
+against their history, as a table, and the series whose software stack changed (a new baseline),
+as lines (data for the section template)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from gpucompare.reports.page_parts import (
 
 
 def regressions_table(rows: list[dict[str, Any]], limit: int = 60) -> Table:
-    flagged = [r for r in rows if r["regression"]][:limit]
+    flagged = rows[:limit]  # page_parts.reported_rows: flagged, then significant below floor
     return data_table(
         [
             "machine",
@@ -33,6 +34,7 @@ def regressions_table(rows: list[dict[str, Any]], limit: int = 60) -> Table:
             "images/s",
             "history median",
             "noise",
+            "floor",
             "change",
             "verdict",
             "night",
@@ -49,12 +51,35 @@ def regressions_table(rows: list[dict[str, Any]], limit: int = 60) -> Table:
                 num(r["images_per_sec"]),
                 num(r["history_median"]),
                 num(r["noise"]),
+                num(r["floor"]),
                 pct(r["change"]),
-                r["verdict"] if r["status"] == "ok" else f"{r['verdict']} ({r['status']})",
+                _verdict(r),
                 date_text(r["result_date"]),
             ]
             for r in flagged
         ),
-        [False, False, False, False, True, False, False, True, True, True, True, False, False],
-        caption="Flagged regressions: tonight's result against the history of its own methodology",
+        [False, False, False, False, True, False, False, True, True, True, True, True, False, False],
+        caption="Flagged regressions and significant drops within the floor: tonight's result against the "
+        "history of its own methodology and software stack",
     )
+
+
+def _verdict(row: dict[str, Any]) -> str:
+    if row["verdict"] == "significant_below_floor":
+        return f"significant, below floor (p {row['p_value']:.3g})"
+    return row["verdict"] if row["status"] == "ok" else f"{row['verdict']} ({row['status']})"
+
+
+def stack_change_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per machine and change: what changed and how many configurations start a new
+    baseline with it."""
+    changes: dict[tuple[str, str], int] = {}
+    for r in rows:
+        if r["build_changed"]:
+            what = f"framework build changed on {r['worker_runtime']}"
+        else:
+            what = f"worker runtime {r['previous_runtime']} → {r['worker_runtime']}"
+        key = (machine_label(r), what)
+        changes[key] = changes.get(key, 0) + 1
+    return [f"{machine}: {what}; {count} configuration{'s' if count > 1 else ''} start a new baseline"
+            for (machine, what), count in sorted(changes.items())]

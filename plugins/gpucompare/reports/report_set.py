@@ -65,7 +65,9 @@ class RegressionRule:
 
     history_runs: int = 7  # N previous results compared with
     min_history: int = 3  # fewer ok results before → insufficient_history
-    mad_factor: float = 3.0  # k in k × 1.4826 × MAD
+    # k in k × 1.4826 × MAD: 2.5 with the U test as a second guard (scripts/regression_rule_sim.py:
+    # a 10 % drop at CV 5 % is flagged 2 times in 3, not 1 in 2 as at 3; false alarms stay near 1 %)
+    mad_factor: float = 2.5
     min_drop: float = 0.05  # a drop is never noise below this share of the median
     lookback_days: int = 28  # only this much history is read from the lake
 
@@ -269,13 +271,19 @@ COLUMN_DOCS: dict[str, str] = {
     "history_from": "date of the oldest result in the history",
     "history_median": "median throughput of the history, images per second",
     "history_mad": "median absolute deviation of the history, images per second",
-    "noise": "tolerated drop, images per second: max(k x 1.4826 x MAD, min_drop x median)",
+    "noise": "night-to-night noise of the history, images per second: k x 1.4826 x MAD (the statistical "
+    "bound of a drop)",
+    "floor": "practical floor, images per second: min_drop x history_median; a drop beyond max(noise, floor) "
+    "is a regression, one beyond the noise but within the floor is significant_below_floor",
+    "build_changed": "regressions: true when the result before the latest ran the same worker runtime but "
+    "another framework build (MXNet build, CUDA, cuDNN, image): a new baseline, software_stack_changed",
     "change": "images_per_sec / history_median - 1, a fraction (-0.1 = 10 % slower)",
     "regression": "true for verdict regression or failed",
     "history_samples": "regressions: repeat samples of the history compared with (count)",
     "p_value": "regressions: two-sided Mann-Whitney U p-value of the latest repeats against those of the "
-    "history; a regression or improvement needs p < 0.05 besides the noise threshold; empty where not tested "
-    "(steady rows, or sample sizes that can never reach 5 %: then the threshold alone decides)",
+    "history; a regression, improvement or significant_below_floor needs p < 0.05 besides the thresholds; "
+    "empty where not tested (steady rows, or sample sizes that can never reach 5 %: then the thresholds "
+    "alone decide, and no drop within the floor is claimed)",
     "report_date": "history tables: the day the report was built (Hive partition)",
     # uncertainty and energy (reports/evidence.py, reports/verdicts.py; reports/uncertainty.py stages them)
     "images_per_sec_low": "lower end of the 95 % interval of the throughput, images per second: a t interval "
@@ -314,7 +322,9 @@ COLUMN_DOCS: dict[str, str] = {
     "figure without samples (published)",
     "nights": "nights (runs, each a fresh instance) behind the figure (count; at most the --nights N of the "
     "report); empty without samples",
-    "verdict": "regressions: regression | improvement | steady | failed | not_run | insufficient_history. "
+    "verdict": "regressions: regression | significant_below_floor (a significant drop smaller than the "
+    "floor: reported, not a regression) | improvement | steady | failed | not_run | insufficient_history | "
+    "software_stack_changed (another runtime or build than the result before: a new baseline). "
     "best_value: best | dearer (the 95 % interval of cost_ratio lies above 1 + the practical margin) | "
     "equivalent (its 90 % interval lies within [1 / (1 + margin), 1 + margin]: two one-sided tests at 5 %) | "
     "undetermined (neither; settle_with says what would settle it); empty when not ranked",

@@ -12,10 +12,17 @@ because benchmark repeats are rarely normal (a slow outlier, two modes after a t
   enough samples: at 95 % at least 6 (below that it is ``None``, as benchstat prints "±∞" with
   "need >= 6 samples"). The interval of a monotone function of the figure (cost per million
   = price / throughput) is the function of the interval's ends.
-* **Mann-Whitney U test** (:func:`mann_whitney`), two-sided: the exact distribution of U when
-  either sample has at most 8 values and no value is tied, else the normal approximation with
-  the tie correction of the variance and a continuity correction of 0.5 (the choice and the
-  formulas of ``scipy.stats.mannwhitneyu(method="auto")``; benchstat uses the same test).
+* **Mann-Whitney U test** (:func:`mann_whitney`), two-sided: when either sample has at most 8
+  values, the exact permutation distribution of U. Without ties it is the classic one (as
+  ``scipy.stats.mannwhitneyu(method="exact")``); with ties it is the distribution of U over
+  every split of the pooled values, tied values keeping their average ranks (a dynamic
+  programme over the groups of tied values: :func:`_tied_u_counts`; the same p as
+  ``scipy.stats.permutation_test`` with every permutation), because the normal approximation
+  is wrong there: ``[1000]*3`` against ``[990]*3`` is p = 0.047 by it, but no split of six
+  values into three and three can be rarer than 1 in 20 on each side (exact p = 0.1). Larger
+  samples: the normal approximation with the tie correction of the variance and a continuity
+  correction of 0.5 (scipy's formulas; benchstat uses the same test). The two-sided p is twice
+  the smaller tail, capped at 1 (scipy's convention).
 * **Interval of a ratio** (:func:`ratio_interval`): the Hodges-Lehmann interval of the shift
   between the logarithms of the samples (Bauer 1972, "Constructing confidence sets using rank
   statistics", JASA 67: the shifts the U test would not reject), exponentiated: a distribution-free
@@ -36,7 +43,7 @@ import numpy as np
 
 #: The confidence of every interval and test of the reports (alpha = 1 - CONFIDENCE).
 CONFIDENCE = 0.95
-#: Up to this many values in the smaller sample, with no ties, the U test's p is exact.
+#: Up to this many values in the smaller sample the U test's p is exact (with or without ties).
 EXACT_MAX = 8
 
 
@@ -149,6 +156,43 @@ def _ranks(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ranks, np.asarray(ties, dtype=float)
 
 
+@lru_cache(maxsize=512)
+def _tied_u_counts(n_small: int, groups: tuple[int, ...]) -> tuple[float, ...]:
+    """The permutation distribution of twice the rank sum of a sample of ``n_small`` drawn from
+    the pooled values whose groups of tied values (in increasing order) have the sizes ``groups``:
+    how many splits give each doubled rank sum 0, 1, … (index = doubled rank sum).
+
+    Taking k values of a group of t tied values (average rank r) adds 2·k·r (an integer) to the
+    doubled rank sum, in C(t, k) ways; the groups are independent, so the counts are the product
+    of one polynomial per group, truncated to ``n_small`` values taken (states: values taken ×
+    doubled sum)."""
+    n = sum(groups)
+    size = 2 * n_small * n + 1  # doubled rank sums run up to 2·n_small·n
+    ways = np.zeros((n_small + 1, size))
+    ways[0, 0] = 1.0
+    start = 0
+    for tied in groups:
+        doubled_rank = 2 * start + 1 + tied  # 2 × (start + 1 + start + tied) / 2
+        grown = np.zeros_like(ways)
+        for k in range(min(tied, n_small) + 1):
+            shift = k * doubled_rank
+            if shift >= size:
+                break
+            grown[k:, shift:] += math.comb(tied, k) * ways[: n_small + 1 - k, : size - shift]
+        ways, start = grown, start + tied
+    return tuple(ways[n_small])
+
+
+def _exact_tied_p(rank_sum_small: float, n_small: int, ties: np.ndarray) -> float:
+    """Two-sided exact p of the observed rank sum of the smaller sample, ties included."""
+    counts = np.asarray(_tied_u_counts(n_small, tuple(int(t) for t in ties)))
+    observed = round(2 * rank_sum_small)
+    total = counts.sum()
+    lower = counts[: observed + 1].sum() / total
+    upper = counts[observed:].sum() / total
+    return float(min(1.0, 2 * min(lower, upper)))
+
+
 def mann_whitney(a: Sequence[float], b: Sequence[float]) -> UTest:
     """Two-sided Mann-Whitney U test of ``a`` against ``b`` (U = U of ``a``)."""
     x, y = _clean(a, "a"), _clean(b, "b")
@@ -158,15 +202,26 @@ def mann_whitney(a: Sequence[float], b: Sequence[float]) -> UTest:
     ranks, ties = _ranks(np.concatenate([x, y]))
     u1 = float(ranks[:n1].sum() - n1 * (n1 + 1) / 2)
     u = max(u1, n1 * n2 - u1)
-    min_p = min(1.0, 2 / math.comb(n1 + n2, n1))  # every a above every b (or below)
+    min_p = min_p_value(n1, n2)
     if min(n1, n2) <= EXACT_MAX and not np.any(ties > 1):
         return UTest(u1, min(1.0, 2 * _exact_sf(u, n1, n2)), "exact", min_p)
+    if min(n1, n2) <= EXACT_MAX:
+        if len(ties) == 1:  # every value equal: nothing tells the samples apart
+            return UTest(u1, 1.0, "exact", min_p)
+        small = ranks[:n1] if n1 <= n2 else ranks[n1:]
+        return UTest(u1, _exact_tied_p(float(small.sum()), min(n1, n2), ties), "exact", min_p)
     n = n1 + n2
     variance = n1 * n2 / 12 * ((n + 1) - float(np.sum(ties**3 - ties)) / (n * (n - 1)))
     if variance <= 0:  # every value equal: nothing tells the samples apart
         return UTest(u1, 1.0, "normal", min_p)
     z = (u - n1 * n2 / 2 - 0.5) / math.sqrt(variance)
     return UTest(u1, min(1.0, 2 * _normal_sf(z)), "normal", min_p)
+
+
+def min_p_value(n1: int, n2: int) -> float:
+    """The smallest two-sided p the U test can give samples of these sizes (every value of one
+    above every value of the other, no ties): ``2 / C(n1 + n2, n1)``, at most 1."""
+    return min(1.0, 2 / math.comb(n1 + n2, n1))
 
 
 def _u_critical(n1: int, n2: int, confidence: float) -> int:

@@ -28,6 +28,7 @@ import pyarrow.csv as pa_csv
 from gpucompare import resources
 from gpucompare.reports import evidence, stats
 from gpucompare.reports.inputs import load_sql
+from gpucompare.reports.quantiles import t_quantile
 
 #: the hidden column that ties a report row to its samples (dropped before a report is written)
 SAMPLE_KEY = "sample_key"
@@ -65,17 +66,44 @@ def _reasons(base: pa.Table, n: np.ndarray) -> np.ndarray:
         default=None)
 
 
+#: the nights behind each row with an interval over nights (cost_per_million.sql prices each at its
+#: own price); empty with --nights 1
+NIGHT_FIGURES = "night_figures"
+#: t quantiles (97.5 %) for the degrees of freedom of those intervals, df -> t975
+T_QUANTILES = "t_quantiles"
+
+
+def _register_nights(con: duckdb.DuckDBPyConnection, runs: pa.Table | None, keys: np.ndarray,
+                     found: np.ndarray | None, confidence: float) -> None:
+    """Register NIGHT_FIGURES (sample_key, night, log_figure) of the rows whose interval is over
+    nights, and T_QUANTILES for their degrees of freedom."""
+    if runs is None or found is None:
+        figures = pa.table({SAMPLE_KEY: pa.array([], pa.int64()), "night": pa.array([], pa.date32()),
+                            "log_figure": pa.array([], pa.float64())})
+        dfs = np.array([], dtype=float)
+    else:
+        row = np.searchsorted(keys, runs[SAMPLE_KEY].to_numpy())
+        keep = pa.array(found[row] >= 2)
+        figures = pa.table({SAMPLE_KEY: runs[SAMPLE_KEY], "night": runs["night"],
+                            "log_figure": pc.ln(pc.cast(runs["figure"], pa.float64()))}).filter(keep)
+        dfs = np.unique(found[found >= 2] - 1).astype(float)
+    con.register(NIGHT_FIGURES, figures)
+    con.register(T_QUANTILES, pa.table({"df": pa.array(dfs.astype(np.int64), pa.int64()),
+                                        "t": pa.array(np.atleast_1d(t_quantile(0.5 + confidence / 2, dfs)),
+                                                      pa.float64())}))
+
+
 def _over_nights(con: duckdb.DuckDBPyConnection, keys: np.ndarray, nights: int
-                 ) -> tuple[evidence.Estimate, np.ndarray, np.ndarray]:
+                 ) -> tuple[evidence.Estimate, np.ndarray, np.ndarray, pa.Table]:
     """The estimate over the last ``nights`` runs of each row of ``latest`` (by ``keys``), the
-    nights found and the repeats over them."""
+    nights found, the repeats over them and the runs themselves."""
     runs = con.sql(load_sql("pooled_samples"), params={"nights": nights}).to_arrow_table()
     n, _, ss = _moments(runs, "samples")
     row = np.searchsorted(keys, runs[SAMPLE_KEY].to_numpy())
     figure = runs["figure"].to_numpy()
     estimate, found = evidence.across_nights(row, np.log(figure), np.maximum(n, 0), ss, keys.size)
     samples = np.bincount(row, weights=np.maximum(n, 0), minlength=keys.size).astype(np.int64)
-    return estimate, found, samples
+    return estimate, found, samples, runs
 
 
 def _sample_stats(con: duckdb.DuckDBPyConnection, nights: int, confidence: float) -> pa.Table:
@@ -93,8 +121,9 @@ def _sample_stats(con: duckdb.DuckDBPyConnection, nights: int, confidence: float
     count = np.where(n > 0, n, 0)
     night_count = np.where(n > 0, 1, 0)
     figure = np.full(keys.size, np.nan)
+    runs = found = None
     if nights > 1:
-        across, found, samples = _over_nights(con, keys, nights)
+        across, found, samples, runs = _over_nights(con, keys, nights)
         more = found >= 2
         for name in ("centre", "se", "df", "basis", "noise"):
             setattr(estimate, name, np.where(more, getattr(across, name), getattr(estimate, name)))
@@ -102,6 +131,7 @@ def _sample_stats(con: duckdb.DuckDBPyConnection, nights: int, confidence: float
         reason = np.where(more, None, reason)
         covers = np.where(more, np.array([evidence.nights_of_type(k) for k in found], dtype=object), covers)
         count, night_count = np.where(more, samples, count), np.where(more, found, night_count)
+    _register_nights(con, runs, keys, found, confidence)
     low, high = estimate.bounds(confidence)
     has = np.isfinite(estimate.se)
     return pa.table({
@@ -152,30 +182,48 @@ def without_sample_key(table: pa.Table) -> pa.Table:
 
 
 #: the regressions' verdicts that need the U test's agreement
-_TESTED_VERDICTS = ("regression", "improvement")
+_TESTED_VERDICTS = ("regression", "improvement", "below_floor")
+#: what sql/regressions.sql's candidate becomes when the U test finds the drop significant
+BELOW_FLOOR = "significant_below_floor"
 
 
 def test_regressions(table: pa.Table, confidence: float = stats.CONFIDENCE) -> pa.Table:
     """sql/regressions.sql's table with the U test applied: ``p_value`` (latest repeats against
     the history's), ``samples`` and ``history_samples`` (counts); a regression or improvement
     the test does not find significant becomes ``steady``. Where the sizes cannot reach
-    significance at all, the thresholds alone decide (p_value empty)."""
-    rows = table.to_pylist()
+    significance at all, the thresholds alone decide (p_value empty). A drop beyond the noise
+    but within the floor (``below_floor``) is reported as ``significant_below_floor`` only when
+    the test finds it significant, else it is ``steady`` (never a regression either way).
+    Column-wise: only the rows whose verdict needs the test (a handful a night) go through Python."""
     alpha = 1 - confidence
-    for row in rows:
-        current = [float(v) for v in row.pop("current_samples") or []]
-        history = [float(v) for v in row.pop("history_sample_list") or []]
-        row.update(samples=len(current) or None, history_samples=len(history) or None, p_value=None)
-        if row["verdict"] not in _TESTED_VERDICTS or not current or not history:
+    lists = (("samples", "current_samples"), ("history_samples", "history_sample_list"))
+    counts = {name: pc.fill_null(pc.list_value_length(table[column]), 0).to_numpy(zero_copy_only=False)
+              for name, column in lists}
+    verdict = table["verdict"].to_numpy(zero_copy_only=False).astype(object)
+    regression = pc.cast(table["regression"], pa.bool_()).to_numpy(zero_copy_only=False).astype(object)
+    p_value = np.full(table.num_rows, np.nan)
+    for i in np.flatnonzero(np.isin(verdict, _TESTED_VERDICTS)):
+        n_current, n_history = int(counts["samples"][i]), int(counts["history_samples"][i])
+        if not n_current or not n_history or stats.min_p_value(n_current, n_history) >= alpha:
+            # these sizes can never show a difference: the thresholds decide alone, and a drop
+            # within the floor is not claimed
+            if verdict[i] == "below_floor":
+                verdict[i] = "steady"
             continue
-        test = stats.mann_whitney(current, history)
-        if test.min_p_value >= alpha:
-            continue  # these sizes can never show a difference: the thresholds decide alone
-        row["p_value"] = test.p_value
+        test = stats.mann_whitney(table["current_samples"][i].as_py(),
+                                  table["history_sample_list"][i].as_py())
+        p_value[i] = test.p_value
         if not test.significant(confidence):
-            row.update(verdict="steady", regression=False)
-    names = [n for n in table.column_names if n not in ("current_samples", "history_sample_list")]
-    names += ["samples", "history_samples", "p_value"]
-    types = {"samples": pa.int64(), "history_samples": pa.int64(), "p_value": pa.float64()}
-    fields = [table.schema.field(n) if n in table.column_names else pa.field(n, types[n]) for n in names]
-    return pa.Table.from_pylist([{n: row[n] for n in names} for row in rows], schema=pa.schema(fields))
+            verdict[i], regression[i] = "steady", False
+        elif verdict[i] == "below_floor":
+            verdict[i] = BELOW_FLOOR
+    out = table.drop_columns(["current_samples", "history_sample_list"])
+    out = out.set_column(out.schema.get_field_index("verdict"), out.schema.field("verdict"),
+                         pa.array(verdict, out.schema.field("verdict").type))
+    out = out.set_column(out.schema.get_field_index("regression"), out.schema.field("regression"),
+                         pa.array(regression, out.schema.field("regression").type))
+    for name in ("samples", "history_samples"):
+        out = out.append_column(pa.field(name, pa.int64()), pa.array(counts[name], pa.int64(),
+                                                                      mask=counts[name] == 0))
+    return out.append_column(pa.field("p_value", pa.float64()),
+                             pa.array(p_value, pa.float64(), from_pandas=True))

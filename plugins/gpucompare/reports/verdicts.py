@@ -21,6 +21,7 @@ noise, so it is added to the ends rather than to the variance). With the practic
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
@@ -164,9 +165,26 @@ def _sides(table: pa.Table, confidence: float) -> Side:
         price_low = np.log(np.fmin(_column(table, "price_per_hour_low"), price) / price)
         price_high = np.log(np.fmax(_column(table, "price_per_hour_high"), price) / price)
     basis = table["noise_basis"].to_numpy(zero_copy_only=False)
-    return Side(centre=centre, se=se, df=df, log_price=np.log(price), price_low=np.nan_to_num(price_low),
+    side = Side(centre=centre, se=se, df=df, log_price=np.log(price), price_low=np.nan_to_num(price_low),
                 price_high=np.nan_to_num(price_high), samples=np.nan_to_num(_column(table, "samples")),
                 nights=np.nan_to_num(_column(table, "nights")), by_night=basis == "nights")
+    return _nights_priced(table, side, confidence)
+
+
+def _nights_priced(table: pa.Table, side: Side, confidence: float) -> Side:
+    """Rows whose interval is over nights: each night was priced at its own price, so the cost
+    interval (not the throughput's) is the evidence, the price moves part of its noise: centre and
+    se from cost_per_million_low/high, no price shift on top."""
+    low, high = _column(table, "cost_per_million_low"), _column(table, "cost_per_million_high")
+    use = side.by_night & np.isfinite(low) & np.isfinite(high) & (low > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # cost = price · 1e6 / (ips · 3600): the log price a cost of that centre stands for
+        log_cost = (np.log(low) + np.log(high)) / 2 - math.log(1e6 / 3600)
+        se = (np.log(high) - np.log(low)) / (2 * t_quantile(0.5 + confidence / 2, side.df))
+    return dataclasses.replace(
+        side, centre=np.where(use, 0.0, side.centre), log_price=np.where(use, log_cost, side.log_price),
+        se=np.where(use, se, side.se), price_low=np.where(use, 0.0, side.price_low),
+        price_high=np.where(use, 0.0, side.price_high))
 
 
 def _floats(values: np.ndarray) -> pa.Array:

@@ -52,14 +52,19 @@ def test_compare_two_published_machines(published_lake: str, tmp_path: Path) -> 
     ratios = _published_ratios("ltbv14", "ltbv19")
     geomean = math.exp(sum(math.log(r) for r in ratios.values()) / len(ratios)) - 1
     table = pq.read_table(tmp_path / "compare.parquet").to_pylist()
-    assert len(table) == len(ratios) + 1 and table[-1]["network"] == "geomean"
+    both = [row for row in table[:-1] if row["present"] == "both"]
+    assert len(both) == len(ratios) and table[-1]["network"] == "geomean"
     assert table[-1]["change"] == pytest.approx(geomean)
+    covers = f"over {len(ratios)} of {len(table) - 1} configurations (those measured on both sides)"
+    assert table[-1]["note"] == covers
     assert "geomean" in done.stdout and f"{geomean * 100:+.1f}%" in done.stdout
     # one published figure against one: never significant, so every change prints as "~"
-    assert all(not row["significant"] and row["p_value"] == 1.0 for row in table[:-1])
+    assert all(not row["significant"] and row["p_value"] == 1.0 for row in both)
     lines = [line for line in done.stdout.splitlines() if line.startswith(("score ", "train "))]
-    assert len(lines) == len(ratios) and all(" ~ " in line and "n=1+1" in line for line in lines)
-    assert "cannot show a difference" in done.stdout
+    assert len(lines) == len(table) - 1
+    assert sum(" ~ " in line and "n=1+1" in line for line in lines) == len(ratios)
+    assert "~ with few samples: n=1+1" in done.stdout
+    assert "gpucompare compare: lake " in done.stderr  # the lake line every command prints
 
 
 @pytest.mark.parametrize(("args", "needles"), [

@@ -99,14 +99,14 @@ def test_verdicts_show_in_the_ranking(extended):
 
 def test_energy_runtime_and_declared_prices_are_labelled(plain, extended):
     page = render_page(extended, GENERATED_AT)
-    assert '<th scope="col" class="wrap">energy</th>' in page
-    assert "0.139 kWh per million · 52 gCO₂e" in page
+    assert '<th scope="col" class="wrap">energy (device only: a lower bound)</th>' in page
+    assert "0.139 kWh per million · 52 gCO₂e (grid of 2020 or earlier)" in page
     assert "0.139 kWh per million<" in page  # g4dn: no carbon figure, never 0 gCO₂e
     assert "runtime pip-cu112" in page
     assert "2025-01-01, declared: example price for this test machine" in page
     before = render_page(plain, GENERATED_AT)
     # (plain shows runtimes too: GPU records older than schema 3 ran on pip-cu112, the only runtime then)
-    assert "energy</th>" not in before and "declared" not in before
+    assert "energy (device only" not in before and "declared" not in before
 
 
 def _every_figure(table: pa.Table, value: float) -> pa.Table:

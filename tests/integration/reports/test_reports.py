@@ -342,7 +342,9 @@ def test_regressions_flag_drops_beyond_the_noise(lake):
     )
     steady_history = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 101.0, 99.0]
     noisy_history = [100.0, 88.0, 112.0, 95.0, 105.0, 90.0, 110.0, 100.0]
+    quiet_history = [100.0, 100.1, 99.9, 100.0, 100.05, 99.95, 100.0, 100.1]
     cases = {  # batch size: (history, tonight)
+        4: (quiet_history, 98.0),  # a clear 2 % drop on a very quiet series: below the floor, reported
         8: (steady_history, 90.0),  # a 10 % drop on a quiet series: regression
         16: (steady_history, 99.0),  # inside the noise: steady
         32: (noisy_history, 90.0),  # same drop, but the history swings that much: not flagged
@@ -371,7 +373,7 @@ def test_regressions_flag_drops_beyond_the_noise(lake):
         window = history[-rule.history_runs :]
         median = statistics.median(window)
         mad = statistics.median(abs(v - median) for v in window)
-        noise = max(rule.mad_factor * 1.4826 * mad, rule.min_drop * median)
+        noise, floor = rule.mad_factor * 1.4826 * mad, rule.min_drop * median
         row = got[batch]
         assert row["images_per_sec"] == tonight
         assert row["history_runs"] == len(window)
@@ -380,17 +382,20 @@ def test_regressions_flag_drops_beyond_the_noise(lake):
         else:
             assert row["history_median"] == pytest.approx(median)
             assert row["history_mad"] == pytest.approx(mad)
-            assert row["noise"] == pytest.approx(noise)
+            assert row["noise"] == pytest.approx(noise) and row["floor"] == pytest.approx(floor)
             expected = (
                 "regression"
-                if tonight < median - noise
+                if tonight < median - max(noise, floor)
+                else "significant_below_floor"
+                if tonight < median - noise  # 3 repeats below 21 of the history: p < 0.001
                 else "improvement"
-                if tonight > median + noise
+                if tonight > median + max(noise, floor)
                 else "steady"
             )
         assert row["verdict"] == expected, batch
         assert row["regression"] is (expected == "regression")
-    assert [got[b]["verdict"] for b in (8, 16, 32, 64, 128)] == [
+    assert [got[b]["verdict"] for b in (4, 8, 16, 32, 64, 128)] == [
+        "significant_below_floor",
         "regression",
         "steady",
         "steady",

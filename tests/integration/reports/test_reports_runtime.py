@@ -10,7 +10,9 @@ import pytest
 
 from gpucompare.lake.tables import open_lake
 from gpucompare.reports.build import build_reports
+from gpucompare.reports.page import render_page
 from gpucompare.reports.report_set import RegressionRule
+from tests.support.page_site import GENERATED_AT
 from tests.support.reports_data import ingest, inputs, price, record
 
 NIGHT = dt.date(2026, 3, 10)
@@ -70,3 +72,42 @@ def test_reports_show_the_runtime_beside_each_machine(lake) -> None:
         shown = {r["instance_type"]: r["worker_runtime"] for r in tables[name].to_pylist()}
         assert shown == {"p5.48xlarge": "ngc-24.06", "g5.xlarge": "pip-cu112"}, name
     assert "worker_runtime" in tables["best_value"].column_names
+
+
+def test_a_framework_build_change_on_one_runtime_starts_a_new_baseline(lake) -> None:
+    """Same runtime, another MXNet build (e.g. a new image digest): judged like a runtime change;
+    a record without a build (before schema 3) still counts as history of its runtime."""
+    nights = _nights(6)
+    old = '{"mxnet": "1.9.1", "image_digest": "sha256:aaa"}'
+    new = '{"mxnet": "1.9.1", "image_digest": "sha256:bbb"}'
+    for i, night in enumerate(nights):
+        row = _run(night, 100.0 if i < 5 else 60.0, "ngc-24.06")
+        same = _run(night, 100.0 if i < 5 else 60.0, "ngc-24.06", batch=8)
+        row["framework_build"] = None if i == 0 else (new if i == 5 else old)
+        same["framework_build"] = None if i == 0 else old
+        ingest(lake, [row, same])
+    table = build_reports(inputs(lake, [], []), rule=RULE).tables["regressions"]
+    got = {r["batch_size"]: r for r in table.to_pylist()}
+    changed = got[32]
+    assert changed["verdict"] == "software_stack_changed"
+    assert (changed["regression"], changed["build_changed"]) == (False, True)
+    assert changed["history_runs"] == 1  # only the record with no build is history of the new build
+    same = got[8]
+    assert (same["verdict"], same["build_changed"], same["history_runs"]) == ("regression", False, 5)
+
+
+def test_the_page_lists_a_drop_within_the_floor_and_announces_a_stack_change(lake) -> None:
+    nights = _nights(8)
+    quiet = [100.0, 100.1, 99.9, 100.0, 100.05, 99.95, 100.0, 98.0]  # tonight: 2 % below, p < 0.001
+    for i, night in enumerate(nights):
+        ingest(lake, [_run(night, quiet[i], "pip-cu112", batch=4),
+                      _run(night, 100.0, "ngc-24.06" if i == 7 else "pip-cu112", batch=16)])
+    report_set = build_reports(inputs(lake, [], []), rule=RULE)
+    got = {r["batch_size"]: r for r in report_set.tables["regressions"].to_pylist()}
+    assert (got[4]["verdict"], got[4]["regression"]) == ("significant_below_floor", False)
+    assert got[4]["p_value"] < 0.001 and got[16]["verdict"] == "software_stack_changed"
+    page = render_page(report_set, GENERATED_AT)
+    section = page[page.index('id="regressions"'): page.index('id="missing"')]
+    assert "significant, below floor (p " in section and "-2.0 %" in section
+    assert "Software stack changed" in section
+    assert "g5.xlarge" in section and "worker runtime pip-cu112 → ngc-24.06; 1 configuration start" in section

@@ -114,6 +114,26 @@ def test_nights_make_the_night_the_unit(lake):
         build_reports(inputs(lake, [], RATES), options=ReportOptions(nights=0))
 
 
+def test_with_nights_each_night_is_priced_at_its_own_price(lake):
+    """Spot over three nights at 1.0, 1.2 and 1.5 per hour: the cost interval is the t interval over
+    the nights' own costs per image (price of that night / that night's median)."""
+    nights = [NIGHT - dt.timedelta(days=d) for d in (2, 1, 0)]
+    per_night = [[99.0, 100.0, 101.0], [104.0, 105.0, 106.0], [97.0, 98.0, 99.0]]
+    ingest(lake, [measured(s, night=n) for s, n in zip(per_night, nights, strict=True)], market="spot")
+    prices = [price("g5.xlarge", p, market="spot", effective_from=n) for p, n in zip((1.0, 1.2, 1.5), nights,
+                                                                                    strict=True)]
+    built = build_reports(inputs(lake, prices, RATES), currency="USD", options=ReportOptions(nights=3))
+    [row] = built.tables["cost_per_million"].to_pylist()
+    costs = np.log([1.0 / 100.0, 1.2 / 105.0, 1.5 / 98.0])
+    half = scipy_stats.t.ppf(0.975, 2) * costs.std(ddof=1) / np.sqrt(3)
+    expected = np.exp([costs.mean() - half, costs.mean() + half]) * 1e6 / 3600
+    assert (row["cost_per_million_low"], row["cost_per_million_high"]) == pytest.approx(tuple(expected))
+    assert (row["price_per_hour_low"], row["price_per_hour_high"]) == (1.0, 1.5)
+    assert row["interval_parts"] == "throughput+price" and row["interval_covers"] == "3 nights of this type"
+    [best] = built.tables["best_value"].to_pylist()
+    assert best["verdict"] == "best"
+
+
 def test_nights_of_single_repeats_still_give_an_interval_over_nights(lake):
     """The demo's shape (1 repeat a night) over 4 nights: the night is the unit, so it has one."""
     figures = [45.6, 26.4, 15.1, 50.4]
@@ -174,7 +194,8 @@ def test_energy_columns_and_grid_intensity(lake):
 @pytest.mark.parametrize(("history", "latest", "verdict", "tested"), [
     ([80.0, 100.0, 120.0], [60.0, 90.0, 125.0], "steady", True),  # 10 % below, but noise: U test says no
     ([99.0, 100.0, 101.0], [89.0, 90.0, 91.0], "regression", True),  # 10 % below and significant
-    ([99.9, 100.0, 100.1], [97.9, 98.0, 98.1], "steady", False),  # significant, but under the 5 % floor
+    # significant and beyond the noise, but under the 5 % floor: reported, not a regression
+    ([99.9, 100.0, 100.1], [97.9, 98.0, 98.1], "significant_below_floor", True),
     ([99.0, 100.0, 101.0], [109.0, 110.0, 111.0], "improvement", True),
 ])
 def test_a_regression_needs_the_u_test_and_the_threshold(lake, history, latest, verdict, tested):
@@ -188,6 +209,7 @@ def test_a_regression_needs_the_u_test_and_the_threshold(lake, history, latest, 
         expected = stats.mann_whitney(latest, history * 3).p_value
         assert row["p_value"] == pytest.approx(expected)
         assert (row["p_value"] < 0.05) is (verdict != "steady")
+    assert row["regression"] is (verdict == "regression")
 
 
 def test_one_repeat_a_night_leaves_the_threshold_to_decide(lake):

@@ -24,11 +24,11 @@ import pytest
 from gpucompare.targets import make_target
 from gpucompare.targets.base import TargetError, TargetSpec
 from gpucompare.targets.bundle import build_bundle
+from gpucompare.targets.container import container_name
 from gpucompare.targets.runs import sweep_dir_name
 from gpucompare.targets.ssh.commands import (
     SweepPaths,
     check_python_command,
-    container_name,
     docker_command,
     docker_image_command,
     launch_command,
@@ -357,24 +357,29 @@ def test_docker_command_reaches_docker_exactly(tmp_path: Path) -> None:
     paths = SweepPaths(str(tmp_path / "runs" / "nightly" / "sweep-0123456789abcdef"))
     name = container_name("nightly", "sweep-0123456789abcdef")
     argv = docker_command(image="registry.example.com:5000/gpucompare-worker:1.9.1-cu112", gpus="all",
-                          sweep_dir=paths.sweep_dir, container=name, uid=1000, gid=1000)
-    two = docker_command(image="w", gpus="device=0,1", sweep_dir="/s", container="c", uid=1, gid=1)
+                          sweep_dir=paths.sweep_dir, container_name=name, uid=1000, gid=1000)
+    two = docker_command(image="w", gpus="device=0,1", sweep_dir="/s", container_name="c", uid=1, gid=1)
     assert two[two.index("--gpus") + 1] == '"device=0,1"'  # docker parses the value as CSV
     assert argv == [
-        "docker", "run", "--rm", "--init", "--name", "gpucompare-nightly-sweep-0123456789abcdef",
-        "--gpus", "all", "--user", "1000:1000", "--ipc", "host",
+        "docker", "run", "--rm", "--init", "--gpus", "all", "--user", "1000:1000",
+        "--name", name, "--label", f"gpucompare.container={name}",
+        "--ulimit", "memlock=-1", "--ulimit", "stack=67108864", "--network", "none", "--ipc", "host",
         "--volume", f"{paths.sweep_dir}:/sweep", "--workdir", "/sweep",
         "registry.example.com:5000/gpucompare-worker:1.9.1-cu112",
         "sweep", "--config", "/sweep/sweep.json", "--output", "/sweep/results.partial.jsonl",
     ]
     script = run_script(paths=paths, cwd=paths.sweep_dir, worker_argv=argv, env={}, timeout_s=60,
-                        kill_grace_s=1, container=name)
+                        kill_grace_s=1, container_name=name)
     Path(paths.sweep_dir).mkdir(parents=True)
     Path(paths.script).write_text(script)
     subprocess.run(["sh", paths.script], check=True, timeout=30,
                    env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
     recorded = [json.loads(line) for line in calls.read_text().splitlines()]
-    assert recorded == [argv[1:], ["kill", name]]
+    assert name == "gpucompare-nightly-sweep-0123456789abcdef"
+    # run, then the kill of its container and the check that none of its label is left
+    assert recorded[:2] == [argv[1:], ["kill", name]]
+    assert recorded[2:] and all(call == ["ps", "-q", "--filter", f"label=gpucompare.container={name}"]
+                                for call in recorded[2:])
     assert Path(paths.container).read_text().strip() == name
     # The stand-in wrote no results: reported as such (98), not as a success.
     assert Path(paths.exit_code).read_text().strip() == "98"

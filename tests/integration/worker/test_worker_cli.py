@@ -91,4 +91,5 @@ def test_output_dash_writes_records_to_stdout_and_progress_to_stderr() -> None:
     (line,) = result.stdout.splitlines()
     record = validate_record(json.loads(line))
     assert (record["status"], record["run_id"]) == ("batch_smaller_than_devices", "stdout-test")
-    assert "[1/1]" in result.stderr and "1 records (0 ok) written to stdout" in result.stderr
+    assert "[1/1]" in result.stderr
+    assert "1 records (1 batch_smaller_than_devices) written to stdout" in result.stderr

@@ -5,13 +5,16 @@ total energy counter (millijoules, as nvmlDeviceGetTotalEnergyConsumption) advan
 nvmlInit on. Environment switches: ``FAKE_NVML_NO_COUNTER=1`` makes the counter raise
 NVMLError_NotSupported (a pre-Volta GPU: the worker must sample power instead);
 ``FAKE_NVML_INIT_FAIL=1`` makes nvmlInit fail as on a host without the driver;
-``FAKE_NVML_DEVICES`` is the device count (default 2).
+``FAKE_NVML_DEVICES`` is the device count (default 2); ``FAKE_NVML_PROCESSES`` lists the compute
+processes on the devices, ``index:pid:name`` separated by ``;`` (``0:4242:stray_train.py``: a
+process another user left on gpu:0), as ``nvmlDeviceGetComputeRunningProcesses`` reports them.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from types import SimpleNamespace
 
 _started: float | None = None
 
@@ -59,3 +62,22 @@ def nvmlDeviceGetTotalEnergyConsumption(handle: int) -> int:  # noqa: N802
 
 def nvmlDeviceGetPowerUsage(handle: int) -> int:  # noqa: N802
     return int(_watts(handle) * 1000)
+
+
+def _processes() -> list[tuple[int, int, str]]:
+    entries = [e for e in os.environ.get("FAKE_NVML_PROCESSES", "").split(";") if e]
+    return [(int(index), int(pid), name) for index, pid, name in (e.split(":", 2) for e in entries)]
+
+
+def nvmlDeviceGetComputeRunningProcesses(handle: int) -> list[SimpleNamespace]:  # noqa: N802
+    if _started is None:
+        raise NVMLError("Uninitialized")
+    return [SimpleNamespace(pid=pid, usedGpuMemory=512 * 2**20) for index, pid, _ in _processes()
+            if index == handle]
+
+
+def nvmlSystemGetProcessName(pid: int) -> bytes:  # noqa: N802
+    for _, known, name in _processes():
+        if known == pid:
+            return name.encode()
+    raise NVMLError("Not Found")

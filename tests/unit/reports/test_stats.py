@@ -3,6 +3,7 @@ behaviour on seeded simulated machines (the issue's acceptance figures)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -44,30 +45,79 @@ def test_median_interval_needs_six_samples_at_95_percent() -> None:
 PAIRS = [
     ([1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.5]),  # exact, fully separated
     ([10.1, 9.7, 10.4, 10.0, 9.9], [10.3, 10.6, 10.2, 10.8, 10.5, 11.0]),  # exact, overlapping
-    ([1.0, 2.0, 2.0, 3.0, 5.0], [2.0, 4.0, 5.0, 5.0, 6.0]),  # ties: normal with tie correction
+    ([1.0, 2.0, 2.0, 3.0, 5.0], [2.0, 4.0, 5.0, 5.0, 6.0]),  # ties: exact over the tied ranks
     (SAMPLES[3][:12], SAMPLES[3][12:]),  # 12 and 13: normal
     (SAMPLES[4][:30], [v * 1.01 for v in SAMPLES[4][30:]]),  # large, small shift
     ([3.0, 3.0, 3.0], [3.0, 3.0]),  # all equal
+    ([1000.0] * 3, [990.0] * 3),  # ties within each side, none across: exact p = 0.1
+    ([5.0, 5.0, 5.1, 5.2, 5.2, 5.2, 5.3, 5.9], [5.0, 5.2, 5.2, 5.4, 5.9, 6.0, 6.0, 6.0, 6.1, 6.3, 7.0]),
+    ([2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 3.0], [1.0, 2.0]),  # 10 against 2, mostly one value
 ]
+_TIED = {2, 5, 6, 7, 8}
 
 
-@pytest.mark.parametrize(("a", "b"), PAIRS)
-def test_mann_whitney_equals_scipy(a: list[float], b: list[float]) -> None:
+def _rank_sum(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    ranks = scipy_stats.rankdata(np.concatenate([x, y], axis=axis), axis=axis)
+    return ranks[..., : x.shape[axis]].sum(axis=axis)
+
+
+@pytest.mark.parametrize("index", sorted(set(range(len(PAIRS))) - _TIED))
+def test_mann_whitney_without_ties_equals_scipy(index: int) -> None:
+    a, b = PAIRS[index]
     expected = scipy_stats.mannwhitneyu(a, b, alternative="two-sided", method="auto")
     ours = stats.mann_whitney(a, b)
     assert ours.u == pytest.approx(float(expected.statistic))
-    if math.isnan(expected.pvalue):  # scipy: nan when every value is equal; ours: 1 (no difference)
+    assert ours.p_value == pytest.approx(float(expected.pvalue), rel=1e-9, abs=1e-15)
+
+
+@pytest.mark.parametrize("index", sorted(_TIED))
+def test_mann_whitney_with_ties_equals_scipy_permutation_test(index: int) -> None:
+    """With ties and a small side, p is that of every split of the pooled values (scipy's
+    permutation_test with n_resamples=inf enumerates them all), not the normal approximation's."""
+    a, b = PAIRS[index]
+    ours = stats.mann_whitney(a, b)
+    assert ours.u == pytest.approx(float(scipy_stats.mannwhitneyu(a, b).statistic))
+    assert ours.method == "exact"
+    if len(set(a) | set(b)) == 1:  # scipy: nan when every value is equal; ours: 1 (no difference)
         assert ours.p_value == 1.0
-    else:
-        assert ours.p_value == pytest.approx(float(expected.pvalue), rel=1e-9, abs=1e-15)
+        return
+    expected = scipy_stats.permutation_test((a, b), _rank_sum, permutation_type="independent",
+                                            n_resamples=np.inf, vectorized=True, alternative="two-sided")
+    assert ours.p_value == pytest.approx(float(expected.pvalue), rel=1e-9)
 
 
-def test_mann_whitney_exact_when_small_and_untied_else_normal() -> None:
+def _brute_force_p(a: list[float], b: list[float]) -> float:
+    """Two-sided p by listing every way to split the pooled values into sizes len(a), len(b)."""
+    ranks = scipy_stats.rankdata(a + b)
+    observed = ranks[: len(a)].sum()
+    splits = itertools.combinations(range(len(ranks)), len(a))
+    sums = np.array([ranks[list(chosen)].sum() for chosen in splits])
+    lower, upper = np.mean(sums <= observed + 1e-9), np.mean(sums >= observed - 1e-9)
+    return min(1.0, 2 * min(lower, upper))
+
+
+def test_mann_whitney_with_ties_equals_brute_force_on_200_random_tied_pairs() -> None:
+    rng = np.random.default_rng(27)
+    for _ in range(200):
+        a = [float(v) for v in rng.integers(0, 4, rng.integers(1, 7))]
+        b = [float(v) for v in rng.integers(0, 4, rng.integers(1, 9))]
+        assert stats.mann_whitney(a, b).p_value == pytest.approx(_brute_force_p(a, b), rel=1e-12), (a, b)
+
+
+def test_tied_three_against_three_is_not_significant() -> None:
+    """The issue's case: the normal approximation gave p = 0.047 to [1000]*3 against [990]*3."""
+    tied = stats.mann_whitney([1000] * 3, [990] * 3)
+    assert (tied.p_value, tied.method, tied.significant()) == (pytest.approx(0.1), "exact", False)
+    assert tied.p_value == stats.mann_whitney([1000, 1001, 1002], [990, 991, 992]).p_value
+
+
+def test_mann_whitney_exact_when_a_side_is_small_else_normal() -> None:
     assert stats.mann_whitney(*PAIRS[0]).method == "exact"
-    assert stats.mann_whitney(*PAIRS[2]).method == "normal"
+    assert stats.mann_whitney(*PAIRS[2]).method == "exact"
     assert stats.mann_whitney(*PAIRS[3]).method == "normal"
     # 3 against 3 can never reach 5 %: the smallest two-sided p is 2 / C(6, 3) = 0.1
     assert stats.mann_whitney([1, 2, 3], [4, 5, 6]).min_p_value == pytest.approx(0.1)
+    assert stats.min_p_value(3, 3) == pytest.approx(0.1) and stats.min_p_value(1, 1) == 1.0
 
 
 @pytest.mark.parametrize(("a", "b"), PAIRS[:5])

@@ -10,7 +10,8 @@ import logging
 import os
 import posixpath
 
-from gpucompare.targets import runs
+from bench_tasks.constants import WORKER_RUNTIME_ENV
+from gpucompare.targets import container, runs
 from gpucompare.targets.base import shell_quote
 from gpucompare.targets.ec2.options import PROGRESS_UPLOAD_S, SCRIPT_PREAMBLE
 from gpucompare.targets.runs import STDERR_TAIL_LINES
@@ -22,10 +23,12 @@ log = logging.getLogger(__name__)
 
 
 def deploy_commands(bundle_uri: str, bundle_sha256: str, workdir: str, python: str, *,
-                    create_venv: bool, check_worker: bool = True) -> list[str]:
+                    create_venv: bool, check_worker: bool = True, runtime: str | None = None) -> list[str]:
     """Fetch (``aws s3 cp`` with the instance's own profile) and check the worker bundle,
     create the worker environment if missing (``check_worker=False``: the worker runs in a
-    container, checked by its own pull, ``targets.container``)."""
+    container, checked by its own pull, ``targets.container``). The check runs ``sysinfo`` under
+    the runtime's label, so a label the build contradicts fails the deploy, not the night
+    (``bench_tasks.runtime_check``)."""
     commands = [
         *SCRIPT_PREAMBLE,
         f"mkdir -p {shell_quote(workdir)}",
@@ -49,13 +52,14 @@ def deploy_commands(bundle_uri: str, bundle_sha256: str, workdir: str, python: s
             f"touch {shell_quote(venv + '/.complete')}; fi",
         ]
     if check_worker:
-        commands.append(f"{shell_quote(python)} -m bench_tasks sysinfo > /dev/null")
+        label = f"env {WORKER_RUNTIME_ENV}={shell_quote(runtime)} " if runtime else ""
+        commands.append(f"{label}{shell_quote(python)} -m bench_tasks sysinfo > /dev/null")
     return commands
 
 
 def sweep_commands(*, config: dict, workdir: str, run_dir: str, python: str, destination: str,
                    progress_destination: str, timeout_s: int, kill_grace_s: int = 30,
-                   worker_prefix: str | None = None) -> list[str]:
+                   worker_prefix: str | None = None, container_name: str | None = None) -> list[str]:
     """Run one sweep at most once on the instance, however often this command is sent.
 
     The sweep's folder is ``<run dir>/sweep-<config hash>`` (``targets.runs``: the layout the
@@ -74,7 +78,10 @@ def sweep_commands(*, config: dict, workdir: str, run_dir: str, python: str, des
     ``progress_destination`` every ``PROGRESS_UPLOAD_S`` (the orchestrator follows it), and
     its tail is repeated on standard error so SSM's output has it when the worker fails.
     ``worker_prefix`` (shell text) replaces the interpreter: ``env GPUCOMPARE_WORKER_RUNTIME=… python``,
-    or ``docker run … image python`` for a container runtime (``targets.container.shell_prefix``).
+    or ``docker run … image python`` for a container runtime (``targets.container.shell_prefix``),
+    whose container ``container_name`` is killed when the worker has ended (and checked gone: one
+    left fails the sweep, ``container.reap_lines``) or when the script itself is killed, by an
+    SSM cancel or time limit (``container.watchdog_line``).
     """
     name = runs.sweep_dir_name(config)
     merged, merged_tmp = shell_quote(run_dir + "/results.jsonl"), shell_quote(run_dir + "/results.jsonl.tmp")
@@ -100,7 +107,8 @@ def sweep_commands(*, config: dict, workdir: str, run_dir: str, python: str, des
         "else",
         *("  " + line for line in _worker_lines(config, paths, python=python, timeout_s=timeout_s,
                                                kill_grace_s=kill_grace_s, worker_prefix=worker_prefix,
-                                               progress_destination=progress_destination)),
+                                               progress_destination=progress_destination,
+                                               container_name=container_name)),
         "fi",
         # only finished sweeps count; a retried one replaces its file instead of adding to it
         f"cat {shell_quote(run_dir)}/sweep-*/{runs.RESULTS_FILE} > {merged_tmp}",
@@ -111,12 +119,17 @@ def sweep_commands(*, config: dict, workdir: str, run_dir: str, python: str, des
 
 def _worker_lines(config: dict, paths: runs.SweepPaths, *, python: str, timeout_s: int,
                   kill_grace_s: int, progress_destination: str,
-                  worker_prefix: str | None = None) -> list[str]:
+                  worker_prefix: str | None = None, container_name: str | None = None) -> list[str]:
     """Start the sweep from scratch under the lock: config, worker, results, exit status."""
     encoded = base64.b64encode(runs.config_json(config).encode()).decode("ascii")
     upload_progress = (f"aws s3 cp --only-show-errors {shell_quote(paths.progress)} "
                        f"{shell_quote(progress_destination)}")
+    # a container of an earlier attempt of this sweep (same name) is killed before this one starts
+    bound = ([f"docker kill {shell_quote(container_name)} >/dev/null 2>&1 || true",
+              container.watchdog_line(container_name)] if container_name else [])
+    reap = container.reap_lines(container_name, log_file=paths.progress) if container_name else []
     return [
+        *bound,
         f"rm -f {shell_quote(paths.exit_code)} {shell_quote(paths.results)} {shell_quote(paths.partial)}",
         f"echo {shell_quote(encoded)} | base64 -d > {shell_quote(paths.config)}",
         f": > {shell_quote(paths.progress)}",
@@ -133,6 +146,7 @@ def _worker_lines(config: dict, paths: runs.SweepPaths, *, python: str, timeout_
         "-m bench_tasks sweep "
         f"--config {shell_quote(paths.config)} --output {shell_quote(paths.partial)} "
         f"> {shell_quote(paths.stdout)} 2> {shell_quote(paths.progress)} < /dev/null || rc=$?",
+        *reap,
         "kill $uploader 2>/dev/null || true",
         f"{upload_progress} || true",
         f'if [ "$rc" -eq 0 ]; then mv {shell_quote(paths.partial)} {shell_quote(paths.results)} || rc=98; fi',

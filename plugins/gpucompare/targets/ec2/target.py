@@ -336,6 +336,7 @@ class Ec2Target(Target):
         # the instance reads it with its own profile: no presigned URL (a credential) in SSM history
         commands = deploy_commands(f"s3://{self.options.results_bucket}/{bundle_key}", bundle.sha256, workdir,
                                    python, check_worker=not self.in_container,
+                                   runtime=self.options.worker_runtime,
                                    create_venv=self.options.bench_python is None and not self.in_container)
         self._run_commands(state, commands, self.options.deploy_timeout_s, purpose="deploy")
         state.workdir = workdir
@@ -379,16 +380,20 @@ class Ec2Target(Target):
         if self.in_container:  # NVIDIA's image runs the bundle, mounted read-only
             if not container.PINNED.fullmatch(str(state.extra.get("image"))):
                 raise TargetError("run_sweep before the pull: the state has no image@digest")
+        config = self._sweep_config(state, sweep_config)
+        name = None
+        if self.in_container:
+            name = container.container_name(runs.run_dir_name(state.run_id), runs.sweep_dir_name(config))
             prefix = container.shell_prefix(
                 image=state.extra["image"], runtime=self.options.worker_runtime, code_dir=state.workdir,
-                sweep_dir=self.run_dir(state), uid=0, gid=0)
-        config = self._sweep_config(state, sweep_config)
+                sweep_dir=self.run_dir(state), uid=0, gid=0, name=name)
         destination = f"s3://{self.options.results_bucket}/{self.storage.results_key(state)}"
         progress = f"s3://{self.options.results_bucket}/{self.storage.progress_key(state, config)}"
         return sweep_commands(
             config=config, workdir=state.workdir, run_dir=self.run_dir(state),
             python=str(state.extra["bench_python"]), destination=destination, progress_destination=progress,
             worker_prefix=prefix, timeout_s=max(1, math.ceil(timeout_s)), kill_grace_s=KILL_GRACE_S,
+            container_name=name,
         )
 
     @staticmethod

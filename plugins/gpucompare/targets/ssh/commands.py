@@ -6,16 +6,9 @@ from __future__ import annotations
 
 import posixpath
 
-from gpucompare.config import patterns
-from gpucompare.targets import runs
+from gpucompare.targets import container, runs
 from gpucompare.targets.base import shell_quote
 from gpucompare.targets.runs import SweepPaths  # the layout shared with the ec2 target
-
-
-def container_name(run_dir_name: str, sweep_dir_name: str) -> str:
-    """A docker container name for one sweep: ``[a-zA-Z0-9][a-zA-Z0-9_.-]*``."""
-    safe = patterns.NOT_PLAIN.sub("_", run_dir_name)[:60]
-    return f"gpucompare-{safe}-{sweep_dir_name}"
 
 
 def docker_gpus_value(gpus: str) -> str:
@@ -24,14 +17,16 @@ def docker_gpus_value(gpus: str) -> str:
     return f'"{gpus}"' if "," in gpus else gpus
 
 
-def docker_command(*, image: str, gpus: str, sweep_dir: str, container: str, uid: int, gid: int,
+def docker_command(*, image: str, gpus: str, sweep_dir: str, container_name: str, uid: int, gid: int,
                    ) -> list[str]:
     """``docker run`` of the worker image on one sweep directory (mounted at /sweep)."""
     return [
-        "docker", "run", "--rm", "--init", "--name", container,
+        "docker", "run", "--rm", "--init",
         "--gpus", docker_gpus_value(gpus),
         "--user", f"{uid}:{gid}",
-        "--ipc", "host",  # MXNet's multi-GPU data loading and NCCL want more than 64 MB of shm
+        # name, label, NVIDIA's ulimits, no network, --ipc host (NCCL and MXNet's loaders want
+        # more than 64 MB of shm): the same as the container runtimes'
+        *container.bound_flags(container_name),
         "--volume", f"{sweep_dir}:/sweep",
         "--workdir", "/sweep",
         image,
@@ -48,7 +43,7 @@ def venv_worker_command(*, python: str, paths: SweepPaths, env_dir: str | None =
 
 
 def run_script(*, paths: SweepPaths, cwd: str, worker_argv: list[str], env: dict[str, str],
-               timeout_s: int, kill_grace_s: int, container: str | None = None) -> str:
+               timeout_s: int, kill_grace_s: int, container_name: str | None = None) -> str:
     """The shell script that runs one sweep on the host, detached from the SSH session.
 
     ``mkdir claim`` makes it run once even if a launch is retried; ``timeout`` enforces the
@@ -65,8 +60,8 @@ def run_script(*, paths: SweepPaths, cwd: str, worker_argv: list[str], env: dict
         f"mkdir {shell_quote(paths.claim)} 2>/dev/null || exit 0",
         *(f"export {name}={shell_quote(value)}" for name, value in sorted(env.items())),
     ]
-    if container:
-        lines.append(f"printf '%s\\n' {shell_quote(container)} > {shell_quote(paths.container)}")
+    if container_name:
+        lines.append(f"printf '%s\\n' {shell_quote(container_name)} > {shell_quote(paths.container)}")
     lines += [
         f"timeout --kill-after={int(kill_grace_s)} {int(timeout_s)} {argv} "
         f"> {shell_quote(paths.stdout)} 2> {shell_quote(paths.progress)} < /dev/null &",
@@ -79,9 +74,10 @@ def run_script(*, paths: SweepPaths, cwd: str, worker_argv: list[str], env: dict
         'wait "$worker"',
         "rc=$?",
     ]
-    if container:
-        # SIGKILL of the docker client does not reach the container: make sure it is gone.
-        lines.append(f"docker kill {shell_quote(container)} >/dev/null 2>&1")
+    if container_name:
+        # SIGKILL of the docker client does not reach the container: make sure it is gone,
+        # and fail the sweep naming it if it is not
+        lines += container.reap_lines(container_name, log_file=paths.progress)
     lines += [
         f'if [ "$rc" -eq 0 ]; then mv {shell_quote(paths.partial)} {shell_quote(paths.results)} || rc=98; fi',
         f'echo "$rc" > {shell_quote(paths.exit_code + ".tmp")} && '

@@ -72,7 +72,6 @@ from gpucompare.targets.phases import timed_phase
 from gpucompare.targets.ssh.commands import (
     SweepPaths,
     check_python_command,
-    container_name,
     docker_command,
     docker_image_command,
     launch_command,
@@ -265,6 +264,10 @@ class SSHTarget(Target):
                 raise TargetError(f"run_sweep: the sweep was stopped on the host (exit {exit_code}: its "
                                   f"time limit of {timeout_s:.0f}s, or it was killed). Its stderr ended "
                                   f"with:\n{tail}")
+            if exit_code == _container.LEFT_EXIT_CODE:
+                raise TargetError(f"run_sweep: the sweep's container is still running on "
+                                  f"{self.connection.describe_host()} after the sweep (docker kill did not "
+                                  f"stop it). Its stderr ended with:\n{tail}")
             if exit_code == 98:
                 raise TargetError(f"run_sweep: the worker exited with 0 but wrote no results. Its stderr "
                                   f"ended with:\n{tail}")
@@ -363,9 +366,9 @@ class SSHTarget(Target):
     def _start(self, state: TargetState, paths: SweepPaths, config: dict[str, Any],
                timeout_s: float) -> None:
         """Clear what an earlier attempt left, write config and script, launch detached."""
+        container: str | None = _container.container_name(posixpath.basename(state.workdir or ""),
+                                                           posixpath.basename(paths.sweep_dir))
         if self.in_container:
-            container = container_name(posixpath.basename(state.workdir or ""),
-                                       posixpath.basename(paths.sweep_dir))
             argv = _container.run_argv(
                 image=state.extra["image"], runtime=self.runtime, code_dir=state.extra["code_dir"],
                 sweep_dir=paths.sweep_dir, uid=int(state.extra.get("uid", 0)),
@@ -373,10 +376,8 @@ class SSHTarget(Target):
                 worker_args=["sweep", "--config", paths.config, "--output", paths.partial])
             cwd, env = paths.sweep_dir, {}
         elif self.options.use_docker:
-            container = container_name(posixpath.basename(state.workdir or ""),
-                                       posixpath.basename(paths.sweep_dir))
             argv = docker_command(image=self.options.image, gpus=self.options.docker_gpus,
-                                  sweep_dir=paths.sweep_dir, container=container,
+                                  sweep_dir=paths.sweep_dir, container_name=str(container),
                                   uid=int(state.extra.get("uid", 0)), gid=int(state.extra.get("gid", 0)))
             cwd, env = paths.sweep_dir, {}
         else:
@@ -390,7 +391,7 @@ class SSHTarget(Target):
                                   WORKER_RUNTIME_ENV: self.runtime}
         script = run_script(paths=paths, cwd=cwd, worker_argv=argv, env=env,
                             timeout_s=max(1, round(timeout_s)), kill_grace_s=self.options.kill_grace_s,
-                            container=container)
+                            container_name=container)
         self.connection.run("run_sweep", f"rm -rf {shell_quote(paths.sweep_dir)} "
                                          f"&& mkdir -p {shell_quote(paths.sweep_dir)}")
         for remote, text in ((paths.config, runs.config_json(config)), (paths.script, script)):
