@@ -131,11 +131,16 @@ def line_styles(published: Sequence[bool], colours: Sequence[str] = ()) -> list[
         n = counters[is_published]
         counters[is_published] += 1
         dashes = PUBLISHED_DASHES if is_published else MEASURED_DASHES
+        dash = dashes[n % len(dashes)]
         colour = colours[index] if index < len(colours) else None
         taken = {s.marker for s, c in zip(styles, colours, strict=False) if c == colour and colour}
-        marker = next((MARKERS[(n + k) % len(MARKERS)] for k in range(len(MARKERS))
-                       if MARKERS[(n + k) % len(MARKERS)] not in taken), MARKERS[n % len(MARKERS)])
-        styles.append(Style(dashes[n % len(dashes)], marker, not is_published))
+        used = {(s.dash, s.marker) for s in styles}
+        order = [MARKERS[(n + k) % len(MARKERS)] for k in range(len(MARKERS))]
+        # first a marker that keeps the (dash, marker) pair unique and differs from the colour's other
+        # lines, else one that keeps the pair unique, else the counter's
+        marker = next((m for m in order if (dash, m) not in used and m not in taken),
+                      next((m for m in order if (dash, m) not in used), order[0]))
+        styles.append(Style(dash, marker, not is_published))
     return styles
 
 
