@@ -33,3 +33,20 @@ def test_a_local_path_gets_a_local_error_not_aws_advice() -> None:
 def test_a_bug_is_not_explained_away() -> None:
     assert explain_environment_error(KeyError("price")) is None
     assert explain_environment_error(ValueError("bad")) is None
+
+
+def test_a_bug_ends_in_one_line_and_shows_its_traceback_only_when_asked(monkeypatch, capsys) -> None:
+    """An unexpected exception in a command: exit 1, one line naming it and ``--traceback``."""
+    from gpucompare.cli import registry
+    from gpucompare.cli.common import Command
+
+    def boom(args) -> int:
+        raise KeyError("price_per_hour")
+
+    monkeypatch.setitem(registry.COMMANDS, "schema", Command("schema", "test", lambda parser: None, boom))
+    assert registry.main(["schema"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unexpected KeyError" in err and "--traceback" in err
+    assert "Traceback (most recent call last)" not in err
+    assert registry.main(["--traceback", "schema"]) == 1
+    assert "Traceback (most recent call last)" in capsys.readouterr().err

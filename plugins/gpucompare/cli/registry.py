@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     from gpucompare import __version__
 
     parser.add_argument("--version", action="version", version=f"gpucompare {__version__}")
+    parser.add_argument("--traceback", action="store_true",
+                        help="on an unexpected failure (a bug), also print Python's traceback")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS.values():
         sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
@@ -79,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
     except Exception as exc:  # noqa: BLE001 - every failure ends in one line, never a traceback
         explained = explained_failure(exc, args)
-        print(f"{parser.prog} {args.command}: error: {explained or unexpected_failure(exc)}", file=sys.stderr)
+        unexpected = None if explained else unexpected_failure(exc, show=args.traceback)
+        print(f"{parser.prog} {args.command}: error: {explained or unexpected}", file=sys.stderr)
         return 2 if explained else 1
 
 
@@ -96,13 +99,13 @@ def explained_failure(exc: BaseException, args: argparse.Namespace) -> str | Non
     return explained
 
 
-def unexpected_failure(exc: BaseException) -> str:
+def unexpected_failure(exc: BaseException, *, show: bool = False) -> str:
     """One line for a failure nothing explains (a bug): its type and message, with how to see the
-    traceback (``GPUCOMPARE_TRACEBACK=1``, printed then on stderr)."""
-    if os.environ.get("GPUCOMPARE_TRACEBACK"):
+    traceback (``gpucompare --traceback …``; ``show``: print it now, on stderr)."""
+    if show:
         import traceback
 
         traceback.print_exception(exc, file=sys.stderr)
     first = (str(exc).strip().splitlines() or [""])[0][:300]
     return (f"unexpected {type(exc).__name__}: {first} (a bug in gpucompare: please report it with the "
-            "output of this command run again with GPUCOMPARE_TRACEBACK=1)")
+            "output of this command run again as gpucompare --traceback …)")
