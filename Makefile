@@ -1,7 +1,11 @@
 # gpucompare: `make demo` runs the main job on the embedded default, `make test` runs every test.
 # Both create what they need: the orchestrator environment (.venv) and the worker's (.venv-bench).
 
-PYTHON ?= python3.11
+# The interpreters the two venvs are built from: scripts/python-env.sh finds them (orchestrator:
+# python3.13 … python3.10, worker: python3.11 … python3.8, on PATH or under ~/.pyenv/versions), or
+# name one: `make demo PYTHON=/usr/bin/python3.12 WORKER_PYTHON=python3.10`.
+export PYTHON ?=
+export WORKER_PYTHON ?=
 VENV := .venv
 BENCH_VENV := .venv-bench
 export AIRFLOW_HOME := $(CURDIR)/.airflow
@@ -24,20 +28,28 @@ TEST_WORKERS ?= 2
 # The quick tier (`make test-fast`, under 2 minutes): the unit tests, tests/unit/ (see tests/README.md).
 FAST_TESTS := tests/unit
 
-.PHONY: demo test test-fast lint envs system-deps bench-fidelity bench-sweep bench-reports clean
+.PHONY: demo test test-fast lint envs check-constraints system-deps bench-fidelity bench-sweep bench-reports clean
 
 envs: $(VENV)/.installed $(BENCH_VENV)/.installed
 
+# python-env.sh makes the venv (or rebuilds one whose Python is gone or whose install was cut
+# short: it leaves .installing until pip has finished).
 $(VENV)/.installed: requirements.txt constraints.txt pyproject.toml
-	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.txt -c constraints.txt
-	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps -e .
+	@scripts/python-env.sh venv orchestrator $(VENV)
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt -c constraints.txt
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
+	rm -f $(VENV)/.installing
 	touch $@
 
 $(BENCH_VENV)/.installed: bench_tasks/requirements-cpu.txt
-	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
-	$(BENCH_VENV)/bin/pip install -q --disable-pip-version-check -r bench_tasks/requirements-cpu.txt
+	@scripts/python-env.sh venv worker $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install -q --disable-pip-version-check -r bench_tasks/requirements-cpu.txt
+	rm -f $(BENCH_VENV)/.installing
 	touch $@
+
+# CI: requirements.txt + constraints.txt resolve on every Python the orchestrator supports (3.10.0 …)
+check-constraints: $(VENV)/.installed
+	$(VENV)/bin/python scripts/check_constraints.py
 
 # OpenSSH server, Chromium, PostgreSQL and Redis for the tests with real parts.
 system-deps:

@@ -131,12 +131,26 @@ def cost_table(csv_path: Path) -> str:
     for title, group in sections:
         lines.append(title)
         for row in group:
-            cells = (cell(row, column, currency)[:width].ljust(width) for _, column, width in TABLE)
+            cells = (clip(cell(row, column, currency), width).ljust(width) for _, column, width in TABLE)
             lines.append("  ".join(cells))
         if not group and group is measured:
             lines.append("(no measured row: see the nightly log)")
         lines.append("")
     return "\n".join(lines).rstrip("\n")
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` cut to ``width`` with an ellipsis, so a cut cell says it was cut."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def ranking(python: str, env: dict[str, str]) -> str:
+    """What ``gpucompare rank --network alexnet`` prints: the demo's answer, as a user gets it."""
+    done = subprocess.run([python, "-m", "gpucompare", "rank", "--network", "alexnet"], env=env,
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return f"(gpucompare rank failed: {done.stderr.strip()})"
+    return done.stdout.rstrip()
 
 
 def lake_summary(lake: str) -> str:
@@ -194,6 +208,10 @@ def main() -> int:
           f"{' '.join(DEMO_PRICE[-1:])} (25 EUR per month / 730 h; price_source 'declared' in every report).")
     print(f"\n{lake_summary(settings.lake_uri())}")
     print(f"Report: {latest / 'index.html'}")
+    print("\nThe answer, `gpucompare rank --network alexnet` (every network: no --network; --json):\n")
+    print(ranking(python, env))
+    print("\nRead it as: this CPU, ranked at a demo price, beside GPU figures published in 2017 that are"
+          "\nshown but not ranked (too old, or flagged). Your own machines and prices: docs/install.md.")
     print(f"Done in {time.monotonic() - started:.0f} s (logs in {log_dir}).")
     return 0
 

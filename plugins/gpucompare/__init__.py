@@ -9,7 +9,14 @@ lake=...)`` returns a report as a pandas DataFrame (see :mod:`gpucompare.reports
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
+
+# Python 3.10 (which Airflow 3.3 supports) has no ``datetime.UTC``, the 3.11 alias of
+# ``datetime.timezone.utc`` the library writes throughout: give 3.10 the same object under that name
+# before any gpucompare module runs ``from datetime import UTC`` (every one imports this package first).
+if not hasattr(datetime, "UTC"):  # pragma: no cover - Python 3.10 only
+    datetime.UTC = datetime.timezone.utc  # type: ignore[attr-defined]
 
 __version__ = "0.1.0"
 

@@ -132,9 +132,9 @@ class Settings(BaseModel):
         "", "Extra AWS regions the sweeper checks for expired instances, comma-separated.",
         "AWS regions such as us-east-1, comma-separated")
     deployment: Annotated[str, _fullmatch(patterns.DEPLOYMENT, empty_ok=True)] = _field(
-        "", "Required: this deployment's name in the tags, run ids and S3 keys of paid machines "
-        "(1-20 of a-z 0-9 -, starting with a letter or digit); each Airflow deployment sharing an AWS "
-        "account needs its own. No default.",
+        "", "This deployment's name in the tags, run ids and S3 keys of paid machines "
+        "(1-20 of a-z 0-9 -, starting with a letter or digit); required as soon as the fleet has an ec2 "
+        "target, and each Airflow deployment sharing an AWS account needs its own.",
         "1-20 lower-case letters, digits and '-' (empty only until a paid machine is used)")
     former_deployments: Annotated[str, AfterValidator(_deployment_names)] = _field(
         "", "Names this deployment had before (comma-separated, e.g. the d + 10 hex digits an older "

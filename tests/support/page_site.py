@@ -63,3 +63,25 @@ def demo_site(root: Path, *, measured: bool = True) -> tuple[ReportSet, Path]:
 
 #: The time a test page states (the page reads no clock).
 GENERATED_AT = dt.datetime(2026, 12, 1, 23, 0, tzinfo=dt.UTC)
+
+
+def scaling_site(root: Path) -> Path:
+    """A site whose scaling charts hold three runs of one machine (an 8-GPU p3.16xlarge): ResNet-50
+    training, weak scaling at 32 and 64 images per GPU and strong scaling at a global batch of 256,
+    on 1, 2, 4 and 8 GPUs (speedups of about 1.9, 3.6 and 6.7 at 8), plus the published figures.
+    The page tests check that the three series are told apart and their end labels do not collide."""
+    lake = open_lake(str(root / "lake"))
+    runs = {("weak", 32): 0.84, ("weak", 64): 0.88, ("strong", 256): 0.80}
+    records = []
+    for n, ((rule, batch), efficiency) in enumerate(runs.items()):
+        for gpus in (1, 2, 4, 8):
+            global_batch = batch if rule == "strong" else batch * gpus
+            speedup = gpus * efficiency ** (gpus.bit_length() - 1)
+            records.append(record(mode="train", network="resnet-50", batch_size=global_batch, gpu_count=gpus,
+                                  scaling=rule, images_per_sec=300.0 * speedup, gpu_model="Tesla V100",
+                                  minute=n * 10 + gpus))
+    ingest(lake, records, instance_type="p3.16xlarge")
+    published.import_published(lake)
+    site = root / "site"
+    write_site(build_reports(ReportInputs.from_lake(str(root / "lake")), str(site)), str(site))
+    return site

@@ -1,6 +1,6 @@
-"""README.md and the Makefile match the tree: every path the README names exists, the module
-layout names every module of the worker and no file that is gone, and every target the Makefile
-declares phony has a rule.
+"""README.md, docs/architecture.md and the Makefile match the tree: every path the README and the
+architecture page name exists, the module layout (docs/architecture.md) names every module of the
+worker and no file that is gone, and every target the Makefile declares phony has a rule.
 
 Stands in for a reader following the README: a path it names that moved (a module turned into a
 package, a page renamed) or a ``make`` target without a rule fails here, not in their shell.
@@ -14,6 +14,8 @@ from pathlib import Path
 from tests.conftest import REPO_ROOT
 
 README = REPO_ROOT / "README.md"
+#: the contributors' page: the module layout, import directions, data flow (moved out of the README)
+ARCHITECTURE = REPO_ROOT / "docs" / "architecture.md"
 #: folders made at run time (make demo, make envs), never in the tree
 RUNTIME = (".airflow", ".venv", ".venv-bench", "lake", "reports", "dist")
 #: MXNet's own scripts, named to say what the worker matches (not files of this tree)
@@ -43,13 +45,18 @@ def test_every_path_the_readme_names_exists() -> None:
     roots = (REPO_ROOT, REPO_ROOT / "plugins" / "gpucompare")
     missing = sorted(p for p in _named_paths(README.read_text()) if not any((r / p).exists() for r in roots))
     assert not missing, f"README names paths that do not exist: {missing}"
+    # the architecture page's links are relative to docs/, its backticked paths to the checkout
+    roots = (*roots, REPO_ROOT / "docs")
+    missing = sorted(p for p in _named_paths(ARCHITECTURE.read_text())
+                     if not any((r / p).resolve().exists() for r in roots))
+    assert not missing, f"docs/architecture.md names paths that do not exist: {missing}"
 
 
 def _layout_entries() -> list[tuple[Path, str]]:
     """(folder, name) of each file or folder the layout's first column names."""
     entries: list[tuple[Path, str]] = []
     top: Path | None = None
-    for line in _layout_block(README.read_text()):
+    for line in _layout_block(ARCHITECTURE.read_text()):
         match = re.match(r"^(\s*)(\S.*?)(?:\s{2,}|$)", line)
         if not match or not match.group(2).strip():
             continue
@@ -72,7 +79,7 @@ def test_the_module_layout_names_only_what_exists() -> None:
 
 def test_modules_named_in_the_layout_descriptions_exist() -> None:
     """``tables.py (…)`` in a subpackage's line is a module of that subpackage (or of one below)."""
-    lines = _layout_block(README.read_text())
+    lines = _layout_block(ARCHITECTURE.read_text())
     folder: Path | None = None
     top: Path | None = None
     wrong = []

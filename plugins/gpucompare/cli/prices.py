@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +161,9 @@ def _run_add_price(args: argparse.Namespace) -> int:
     print(f"declared {price.provider} {price.instance_type} ({price.market}"
           f"{', ' + price.region if price.region else ''}): {price.hourly():.4f} {price.currency}/h "
           f"from {price.effective_from}, {price.note()}; {summary.describe()} in {args.lake}")
+    warning = declared.unmatched_warning(target, price)
+    if warning:
+        print(f"gpucompare add-price: {warning}", file=sys.stderr)
     return 0
 
 

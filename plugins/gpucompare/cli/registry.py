@@ -47,6 +47,11 @@ COMMANDS: dict[str, Command] = collect(GROUPS)
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpucompare",
                                      description="gpucompare: results lake, prices and reports")
+    from gpucompare import __version__
+
+    parser.add_argument("--version", action="version", version=f"gpucompare {__version__}")
+    parser.add_argument("--traceback", action="store_true",
+                        help="on an unexpected failure (a bug), also print Python's traceback")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS.values():
         sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
@@ -74,11 +79,33 @@ def main(argv: list[str] | None = None) -> int:
         # when it flushes stdout at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
-    except Exception as exc:  # a storage failure says what to do (exit 2); anything else shows
-        from gpucompare.lake.storage import explain_storage_error
+    except Exception as exc:  # noqa: BLE001 - every failure ends in one line, never a traceback
+        explained = explained_failure(exc, args)
+        unexpected = None if explained else unexpected_failure(exc, show=args.traceback)
+        print(f"{parser.prog} {args.command}: error: {explained or unexpected}", file=sys.stderr)
+        return 2 if explained else 1
 
-        explained = explain_storage_error(exc, str(getattr(args, "lake", None) or getattr(args, "out", "")))
-        if explained is None:
-            raise
-        print(f"{parser.prog} {args.command}: error: {explained}", file=sys.stderr)
-        return 2
+
+def explained_failure(exc: BaseException, args: argparse.Namespace) -> str | None:
+    """What to do about ``exc``: an environment's failure (a missing extra, credentials, a local
+    path; gpucompare.errors) or a storage failure (lake.storage); None when it is neither."""
+    from gpucompare.errors import explain_environment_error
+    from gpucompare.lake.storage import explain_storage_error
+
+    explained = explain_environment_error(exc)
+    if explained is None:
+        storage = explain_storage_error(exc, str(getattr(args, "lake", None) or getattr(args, "out", "")))
+        explained = None if storage is None else str(storage)
+    return explained
+
+
+def unexpected_failure(exc: BaseException, *, show: bool = False) -> str:
+    """One line for a failure nothing explains (a bug): its type and message, with how to see the
+    traceback (``gpucompare --traceback …``; ``show``: print it now, on stderr)."""
+    if show:
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    return (f"unexpected {type(exc).__name__}: {first} (a bug in gpucompare: please report it with the "
+            "output of this command run again as gpucompare --traceback …)")

@@ -207,7 +207,42 @@ def _run_athena_ddl(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- rank ------------------------------------------------------------------------------------
+def _configure_rank(parser: argparse.ArgumentParser) -> None:
+    from bench_tasks.constants import MODES, NETWORKS
+
+    parser.description = ("The best_value ranking of the lake the settings name, built now: per network "
+                          "and mode, each machine's cost per million images with its 95 % interval, the "
+                          "verdict against the cheapest, the age of the measurement and of the price, and "
+                          "the price's source.")
+    lake_argument(parser)
+    parser.add_argument("--network", choices=NETWORKS, default=None, help="only this network")
+    parser.add_argument("--mode", choices=MODES, default=None, help="only scoring or training")
+    parser.add_argument("--currency", default=None, type=str.upper, choices=schema.CURRENCIES,
+                        help="currency of the costs (default: the currency setting)")
+    parser.add_argument("--json", action="store_true", help="the rows as JSON, for scripts")
+
+
+def _run_rank(args: argparse.Namespace) -> int:
+    import json
+
+    from gpucompare.reports import ranking
+    from gpucompare.reports.read import read_table
+
+    uri = lake_location(args, must_exist=True)
+    table = read_table("best_value", lake=uri, currency=args.currency)
+    rows = ranking.rank_rows(table.to_pylist(), network=args.network, mode=args.mode)
+    if args.json:
+        print(json.dumps(ranking.json_rows(rows), indent=2))
+        return 0
+    for line in ranking.table_lines(rows, today=dt.datetime.now(dt.UTC).date()):
+        print(line)
+    return 0
+
+
 COMMANDS: tuple[Command, ...] = (
+    Command("rank", "print the best_value ranking: cost per million with its interval, verdict, ages, "
+            "price source", _configure_rank, _run_rank),
     Command("report", "build every report (Parquet + CSV), index.html and summary.md from the lake",
             _configure_report, _run_report),
     Command("compare", "benchstat-style comparison of two machines, nights or runtimes per configuration",

@@ -386,9 +386,22 @@ def plan_target(spec: Mapping[str, Any], profile: SweepProfile, dag_run_id: str,
     return {
         "spec": spec,
         "profile": profile.name,
-        "run_id": target_run_id(dag_run_id, spec["name"]),
+        "run_id": target_run_id(dag_run_id, spec["name"], _run_id_deployment(spec["kind"])),
         "sweeps": sweeps,
     }
+
+
+#: The run ids' first part for targets that launch nothing when no deployment name is set.
+UNNAMED_DEPLOYMENT = "local"
+
+
+def _run_id_deployment(kind: str) -> str | None:
+    """The deployment a target's run id starts with: the setting (required for ec2: its name tags the
+    paid machines, ``settings.deployment()`` says how to set it), else, for targets that launch
+    nothing (local, ssh), ``UNNAMED_DEPLOYMENT``: a newcomer's local fleet needs no name."""
+    if kind == "ec2":
+        return None
+    return settings.get("deployment") or UNNAMED_DEPLOYMENT
 
 
 def _plan_ec2_options(options: dict[str, Any], sweep_limits_s: list[float],

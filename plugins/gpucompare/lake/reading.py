@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,6 +27,8 @@ from gpucompare.lake import schema
 from gpucompare.lake.storage import LakeError, storage_options
 
 if TYPE_CHECKING:  # pyarrow.dataset imports pandas (~45 MB): only the readers that need it load it
+    from typing import Self  # 3.11: annotations only, so the orchestrator runs on 3.10 too
+
     import pyarrow.dataset as ds
 
 TABLE_KINDS: tuple[str, ...] = ("results", "prices", "fx", "published_scaling", "run_phases")

@@ -59,3 +59,22 @@ def store(lake: Lake, prices: Iterable[DeclaredPrice]) -> list[WriteSummary]:
 def is_declared(source: str | None) -> bool:
     """Whether a price row's source is a declared price's note."""
     return bool(source) and str(source).startswith(NOTE_PREFIX)
+
+
+def unmatched_warning(lake: Lake, price: DeclaredPrice) -> str | None:
+    """A warning when no result in the lake carries the declared machine (provider and instance type):
+    such a price is in no report until a result does, and a typo would otherwise go unnoticed."""
+    import pyarrow.compute as pc
+
+    from gpucompare.lake.storage import LakeError
+
+    wanted = (pc.field("provider") == price.provider) & (pc.field("instance_type") == price.instance_type)
+    try:
+        found = lake.results_table(filter=wanted, columns=["provider"]).num_rows
+    except LakeError:  # no results table yet
+        found = 0
+    if found:
+        return None
+    return (f"warning: no result in the lake carries {price.provider} {price.instance_type} (yet): the price "
+            "shows in the reports once one does; check the spelling against `gpucompare lake-info` or the "
+            "fleet file's target (provider and instance type)")

@@ -22,8 +22,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-#: The width of every chart in SVG units; the page scales it to its box.
-VIEW_WIDTH = 440
+#: The width of every chart in SVG units; the page scales it to its box. The box is 340 px wide on a
+#: 390 px phone and about 400 px at 1366 px, so one unit is at least one pixel there and the smallest
+#: text (11 units) reads at 11 px or more on a phone (the page tests measure it).
+VIEW_WIDTH = 340
 #: Values that can be drawn: 0, or a magnitude in this closed range (floats beyond it lose the
 #: arithmetic of the axes).
 DRAWABLE = (1e-300, 1e300)
@@ -118,16 +120,27 @@ class Style:
 IDEAL_STYLE = Style(IDEAL_DASH, "none", False)
 
 
-def line_styles(published: Sequence[bool]) -> list[Style]:
+def line_styles(published: Sequence[bool], colours: Sequence[str] = ()) -> list[Style]:
     """A (dash, marker) pair per line, none repeated within a chart (12 of each kind before one
-    repeats; consecutive lines differ in both dash and marker)."""
-    styles = []
+    repeats; consecutive lines differ in both dash and marker). Lines of one colour (one machine's
+    strong and weak runs) also get different markers while there are markers left: told apart by
+    colour or marker, never by dash alone."""
+    styles: list[Style] = []
     counters = {True: 0, False: 0}
-    for is_published in published:
+    for index, is_published in enumerate(published):
         n = counters[is_published]
         counters[is_published] += 1
         dashes = PUBLISHED_DASHES if is_published else MEASURED_DASHES
-        styles.append(Style(dashes[n % len(dashes)], MARKERS[n % len(MARKERS)], not is_published))
+        dash = dashes[n % len(dashes)]
+        colour = colours[index] if index < len(colours) else None
+        taken = {s.marker for s, c in zip(styles, colours, strict=False) if c == colour and colour}
+        used = {(s.dash, s.marker) for s in styles}
+        order = [MARKERS[(n + k) % len(MARKERS)] for k in range(len(MARKERS))]
+        # first a marker that keeps the (dash, marker) pair unique and differs from the colour's other
+        # lines, else one that keeps the pair unique, else the counter's
+        marker = next((m for m in order if (dash, m) not in used and m not in taken),
+                      next((m for m in order if (dash, m) not in used), order[0]))
+        styles.append(Style(dash, marker, not is_published))
     return styles
 
 
@@ -204,10 +217,10 @@ def bar_chart(chart_id: str, bars: Sequence[Bar], axis_label: str, *, title: str
         if bar.low is not None and bar.high is not None and not drawable(bar.low) and not drawable(bar.high):
             error = (_BAR_LEFT + min(bar.low, bar.high) * scale, _BAR_LEFT + max(bar.low, bar.high) * scale)
         marks.append(BarMark(
-            label=Label(_BAR_LEFT, y + 12, clip(bar.label, 58), size=13),
+            label=Label(_BAR_LEFT, y + 12, clip(bar.label, 42), size=13),
             x=_BAR_LEFT, y=y + 17, width=width, height=15, colour=bar.colour, published=bar.published,
             value=Label(value_x, y + 29, bar.value_text, size=12, anchor="end" if inside else "start"),
-            note=Label(_BAR_LEFT, y + 45, clip(bar.note, 66), size=11, muted=True),
+            note=Label(_BAR_LEFT, y + 45, clip(bar.note, 50), size=11, muted=True),
             tooltip=f"{bar.label}: {bar.value_text}" + (f" · {bar.note}" if bar.note else ""),
             error=error,
         ))
@@ -275,7 +288,9 @@ class LineChart:
     kind: str = "line"
 
 
-_LEFT, _RIGHT, _TOP, _PLOT_HEIGHT, _LEGEND_ROW = 50, 74, 34, 200, 17
+_LEFT, _RIGHT, _TOP, _PLOT_HEIGHT, _LEGEND_ROW = 58, 60, 34, 200, 17
+#: An end label's box in SVG units (11-unit text, a number and a short word such as "3 strong").
+_END_WIDTH, _END_HEIGHT = 52.0, 12.0
 
 
 class _Axis:
@@ -321,15 +336,17 @@ def _y_axis(values: list[float], lowest_of_series: list[float]) -> tuple[_Axis, 
     return _Axis(low, high, _TOP + _PLOT_HEIGHT, -_PLOT_HEIGHT, log="10"), ticks
 
 
-def _spread(ends: list[tuple[float, int]], gap: float = 12.0) -> dict[int, float]:
-    """End-label heights pushed apart so no two overlap (in order of height)."""
-    placed: dict[int, float] = {}
-    last = -math.inf
-    for y, index in sorted(ends):
-        y = max(y, last + gap)
-        placed[index] = y
-        last = y
-    return placed
+def _spread(ends: list[tuple[float, float, int]]) -> dict[int, float]:
+    """End-label heights (labels at (x, y), by line index) moved apart so no two boxes overlap: a
+    label that would cover one already placed goes just below it, or above when that is nearer."""
+    placed: dict[int, tuple[float, float]] = {}
+    for x, y, index in sorted(ends, key=lambda e: (e[1], e[0])):
+        candidates = sorted({y, *(py + d for px, py in placed.values() if abs(px - x) < _END_WIDTH
+                                  for d in (_END_HEIGHT, -_END_HEIGHT))}, key=lambda c: (abs(c - y), c))
+        free = next(c for c in candidates if all(abs(px - x) >= _END_WIDTH or abs(py - c) >= _END_HEIGHT
+                                                 for px, py in placed.values()))
+        placed[index] = (x, free)
+    return {index: y for index, (_, y) in placed.items()}
 
 
 def _kept_points(series: Sequence[Series], log_x: bool) -> tuple[list[list[tuple[float, float]]], list[str]]:
@@ -370,9 +387,10 @@ def line_chart(
     plot_width = VIEW_WIDTH - _LEFT - _RIGHT
     x_axis = _Axis(min(xs, default=1.0), max(xs, default=1.0), _LEFT, plot_width, log="2" if log2_x else "")
     numbered = [s for s in series if s.style != "ideal"]
-    styles = iter(line_styles([s.style == "published" for s in numbered]))
+    styles = iter(line_styles([s.style == "published" for s in numbered], [s.colour for s in numbered]))
     bottom = _TOP + _PLOT_HEIGHT
-    ends = [(y_axis(points[-1][1]), i) for i, points in enumerate(kept) if points]
+    ends = [(x_axis(points[-1][0]), y_axis(points[-1][1]), i) for i, points in enumerate(kept)
+            if points and series[i].style != "ideal"]
     end_y = _spread(ends)
     lines, number = [], 0
     for index, (line, points) in enumerate(zip(series, kept, strict=True)):
@@ -388,7 +406,7 @@ def line_chart(
         legend_y = bottom + 50 + row * _LEGEND_ROW
         text = line.label if ideal else f"{number} · {line.label}"
         lines.append(Line(number if not ideal else 0, line.label, line.colour, style, path, drawn, end,
-                          Label(38, legend_y, clip(text, 62), size=11), 8, legend_y - 4))
+                          Label(38, legend_y, clip(text, 47), size=11), 8, legend_y - 4))
     height = bottom + 50 + len(lines) * _LEGEND_ROW
     return LineChart(
         chart_id, title, VIEW_WIDTH, height, _LEFT, _TOP, _LEFT + plot_width, bottom,

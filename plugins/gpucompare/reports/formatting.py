@@ -9,6 +9,8 @@ import math
 import re
 from typing import Any
 
+from gpucompare.config.models.prices import DECLARED
+
 #: Bars per network in the cost chart, lines per panel in the throughput and scaling charts.
 MAX_BARS = 8
 MAX_LINES = 7
@@ -97,7 +99,8 @@ def price_label(row: dict[str, Any]) -> str:
     """The price's date, and for a price the user declared: 'declared: <note>'."""
     date = date_text(row.get("price_effective_from"))
     if row.get("price_source") == "declared":
-        note = row.get("price_note")
+        # the note starts with "declared: " itself (config.models.prices.DECLARED): said once, not twice
+        note = str(row.get("price_note") or "").removeprefix(f"{DECLARED}: ")
         return f"{date}, declared" + (f": {note}" if note else "")
     return date
 

@@ -121,8 +121,8 @@ def headline_cards(
         Card(f"{counts['published']:,}",
              f"published figures{', from ' + years if years else ''} · {counts['sources']} publication(s), "
              "shown for comparison", published=True),
-        Card(str(ranked), "machines in the ranking", warn=ranked == 0),
-        Card(str(flagged), "regressions flagged", warn=bool(flagged)),
+        Card(str(ranked), f"machine{'' if ranked == 1 else 's'} in the ranking", warn=ranked == 0),
+        Card(str(flagged), f"regression{'' if flagged == 1 else 's'} flagged", warn=bool(flagged)),
         Card(f"{own:,}", f"your results without a price · published figures without a price: "
              f"{len(missing) - own:,}", warn=bool(own)),
     ]

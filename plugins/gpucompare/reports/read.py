@@ -53,7 +53,15 @@ def read_table(
     if name not in TABLES:
         raise ReportError(f"table {name!r} is not one of {', '.join(TABLES)}")
     uri = lake or settings.lake_uri()
-    inputs = _inputs(uri, as_of)
+    try:
+        inputs = _inputs(uri, as_of)
+    except Exception as exc:  # a store's failure (credentials, endpoint) as a LakeError saying what to do
+        from gpucompare.lake.storage import explain_storage_error
+
+        explained = explain_storage_error(exc, uri)
+        if explained is None or explained is exc:
+            raise
+        raise explained from None
     if name in TABLE_KINDS:
         if name == "results":
             return results_table(inputs)

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from gpucompare.reports import charts
-from gpucompare.reports.charts import Bar, Series, bar_chart, line_chart, line_styles, nice_ticks
+from gpucompare.reports.charts import VIEW_WIDTH, Bar, Series, bar_chart, line_chart, line_styles, nice_ticks
 from gpucompare.reports.page import render_chart
 
 NAN, INF = float("nan"), float("inf")
@@ -54,7 +54,7 @@ def test_drawable_names_the_reason():
 def test_a_bar_chart_of_any_single_value_renders(only):
     chart = bar_chart("c", [Bar("m", only, "#123456", "text")], "€")
     svg = render_chart(chart)
-    assert svg.startswith("<svg") and 'viewBox="0 0 440 ' in svg
+    assert svg.startswith("<svg") and f'viewBox="0 0 {VIEW_WIDTH} ' in svg
     _inside(svg, chart.width, chart.height)
     assert len(chart.bars) + len(chart.undrawn) == 1
     assert bool(chart.undrawn) == bool(charts.drawable(only))
@@ -142,3 +142,21 @@ def test_text_in_a_chart_is_escaped():
     bars = [Bar("<script>x</script>", 1.0, "#111111", "1 & 2", note="a\"b")]
     svg = render_chart(bar_chart("c", bars, "<€>", title="<t>"))
     assert "<script>" not in svg and "&lt;script&gt;" in svg and "1 &amp; 2" in svg and "&lt;€&gt;" in svg
+
+
+def test_lines_of_one_colour_never_share_a_marker():
+    """Five published series where the first and the fifth are one machine's (one colour): by the
+    counter alone both would get a hollow circle and differ by dash only."""
+    colours = ["#111111", "#222222", "#333333", "#444444", "#111111"]
+    styles = line_styles([True] * 5, colours)
+    same = [s.marker for s, c in zip(styles, colours, strict=True) if c == "#111111"]
+    assert len(set(same)) == 2, styles
+
+
+def test_a_declared_price_label_says_declared_once():
+    from gpucompare.reports.formatting import price_label
+
+    row = {"price_source": "declared", "price_effective_from": "2026-12-01",
+           "price_note": "declared: example price for this demo machine (25 EUR per month)"}
+    assert price_label(row).count("declared") == 1, price_label(row)
+    assert price_label(row).endswith("declared: example price for this demo machine (25 EUR per month)")
