@@ -218,7 +218,7 @@ def _configure_rank(parser: argparse.ArgumentParser) -> None:
     lake_argument(parser)
     parser.add_argument("--network", choices=NETWORKS, default=None, help="only this network")
     parser.add_argument("--mode", choices=MODES, default=None, help="only scoring or training")
-    parser.add_argument("--currency", default=None, type=str.upper, choices=schema.CURRENCIES,
+    parser.add_argument("--currency", default=None, type=str.upper, choices=patterns.CURRENCIES,
                         help="currency of the costs (default: the currency setting)")
     parser.add_argument("--json", action="store_true", help="the rows as JSON, for scripts")
 
