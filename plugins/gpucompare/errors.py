@@ -46,9 +46,12 @@ EXTRA_OF_MODULE = {
 #: optional extra, so it is not imported to tell them)
 _NO_CREDENTIALS = {"NoCredentialsError", "PartialCredentialsError", "NoRegionError", "ProfileNotFound",
                    "CredentialRetrievalError", "UnauthorizedSSOTokenError", "TokenRetrievalError"}
-_BAD_CREDENTIAL_CODES = {"AuthFailure", "UnrecognizedClientException", "InvalidClientTokenId",
-                         "ExpiredToken", "ExpiredTokenException", "SignatureDoesNotMatch",
-                         "InvalidAccessKeyId"}
+#: AWS error codes of credentials refused outright (no retry helps; the ec2 target's permanent errors
+#: include them: targets/ec2/aws_errors.py)
+CREDENTIALS_REFUSED_CODES = frozenset({"AuthFailure", "UnrecognizedClientException", "InvalidClientTokenId",
+                                       "SignatureDoesNotMatch"})
+_BAD_CREDENTIAL_CODES = CREDENTIALS_REFUSED_CODES | {"ExpiredToken", "ExpiredTokenException",
+                                                     "InvalidAccessKeyId"}
 #: the errors of a local file or folder (an S3 store's failures are explained by lake.storage)
 _LOCAL_ERRORS = (PermissionError, FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError)
 _AWS_CREDENTIALS = ("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) or AWS_PROFILE "

@@ -86,7 +86,7 @@ _CAPACITY_NOTE = ("left for i32 (placement.py, merged from main at the end of th
         "SPOT_CAPACITY_ERRORS repeats codes of placement.py's sets; one should be derived from the other")
 #: Values two named membership sets of different modules share by coincidence (or left), and why.
 ALLOWED_SHARED: dict[tuple[str, str, str], str] = {
-    ("PERMANENT_ERROR_CODES", "SSM_FINAL", "AccessDenied"):
+    ("_REQUEST_REFUSED_CODES", "SSM_FINAL", "AccessDenied"):
         "an AWS API error code (targets/ec2/aws_errors.py) and an SSM invocation status of the same "
         "spelling (targets/ec2/ssm.py)",
     ("SPOT_CAPACITY_ERRORS", "CAPACITY_ERRORS", "InsufficientCapacity"): _CAPACITY_NOTE,

@@ -8,23 +8,21 @@ only (never by message text), so they live here once.
 
 from __future__ import annotations
 
+from gpucompare.errors import CREDENTIALS_REFUSED_CODES
+
 #: AWS error codes that mean the request itself, the account or the permissions are wrong:
 #: the same call fails the same way on every retry, so the task fails at once (no Airflow
 #: retries) instead of holding a pool slot, or a paid instance, through a retry schedule.
 #: Throttling, 5xx, capacity (``InsufficientInstanceCapacity``…) and "not found yet" answers of
 #: resources being created are not here: retrying those may help.
-PERMANENT_ERROR_CODES = frozenset({
-    # not allowed: IAM, SCPs, credentials, a region or service not enabled
+_REQUEST_REFUSED_CODES = frozenset({
+    # not allowed: IAM, SCPs, a region or service not enabled (refused credentials: CREDENTIALS_REFUSED_CODES)
     "UnauthorizedOperation",
     "AccessDenied",
     "AccessDeniedException",
-    "AuthFailure",
     "OptInRequired",
     "PendingVerification",
     "Blocked",
-    "SignatureDoesNotMatch",
-    "InvalidClientTokenId",
-    "UnrecognizedClientException",
     # not possible: the request names something that does not exist or is not offered
     "Unsupported",
     "UnsupportedOperation",
@@ -46,6 +44,7 @@ PERMANENT_ERROR_CODES = frozenset({
     "ValidationError",
     "ValidationException",
 })
+PERMANENT_ERROR_CODES = CREDENTIALS_REFUSED_CODES | _REQUEST_REFUSED_CODES
 
 
 #: AWS error codes that say "not now": throttling and the service's own 5xx answers. A call that
