@@ -2,7 +2,7 @@
 # Both create what they need: the orchestrator environment (.venv) and the worker's (.venv-bench).
 
 # The interpreters the two venvs are built from: scripts/python-env.sh finds them (orchestrator:
-# python3.13 … python3.10, worker: python3.11 … python3.8, on PATH or under ~/.pyenv/versions), or
+# python3.11, 3.12, 3.13, 3.10 in that order, worker: python3.11 … python3.8, on PATH or under ~/.pyenv/versions), or
 # name one: `make demo PYTHON=/usr/bin/python3.12 WORKER_PYTHON=python3.10`.
 export PYTHON ?=
 export WORKER_PYTHON ?=

@@ -6,7 +6,8 @@
 #
 # Which Pythons: the orchestrator (Airflow 3.3) runs on 3.10 to 3.13, the worker (MXNet 1.9.1,
 # numpy 1.23.5) on 3.8 to 3.11. $PYTHON (orchestrator) or $WORKER_PYTHON (worker) chooses one;
-# else the first that works of python3.13 … python3.10 (worker: python3.11 … python3.8) on PATH,
+# else the first that works of python3.11, 3.12, 3.13, 3.10 (3.11 first: the interpreter the tests
+# and CI run on; worker: python3.11 … python3.8) on PATH,
 # then pyenv's ~/.pyenv/versions/3.x.*. A candidate must run and have venv with ensurepip (Debian
 # ships those as python3.x-venv). None found: one line naming what to install, exit 1.
 #
@@ -20,11 +21,10 @@ usage() { echo "usage: $0 find|venv orchestrator|worker [DIR]" >&2; exit 2; }
 action=$1 side=$2 dir=${3:-}
 
 case $side in
-  orchestrator) minors="13 12 11 10"; chosen=${PYTHON:-}; knob=PYTHON; why="Airflow 3.3" ;;
-  worker) minors="11 10 9 8"; chosen=${WORKER_PYTHON:-}; knob=WORKER_PYTHON; why="MXNet 1.9.1" ;;
+  orchestrator) minors="11 12 13 10"; low=10; high=13; chosen=${PYTHON:-}; knob=PYTHON; why="Airflow 3.3" ;;
+  worker) minors="11 10 9 8"; low=8; high=11; chosen=${WORKER_PYTHON:-}; knob=WORKER_PYTHON; why="MXNet 1.9.1" ;;
   *) usage ;;
 esac
-low=${minors##* } high=${minors%% *}
 
 # 0 when "$1" is a working CPython 3.<minor in range> that can make a venv with pip
 suitable() {
