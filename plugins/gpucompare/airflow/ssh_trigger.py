@@ -33,6 +33,8 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from gpucompare.airflow.call_timeout import call_timeout
+
 #: Bytes of progress read per poll at most (a long backlog is read over several polls).
 MAX_READ_BYTES = 256 * 1024
 #: Seconds a sweep may show no exit status and no live worker before it counts as lost.
@@ -173,7 +175,7 @@ class SshSweepTrigger(BaseTrigger):
         """One poll over SFTP: the status (``exit N``; else, when ``probe``, the worker's state by a
         command) and the new complete progress lines, their offset kept on the host first."""
         sftp = _Sftp(connection.gpucompare_sftp, SHARED.entry(self._key).channels)
-        async with asyncio.timeout(self.call_timeout_s):
+        async with call_timeout(self.call_timeout_s):
             kept = await self._read(sftp, "offset", size=32)
             if kept and kept.strip().isdigit():
                 self.log_offset = max(self.log_offset, int(kept))
@@ -181,7 +183,7 @@ class SshSweepTrigger(BaseTrigger):
             data = await self._read(sftp, "progress", self.log_offset) or b""
         offset, lines = self._take_lines(self.log_offset, data)
         if lines:
-            async with asyncio.timeout(self.call_timeout_s), sftp.channels:
+            async with call_timeout(self.call_timeout_s), sftp.channels:
                 temporary = self._path("offset") + ".tmp"
                 async with await sftp.client.open(temporary, "wb") as handle:
                     await handle.write(str(offset).encode())
@@ -191,7 +193,7 @@ class SshSweepTrigger(BaseTrigger):
             return f"exit {exit_text.decode(errors='replace').strip()}", lines
         if not probe:
             return "running", lines
-        async with asyncio.timeout(self.call_timeout_s), sftp.channels:
+        async with call_timeout(self.call_timeout_s), sftp.channels:
             result = await connection.run(self.probe_command(), check=False)
         return str(result.stdout or "").strip(), lines
 
@@ -214,7 +216,7 @@ class SshSweepTrigger(BaseTrigger):
                         "timed_out": True}
             connection = None
             try:
-                async with asyncio.timeout(self.call_timeout_s):
+                async with call_timeout(self.call_timeout_s):
                     connection = await SHARED.connection(self._key, self._connect)
                 status, lines = await self._poll(connection, probe=polls % PROBE_EVERY_POLLS == 0)
                 polls += 1

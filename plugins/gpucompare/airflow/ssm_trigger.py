@@ -33,6 +33,8 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from gpucompare.airflow.call_timeout import call_timeout
+
 MAX_READ_BYTES = 256 * 1024
 
 
@@ -65,7 +67,7 @@ class SignedAws:
         request = AWSRequest(method=method, url=url, data=body, headers=dict(headers or {}))
         signer = S3SigV4Auth if service == "s3" else SigV4Auth
         signer(self.credentials, service, self.region).add_auth(request)
-        async with asyncio.timeout(self.timeout_s), self.session.request(
+        async with call_timeout(self.timeout_s), self.session.request(
                 method, url, data=body or None, headers=dict(request.headers)) as answer:
             return answer.status, await answer.read()
 
@@ -176,7 +178,7 @@ class SsmSweepTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         aws = None
         try:
-            async with asyncio.timeout(self.call_timeout_s):
+            async with call_timeout(self.call_timeout_s):
                 aws = await signed_aws(self.aws_conn_id, self.region, self.call_timeout_s)
             event = await self._wait(aws)
         except Exception as exc:  # a failure anywhere is an event: the task raises the target's error

@@ -18,7 +18,7 @@ ORCHESTRATOR_SIDE = {"airflow", "pandas", "pyarrow", "boto3", "botocore", "duckd
                      "gpucompare", "moto", "s3fs", "fsspec", "playwright"}
 WORKER_THIRD_PARTY = {"mxnet", "numpy", "yaml"}
 #: Optional: imported inside a try, the worker runs without it (bench_tasks/energy.py: NVML).
-WORKER_OPTIONAL = {"bench_tasks/energy.py": {"pynvml"}}
+WORKER_OPTIONAL = {"bench_tasks/energy.py": {"pynvml"}, "bench_tasks/exclusive.py": {"pynvml"}}
 #: Imported by the orchestrator (standard library only, no mxnet).
 SHARED_MODULES = ("bench_tasks", "bench_tasks.constants", "bench_tasks.record", "bench_tasks.configs",
                   "bench_tasks.errors", "bench_tasks.aggregate", "bench_tasks.sysinfo",
