@@ -21,6 +21,7 @@ import pytest
 from gpucompare.airflow import pipeline
 from gpucompare.targets import name_lease
 from tests.conftest import REPO_ROOT
+from tests.support import lease_race
 
 IDENTITY_A = "0d4a1c6e-1111-4aaa-8aaa-aaaaaaaaaaaa"
 IDENTITY_B = "7f3e9b20-2222-4bbb-8bbb-bbbbbbbbbbbb"
@@ -108,39 +109,11 @@ def test_release_refuses_a_bad_name_naming_the_flag(aws_account):
     assert result.returncode == 2 and "--deployment: 'Prod_1' is not a deployment name" in result.stderr
 
 
-TAKER = """
-import json, sys, time
-from pathlib import Path
-import boto3
-from gpucompare.targets import name_lease
-bucket, deployment, identity, go = sys.argv[1:5]
-s3 = boto3.client("s3")
-s3.list_buckets()  # connected and signed once before the start
-Path(go + "." + identity).touch()
-while not Path(go).exists():
-    time.sleep(0.001)
-try:
-    lease = name_lease.hold_name(s3, bucket, "gpucompare", deployment, identity)
-    print(json.dumps({"won": True, "identity": lease.identity}))
-except name_lease.NameHeld as exc:
-    print(json.dumps({"won": False, "holder": exc.holder.identity}))
-"""
-
-
 @pytest.mark.parametrize("round_", range(4))
 def test_a_race_of_first_time_takers_has_exactly_one_winner(aws_account, tmp_path: Path, round_: int):
     """Six processes, each another deployment's identity, released at once on a file's creation."""
-    go, takers = tmp_path / "go", 6
-    identities = [f"race{round_}-{n}-0000-4000-8000-000000000000" for n in range(takers)]
-    processes = [subprocess.Popen([sys.executable, "-c", TAKER, aws_account["bucket"], f"race-{round_}",
-                                   identity, str(go)], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
-                 for identity in identities]
-    deadline = time.monotonic() + 120
-    while not all(Path(f"{go}.{identity}").exists() for identity in identities):  # all waiting
-        assert time.monotonic() < deadline and all(p.poll() is None for p in processes)
-        time.sleep(0.05)
-    go.touch()
-    answers = [json.loads(p.communicate(timeout=120)[0]) for p in processes]
+    identities = [f"race{round_}-{n}-0000-4000-8000-000000000000" for n in range(6)]
+    answers = lease_race.race(aws_account["bucket"], f"race-{round_}", identities, tmp_path)
 
     winners = [a["identity"] for a in answers if a["won"]]
     assert len(winners) == 1, answers
