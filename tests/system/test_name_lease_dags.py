@@ -22,6 +22,17 @@ TINY = {"networks": ["alexnet"], "batch_sizes": [1], "modes": ["score"], "warmup
         "repeats": 1, "timeout_s": 120}
 
 
+EC2_TARGET = {"name": "aws-g4dn", "kind": "ec2", "provider": "aws", "instance_type": "g4dn.xlarge",
+              "region": "us-east-1", "gpu_count": 1, "profile": "tiny", "options": {"budget_cap": 20}}
+LOCAL_TARGET = {"name": "local", "kind": "local", "provider": "local", "instance_type": "local-cpu",
+                "profile": "tiny"}
+
+
+def fleet_of(account: dict[str, Any], target: dict[str, Any]) -> dict[str, Any]:
+    """A fleet file of one target, with ``account``'s ec2 defaults (the results bucket)."""
+    return {"defaults": {"ec2": account}, "profiles": {"tiny": TINY}, "targets": [target]}
+
+
 def held_elsewhere(aws_client: Any, bucket: str) -> name_lease.NameLease:
     return name_lease.hold_name(aws_client("s3"), bucket, "gpucompare", settings.deployment(), OTHER)
 
@@ -45,14 +56,11 @@ def instances(aws_client: Any, region: str, **tags: str) -> list[dict[str, Any]]
 def test_a_night_under_a_name_another_deployment_holds_launches_nothing(
         run_dag, write_fleet, gpucompare_dirs, moto_account, aws_client) -> None:
     held = held_elsewhere(aws_client, moto_account["results_bucket"])
-    write_fleet({"defaults": {"ec2": moto_account}, "profiles": {"tiny": TINY}, "targets": [{
-        "name": "aws-g4dn", "kind": "ec2", "provider": "aws", "instance_type": "g4dn.xlarge",
-        "region": "us-east-1", "gpu_count": 1, "profile": "tiny", "options": {"budget_cap": 20}}]})
+    write_fleet(fleet_of(moto_account, EC2_TARGET))
 
     night = run_dag("gpucompare_nightly")
 
-    assert night.state == "failed"
-    assert night.task_states("load_fleet") == ["failed"]
+    assert (night.state, night.task_states("load_fleet")) == ("failed", ["failed"])
     assert night.task_states("target.prepare") in ([], ["upstream_failed"])
     ours = instances(aws_client, "us-east-1", **{"gpucompare:deployment": settings.deployment()})
     assert [i for i in ours if night.run_id in str(i["Tags"])] == []
@@ -76,9 +84,7 @@ def test_the_sweeper_terminates_nothing_under_a_name_another_deployment_holds(
     theirs = ec2.run_instances(ImageId=image_id, MinCount=1, MaxCount=1, InstanceType="g4dn.xlarge",
                                TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
                                )["Instances"][0]["InstanceId"]
-    write_fleet({"defaults": {"ec2": moto_account}, "profiles": {"tiny": TINY}, "targets": [{
-        "name": "local", "kind": "local", "provider": "local", "instance_type": "local-cpu",
-        "profile": "tiny"}]})
+    write_fleet(fleet_of(moto_account, LOCAL_TARGET))
     monkeypatch.setenv("GPUCOMPARE_SWEEPER_REGIONS", "eu-west-1")
 
     result = run_dag("gpucompare_sweeper")

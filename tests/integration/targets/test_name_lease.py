@@ -38,6 +38,16 @@ def lease_record(aws_client: Any, bucket: str, deployment: str) -> dict[str, Any
     return json.loads(aws_client("s3").get_object(Bucket=bucket, Key=key)["Body"].read())
 
 
+def held_by_a_then_b(aws_account: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> str:
+    """Deployment A's night took this deployment's name; this process is now deployment B."""
+    from gpucompare import settings
+
+    monkeypatch.setenv(IDENTITY_ENV, IDENTITY_A)
+    pipeline.hold_deployment_names([ec2_spec(aws_account)])
+    monkeypatch.setenv(IDENTITY_ENV, IDENTITY_B)
+    return settings.deployment()
+
+
 def test_the_same_identity_takes_then_renews_freely(aws_account, aws_client, monkeypatch):
     monkeypatch.setenv(IDENTITY_ENV, IDENTITY_A)
     s3 = aws_client("s3")
@@ -53,12 +63,7 @@ def test_the_same_identity_takes_then_renews_freely(aws_account, aws_client, mon
 
 def test_a_second_deployment_under_the_name_refuses_naming_the_holder_and_the_release(
         aws_account, aws_client, monkeypatch):
-    from gpucompare import settings
-
-    deployment = settings.deployment()
-    monkeypatch.setenv(IDENTITY_ENV, IDENTITY_A)
-    pipeline.hold_deployment_names([ec2_spec(aws_account)])
-    monkeypatch.setenv(IDENTITY_ENV, IDENTITY_B)
+    deployment = held_by_a_then_b(aws_account, monkeypatch)
 
     with pytest.raises(name_lease.NameHeld) as refused:
         pipeline.hold_deployment_names([ec2_spec(aws_account), ec2_spec(aws_account, "aws-p5")])
@@ -82,12 +87,7 @@ def release_cli(aws_account: dict[str, Any], *extra: str) -> subprocess.Complete
 
 def test_release_prints_what_it_released_and_the_second_deployment_then_starts(
         aws_account, aws_client, monkeypatch):
-    from gpucompare import settings
-
-    deployment = settings.deployment()
-    monkeypatch.setenv(IDENTITY_ENV, IDENTITY_A)
-    pipeline.hold_deployment_names([ec2_spec(aws_account)])
-    monkeypatch.setenv(IDENTITY_ENV, IDENTITY_B)
+    deployment = held_by_a_then_b(aws_account, monkeypatch)
     with pytest.raises(name_lease.NameHeld):
         pipeline.hold_deployment_names([ec2_spec(aws_account)])
 
