@@ -13,8 +13,9 @@ scaling) and before the sweeper terminates anything, the deployment takes or ren
   database, it survives restarts, upgrades and re-created workers, it is not a secret, and an
   operator sees it in Admin → Variables. Nothing the hosts have is both stable and unique (host
   names change with workers; hashing a secret key would change the identity when the key is rotated).
-  A database restored into a second Airflow carries the first one's identity: delete the Variable
-  in the copy.
+  Two first tasks creating it at once (the first night's ``load_fleet`` and ``load_scaling``)
+  both read it back ``IDENTITY_SETTLE_S`` after writing, so both use the last write. A database
+  restored into a second Airflow carries the first one's identity: delete the Variable in the copy.
 * **Taking** is atomic: S3 ``PutObject`` with ``If-None-Match: *`` succeeds for exactly one of two
   first-time takers; the other reads the record. **Renewing** (same identity: every night, every
   sweeper run) rewrites it with ``If-Match`` on the read ETag, keeping ``since`` and setting
@@ -28,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import time
 import uuid
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -35,6 +37,7 @@ from typing import Any
 
 from gpucompare.config import patterns
 from gpucompare.errors import PermanentError, TransientError
+from gpucompare.targets.ec2.aws_errors import CONDITIONAL_WRITE_LOST_CODES, client_error_code
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +45,9 @@ log = logging.getLogger(__name__)
 IDENTITY_VARIABLE = "gpucompare_deployment_identity"
 #: the lease's key below ``<results_prefix>/<deployment>/``
 LEASE_NAME = "name-lease.json"
-#: S3 answers to a conditional write that lost (412; 409 when two conditional writes overlap)
-_LOST_RACE = ("PreconditionFailed", "ConditionalRequestConflict")
+#: seconds between creating the identity and reading it back (once in a deployment's life): longer
+#: than two concurrent first tasks' read-then-write of the Variable takes
+IDENTITY_SETTLE_S = 5.0
 #: tries of read-then-write when the record changes in between (taken, renewed or released)
 _TRIES = 4
 
@@ -107,7 +111,10 @@ def deployment_identity() -> str:
         Variable.set(IDENTITY_VARIABLE, str(uuid.uuid4()),
                      description="gpucompare: this deployment's identity in its name leases (created once; "
                                  "see docs/targets-ec2.md, 'The name lease')")
-        identity = Variable.get(IDENTITY_VARIABLE)  # two first tasks at once: the last write counts
+        # two first tasks at once (load_fleet and load_scaling of the first night) each write one:
+        # both read again after the other's write, so both use the last one
+        time.sleep(IDENTITY_SETTLE_S)
+        identity = Variable.get(IDENTITY_VARIABLE)
         log.warning("Created this deployment's identity %s (Airflow Variable %s)", identity,
                     IDENTITY_VARIABLE)
     return check_identity(identity)
@@ -122,8 +129,6 @@ def check_identity(identity: Any) -> str:
 
 
 def _code(exc: BaseException) -> str:
-    from gpucompare.targets.ec2.aws_errors import client_error_code
-
     return client_error_code(exc) or ""
 
 
@@ -156,7 +161,7 @@ def _put(s3: Any, lease: NameLease, condition: dict[str, str]) -> bool:
                       ContentType="application/json", **condition)
         return True
     except ClientError as exc:
-        if _code(exc) in _LOST_RACE:
+        if _code(exc) in CONDITIONAL_WRITE_LOST_CODES:
             return False
         raise NameLeaseError(f"could not write the name lease {lease.where()}: {exc}") from exc
     except BotoCoreError as exc:
