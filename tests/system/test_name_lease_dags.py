@@ -71,6 +71,24 @@ def test_a_night_under_a_name_another_deployment_holds_launches_nothing(
     assert name_lease.check_identity(mine) != OTHER
 
 
+def test_after_release_the_next_night_takes_the_name_and_launches(
+        run_dag, write_fleet, gpucompare_dirs, moto_account, aws_client) -> None:
+    """Moto runs no command, so the night fails at ``collect`` after provisioning (and tears down)."""
+    from gpucompare import cli
+
+    bucket = moto_account["results_bucket"]
+    held_elsewhere(aws_client, bucket)
+    write_fleet(fleet_of(moto_account, EC2_TARGET))
+    assert cli.main(["release-name", "--bucket", bucket, "--aws-conn-id", moto_account["aws_conn_id"]]) == 0
+
+    night = run_dag("gpucompare_nightly")
+
+    for step in ("load_fleet", "target.prepare", "target.terminate"):
+        assert night.task_states(step) == ["success"], (step, night.states)
+    after, _ = name_lease.read_lease(aws_client("s3"), bucket, "gpucompare", settings.deployment())
+    assert after is not None and after.identity == stored_identity() != OTHER
+
+
 def test_the_sweeper_terminates_nothing_under_a_name_another_deployment_holds(
         run_dag, write_fleet, gpucompare_dirs, moto_account, aws_client, monkeypatch) -> None:
     """An expired instance tagged with the name stands in for one the holder launched."""
