@@ -134,7 +134,7 @@ def _run_release_name(args: argparse.Namespace) -> int:
     try:
         deployment, conn_id, bucket, prefix = _release_location(args)
         if args.holder is not None:
-            name_lease.check_identity(args.holder)
+            name_lease.check_identity(args.holder, "--holder")
         released = name_lease.release_name(S3Hook(aws_conn_id=conn_id).conn, bucket, prefix, deployment,
                                            holder=args.holder)
     except (name_lease.NameLeaseError, ValueError, validation.ValidationError) as exc:

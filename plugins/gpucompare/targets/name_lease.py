@@ -120,11 +120,13 @@ def deployment_identity() -> str:
     return check_identity(identity)
 
 
-def check_identity(identity: Any) -> str:
+def check_identity(identity: Any, where: str = "") -> str:
+    """``identity`` if it is one; else an error naming ``where`` it came from (default: the Variable)."""
     if not isinstance(identity, str) or not patterns.DEPLOYMENT_IDENTITY.fullmatch(identity):
-        raise PermanentError(f"Airflow Variable {IDENTITY_VARIABLE}: {identity!r} is not a deployment "
-                             f"identity ({patterns.anchored(patterns.DEPLOYMENT_IDENTITY)}); delete it "
-                             "and a new one is created")
+        advice = "" if where else "; delete it and a new one is created"
+        allowed = patterns.anchored(patterns.DEPLOYMENT_IDENTITY)
+        raise PermanentError(f"{where or 'Airflow Variable ' + IDENTITY_VARIABLE}: {identity!r} is not a "
+                             f"deployment identity ({allowed}){advice}")
     return identity
 
 

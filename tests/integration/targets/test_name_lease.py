@@ -106,7 +106,9 @@ def test_release_prints_what_it_released_and_the_second_deployment_then_starts(
 
 def test_release_refuses_a_bad_name_naming_the_flag(aws_account):
     result = release_cli(aws_account, "--deployment", "Prod_1")
+    holder = release_cli(aws_account, "--holder", "x y")
     assert result.returncode == 2 and "--deployment: 'Prod_1' is not a deployment name" in result.stderr
+    assert holder.returncode == 2 and "--holder: 'x y' is not a deployment identity" in holder.stderr
 
 
 @pytest.mark.parametrize("round_", range(4))
