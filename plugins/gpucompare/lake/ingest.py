@@ -20,16 +20,13 @@ import pyarrow as pa
 from bench_tasks.record import RecordError, loads_record, validate_record
 from gpucompare.config import patterns
 from gpucompare.lake import schema
+from gpucompare.lake.commits import WriteSummary
+from gpucompare.lake.rows import IngestError, check_run_id
 from gpucompare.lake.storage import filesystem_for
-from gpucompare.lake.tables import (  # noqa: F401  (IngestError: raised here, defined with the table)
+from gpucompare.lake.tables import (
     BATCH_BYTES,
     BATCH_ROWS,
-    IngestError,
     Lake,
-    WriteSummary,
-    check_run_id,
-    table_key,
-    with_orchestrator_columns,
 )
 
 # ---- ingest of worker result files --------------------------------------------------------
