@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bench_tasks.constants import MODES, NETWORKS, STATUSES
-from bench_tasks.record import SCHEMA_VERSION
+from bench_tasks.record_fields import SCHEMA_VERSION
 from gpucompare import resources
 from gpucompare.errors import PermanentError
 from gpucompare.lake import schema

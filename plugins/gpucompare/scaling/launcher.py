@@ -66,7 +66,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench_tasks.aggregate import merge_worker_records
-from bench_tasks.record import RecordError, validate_record
+from bench_tasks.record import validate_record
+from bench_tasks.record_fields import RecordError
 
 # What to measure lives in scaling_plan (the fleet parses it without importing this module);
 # the names are re-exported here for the launcher's callers.

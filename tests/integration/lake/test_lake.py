@@ -23,7 +23,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from bench_tasks.record import empty_record, validate_record
+from bench_tasks.record import validate_record
+from bench_tasks.record_fields import empty_record
 from gpucompare import cli
 from gpucompare.lake import ingest as lake_ingest
 from gpucompare.lake import schema
