@@ -134,5 +134,5 @@ COMMANDS: tuple[Command, ...] = (
     Command("migrate-lake", "convert a lake in the old Hive layout into the Delta tables",
             _configure_migrate, _run_migrate),
     Command("lake-info", "what the lake holds: files and rows per table, results per mode, date and target",
-            _configure_lake_info, _run_lake_info),
+            _configure_lake_info, _run_lake_info, reads_only=True),
 )
