@@ -72,6 +72,7 @@ from gpucompare.lake.commits import (
     writer_properties,
 )
 from gpucompare.lake.datafiles import DataFiles
+from gpucompare.lake.panics import rust_panics_quieted
 from gpucompare.lake.reading import KIND_SCHEMAS, LOAD_COLUMN, LakeReader, NoLakeError, RunFile
 from gpucompare.lake.rows import (
     IngestError,
@@ -427,15 +428,17 @@ class Lake(LakeReader):
         files_before = len(table.get_add_actions(flatten=False))
         filters = [("date", "<", before.isoformat())] if before is not None else None
         metrics: dict[str, Any] = {}
-        for attempt in commit_conflict_retries():  # an ingest may rewrite a file meanwhile
-            with attempt:
-                metrics = self.delta("results").optimize.compact(
-                    partition_filters=filters, max_concurrent_tasks=2, writer_properties=writer_properties()
-                )
-        table = self.delta("results")
-        vacuumed = table.vacuum(
-            retention_hours=retention_hours, dry_run=False, enforce_retention_duration=True
-        )
+        with rust_panics_quieted():  # a full disk: the exit-2 message, not delta-rs's panic lines
+            for attempt in commit_conflict_retries():  # an ingest may rewrite a file meanwhile
+                with attempt:
+                    metrics = self.delta("results").optimize.compact(
+                        partition_filters=filters, max_concurrent_tasks=2,
+                        writer_properties=writer_properties(),
+                    )
+            table = self.delta("results")
+            vacuumed = table.vacuum(
+                retention_hours=retention_hours, dry_run=False, enforce_retention_duration=True
+            )
         return CompactionSummary(
             files_before=files_before,
             files_after=len(table.get_add_actions(flatten=False)),

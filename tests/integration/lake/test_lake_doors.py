@@ -120,7 +120,9 @@ def fill(folder: Path) -> None:
 
 def test_a_full_disk_ends_ingest_and_compact_with_exit_2_and_loses_nothing(full_disk: Path,
                                                                            tmp_path: Path) -> None:
-    """Before: ingest and compact on a full disk ended in tracebacks (exit 1)."""
+    """Before: ingest and compact on a full disk ended in tracebacks (exit 1); then compact printed
+    delta-rs's own panic lines (``thread '…' panicked at …``, ``note: run with RUST_BACKTRACE=1``)
+    before its exit-2 message."""
     uri = str(full_disk / "lake")
     for number in range(3):  # three runs in one partition: something for compaction to rewrite
         small = write_records(tmp_path / f"s{number}.jsonl", run_records(f"s{number}", 4))
@@ -132,6 +134,7 @@ def test_a_full_disk_ends_ingest_and_compact_with_exit_2_and_loses_nothing(full_
         assert done.returncode == 2, done.stderr
         assert "the disk holding it is full (or over quota)" in done.stderr, done.stderr
         assert "No space left on device" in done.stderr and "Traceback" not in done.stderr
+        assert "panicked" not in done.stderr and "RUST_BACKTRACE" not in done.stderr, done.stderr
     (full_disk / "filler").unlink()
     target = lake.open_lake(uri)
     assert target.version("results") == 2
@@ -142,8 +145,9 @@ def test_s3_answering_http_500_ends_ingest_and_lake_info_with_exit_2(
         aws_endpoint: str, s3_bucket: str, tmp_path: Path) -> None:
     """Before: an S3 endpoint answering HTTP 500 made ingest and lake-info exit 1 with a
     traceback; then lake-info said "nothing was committed" (it commits nothing) and, given its lake
-    by the setting alone, named no lake ("error: : …"). Moto's server behind the fault proxy, every S3 request answered 500 after a first
-    good ingest; botocore's and delta-rs's own retries run first."""
+    by the setting alone, named no lake ("error: : …"). Moto's server behind the fault proxy, every
+    S3 request answered 500 after a first good ingest; botocore's and delta-rs's own retries run
+    first."""
     proxy = FaultProxy(aws_endpoint, read_timeout_s=60)
     try:
         env = {"AWS_ENDPOINT_URL": proxy.url, "AWS_ACCESS_KEY_ID": "testing",
