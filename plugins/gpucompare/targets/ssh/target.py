@@ -71,6 +71,7 @@ from gpucompare.targets.base import (
 )
 from gpucompare.targets.bundle import REQUIREMENTS, WorkerBundle, build_bundle
 from gpucompare.targets.phases import timed_phase
+from gpucompare.targets.polling import poll_until
 from gpucompare.targets.ssh.commands import (
     SweepPaths,
     check_python_command,
@@ -196,8 +197,9 @@ class SSHTarget(Target, DeferrableTarget, DeferrableDeploy):
         started = self.start_sweep(state, sweep_config, timeout_s=timeout_s)
         if started["decision"] != "reuse":
             poller = self.sweep_poller(state, started)
-            while (event := poller.poll()) is None:
-                self._sleep(self.options.poll_interval_s)
+            # no deadline here: the poller returns an error event itself past the sweep's backstop
+            event = poll_until(poller.poll, every_s=self.options.poll_interval_s, deadline=None,
+                               sleep=self._sleep)
             return self.finish_sweep(state, started, event)
         return self.finish_sweep(state, started, {"exit_code": 0})
 
