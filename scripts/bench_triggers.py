@@ -119,7 +119,7 @@ def _stalled(args: argparse.Namespace, index: int, known: str, deadline: float) 
     return SsmSweepTrigger(aws_conn_id="bench_aws_stall", region="us-east-1", instance_id=f"i-{index:017x}",
                            command_id=f"00000000-0000-0000-0000-{index:012d}", bucket="bench",
                            progress_key=f"run/{index}/progress.log", deadline=deadline,
-                           final_statuses=["Success"], poll_interval_s=args.poll,
+                           poll_interval_s=args.poll,
                            call_timeout_s=args.call_timeout)
 
 

@@ -95,7 +95,7 @@ _CAPACITY_NOTE = ("targets/ec2/options.py's SPOT_CAPACITY_ERRORS repeats codes o
 ALLOWED_SHARED: dict[tuple[str, str, str], str] = {
     ("_REQUEST_REFUSED_CODES", "SSM_FINAL", "AccessDenied"):
         "an AWS API error code (targets/ec2/aws_errors.py) and an SSM invocation status of the same "
-        "spelling (targets/ec2/ssm.py)",
+        "spelling (targets/ec2/states.py)",
     ("SPOT_CAPACITY_ERRORS", "CAPACITY_ERRORS", "InsufficientCapacity"): _CAPACITY_NOTE,
     ("SPOT_CAPACITY_ERRORS", "CAPACITY_ERRORS", "InsufficientInstanceCapacity"): _CAPACITY_NOTE,
     ("SPOT_CAPACITY_ERRORS", "CAPACITY_ERRORS", "UnfulfillableCapacity"): _CAPACITY_NOTE,

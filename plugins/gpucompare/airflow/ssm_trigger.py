@@ -2,7 +2,9 @@
 
 ``SsmSweepTrigger`` holds only what the wait needs: the AWS connection's id and the region, the
 instance and command ids, where the progress object is in S3, the deadline and the progress
-log's offset. It imports no target module: the task described the wait (``Ec2Target.sweep_wait``).
+log's offset. It imports no target module, only the ec2 state machine (``targets.ec2.states``,
+standard library only: the statuses every wait of the target reads): the task described the
+wait (``Ec2Target.sweep_wait``).
 
 Its calls are read-only and asynchronous: botocore signs each request (SigV4, the connection's
 credentials) and aiohttp sends it, every call bounded by ``call_timeout_s``, so an AWS endpoint
@@ -34,6 +36,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from gpucompare.airflow.call_timeout import call_timeout
+from gpucompare.targets.ec2 import states
 
 MAX_READ_BYTES = 256 * 1024
 
@@ -149,13 +152,12 @@ class SsmSweepTrigger(BaseTrigger):
     :param bucket: :param progress_key: where the instance uploads the progress log
     :param deadline: wall clock past which the wait ends with a ``cancel`` error event (0: none)
     :param limit_s: the command's own time limit (for the message)
-    :param final_statuses: the SSM statuses after which nothing more happens (the target's list)
     :param poll_interval_s: seconds between two polls; :param call_timeout_s: seconds per call
     :param log_offset: bytes of the progress log already logged
     """
 
     def __init__(self, *, aws_conn_id: str, region: str, instance_id: str, command_id: str, bucket: str,
-                 progress_key: str, deadline: float, final_statuses: list[str], limit_s: float = 0.0,
+                 progress_key: str, deadline: float, limit_s: float = 0.0,
                  poll_interval_s: float = 15.0, call_timeout_s: float = 30.0, log_offset: int = 0) -> None:
         super().__init__()
         self.aws_conn_id, self.region = aws_conn_id, region
@@ -164,14 +166,13 @@ class SsmSweepTrigger(BaseTrigger):
         self.deadline, self.limit_s = float(deadline), float(limit_s)
         self.poll_interval_s, self.call_timeout_s = float(poll_interval_s), float(call_timeout_s)
         self.log_offset = int(log_offset)
-        self.final_statuses = sorted(final_statuses)
         self.progress_seen = False
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}",
                 {"aws_conn_id": self.aws_conn_id, "region": self.region, "instance_id": self.instance_id,
                  "command_id": self.command_id, "bucket": self.bucket, "progress_key": self.progress_key,
-                 "deadline": self.deadline, "final_statuses": self.final_statuses, "limit_s": self.limit_s,
+                 "deadline": self.deadline, "limit_s": self.limit_s,
                  "poll_interval_s": self.poll_interval_s,
                  "call_timeout_s": self.call_timeout_s, "log_offset": self.log_offset})
 
@@ -216,12 +217,12 @@ class SsmSweepTrigger(BaseTrigger):
             invocation = {"Status": "Pending"}
         await self._follow(aws)
         status = invocation.get("Status")
-        if status in self.final_statuses:
+        if states.is_final(status):
             return {"invocation": invocation, "progress_seen": self.progress_seen}
         state = await aws.instance_state(self.instance_id)
-        if state not in ("pending", "running"):
-            return {"error": f"instance {self.instance_id} is {state} while SSM command {self.command_id} "
-                             f"was {status} (spot interruption or time-to-live?)", "cancel": True}
+        if not states.is_alive(state):
+            return {"error": states.lost_message(self.instance_id, state, self.command_id, status),
+                    "cancel": True}
         return None
 
     async def _wait(self, aws: SignedAws) -> dict[str, Any]:

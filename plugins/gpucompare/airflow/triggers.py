@@ -41,7 +41,7 @@ class SweepTrigger(BaseTrigger):
     :param started: what ``start_sweep`` returned (its folder or command, its deadline)
     :param poll_interval_s: seconds between two polls
     :param poller: which of the target's waits: ``sweep_poller`` (a sweep) or ``prepare_poller``
-        (ec2: the instance running and its SSM agent online, ``launch.ReadyPoller``)
+        (ec2: the instance running and its SSM agent online, ``readiness.ReadyPoller``)
     """
 
     def __init__(self, *, spec: dict[str, Any], state: dict[str, Any], started: dict[str, Any],

@@ -1,4 +1,4 @@
-"""The deferred ec2 prepare: ``SweepTrigger(poller="prepare_poller")`` over ``launch.ReadyPoller``
+"""The deferred ec2 prepare: ``SweepTrigger(poller="prepare_poller")`` over ``readiness.ReadyPoller``
 against moto's server on 127.0.0.1 (``fixtures_aws``, standing in for EC2 and SSM).
 
 The trigger is rebuilt from its ``serialize()`` output, as the triggerer does, and run in an
@@ -20,7 +20,7 @@ from airflow.sdk.module_loading import import_string
 from gpucompare.airflow.triggers import SweepTrigger
 from gpucompare.targets.base import TargetError
 from gpucompare.targets.ec2 import target as ec2
-from gpucompare.targets.ec2.launch import ReadyPoller
+from gpucompare.targets.ec2.readiness import ReadyPoller
 from tests.support.ec2_support import (
     ec2_spec,
     live_instances,

@@ -104,7 +104,7 @@ def test_a_stalled_endpoint_ends_the_wait_at_its_deadline_with_an_error_event(mo
     wait = {"kind": "ssm", "aws_conn_id": "aws_stalled", "region": "us-east-1",
             "instance_id": "i-0123456789abcdef0", "command_id": "c0ffee00-0000-0000-0000-000000000000",
             "bucket": "b", "progress_key": "p/progress.log", "deadline": time.time() + 4, "limit_s": 4,
-            "final_statuses": ["Success"], "poll_interval_s": 0.5,
+            "poll_interval_s": 0.5,
             "call_timeout_s": 1.0}
     began = time.monotonic()
     event = asyncio.run(_first(_rebuilt(wait)))

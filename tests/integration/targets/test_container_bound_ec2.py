@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from gpucompare.targets.base import TargetError
+from gpucompare.targets.ec2 import sweeps
 from gpucompare.targets.ec2 import target as ec2
 from tests.conftest import BENCH_PYTHON
 from tests.support.ec2_support import ec2_spec, new_run_id
@@ -37,7 +38,7 @@ def instance_docker(working_instances: dict[str, Any], aws_client: Any, tmp_path
                         runtime_check="warn")
     aws_client("ssm").put_parameter(Name=CONTAINER_AMI_PARAMETER, Value=account["image_id"], Type="String",
                                     Overwrite=True)
-    monkeypatch.setattr(ec2, "KILL_GRACE_S", 2)  # timeout's grace before SIGKILL: 30 s in production
+    monkeypatch.setattr(sweeps, "KILL_GRACE_S", 2)  # timeout's grace before SIGKILL: 30 s in production
     spec = ec2_spec(account["profile"], account["bucket"], instance_type="p5.48xlarge",
                     container_ami=f"resolve:ssm:{CONTAINER_AMI_PARAMETER}",
                     remote_root=str(tmp_path / "instance-root"), bench_python=str(BENCH_PYTHON))

@@ -23,6 +23,7 @@ from gpucompare.targets.ec2 import target as ec2
 from gpucompare.targets.ec2 import teardown
 from gpucompare.targets.ec2.options import EXPIRES_AT_TAG, SWEEP_NOW_TAG
 from gpucompare.targets.ec2.placement import LaunchRefused
+from gpucompare.targets.ec2.readiness import InstanceLost
 from tests.support.ec2_support import CONN_ID, ec2_spec, live_instances, new_run_id
 from tests.support.fault_proxy import FaultProxy
 from tests.support.fixtures_aws import account_on
@@ -184,6 +185,6 @@ def test_start_sweep_sends_nothing_to_a_reclaimed_instance(proxied: Any, aws_cli
     state, _ = target.start_prepare(run_id)
     aws_client("ec2").terminate_instances(InstanceIds=[state.resource_id])  # reclaimed
     lost = f"instance {state.resource_id} of run .* is (shutting-down|terminated)"
-    with pytest.raises(ec2.InstanceLost, match=lost):
+    with pytest.raises(InstanceLost, match=lost):
         target.start_sweep(state, {"matrix": []}, timeout_s=60)
     assert proxy.count("SendCommand") == 0

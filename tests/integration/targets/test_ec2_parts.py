@@ -8,6 +8,7 @@ options and the clients (``clients.AwsClients``). The SSM runner has its own tes
 from __future__ import annotations
 
 import hashlib
+import time
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from gpucompare.targets.base import TargetError, TargetState
 from gpucompare.targets.ec2.clients import AwsClients
 from gpucompare.targets.ec2.launch import Ec2Launcher, client_token
 from gpucompare.targets.ec2.options import DEPLOYMENT_TAG, RUN_ID_TAG, Ec2Options
+from gpucompare.targets.ec2.readiness import Readiness
 from gpucompare.targets.ec2.storage import RunStorage, UploadableBundle
 from gpucompare.targets.runs import run_key
 from tests.support.ec2_support import (
@@ -57,7 +59,9 @@ def test_the_launcher_alone_launches_finds_and_waits_for_the_run_instance(parts:
     zone = found[0]["Placement"]["AvailabilityZone"]
     token = client_token(options.deployment, run_id, "on_demand", placement=f"zone {zone}")
     assert found[0]["ClientToken"] == token
-    assert launcher.ready_poller(instance_id, deadline=float("inf")).poll() == {"ready": instance_id}
+    readiness = Readiness(launcher.clients, options.poll_interval_s)
+    assert readiness.poller(instance_id, float("inf")).poll() == {"ready": instance_id}
+    assert readiness.wait(instance_id, time.time() + 60) == {"ready": instance_id}  # the waiter's way
     aws_client("ec2").terminate_instances(InstanceIds=[instance_id])
     assert live_instances(aws_client, run_id) == []
 

@@ -25,9 +25,11 @@ import pytest
 from botocore.exceptions import ClientError
 
 from gpucompare.targets.base import TargetError, TargetSpec, TargetState
+from gpucompare.targets.ec2 import sweeps
 from gpucompare.targets.ec2 import target as ec2
 from gpucompare.targets.ec2.launch import client_token
 from gpucompare.targets.ec2.options import DEPLOYMENT_TAG, EXPIRES_AT_TAG, RUN_ID_TAG
+from gpucompare.targets.ec2.readiness import InstanceLost
 from gpucompare.targets.ec2.storage import build_worker_bundle
 from gpucompare.targets.runs import run_key
 from tests.conftest import BENCH_PYTHON, REPO_ROOT
@@ -239,7 +241,8 @@ def test_what_run_command_is_sent_and_polled(aws_account, aws_client):
         # moto adds every instance it knows to a command's InstanceIds: check what went out
         assert requested_instances == [[state.resource_id]] * 2
         # the worker's own limit plus its kill grace and the time to merge and upload
-        assert sent["Parameters"]["executionTimeout"] == [str(321 + ec2.KILL_GRACE_S + ec2.SWEEP_SLACK_S)]
+        limit = 321 + sweeps.KILL_GRACE_S + sweeps.SWEEP_SLACK_S
+        assert sent["Parameters"]["executionTimeout"] == [str(limit)]
         assert sent["OutputS3BucketName"] == aws_account["bucket"]
         assert sent["OutputS3KeyPrefix"] == f"{writer_prefix}/ssm"
         lines = sent["Parameters"]["commands"]
@@ -580,8 +583,8 @@ def test_a_failed_command_raises_with_its_stderr_tail(aws_account, aws_client):
 
 def test_a_command_past_its_time_limit_is_cancelled(aws_account, aws_client, monkeypatch):
     # no kill grace nor upload slack beyond the worker's limit: the wait gives up after ~1 s
-    monkeypatch.setattr(ec2, "KILL_GRACE_S", 0)
-    monkeypatch.setattr(ec2, "SWEEP_SLACK_S", 0)
+    monkeypatch.setattr(sweeps, "KILL_GRACE_S", 0)
+    monkeypatch.setattr(sweeps, "SWEEP_SLACK_S", 0)
     run_id = new_run_id()
     target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"]))
     state = target.prepare(run_id)
@@ -617,7 +620,7 @@ def test_an_instance_that_dies_mid_command_ends_the_wait(aws_account, aws_client
                 time.sleep(0.2)
             target.finish_sweep(state, sweep, event)
         assert time.monotonic() - started < 60
-        with pytest.raises(ec2.InstanceLost):  # and a retry sends it nothing more
+        with pytest.raises(InstanceLost):  # and a retry sends it nothing more
             target.start_sweep(state, TINY_SWEEP, timeout_s=600)
     finally:
         target.teardown(state)
@@ -636,7 +639,7 @@ def test_progress_lines_are_followed_while_the_sweep_runs(aws_account, aws_clien
     state = target.prepare(run_id)
     try:
         state = target.deploy(state)
-        key = target.storage.progress_key(state, target._sweep_config(state, TINY_SWEEP))
+        key = target.storage.progress_key(state, sweeps.checked_sweep_config(state, TINY_SWEEP))
         progress_lines = ["[1/2] score alexnet b1: warming up", "[1/2] score alexnet b1: ok",
                           "[2/2] score alexnet b2: ok"]
         answers = [{"Status": "InProgress"}] * 4 + [

@@ -6,7 +6,8 @@ from datetime import timedelta
 
 from gpucompare.airflow.operators import DEFERRAL_MARGIN_S, deferral_timeout, handle_json
 from gpucompare.targets.base import DeferrableDeploy, DeferrablePrepare, DeferrableTarget, TargetSpec
-from gpucompare.targets.ec2.target import Ec2Target, SweepStart
+from gpucompare.targets.ec2.sweeps import SweepStart
+from gpucompare.targets.ec2.target import Ec2Target
 from gpucompare.targets.local import LocalTarget
 from gpucompare.targets.ssh.target import SSHTarget
 

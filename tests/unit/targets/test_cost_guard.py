@@ -129,6 +129,6 @@ def test_the_time_to_live_follows_the_estimate_and_a_short_one_is_flagged(caplog
     derived = target(sweep_configs=[NIGHTLY]).ttl_minutes()
     assert derived == math.ceil(expected * 1.5) + 30
     assert target().ttl_minutes() == DEFAULT_TTL_MINUTES
-    with caplog.at_level(logging.WARNING, logger="gpucompare.targets.ec2.target"):
+    with caplog.at_level(logging.WARNING, logger="gpucompare.targets.ec2.guard"):
         assert target(sweep_configs=[NIGHTLY], ttl_minutes=30).ttl_minutes() == 30
     assert "ttl_minutes=30 is shorter than the estimated" in caplog.text

@@ -1,6 +1,7 @@
 """The host channel of an ``ec2`` target (``Ec2Target.channel``): each role is one SSM Run
 Command invocation on the instance, through the target's own runner (``ssm.SsmRunner``: the
-same final statuses, error codes and cancelling as the target's steps)."""
+same error codes and cancelling as the target's steps), each status read by the one state
+machine (``states``)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from gpucompare.targets.channel import (
     shell_quote,
     stopped_count,
 )
-from gpucompare.targets.ec2.ssm import SsmRunner, exit_code_of, is_final
+from gpucompare.targets.ec2 import states
+from gpucompare.targets.ec2.ssm import SsmRunner, exit_code_of
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +105,7 @@ class SSMChannel:
             if command_id is None:
                 continue
             invocation = self.runner.invocation(command_id)
-            if is_final(invocation.get("Status")):
+            if states.is_final(invocation.get("Status")):
                 found[role.name] = RoleStatus("exit", exit_code_of(invocation))
             else:
                 found[role.name] = RoleStatus("running")

@@ -5,26 +5,24 @@ the boot script that schedules the
 power-off (``user_data_script``), the AMI (an id or the SSM parameter that names it), the
 RunInstances request (IMDSv2, encrypted root volume deleted on termination,
 ``InstanceInitiatedShutdownBehavior=terminate``, tags, spot options), spot with the
-on-demand fallback on refused capacity, and the wait until the instance runs and its SSM
-agent is online (``ReadyPoller``: in the task or in a trigger). ``Ec2Launcher`` holds what
-needs the target's clients and options; ``Ec2Target`` (``target.py``) is built from it, a
-``storage.RunStorage`` and an ``ssm.SsmRunner`` per instance.
+on-demand fallback on refused capacity, and the run's instance found again or launched from its
+launch plan (``Ec2Launcher.find_or_launch``). The wait until it is usable is ``readiness``'s.
+``Ec2Launcher`` holds what needs the target's clients and options; ``Ec2Target``
+(``target.py``) coordinates it with the other parts.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import math
-import time
+from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlparse
 
 from gpucompare.config import patterns
 from gpucompare.errors import TransientError
 from gpucompare.targets import runs
 from gpucompare.targets.base import TargetConfigError, TargetError, TargetSpec
-from gpucompare.targets.ec2.aws_errors import client_error_code, http_status, permanent_aws_error_code
+from gpucompare.targets.ec2.aws_errors import client_error_code, permanent_aws_error_code
 from gpucompare.targets.ec2.options import (
     DEPLOYMENT_TAG,
     EXPIRES_AT_TAG,
@@ -43,6 +41,7 @@ from gpucompare.targets.ec2.placement import (
     quota_advice,
     refusal,
 )
+from gpucompare.targets.ec2.states import ALIVE_STATES, DEAD_STATES
 
 log = logging.getLogger(__name__)
 
@@ -262,98 +261,30 @@ class Ec2Launcher:
     def market_of(instance: dict[str, Any]) -> str:
         return "spot" if instance.get("InstanceLifecycle") == "spot" else "on_demand"
 
-    def waiter_config(self, timeout_s: float) -> dict[str, float]:
-        delay = self.options.poll_interval_s
-        return {"Delay": delay, "MaxAttempts": max(1, math.ceil(timeout_s / delay))}
+    def find_or_launch(self, run_id: str, storage: Any,
+                       fresh_plan: Callable[[], dict[str, Any]]) -> tuple[str, str, str | None]:
+        """The run's instance: the one already running (found by tag), else launched from the
+        run's launch plan (``storage.launch_plan``: kept in S3, so every try sends the same
+        request and token; ``fresh_plan`` makes a new one). Returns (instance id, market,
+        expires-at)."""
+        known = self.find(run_id, (*ALIVE_STATES, *DEAD_STATES))
+        existing = [i for i in known if i["State"]["Name"] in ALIVE_STATES]
+        dead = tuple(i["InstanceId"] for i in known if i not in existing)
+        if existing:
+            instance = existing[0]
+            instance_id, market = instance["InstanceId"], self.market_of(instance)
+            log.info("Run %s already has instance %s (%s): reusing it", run_id, instance_id, market)
+            return instance_id, market, tag_of(instance, EXPIRES_AT_TAG)
+        plan = storage.launch_plan(run_id, dead, fresh_plan)
+        storage.record_region()
+        instance_id, market = self.launch(run_id, plan["image_id"], int(plan["ttl_minutes"]),
+                                          plan["expires_at"], dead=dead, generation=int(plan["generation"]))
+        return instance_id, market, plan["expires_at"]
 
-    def endpoint_is_custom(self) -> bool:
-        """True when SSM calls go to an endpoint that is not AWS's own (a test endpoint)."""
-        host = urlparse(self.ssm_hook.conn.meta.endpoint_url).hostname or ""
-        return not (host.endswith(".amazonaws.com") or host.endswith(".amazonaws.com.cn"))
 
-    def ready_poller(self, instance_id: str, deadline: float) -> ReadyPoller:
-        """The wait until the instance runs and its SSM agent is online (``ReadyPoller``)."""
-        return ReadyPoller(self.ec2_hook.conn, self.ssm_hook.conn, instance_id, deadline,
-                           custom_endpoint=self.endpoint_is_custom())
-
-
-#: Instance states from which it never becomes ready (a spot instance reclaimed at once, a
-#: launch refused after RunInstances answered, the time-to-live reached).
-DEAD_STATES = ("shutting-down", "terminated", "stopping", "stopped")
-
-
-class ReadyPoller:
-    """The wait until a launched instance is ``running`` and its SSM agent reports Online
-    (commands are refused before), one ``poll()`` at a time: None while it is not ready, else
-    ``{"ready": instance_id}``; raises ``TargetError`` when the instance died or ``deadline``
-    (epoch seconds) passed. The same object waits in the task (``Ec2Target.prepare``) or in
-    the triggerer (``airflow.triggers.SweepTrigger``).
-
-    An instance id not known yet (DescribeInstances right after RunInstances is eventually
-    consistent) counts as pending. Fallback, for AWS-compatible test endpoints only
-    (``custom_endpoint``: SSM calls go outside ``*.amazonaws.com``): an endpoint that does not
-    implement DescribeInstanceInformation (moto's server answers HTTP 500 "not implemented")
-    counts a running instance as ready, with a warning. Against AWS any error is raised.
-    """
-
-    def __init__(self, ec2: Any, ssm: Any, instance_id: str, deadline: float, *,
-                 custom_endpoint: bool = False) -> None:
-        self.ec2, self.ssm, self.instance_id = ec2, ssm, instance_id
-        self.deadline, self.custom_endpoint = deadline, custom_endpoint
-        self.running = False
-        self.pings: list[Any] = []
-
-    def poll(self) -> dict[str, Any] | None:
-        if not self.running:
-            state = self._instance_state()
-            if state in DEAD_STATES:
-                raise TargetError(f"instance {self.instance_id} is {state} before it was ready "
-                                  "(spot capacity reclaimed, or the launch failed after RunInstances)")
-            self.running = state == "running"
-            if self.running:
-                log.info("Instance %s is running", self.instance_id)
-        if self.running and self._agent_online():
-            log.info("SSM agent on %s is online", self.instance_id)
-            return {"ready": self.instance_id}
-        if time.time() >= self.deadline:
-            if not self.running:
-                raise TargetError(f"instance {self.instance_id} not running in time")
-            raise TargetError(
-                f"SSM agent on {self.instance_id} not online in time "
-                f"(status {self.pings or 'not registered'}): "
-                "check the instance profile has AmazonSSMManagedInstanceCore and the subnet reaches "
-                "the SSM endpoints")
-        return None
-
-    def close(self) -> None:
-        """Nothing to close: each poll is a call of the clients."""
-
-    def _instance_state(self) -> str | None:
-        from botocore.exceptions import ClientError
-
-        try:
-            reservations = self.ec2.describe_instances(InstanceIds=[self.instance_id])["Reservations"]
-        except ClientError as exc:
-            if client_error_code(exc) == "InvalidInstanceID.NotFound":
-                return None  # not visible yet
-            raise
-        states = [i["State"]["Name"] for r in reservations for i in r.get("Instances", [])]
-        return states[0] if states else None
-
-    def _agent_online(self) -> bool:
-        from botocore.exceptions import ClientError
-
-        try:
-            info = self.ssm.describe_instance_information(
-                Filters=[{"Key": "InstanceIds", "Values": [self.instance_id]}])
-        except ClientError as exc:
-            unimplemented = http_status(exc) in (500, 501) or client_error_code(exc) in (
-                "NotImplemented", "InvalidAction", "UnknownOperationException")
-            if unimplemented and self.custom_endpoint:
-                log.warning("The endpoint does not implement DescribeInstanceInformation (%s); "
-                            "treating running instance %s as ready", exc, self.instance_id)
-                return True
-            raise TargetError(
-                f"SSM DescribeInstanceInformation for {self.instance_id} failed: {exc}") from exc
-        self.pings = [item.get("PingStatus") for item in info.get("InstanceInformationList", [])]
-        return "Online" in self.pings
+def tag_of(instance: dict[str, Any], key: str) -> str | None:
+    """The value of one of an instance's tags (DescribeInstances' ``Tags``), if it has it."""
+    for tag in instance.get("Tags") or []:
+        if tag.get("Key") == key:
+            return tag.get("Value")
+    return None

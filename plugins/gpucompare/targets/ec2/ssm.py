@@ -4,11 +4,11 @@
 (``InvocationDoesNotExist`` right after SendCommand counts as ``Pending``: decided by the
 error code, never by message text), finds an earlier command of the same purpose again
 (``find``: a retried task re-attaches to it instead of sending a second one), waits until a
-final status, and cancels (``CancelCommand``) every command it abandons: past its time
-limit, or when the wait is interrupted. The statuses are SSM's own, in two sets:
-``SSM_RUNNING`` (more will happen) and ``SSM_FINAL`` (nothing more will); an unknown status
-counts as running until the time limit. ``ProgressFollower`` reads the worker's progress file
-from S3 as the instance uploads it, so progress lines arrive while the sweep runs.
+final status (``CommandWait``: the one wait of a command, one ``poll()`` at a time, over the
+state machine of ``states``: an unknown status counts as running until the time limit), and
+cancels (``CancelCommand``) every command it abandons: past its time limit, or when the wait is
+interrupted. ``ProgressFollower`` reads the worker's progress file from S3 as the instance
+uploads it, so progress lines arrive while the sweep runs.
 """
 
 from __future__ import annotations
@@ -20,32 +20,24 @@ from collections.abc import Callable
 from typing import Any
 
 from gpucompare.targets.base import LineSink, TargetError
+from gpucompare.targets.ec2 import states
 from gpucompare.targets.ec2.aws_errors import client_error_code
 from gpucompare.targets.runs import STDERR_TAIL_LINES
 
 log = logging.getLogger(__name__)
 
 SSM_DOCUMENT = "AWS-RunShellScript"
-#: Invocation statuses after which more will happen (``Cancelling`` ends as ``Cancelled``).
-SSM_RUNNING = frozenset({"Pending", "InProgress", "Delayed", "Cancelling"})
-#: Invocation statuses after which nothing more will happen.
-SSM_FINAL = frozenset({"Success", "Failed", "Cancelled", "TimedOut", "DeliveryTimedOut",
-                       "ExecutionTimedOut", "Undeliverable", "Terminated", "InvalidPlatform",
-                       "AccessDenied"})
 #: Error codes of GetCommandInvocation that mean "not registered yet" (right after SendCommand).
 NOT_YET = frozenset({"InvocationDoesNotExist"})
 #: Error codes of CancelCommand that mean there is nothing (left) to cancel.
 NOTHING_TO_CANCEL = frozenset({"InvalidCommandId", "InvalidInstanceId", "DuplicateInstanceId"})
 
 
-def is_final(status: str | None) -> bool:
-    return status in SSM_FINAL
-
-
 def exit_code_of(invocation: dict[str, Any]) -> int:
     """The command's exit status; 255 when SSM ended it (cancelled, timed out) without one."""
     code = invocation.get("ResponseCode")
-    if not isinstance(code, int) or code < 0 or (invocation.get("Status") != "Success" and code == 0):
+    failed = states.command_phase(invocation.get("Status")) != states.FINAL
+    if not isinstance(code, int) or code < 0 or (failed and code == 0):
         return 255
     return code
 
@@ -57,16 +49,14 @@ class SsmRunner:
     :param instance_id: the instance every command goes to
     :param poll_interval_s: seconds between two reads of a running invocation
     :param output_bucket: where the agent writes the full output (the API keeps 24,000 characters)
-    :param sleep: the pause between polls (tests pass their own)
     """
 
     def __init__(self, ssm_client: Any, instance_id: str, *, poll_interval_s: float = 15.0,
-                 output_bucket: str | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
+                 output_bucket: str | None = None) -> None:
         self.ssm = ssm_client
         self.instance_id = instance_id
         self.poll_interval_s = poll_interval_s
         self.output_bucket = output_bucket
-        self._sleep = sleep
 
     def send(self, commands: list[str], timeout_s: float, *, comment: str,
              output_prefix: str | None = None) -> str:
@@ -122,33 +112,24 @@ class SsmRunner:
             else:
                 log.warning("Could not cancel SSM command %s on %s: %s", command_id, self.instance_id, exc)
 
+    def grace_s(self, timeout_s: float) -> float:
+        """Time past a command's own limit for the agent to report its ``executionTimeout``."""
+        return max(4 * self.poll_interval_s, min(60.0, timeout_s / 10))
+
     def wait(self, command_id: str, timeout_s: float, *, on_poll: Callable[[], None] | None = None,
              still_alive: Callable[[str | None], None] | None = None) -> dict[str, Any]:
-        """Poll until a final status. Past ``timeout_s`` (plus time for the agent to report its
-        own ``executionTimeout``), or when the wait is interrupted (an exception from
-        ``still_alive`` or ``on_poll``, a kill of the task), the command is cancelled."""
-        grace = max(4 * self.poll_interval_s, min(60.0, timeout_s / 10))
-        deadline = time.monotonic() + timeout_s + grace
-        last_status = None
+        """Poll until a final status (``CommandWait`` every ``poll_interval_s``). Past ``timeout_s``
+        (plus ``grace_s``), or when the wait is interrupted (an exception from ``still_alive`` or
+        ``on_poll``, a kill of the task), the command is cancelled."""
+        grace = self.grace_s(timeout_s)
+        waiting = CommandWait(self, command_id, deadline=time.time() + timeout_s + grace, limit_s=timeout_s,
+                              on_poll=on_poll, still_alive=still_alive)
         finished = False
         try:
-            while True:
-                invocation = self.invocation(command_id)
-                status = invocation.get("Status")
-                if status != last_status:
-                    log.info("SSM command %s on %s: %s", command_id, self.instance_id, status)
-                    last_status = status
-                if is_final(status):
-                    finished = True
-                    return invocation
-                if on_poll:
-                    on_poll()
-                if still_alive:
-                    still_alive(status)
-                if time.monotonic() >= deadline:
-                    raise TargetError(f"SSM command {command_id} on {self.instance_id} still {status} "
-                                      f"after {timeout_s:.0f} s: cancelled")
-                self._sleep(self.poll_interval_s)
+            invocation = states.poll_until(waiting.poll, interval_s=self.poll_interval_s,
+                                           bound_s=timeout_s + grace + self.poll_interval_s)
+            finished = True
+            return invocation
         finally:
             if not finished:
                 self.cancel(command_id)
@@ -159,10 +140,53 @@ class SsmRunner:
         return self.wait(self.send(commands, timeout_s, comment=comment, output_prefix=output_prefix),
                          timeout_s)
 
+    def run_checked(self, commands: list[str], timeout_s: float, *, purpose: str, comment: str,
+                    output_prefix: str | None, line_sink: LineSink) -> dict[str, Any]:
+        """One short command (deploy, pull): its output lines to ``line_sink``, a ``TargetError``
+        naming ``purpose`` unless it succeeded; returns the invocation."""
+        invocation = self.run(commands, timeout_s, comment=comment, output_prefix=output_prefix)
+        for line in ((invocation.get("StandardOutputContent") or "").splitlines()
+                     + (invocation.get("StandardErrorContent") or "").splitlines()):
+            line_sink(line)
+        raise_unless_success(invocation, purpose=purpose, instance_id=self.instance_id)
+        return invocation
+
+
+class CommandWait:
+    """The wait for one SSM command, one ``poll()`` at a time: the invocation once its status is
+    final (``states``), None while it runs; ``on_poll`` and ``still_alive(status)`` are called on
+    each poll that found it running (an exception from them ends the wait), and past ``deadline``
+    (epoch seconds) a ``TargetError`` says it ran too long. Cancelling is the caller's."""
+
+    def __init__(self, runner: SsmRunner, command_id: str, *, deadline: float, limit_s: float,
+                 on_poll: Callable[[], None] | None = None,
+                 still_alive: Callable[[str | None], None] | None = None) -> None:
+        self.runner, self.command_id = runner, command_id
+        self.deadline, self.limit_s = deadline, limit_s
+        self.on_poll, self.still_alive = on_poll, still_alive
+        self.last_status: str | None = None
+
+    def poll(self) -> dict[str, Any] | None:
+        invocation = self.runner.invocation(self.command_id)
+        status = invocation.get("Status")
+        if status != self.last_status:
+            log.info("SSM command %s on %s: %s", self.command_id, self.runner.instance_id, status)
+            self.last_status = status
+        if states.is_final(status):
+            return invocation
+        if self.on_poll:
+            self.on_poll()
+        if self.still_alive:
+            self.still_alive(status)
+        if time.time() >= self.deadline:
+            raise TargetError(f"SSM command {self.command_id} on {self.runner.instance_id} still {status} "
+                              f"after {self.limit_s:.0f} s: cancelled")
+        return None
+
 
 def raise_unless_success(invocation: dict[str, Any], *, purpose: str, instance_id: str) -> None:
     """A ``TargetError`` with the command's status, exit code and stderr tail unless it succeeded."""
-    if invocation.get("Status") == "Success":
+    if states.command_phase(invocation.get("Status")) == states.FINAL:
         return
     stderr = invocation.get("StandardErrorContent") or ""
     tail = "\n".join(stderr.splitlines()[-STDERR_TAIL_LINES:])

@@ -5,14 +5,17 @@ run's prefix (``<prefix>/<deployment>/<run key>``), below it the instance's own 
 prefix (its ``aws:userid``, the only one its instance profile may write) with the results,
 progress and SSM output, and the content-addressed bundles
 (``<prefix>/<deployment>/bundles/<sha256>.tar.gz``). ``upload_bundle`` puts the worker code
-there unless exactly its bytes are already present. ``RunStorage`` needs the target's clients
-and options; ``Ec2Target`` is built from it.
+there unless exactly its bytes are already present; ``collect`` downloads the run's results and
+``delete_run_objects`` removes the run's keys after the ingest. ``RunStorage`` needs the target's
+clients and options; ``Ec2Target`` coordinates it with the other parts.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -151,6 +154,36 @@ class RunStorage:
 
     def progress_key(self, state: TargetState, config: dict[str, Any]) -> str:
         return f"{self.writer_prefix(state)}/progress/{runs.sweep_dir_name(config)}.log"
+
+    def collect(self, state: TargetState, local_path: str) -> str:
+        """Download the run's ``results.jsonl`` to ``local_path`` (beside it, then renamed: a reader
+        never sees half a file); a ``TargetError`` when the sweep uploaded none."""
+        key, bucket = self.results_key(state), self.options.results_bucket
+        if not self.s3_hook.check_for_key(key, bucket):
+            raise TargetError(f"no results at s3://{bucket}/{key}: the sweep did not upload them "
+                              f"(did run_sweep succeed on {state.resource_id}?)")
+        directory = os.path.dirname(os.path.abspath(local_path))
+        os.makedirs(directory, exist_ok=True)
+        fd, partial = tempfile.mkstemp(prefix=".results-", suffix=".partial", dir=directory)
+        os.close(fd)
+        try:
+            self.s3_hook.conn.download_file(Bucket=bucket, Key=key, Filename=partial)
+            os.replace(partial, local_path)
+        finally:
+            if os.path.exists(partial):
+                os.unlink(partial)
+        log.info("Collected s3://%s/%s to %s", bucket, key, local_path)
+        return local_path
+
+    def delete_run_objects(self, run_id: str) -> int:
+        """Delete every object of the run (results, progress, SSM output) once its results are
+        in the lake; returns how many. The bucket's lifecycle rule catches what this misses."""
+        bucket, prefix = self.options.results_bucket, self.run_prefix(run_id) + "/"
+        keys = self.s3_hook.list_keys(bucket_name=bucket, prefix=prefix) or []
+        if keys:
+            self.s3_hook.delete_objects(bucket, keys)
+        log.info("Deleted %d object(s) of run %s under s3://%s/%s", len(keys), run_id, bucket, prefix)
+        return len(keys)
 
 
 @dataclass(frozen=True)
