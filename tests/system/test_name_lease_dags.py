@@ -105,8 +105,12 @@ def test_the_sweeper_terminates_nothing_under_a_name_another_deployment_holds(
     write_fleet(fleet_of(moto_account, LOCAL_TARGET))
     monkeypatch.setenv("GPUCOMPARE_SWEEPER_REGIONS", "eu-west-1")
 
-    result = run_dag("gpucompare_sweeper")
+    try:
+        result = run_dag("gpucompare_sweeper")
+        (instance,) = ec2.describe_instances(InstanceIds=[theirs])["Reservations"][0]["Instances"]
+        state = instance["State"]["Name"]
+    finally:  # the session's moto is shared: later sweeper tests must not find it
+        ec2.terminate_instances(InstanceIds=[theirs])
 
     assert result.state == "failed" and result.task_states("sweep_expired") == ["failed"], result.states
-    state = ec2.describe_instances(InstanceIds=[theirs])["Reservations"][0]["Instances"][0]["State"]["Name"]
     assert state == "running"
