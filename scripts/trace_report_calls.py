@@ -16,10 +16,10 @@ Two views of the same trace, for the whole run and for the page part (``render_p
   belong to; consecutive calls in one module are one stay. A stay in a module the flow has
   already left is a return: the data going back to a room it was in. Rows formatted while the
   sections are drawn make the page part bounce between the section modules and the helpers.
-* **layers** of the page part: ``page`` (render_page itself), ``views`` (every Python module the
-  view builder uses: the ``page_*`` section modules, formatting, charts …) and ``templates``
-  (the Jinja templates). Prepared views mean one pass: page → views → templates, no return; a
-  template that calls back into Python shows as a return to ``views``.
+* **layers** of the page part: ``python`` (the view builder: the ``page_*`` section modules,
+  formatting, charts …) and ``templates`` (the Jinja templates). Prepared views mean one pass:
+  python → templates, no return; Python run after the templates have started (a part prepared
+  late, a template calling back into Python) shows as a return.
 """
 
 from __future__ import annotations
@@ -75,15 +75,11 @@ class Tracer:
             self.seen.add(frame.f_code)
             self.first.append((room, in_page))
         if in_page:
-            self.layers.append(_layer(room, frame.f_code.co_name))
+            self.layers.append(_layer(room))
 
 
-def _layer(room: str, function: str) -> str:
-    if room.startswith("template:"):
-        return "templates"
-    if room == "reports.page" and function in ("render_page", "_template"):
-        return "page"
-    return "views"
+def _layer(room: str) -> str:
+    return "templates" if room.startswith("template:") else "python"
 
 
 def stays(rooms: list[str]) -> list[str]:
@@ -99,7 +95,8 @@ def describe(title: str, rooms: list[str], show: bool) -> None:
     sequence = stays(rooms)
     distinct = list(dict.fromkeys(sequence))
     returns = len(sequence) - len(distinct)
-    print(f"{title}: {len(sequence)} stays in {len(distinct)} modules, {returns} returns to a module already left")
+    print(f"{title}: {len(sequence)} stays in {len(distinct)} modules, "
+          f"{returns} returns to a module already left")
     print("  entered, in order: " + ", ".join(distinct))
     if show:
         print("  stays: " + " → ".join(sequence))
