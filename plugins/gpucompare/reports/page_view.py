@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpucompare.reports import page_campaign, page_projections
-from gpucompare.reports.formatting import CURRENCY_SIGN, Colours, date_text, is_published
+from gpucompare.reports.formatting import CURRENCY_SIGN, Colours, date_text
 from gpucompare.reports.page_answer import Answer, answers
 from gpucompare.reports.page_campaign import campaign_section
 from gpucompare.reports.page_cost import (
@@ -41,6 +41,7 @@ from gpucompare.reports.page_parts import (
 )
 from gpucompare.reports.page_projections import where_else_section
 from gpucompare.reports.page_regressions import regressions_table, stack_change_lines
+from gpucompare.reports.page_rows import TEXT, prepared
 from gpucompare.reports.page_scaling import scaling_figures
 from gpucompare.reports.page_throughput import chartable_throughput, suspicious_published, throughput_figures
 from gpucompare.reports.report_set import DERIVED, REPORTS, ReportSet
@@ -90,7 +91,7 @@ def headline_cards(
     from the published ones."""
     counts = _counts(report_set)
     years = ", ".join(str(y) for y in counts["years"])
-    own = sum(1 for r in missing if not is_published(r))
+    own = sum(1 for r in missing if not r[TEXT].published)
     return [
         Card(date_text(counts["newest"]) if counts["newest"] else "none yet",
              f"newest measured night · {counts['measured']:,} measured configurations"),
@@ -310,8 +311,10 @@ def build_page_view(report_set: ReportSet, generated_at: dt.datetime) -> PageVie
     """The report set as the page's view, in page order. A part that cannot be prepared never stops
     the others: it says so in its place (``_Parts``), and the failures are listed at the top."""
     parts = _Parts(report_set)
-    best = parts.value("best_value", lambda: rows_of(report_set.tables["best_value"]), [])
-    missing = parts.value("missing prices", lambda: rows_of(report_set.missing_prices), [])
+    currency = report_set.currency
+    best = parts.value("best_value", lambda: prepared(rows_of(report_set.tables["best_value"]), currency), [])
+    missing = parts.value("missing prices",
+                          lambda: prepared(rows_of(report_set.missing_prices), currency), [])
     sections = _sections(report_set, parts, best, missing)
     ranked = {(r["provider"], r["instance_type"], r["region"], r["market"]) for r in best if r["ranked"]}
     flagged = parts.value("regressions", lambda: sum(
@@ -322,7 +325,7 @@ def build_page_view(report_set: ReportSet, generated_at: dt.datetime) -> PageVie
         generated=generated.strftime("%Y-%m-%d %H:%M UTC"),
         cards=parts.value("cards", lambda: headline_cards(report_set, len(ranked), missing, flagged), []),
         first_answer=parts.value("first answer", lambda: first_answer(report_set, best, missing), None),
-        answers=parts.value("answers", lambda: answers(best, report_set.currency, generated.date()), []),
+        answers=parts.value("answers", lambda: answers(best, generated.date()), []),
         failures=dict(report_set.failures),  # last: every part above has recorded its own failure
         sections=sections,
         files=(*REPORTS, *DERIVED),
