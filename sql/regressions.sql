@@ -37,10 +37,14 @@
 --            regression or improvement, a below-floor drop is not claimed (it becomes 'steady'),
 --            and p_value is empty.
 -- regression = verdict in ('regression', 'failed').
--- Two windows (row_number) over one integer series key and one hash aggregation over the recent
--- rows: linear, no self-join. The series key is hash() of the fourteen series columns: two series
--- would share a window only if their 64-bit hashes collided (about 1 in 10^11 for 12,000 series).
-WITH ordered AS (
+-- One window (row_number) over one integer series key, a second only for the few series whose
+-- stack changed in the window, and one hash aggregation over the recent rows: linear, no
+-- self-join. The series key is hash() of the fourteen series columns: two series would share a
+-- window only if their 64-bit hashes collided (about 1 in 10^11 for 12,000 series).
+WITH ordered AS MATERIALIZED (
+  SELECT *, worker_runtime = current_runtime
+            AND (build IS NULL OR current_build IS NULL OR build = current_build) AS same_stack
+  FROM (
     SELECT
         {{machine_key}}, mode, network, dtype, batch_size, gpu_count,
         num_nodes, device_kind, kvstore, config_id, gpu_model, images_per_sec, status,
@@ -63,16 +67,20 @@ WITH ordered AS (
           FROM recent)
     WHERE target IS DISTINCT FROM 'published'
     WINDOW by_series AS (PARTITION BY series ORDER BY finished_at DESC NULLS LAST)
+  )
 ),
 numbered AS (
     -- history counts only results of the current result's stack (its own age, 2 = previous): its
-    -- runtime, and its build where both builds are known (records before schema 3 have none)
+    -- runtime, and its build where both builds are known (records before schema 3 have none).
+    -- A series whose results all ran the current stack (nearly every one) numbers them by age
+    -- already; only the few whose stack changed in the window need a second window
+    SELECT *, CASE WHEN same_stack THEN age END AS same_age
+    FROM ordered WHERE series NOT IN (SELECT series FROM ordered WHERE NOT same_stack)
+    UNION ALL
     SELECT *,
         CASE WHEN same_stack THEN row_number() OVER (
             PARTITION BY series, same_stack ORDER BY finished_at DESC NULLS LAST) END AS same_age
-    FROM (SELECT *, worker_runtime = current_runtime
-                    AND (build IS NULL OR current_build IS NULL OR build = current_build) AS same_stack
-          FROM ordered)
+    FROM ordered WHERE series IN (SELECT series FROM ordered WHERE NOT same_stack)
 ),
 summary AS (
     SELECT
