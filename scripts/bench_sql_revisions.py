@@ -30,7 +30,8 @@ from gpucompare.lake.tables import open_lake  # noqa: E402
 from gpucompare.reports.inputs import (  # noqa: E402
     ResultFiles,
     connect,
-    load_sql,  # noqa: E402
+    fill_fragments,
+    load_sql,
 )
 from gpucompare.reports.report_set import RegressionRule  # noqa: E402
 
@@ -43,8 +44,9 @@ def _cpu() -> float:
 
 
 def _sql_at(rev: str, name: str) -> str:
-    return subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:sql/{name}.sql"], check=True,
+    text = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:sql/{name}.sql"], check=True,
                           capture_output=True, text=True).stdout
+    return fill_fragments(text, f"{rev}:sql/{name}.sql")  # {{machine_key}} as load_sql writes it out
 
 
 def main() -> int:

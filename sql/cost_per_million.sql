@@ -23,7 +23,8 @@
 -- throughput's (cost_per_million_low from images_per_sec_high), and the price is a range: the lowest
 -- and highest price of the chosen series in force during the run window (the days from the first to
 -- the last result of the run on that machine; spot prices move), price_per_hour_low/high.
--- With --nights N (an interval over nights), each night is priced at its own price (night_costs) and
+-- With --nights N (an interval over nights), each night is priced at its own price and converted at
+-- its own exchange rate (night_costs), and
 -- the cost interval is a t interval over the nights' costs per image; the price range spans the
 -- nights' prices too. interval_parts says what the cost interval covers: throughput+price for spot,
 -- a price that moved during the run, or nights priced each at its own price; else throughput. interval_covers/interval_reason, samples, nights and the energy
@@ -108,22 +109,33 @@ price_range AS (
 ),
 night_costs AS (
     -- --nights N (night_figures: the nights of each row whose interval is over nights): each night
-    -- priced at the chosen series' price in force that night; the log of its cost per image is the
-    -- unit of the cost interval (a t interval over the nights, t_quantiles: df -> t)
-    SELECT m.result_row, count(*) AS priced_nights,
-        avg(ln(p.price_per_instance_hour) - n.log_figure) AS log_cost,
-        stddev_samp(ln(p.price_per_instance_hour) - n.log_figure) AS log_cost_sd,
-        min(p.price_per_instance_hour) AS low, max(p.price_per_instance_hour) AS high
-    FROM matched AS m
-    JOIN ok ON ok.result_row = m.result_row
-    JOIN night_figures AS n ON n.sample_key = ok.sample_key
-    ASOF JOIN hourly_prices AS p
-      ON p.provider = ok.provider AND p.instance_type = ok.instance_type AND p.region_key = m.region_key
-     AND p.market IS NOT DISTINCT FROM m.series_market AND p.gpu_count_key = m.gpu_count_key
-     AND p.currency = m.price_currency
-     AND p.effective_from <= n.night
-    WHERE m.preference = 1
-    GROUP BY m.result_row
+    -- priced at the chosen series' price in force that night and converted at that night's rate
+    -- (a night without a rate is left out); the log of its cost per image, in $currency, is the
+    -- unit of the cost interval (a t interval over the nights, t_quantiles: df -> t). low/high:
+    -- the nights' prices in the price's own currency (the price range, converted as the price is)
+    SELECT result_row, count(*) AS priced_nights,
+        avg(ln(price * night_rate) - log_figure) AS log_cost,
+        stddev_samp(ln(price * night_rate) - log_figure) AS log_cost_sd,
+        min(price) AS low, max(price) AS high
+    FROM (
+        SELECT np.*, CASE WHEN np.price_currency = $currency THEN 1.0 ELSE f.rate END AS night_rate
+        FROM (
+            SELECT m.result_row, m.price_currency, n.night, n.log_figure, p.price_per_instance_hour AS price
+            FROM matched AS m
+            JOIN ok ON ok.result_row = m.result_row
+            JOIN night_figures AS n ON n.sample_key = ok.sample_key
+            ASOF JOIN hourly_prices AS p
+              ON p.provider = ok.provider AND p.instance_type = ok.instance_type AND p.region_key = m.region_key
+             AND p.market IS NOT DISTINCT FROM m.series_market AND p.gpu_count_key = m.gpu_count_key
+             AND p.currency = m.price_currency
+             AND p.effective_from <= n.night
+            WHERE m.preference = 1
+        ) AS np
+        ASOF LEFT JOIN fx_both_ways AS f
+          ON f.from_currency = np.price_currency AND f.to_currency = $currency AND f.effective_from <= np.night
+    )
+    WHERE night_rate IS NOT NULL
+    GROUP BY result_row
 ),
 night_interval AS (
     SELECT c.result_row, c.low, c.high,
@@ -172,9 +184,10 @@ SELECT
     money_per_hour * secs_per_million / 3600 AS cost_per_million,
     money_per_hour_low AS price_per_hour_low,
     money_per_hour_high AS price_per_hour_high,
-    coalesce(night_cost_low * num_nodes * fx_rate, money_per_hour_low / images_per_sec_high) * 1e6 / 3600
+    -- the nights' costs are in $currency already (each night at its own rate)
+    coalesce(night_cost_low * num_nodes, money_per_hour_low / images_per_sec_high) * 1e6 / 3600
         AS cost_per_million_low,
-    coalesce(night_cost_high * num_nodes * fx_rate, money_per_hour_high / images_per_sec_low) * 1e6 / 3600
+    coalesce(night_cost_high * num_nodes, money_per_hour_high / images_per_sec_low) * 1e6 / 3600
         AS cost_per_million_high,
     images_per_sec_low, images_per_sec_high, interval_covers, interval_reason,
     CASE WHEN images_per_sec_low IS NULL OR money_per_hour IS NULL THEN NULL

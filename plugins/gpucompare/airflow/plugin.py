@@ -26,13 +26,13 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import jinja2
 from airflow.api_fastapi.core_api.security import requires_authenticated
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
 from gpucompare import settings
+from gpucompare.reports.templating import environment
 
 URL_PREFIX = "/gpucompare"
 LATEST_PAGE = "reports/latest/index.html"
@@ -46,13 +46,7 @@ SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Content-Security-Polic
 
 #: The plugin's own pages (templates/*.html.j2), autoescaped: a reports location is the
 #: operator's text and is shown as text, whatever it holds.
-_TEMPLATES = jinja2.Environment(
-    loader=jinja2.PackageLoader("gpucompare.airflow", "templates"),
-    autoescape=True,
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
+_TEMPLATES = environment("gpucompare.airflow")
 
 
 def no_report_page(location: str, *, remote: bool) -> str:

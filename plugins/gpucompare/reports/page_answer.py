@@ -1,7 +1,8 @@
 """The page's first screen: per workload (network and mode), the best buy, its cost per million
 with its interval (or why it has none), its verdict against the runner-up, and how old its figures
 and price are, with the caveats that apply ("1 run", "device energy only (lower bound)").
-Prepares the view objects the page template draws, from best_value rows.
+Prepares the view objects the page template draws, from best_value rows already written as text
+(:mod:`gpucompare.reports.page_rows`).
 """
 
 from __future__ import annotations
@@ -11,17 +12,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpucompare.reports.formatting import (
-    date_text,
-    devices,
-    is_published,
-    machine_label,
-    machine_name,
-    methodology,
-    money,
-    price_label,
-)
+from gpucompare.reports.formatting import methodology
 from gpucompare.reports.page_parts import finite
+from gpucompare.reports.page_rows import TEXT
 
 #: Said wherever an energy or carbon figure is shown: what the worker measures (docs/worker.md).
 DEVICE_ENERGY = "device energy only (lower bound): the GPU board or CPU package, not the whole host"
@@ -42,28 +35,27 @@ class Answer:
 
 def _age(row: dict[str, Any], today: dt.date) -> str:
     """'measured 2026-03-10 (3 days before this report) · price of 2026-03-01'."""
-    date = row.get("result_date")
+    date, text = row.get("result_date"), row[TEXT]
     if isinstance(date, dt.datetime):
         date = date.date()
     if not isinstance(date, dt.date):
         when = "measured on an unknown date"
-    elif is_published(row):
+    elif text.published:
         when = f"published {date.year} ({today.year - date.year} years old)"
     else:
         days = (today - date).days
         ago = ("the night of this report" if days <= 0
                else f"{days} day{'s' if days > 1 else ''} before this report")
-        when = f"measured {date_text(date)} ({ago})"
-    return f"{when} · price of {price_label(row)}"
+        when = f"measured {date.isoformat()} ({ago})"
+    return f"{when} · price of {text.price}"
 
 
-def _interval(row: dict[str, Any], currency: str) -> tuple[str, list[str]]:
+def _interval(row: dict[str, Any]) -> tuple[str, list[str]]:
     """The cost interval and what it covers, or why there is none (and the caveat that says so)."""
-    low, high = row.get("cost_per_million_low"), row.get("cost_per_million_high")
-    if finite(low) and finite(high):
+    if row[TEXT].cost_interval is not None:
         covers = row.get("interval_covers") or "95 % interval"
         parts = row.get("interval_parts")
-        text = f"95 %: {money(low, currency)}–{money(high, currency)} ({covers}"
+        text = f"95 %: {row[TEXT].cost_interval} ({covers}"
         return text + (f"; covers {parts})" if parts else ")"), []
     reason = row.get("interval_reason") or (
         "1 run: no interval" if row.get("samples") == 1 else "no interval")
@@ -76,18 +68,11 @@ def _runner_up(ranked: list[dict[str, Any]]) -> str:
     """The verdict of the second-cheapest ranked machine against the best."""
     if len(ranked) < 2:
         return "the only machine ranked for this workload"
-    second = ranked[1]
-    text = f"runner-up {machine_name(second)}: {second.get('verdict') or 'no verdict'}"
-    if finite(second.get("cost_ratio")):
-        text += f", ×{second['cost_ratio']:.2f} the cost"
-        if finite(second.get("cost_ratio_low")) and finite(second.get("cost_ratio_high")):
-            text += f" (95 %: ×{second['cost_ratio_low']:.2f}–{second['cost_ratio_high']:.2f})"
-    if second.get("settle_with"):
-        text += f"; to settle: {second['settle_with']}"
-    return text
+    second = ranked[1][TEXT]
+    return f"runner-up {second.machine}: {second.verdict or 'no verdict'}"
 
 
-def answers(best_value: list[dict[str, Any]], currency: str, today: dt.date) -> list[Answer]:
+def answers(best_value: list[dict[str, Any]], today: dt.date) -> list[Answer]:
     """One answer per network and mode from its official ranking (or the only methodology it has)."""
     groups: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for row in best_value:
@@ -98,15 +83,15 @@ def answers(best_value: list[dict[str, Any]], currency: str, today: dt.date) -> 
         method = "official" if "official" in by_method else sorted(by_method)[0]
         ranked = sorted(by_method[method], key=lambda r: r["cost_per_million"])
         best = ranked[0]
-        interval, caveats = _interval(best, currency)
+        interval, caveats = _interval(best)
         if any(finite(r.get(k)) for r in ranked[:2] for k in ("kwh_per_million", "joules_per_image")):
             caveats.append(DEVICE_ENERGY)
-        if is_published(best):
+        if best[TEXT].published:
             caveats.append("a published figure, not measured by gpucompare")
         out.append(Answer(
             workload=f"{network} · {mode}" + ("" if method == "official" else f" ({method})"),
-            best=f"{machine_label(best)}, {devices(best)}, batch {best['batch_size']}",
-            cost=f"{money(best['cost_per_million'], currency)} per million images",
+            best=f"{best[TEXT].label}, {best[TEXT].devices}, batch {best['batch_size']}",
+            cost=f"{best[TEXT].cost} per million images",
             interval=interval,
             runner_up=_runner_up(ranked),
             age=_age(best, today),

@@ -1,7 +1,8 @@
 """The page's cost section: cost per million images per network (bars), the best buy per network
 and mode with the ranking's verdicts against the best, and the results without a price (the user's
 own apart from the published figures). Prepares the data the section templates draw, from best_value /
-cost_per_million rows.
+cost_per_million rows already written as text (:mod:`gpucompare.reports.page_rows`): it picks,
+groups and orders them; it formats nothing.
 """
 
 from __future__ import annotations
@@ -10,39 +11,18 @@ from collections import defaultdict
 from typing import Any
 
 from gpucompare.reports.charts import Bar, bar_chart
-from gpucompare.reports.formatting import (
-    CURRENCY_SIGN,
-    MAX_BARS,
-    Colours,
-    devices,
-    duration,
-    is_published,
-    machine_label,
-    machine_name,
-    methodology,
-    money,
-    price_label,
-    provenance,
-    row_flags,
-    slug,
-    time_per_million,
-    titled,
-    when,
-)
+from gpucompare.reports.formatting import CURRENCY_SIGN, MAX_BARS, Colours, row_flags, slug, titled
 from gpucompare.reports.page_parts import (
     ENERGY_HEADER,
     Figure,
     Table,
     by_methodology,
     data_table,
-    energy,
     finite,
     has_energy,
     interval,
-    num,
-    verdict_lines,
-    with_interval,
 )
+from gpucompare.reports.page_rows import TEXT, verdict_lines
 from gpucompare.reports.report_set import ReportSet
 
 
@@ -63,16 +43,17 @@ def batch_text(rows: list[dict[str, Any]]) -> str:
     return f"batch {sizes[0]}" if len(sizes) == 1 else f"batch {sizes[0]}–{sizes[-1]}"
 
 
-def _bar(row: dict[str, Any], currency: str, colours: Colours, several_batches: bool) -> Bar:
+def _bar(row: dict[str, Any], colours: Colours, several_batches: bool) -> Bar:
     low, high = interval(row, "cost_per_million")
     batch = f" · b{row['batch_size']}" if several_batches else ""
+    text = row[TEXT]
     return Bar(
-        machine_name(row) + batch,
+        text.machine + batch,
         row["cost_per_million"],
         colours(row),
-        money(row["cost_per_million"], currency),
-        published=is_published(row),
-        note=f"{when(row)} · price of {price_label(row)}" + ("" if row["ranked"] else " · not ranked"),
+        text.cost,
+        published=text.published,
+        note=f"{text.when} · price of {text.price}" + ("" if row["ranked"] else " · not ranked"),
         low=low,
         high=high,
     )
@@ -96,7 +77,7 @@ def cost_figures(
         several = len({r["batch_size"] for r in drawn}) > 1
         chart_id = slug("cost", mode, network, *([] if method == "official" else [method]))
         title = titled(f"{network}, {mode}, {batch_text(drawn)}: cost per million images", method)
-        chart = bar_chart(chart_id, [_bar(r, currency, colours, several) for r in drawn],
+        chart = bar_chart(chart_id, [_bar(r, colours, several) for r in drawn],
                           f"{CURRENCY_SIGN.get(currency, currency)} per million images", title=title)
         figures.append(Figure(chart_id, title, chart, _cost_summary(drawn, group, report_set),
                               _cost_table(group, title, report_set)))
@@ -112,19 +93,20 @@ def _cost_table(group: list[dict[str, Any]], title: str, report_set: ReportSet) 
     numeric += [False] if with_energy else []
     rows = [
         [
-            machine_label(r),
+            t.label,
             r["rank"] if r["rank"] is not None else "–",
-            devices(r),
+            t.devices,
             r["batch_size"],
-            with_interval(r, "images_per_sec", num(r["images_per_sec"])),
-            money(r["price_per_hour"], currency, 2),
-            with_interval(r, "cost_per_million", money(r["cost_per_million"], currency)),
-            provenance(r),
-            price_label(r),
+            t.images_per_sec,
+            t.per_hour,
+            t.cost_with_interval,
+            t.figure,
+            t.price,
             _not_ranked_text(r, report_set) or "ranked",
-            *([energy(r)] if with_energy else []),
+            *([t.energy] if with_energy else []),
         ]
         for r in sorted(group, key=_by_cost)
+        for t in (r[TEXT],)
     ]
     return data_table(headers, rows, numeric, caption=f"{title}, every priced machine ({currency})")
 
@@ -136,23 +118,22 @@ def _by_cost(row: dict[str, Any]) -> tuple:
 
 def _cost_summary(drawn: list[dict[str, Any]], rows: list[dict[str, Any]], report_set: ReportSet) -> str:
     """What the chart draws, in words: the best buy, then the counts of the bars themselves."""
-    currency = report_set.currency
     ranked = [r for r in rows if r["ranked"] and finite(r["cost_per_million"])]
     if ranked:
         best = min(ranked, key=_by_cost)
+        t = best[TEXT]
         text = (
-            f"Best buy: {machine_label(best)}, {devices(best)}, batch {best['batch_size']}: "
-            f"{money(best['cost_per_million'], currency)} per million images ({provenance(best)}; "
-            f"price of {price_label(best)}). "
+            f"Best buy: {t.label}, {t.devices}, batch {best['batch_size']}: "
+            f"{t.cost} per million images ({t.figure}; price of {t.price}). "
         )
     else:
         text = "No machine ranked: every priced figure here is flagged or an old published one. "
     drawn_ranked = sum(1 for r in drawn if r["ranked"])
-    drawn_published = sum(1 for r in drawn if is_published(r))
+    drawn_published = sum(1 for r in drawn if r[TEXT].published)
     text += (f"{len(drawn)} bar(s) drawn of {len(rows)} priced figure(s): {drawn_ranked} ranked, "
              f"{len(drawn) - drawn_ranked} not ranked (drawn for comparison); "
              f"{len(drawn) - drawn_published} measured, {drawn_published} published")
-    years = sorted({r["result_date"].year for r in drawn if is_published(r) and r["result_date"]})
+    years = sorted({r["result_date"].year for r in drawn if r[TEXT].published and r["result_date"]})
     if years:
         text += " (" + ", ".join(str(y) for y in years) + ")"
     ties = verdict_lines(ranked)
@@ -178,22 +159,23 @@ def best_table(rows: list[dict[str, Any]], currency: str) -> Table:
         [
             r["network"],
             r["mode"],
-            methodology(r),
-            machine_label(r),
-            devices(r),
+            t.method,
+            t.label,
+            t.devices,
             r["batch_size"],
-            with_interval(r, "images_per_sec", num(r["images_per_sec"])),
-            money(r["price_per_hour"], currency, 2),
-            with_interval(r, "cost_per_million", money(r["cost_per_million"], currency)),
-            time_per_million(r["images_per_sec"]),
-            _epochs90(r, currency),
-            provenance(r),
-            price_label(r),
+            t.images_per_sec,
+            t.per_hour,
+            t.cost_with_interval,
+            t.time_per_million,
+            t.epochs90,
+            t.figure,
+            t.price,
             r["ties"] or "–",
             r["pareto"],
-            *([energy(r)] if with_energy else []),
+            *([t.energy] if with_energy else []),
         ]
         for r in rows
+        for t in (r[TEXT],)
     ]
     return data_table(headers, body, numeric,
                       caption=f"Best buy per network, mode and methodology (ranked rows only, {currency})",
@@ -207,12 +189,12 @@ def best_per_network(best_value: list[dict[str, Any]]) -> list[dict[str, Any]]:
     members: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     firsts = {}
     for row in best_value:
-        key = (row["mode"], row["network"], methodology(row) != "official", methodology(row))
+        method = str(row.get("methodology") or "official")
+        key = (row["mode"], row["network"], method != "official", method)
         members[key].append(row)
         if row["on_pareto_front"]:
-            front[key].append(
-                machine_name({"provider": row["provider"], "instance_type": row["instance_type"]})
-            )
+            front[key].append(f"{row['provider']} {row['instance_type']}" if row["provider"]
+                              else str(row["instance_type"] or "?"))
         if row["rank"] == 1 and key not in firsts:
             firsts[key] = row
     return [
@@ -228,13 +210,6 @@ def _short_list(names: list[str], limit: int = 4) -> str:
     return f"{shown} +{len(names) - limit} more" if len(names) > limit else shown
 
 
-def _epochs90(row: dict[str, Any], currency: str) -> str:
-    """Training rows: how long and how much 90 epochs of ImageNet take (the unit users plan in)."""
-    if row.get("epochs90_hours") is None:
-        return "–"
-    return f"{duration(row['epochs90_hours'] * 3600)}, {money(row['epochs90_cost'], currency, 0)}"
-
-
 def missing_tables(rows: list[dict[str, Any]]) -> tuple[Table, Table]:
     """The results without a price: the user's own measurements, and the published figures (which
     the page collapses with their count)."""
@@ -243,13 +218,13 @@ def missing_tables(rows: list[dict[str, Any]]) -> tuple[Table, Table]:
 
     def body(chosen: list[dict[str, Any]]) -> list[list[Any]]:
         return [
-            [machine_label(r), r["mode"], r["network"], r["batch_size"], devices(r), num(r["images_per_sec"]),
-             "no price" if r["price_source"] == "missing" else "no exchange rate", provenance(r)]
+            [r[TEXT].label, r["mode"], r["network"], r["batch_size"], r[TEXT].devices, r[TEXT].images_per_sec,
+             "no price" if r["price_source"] == "missing" else "no exchange rate", r[TEXT].figure]
             for r in chosen
         ]
 
-    own = [r for r in rows if not is_published(r)]
-    published = [r for r in rows if is_published(r)]
+    own = [r for r in rows if not r[TEXT].published]
+    published = [r for r in rows if r[TEXT].published]
     return (
         data_table(headers, body(own), numeric, caption=f"Your results without a price: {len(own)}"),
         data_table(headers, body(published), numeric,
@@ -259,5 +234,5 @@ def missing_tables(rows: list[dict[str, Any]]) -> tuple[Table, Table]:
 
 def unpriced_machines(rows: list[dict[str, Any]]) -> list[str]:
     """The measured machines (not published ones) that have results but no price, by name."""
-    return sorted({machine_label(r) for r in rows if not is_published(r)})
+    return sorted({r[TEXT].label for r in rows if not r[TEXT].published})
 

@@ -1,7 +1,7 @@
 """The page's building blocks as data: a table (caption, columns, rows), a chart figure with its
 summary and data table, a section, and the helpers every section module shares (how a number or a
-change is written, the grouping of figures by methodology, the note about it, the tie groups of a
-ranking, the energy and runtime columns other reports may add).
+change is written, the grouping of figures by methodology, the note about it, the energy and
+runtime columns other reports may add).
 
 Pure data: nothing here writes HTML; ``templates/macros.html.j2`` draws these objects.
 """
@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpucompare.reports.charts import BarChart, LineChart
-from gpucompare.reports.formatting import machine_name, methodology
+from gpucompare.reports.formatting import methodology
 
 #: The year of the grid intensity figures (data/carbon/README.md: not the 2023 archive date).
 CARBON_DATA_YEAR = "2020 or earlier"
@@ -163,26 +163,6 @@ def with_interval(row: dict[str, Any], column: str, text: str) -> str:
     if finite(low) and finite(high):
         return f"{text} ({low:,.3g}–{high:,.3g})"
     return text
-
-
-def verdict_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """The verdicts of a ranking (best_value's ``verdict``, ``cost_ratio`` and its interval,
-    ``settle_with``) against its best: 'B: dearer, ×2.00 (1.96–2.04)', one line per ranked row
-    other than the best."""
-    lines = []
-    for row in sorted(rows, key=lambda r: (r.get("rank") is None, r.get("rank") or 0)):
-        verdict = row.get("verdict")
-        if verdict is None or verdict == "best" or not row.get("ranked", True):
-            continue
-        text = f"{machine_name(row)}: {verdict}"
-        if finite(row.get("cost_ratio")):
-            text += f", ×{row['cost_ratio']:.2f}"
-            if finite(row.get("cost_ratio_low")) and finite(row.get("cost_ratio_high")):
-                text += f" ({row['cost_ratio_low']:.2f}–{row['cost_ratio_high']:.2f})"
-        if row.get("settle_with"):
-            text += f"; to settle: {row['settle_with']}"
-        lines.append(text)
-    return lines
 
 
 def energy(row: dict[str, Any]) -> str | None:

@@ -59,19 +59,22 @@ def _curves(scaling: list[dict[str, Any]], metric: str) -> tuple[dict, dict, dic
         if row["origin"] == "published_curve":
             key = ((row["network"], methodology(row)), "curve", row["framework"], row["gpu_model"],
                    row["result_source"])
-            labels[key] = f"{row['framework']} {row['gpu_model']}, published curve"
         else:
             key = ((row["network"], methodology(row)), row["origin"], row["provider"], row["instance_type"],
                    row["region"], row["market"], row["mode"], row["dtype"], row["scaling"],
                    row["baseline_batch"])
-            labels[key] = (
-                f"{hardware_label(row)} {row['scaling']}, b{row['baseline_batch']}"
-                + (" (score)" if row["mode"] == "score" else "")
-                + f", {when(row)}"
-            )
         curves[key].append((row["gpu_count"], row[metric]))
-        first_row.setdefault(key, row)
+        if key not in first_row:  # a series is labelled once, from its first row
+            first_row[key] = row
+            labels[key] = _label(row)
     return curves, labels, first_row
+
+
+def _label(row: dict[str, Any]) -> str:
+    if row["origin"] == "published_curve":
+        return f"{row['framework']} {row['gpu_model']}, published curve"
+    return (f"{hardware_label(row)} {row['scaling']}, b{row['baseline_batch']}"
+            + (" (score)" if row["mode"] == "score" else "") + f", {when(row)}")
 
 
 def _figure(network: str, method: str, mine: dict[tuple, list[tuple[float, float]]], labels: dict[tuple, str],

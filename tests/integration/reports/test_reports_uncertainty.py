@@ -240,3 +240,23 @@ def test_rows_written_before_schema_3_read_with_empty_energy(lake):
     assert rows_by_batch[32]["samples"] == 6
     assert rows_by_batch[32]["interval_covers"] == "this night's instance"
     assert rows_by_batch[16]["joules_per_image"] == pytest.approx(10.0 / (60 * 16))
+
+
+def test_with_nights_each_night_is_converted_at_its_own_rate(lake):
+    """Three nights at one USD price and one throughput, reported in EUR while the rate moved
+    (1 EUR = 1.0, 1.25, 1.5 USD on the three nights): the nights' costs in EUR differ, so the cost
+    interval is the t interval over them. Before, every night was converted at the latest night's
+    rate: three equal costs and no spread at all."""
+    nights = [NIGHT - dt.timedelta(days=d) for d in (2, 1, 0)]
+    per_night = [[99.0, 100.0, 101.0]] * 3
+    ingest(lake, [measured(s, night=n) for s, n in zip(per_night, nights, strict=True)])
+    rates = [fx(r, n) for r, n in zip((1.0, 1.25, 1.5), nights, strict=True)]
+    prices = [price("g5.xlarge", 1.2, effective_from=nights[0])]
+    built = build_reports(inputs(lake, prices, rates), currency="EUR", options=ReportOptions(nights=3))
+    [row] = built.tables["cost_per_million"].to_pylist()
+    costs = np.log([1.2 / rate / 100.0 for rate in (1.0, 1.25, 1.5)])
+    half = scipy_stats.t.ppf(0.975, 2) * costs.std(ddof=1) / np.sqrt(3)
+    expected = np.exp([costs.mean() - half, costs.mean() + half]) * 1e6 / 3600
+    assert (row["cost_per_million_low"], row["cost_per_million_high"]) == pytest.approx(tuple(expected))
+    assert row["cost_per_million"] == pytest.approx(1.2 / 1.5 / 100.0 * 1e6 / 3600)  # the latest night's rate
+    assert row["interval_covers"] == "3 nights of this type"

@@ -1,0 +1,20 @@
+"""The one Jinja2 environment of the project's HTML: the report page's templates
+(``gpucompare.reports``) and the Airflow plugin's pages (``gpucompare.airflow``) are drawn
+alike: autoescaped (text from the lake or the settings is text, whatever it holds), an undefined
+name an error (``StrictUndefined``), block tags without the blank lines they stand on.
+"""
+
+from __future__ import annotations
+
+import jinja2
+
+
+def environment(package: str, folder: str = "templates") -> jinja2.Environment:
+    """The environment of the templates in ``package``'s ``folder``."""
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader(package, folder),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )

@@ -1,0 +1,90 @@
+"""The page from a prepared view (issue 31): the report set becomes its view once, then the
+templates render it in one pass. Real report set of the small lake (test_html's), real Jinja2
+templates, the calls watched with ``sys.setprofile`` as ``scripts/trace_report_calls.py`` does.
+Before: the first screen's answers were prepared after the page template had started, and the
+first screen wrote the runner-up's verdict its own way."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpucompare.reports.page import render_page
+from gpucompare.reports.page_rows import TEXT, prepared, verdict_lines, verdict_text
+from gpucompare.reports.page_view import build_page_view
+from gpucompare.reports.report_set import ReportSet
+from gpucompare.reports.templating import environment
+from tests.integration.reports.test_html import small_report
+from tests.support.page_site import GENERATED_AT
+
+
+@pytest.fixture(scope="module")
+def report_set(tmp_path_factory) -> ReportSet:
+    return small_report(tmp_path_factory.mktemp("page_view"))
+
+
+def _layers(report_set: ReportSet) -> list[str]:
+    """'python' or 'templates' for every call of the project's code while the page renders."""
+    layers: list[str] = []
+
+    def watch(frame, event, _arg):  # noqa: ANN001, ANN202 - the profile hook's signature
+        if event != "call":
+            return
+        if frame.f_code.co_filename.endswith(".j2"):
+            layers.append("templates")
+        elif frame.f_globals.get("__name__", "").startswith("gpucompare."):
+            layers.append("python")
+
+    sys.setprofile(watch)
+    try:
+        render_page(report_set, GENERATED_AT)
+    finally:
+        sys.setprofile(None)
+    return layers
+
+
+def test_the_page_renders_in_one_pass(report_set):
+    layers = _layers(report_set)
+    first_template = layers.index("templates")
+    assert "python" in layers[:first_template]  # the view is built first …
+    assert "python" not in layers[first_template:]  # … and the templates never call back into Python
+
+
+def test_the_view_is_complete_text_before_rendering(report_set):
+    view = build_page_view(report_set, GENERATED_AT)
+    assert view.answers and view.cards and view.sections  # the small lake ranks machines
+    assert all(isinstance(a.cost, str) and isinstance(a.runner_up, str) for a in view.answers)
+    assert not view.failures
+    assert view.sections[0].key == "cost" and view.sections[0].data["figures"]
+
+
+def test_a_verdict_is_written_one_way(report_set):
+    rows = prepared(report_set.tables["best_value"].to_pylist(), report_set.currency)
+    judged = [r for r in rows if r[TEXT].verdict is not None]
+    assert judged, "the small lake has ranked machines beside the best"
+    for row in judged:
+        assert row[TEXT].verdict == verdict_text(row)
+        assert row[TEXT].verdict.startswith(row["verdict"])
+    lines = verdict_lines(rows)
+    assert len(lines) == len(judged)
+    page = render_page(report_set, GENERATED_AT)
+    runners_up = [a.runner_up for a in build_page_view(report_set, GENERATED_AT).answers
+                  if a.runner_up.startswith("runner-up ")]
+    assert runners_up
+    for line in runners_up:
+        assert line.removeprefix("runner-up ") in lines  # the same words as the ranking's
+        assert line in page
+
+
+def test_one_jinja_environment_for_the_page_and_the_plugin():
+    page, plugin = environment("gpucompare.reports"), environment("gpucompare.airflow")
+    for env in (page, plugin):
+        assert env.autoescape is True
+        assert env.from_string("{{ x }}").render(x="<script>") == "&lt;script&gt;"
+    from gpucompare.airflow import plugin as airflow_plugin
+
+    html = airflow_plugin.no_report_page("/srv/<b>reports</b>", remote=False)
+    assert "&lt;b&gt;reports&lt;/b&gt;" in html and "<b>reports</b>" not in html
+    assert Path(airflow_plugin.__file__).read_text(encoding="utf-8").count("jinja2.Environment(") == 0
