@@ -58,6 +58,7 @@ def validate_request() -> list[dict[str, Any]]:
         plan = fleet.plan_manual(request, fleet.load_fleet(fx_rate=shipped_fx_rate),
                                  context["dag_run"].run_id)
         pipeline.check_plan(plan)
+        pipeline.hold_deployment_names([plan["spec"]])
     log.info("Request accepted: %s %s in %s (%s)", plan["spec"]["provider"], plan["spec"]["instance_type"],
              plan["spec"]["region"] or "-", plan["spec"]["market"])
     return [plan]

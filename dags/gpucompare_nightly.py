@@ -48,6 +48,7 @@ def load_fleet() -> list[dict[str, Any]]:
         plans = fleet.plan_fleet(loaded, dag_run_id)
         for plan in plans:
             pipeline.check_plan(plan)
+        pipeline.hold_deployment_names([plan["spec"] for plan in plans])
     pipeline.log_pool_fit(len(plans), loaded.max_instances)
     log.info("%d target(s) tonight: %s", len(plans), ", ".join(p["spec"]["name"] for p in plans) or "none")
     return plans
@@ -63,6 +64,7 @@ def load_scaling() -> list[dict[str, Any]]:
         loaded = fleet.load_fleet(fx_rate=shipped_fx_rate)
         plans = fleet.plan_scaling(loaded, dag_run_id)
         fleet.check_scaling_fits(plans, loaded.max_instances)
+        pipeline.hold_deployment_names([spec for plan in plans for spec in plan["specs"]])
     log.info("%d scaling group(s) tonight: %s", len(plans), ", ".join(p["group"] for p in plans) or "none")
     return plans
 

@@ -8,7 +8,9 @@ deployment (`GPUCOMPARE_DEPLOYMENT`) whose `gpucompare:expires-at` has passed
 region of every ec2 target of the fleet, enabled or not (scaling groups use them too), each
 through its own `aws_conn_id`; every region a run of this deployment recorded in its results
 bucket before launching (manual runs); and `GPUCOMPARE_SWEEPER_REGIONS`. Instances without
-gpucompare tags, or of another deployment, are never touched; instances tagged with a name in
+gpucompare tags, or of another deployment, are never touched (and when another deployment
+holds this one's name in a results bucket, `gpucompare.targets.name_lease`, nothing is);
+instances tagged with a name in
 `GPUCOMPARE_FORMER_DEPLOYMENTS` are this deployment's too (a renamed deployment). A region it
 cannot read (access denied, not opted in) or a marker bucket it cannot list is skipped and
 everything else is swept; then the task fails with `SweepIncomplete`, naming each location it
@@ -42,6 +44,22 @@ def sweep_locations(loaded: fleet.Fleet) -> Any:
                      defaults=loaded.defaults.get("ec2"))
 
 
+def hold_name(stores: set[tuple[str, str, str]]) -> list[str]:
+    """Hold this deployment's name in every results location before terminating anything: another
+    deployment's lease fails the task at once (its instances carry the same name); a lease that
+    cannot be read is named (the task fails at the end) and the sweep goes on."""
+    from gpucompare.targets import name_lease
+
+    unreadable = []
+    for store in sorted(stores):
+        try:
+            with policy.bad_input_fails():
+                name_lease.hold_names([store], settings.deployment())
+        except name_lease.NameLeaseError as exc:
+            unreadable.append(f"name lease in s3://{store[1]}/{store[2]} (connection {store[0]}): {exc}")
+    return unreadable
+
+
 @task(execution_timeout=timedelta(minutes=20), **policy.network_retries())
 def sweep_expired() -> list[dict[str, Any]]:
     """Terminate what outlived its time-to-live; return what was terminated. A region or marker
@@ -55,6 +73,7 @@ def sweep_expired() -> list[dict[str, Any]]:
         raise AirflowSkipException("no ec2 target, no region recorded by a run and "
                                    "GPUCOMPARE_SWEEPER_REGIONS is empty")
     swept, failures, unreadable = [], [], list(found.unreadable)
+    unreadable += hold_name(found.stores)
     for aws_conn_id, regions in sorted(found.regions.items()):
         try:
             swept += sweep_expired_instances(sorted(regions), aws_conn_id=aws_conn_id)

@@ -60,6 +60,7 @@ ORDINARY: dict[str, list[str]] = {
     "plan": [],
     "schema": ["fleet"],
     "iam-policy": [],
+    "release-name": ["--deployment", "ci-tests", "--bucket", "gpucompare-no-such-bucket"],
     "scaling-run": ["--group", "nope"],
     "dags": ["install", "{tmp}/dags"],
 }
@@ -76,13 +77,14 @@ BAD: dict[str, list[str]] = {
     "plan": ["--fleet", "{tmp}/none.yaml"],
     "schema": ["nope"],
     "iam-policy": ["--account", "12"],
+    "release-name": ["--deployment", "Not_A_Name", "--bucket", "gpucompare-no-such-bucket"],
     "dags": ["install"],
 }
 #: commands that write into a lake (--lake) or an output folder (its flag) for "unwritable"
 UNWRITABLE_OUT = {"report": ["--out", FORBIDDEN], "dags": ["install", FORBIDDEN + "/dags"],
                   "compare": ["--by", "machine", "a/b", "c/d", "--out", FORBIDDEN]}
 #: commands without --lake
-NO_LAKE = {"schema", "iam-policy", "dags", "athena-ddl", "scaling-run"}
+NO_LAKE = {"schema", "iam-policy", "release-name", "dags", "athena-ddl", "scaling-run"}
 BENCH = {"bad args": ["score", "--networks", "nope", "--batch-sizes", "1"],
          "unwritable": ["score", "--networks", "alexnet", "--batch-sizes", "1", "--output", FORBIDDEN + "/x"],
          "no extras": ["describe", "--network", "alexnet"],

@@ -95,6 +95,19 @@ def check_plan(plan: dict[str, Any]) -> None:
         _check_connection(conn_id, "ssh", f"{spec['name']}.ssh_conn_id")
 
 
+def hold_deployment_names(specs: list[dict[str, Any]]) -> None:
+    """Before anything paid is launched: this deployment holds its name in the results bucket of
+    every ec2 spec (``targets.name_lease``); another deployment's lease fails the task at once."""
+    ec2_specs = [spec for spec in specs if spec["kind"] == "ec2"]
+    if not ec2_specs:
+        return
+    from gpucompare.targets import name_lease
+
+    for lease in name_lease.hold_names(name_lease.lease_stores(ec2_specs), settings.deployment()):
+        log.info("Deployment name %r held by this deployment (%s) since %s: %s", lease.deployment,
+                 lease.identity, lease.since, lease.where())
+
+
 def _check_connection(conn_id: str, conn_type: str, field: str) -> None:
     from airflow.sdk import Connection
     from airflow.sdk.exceptions import AirflowNotFoundException

@@ -1,5 +1,6 @@
-"""``gpucompare schema|iam-policy``: what the fleet file may hold and what its targets need from
-AWS (a thin layer over :mod:`gpucompare.config.models` and :mod:`gpucompare.targets.ec2.iam`)."""
+"""``gpucompare schema|iam-policy|release-name``: what the fleet file may hold, what its targets need
+from AWS, and giving up a deployment name (a thin layer over :mod:`gpucompare.config.models`,
+:mod:`gpucompare.targets.ec2.iam` and :mod:`gpucompare.targets.name_lease`)."""
 
 from __future__ import annotations
 
@@ -84,9 +85,75 @@ def _run_iam_policy(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- release-name --------------------------------------------------------------------------
+def _configure_release_name(parser: argparse.ArgumentParser) -> None:
+    parser.description = ("Release a deployment name held in a results bucket "
+                          "(gpucompare.targets.name_lease): the next deployment that starts under it "
+                          "takes it. Prints what it released. Run it when the holder is gone or another "
+                          "deployment takes its place; a holder still running refuses nothing until it "
+                          "takes the name again.")
+    parser.add_argument("--deployment", help="the name to release (default: this deployment's, "
+                        "GPUCOMPARE_DEPLOYMENT)")
+    parser.add_argument("--bucket", help="the results bucket (default: the fleet's "
+                        "defaults.ec2.results_bucket)")
+    parser.add_argument("--prefix", help="the results prefix (default: the fleet's, else gpucompare)")
+    parser.add_argument("--aws-conn-id", help="the Airflow connection to reach S3 through (default: the "
+                        "fleet's, else aws_default; where it does not exist, the environment's identity)")
+    parser.add_argument("--holder", help="release only if this identity holds the name")
+    parser.add_argument("--fleet", help="fleet file (default: $GPUCOMPARE_FLEET or the shipped example)")
+
+
+def _release_location(args: argparse.Namespace) -> tuple[str, str, str, str]:
+    """(deployment, connection, bucket, prefix): the flags, else the setting and the fleet's ec2 defaults."""
+    from gpucompare import settings
+    from gpucompare.config import fleet
+    from gpucompare.config.models import PLACEHOLDER_BUCKET
+
+    deployment = args.deployment or settings.deployment()
+    if not patterns.DEPLOYMENT.fullmatch(deployment):
+        raise UsageError(f"--deployment: {deployment!r} is not a deployment name "
+                         f"({patterns.anchored(patterns.DEPLOYMENT)})")
+    defaults = {} if args.bucket and args.prefix and args.aws_conn_id else \
+        (fleet.load_fleet(args.fleet).defaults.get("ec2") or {})
+    bucket = args.bucket or defaults.get("results_bucket")
+    if not bucket or bucket == PLACEHOLDER_BUCKET or not patterns.BUCKET.fullmatch(bucket):
+        raise UsageError(f"--bucket: {bucket!r} is not a results bucket: give --bucket "
+                         "(the refusal names it)")
+    prefix = args.prefix or defaults.get("results_prefix") or "gpucompare"
+    if not patterns.PREFIX.fullmatch(prefix):
+        raise UsageError(f"--prefix: {prefix!r} is not an S3 key prefix")
+    return deployment, args.aws_conn_id or defaults.get("aws_conn_id") or "aws_default", bucket, prefix
+
+
+def _run_release_name(args: argparse.Namespace) -> int:
+    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+    from gpucompare.config import validation
+    from gpucompare.targets import name_lease
+
+    try:
+        deployment, conn_id, bucket, prefix = _release_location(args)
+        if args.holder is not None:
+            name_lease.check_identity(args.holder, "--holder")
+        released = name_lease.release_name(S3Hook(aws_conn_id=conn_id).conn, bucket, prefix, deployment,
+                                           holder=args.holder)
+    except (name_lease.NameLeaseError, ValueError, validation.ValidationError) as exc:
+        raise UsageError(str(exc)) from None
+    where = f"s3://{bucket}/{name_lease.lease_key(prefix, deployment)}"
+    if released is None:
+        print(f"the deployment name {deployment!r} was not held ({where}): nothing released")
+    else:
+        print(f"released the deployment name {deployment!r} ({where}): held by identity "
+              f"{released.identity} since {released.since}, last renewed {released.renewed_at}, "
+              f"taken on host {released.taken_on}")
+    return 0
+
+
 COMMANDS: tuple[Command, ...] = (
     Command("schema", "print the JSON schema of the fleet file, the trigger params or the trigger form",
             _configure_schema, _run_schema),
     Command("iam-policy", "print the orchestrator's IAM policy for the fleet file's ec2 targets",
             _configure_iam_policy, _run_iam_policy),
+    Command("release-name", "release a deployment name held in a results bucket (the name lease)",
+            _configure_release_name, _run_release_name),
 )

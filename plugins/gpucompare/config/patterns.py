@@ -78,6 +78,8 @@ ACCELERATOR = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._+()-]{0,63}")
 SQL_FRAGMENT = re.compile(r"\{\{([a-z_]+)(?: ([a-z_]+)\.)?\}\}")
 #: this deployment's name in tags, run ids and S3 keys (the ``deployment`` setting)
 DEPLOYMENT = re.compile(r"[a-z0-9][a-z0-9-]{0,19}")
+#: a deployment's identity in its name lease (a UUID as created; ``targets.name_lease``)
+DEPLOYMENT_IDENTITY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{7,63}")
 #: A CUDA compute capability, major.minor (gpus.csv, runtimes.csv); read with :func:`capability`
 COMPUTE_CAPABILITY = re.compile(r"[0-9]{1,2}\.[0-9]")
 #: the content hash of a worker bundle

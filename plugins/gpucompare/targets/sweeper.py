@@ -24,6 +24,10 @@ instance is tried on its own. What could not be read and what could not be termi
 in the ``SweepIncomplete`` raised at the end (the task fails: someone must look). The shipped
 fleet's placeholder bucket is never read.
 
+The sweeper DAG first holds the deployment's name in every results location
+(``targets.name_lease``): when another deployment holds it, nothing is terminated (the instances
+tagged with the name may be that deployment's).
+
 Run by the sweeper DAG, or by hand: ``sweep_expired_instances(["us-east-1"])``.
 """
 
@@ -95,6 +99,8 @@ class SweepLocations:
 
     regions: dict[str, set[str]] = field(default_factory=dict)
     unreadable: list[str] = field(default_factory=list)
+    #: (connection, bucket, prefix) of every results location: where the deployment holds its name
+    stores: set[tuple[str, str, str]] = field(default_factory=set)
 
 
 def _unreadable(where: str, exc: BaseException) -> str:
@@ -319,7 +325,7 @@ def sweep_locations(ec2_specs: Iterable[Mapping[str, Any]], extra_regions: Itera
 
     defaults = defaults or {}
     found = SweepLocations()
-    stores = _marker_stores(ec2_specs, defaults, found.regions)
+    stores = found.stores = _marker_stores(ec2_specs, defaults, found.regions)
     for region in extra_regions:
         found.regions.setdefault(defaults.get("aws_conn_id") or "aws_default", set()).add(region)
     if not read_markers:

@@ -150,6 +150,17 @@ def test_cancel_command_is_scoped_to_this_deployments_instances(policy: dict[str
     assert not _granted(policy, "CancelCommand", {"CommandId": "c-1"}, service="ssm")
 
 
+def test_the_name_lease_calls_are_allowed_for_this_deployments_name_only(policy: dict[str, Any]) -> None:
+    """``targets.name_lease``: take/renew (PutObject), read (GetObject), release (DeleteObject)."""
+    from gpucompare.targets.name_lease import lease_key
+
+    for operation in ("PutObject", "GetObject", "DeleteObject"):
+        own = {"Bucket": "acme-results", "Key": lease_key("gpucompare", DEPLOYMENT)}
+        other = {"Bucket": "acme-results", "Key": lease_key("gpucompare", "staging")}
+        assert _granted(policy, operation, own, service="s3"), operation
+        assert not _granted(policy, operation, other, service="s3"), operation
+
+
 def test_the_command_prints_the_policy_and_refuses_bad_values(capsys: pytest.CaptureFixture[str]) -> None:
     assert (
         cli.main(

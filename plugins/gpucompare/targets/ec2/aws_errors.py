@@ -46,6 +46,10 @@ _REQUEST_REFUSED_CODES = frozenset({
 })
 PERMANENT_ERROR_CODES = CREDENTIALS_REFUSED_CODES | _REQUEST_REFUSED_CODES
 
+#: S3's answers to a conditional write (``If-None-Match``/``If-Match``) that lost to another writer:
+#: 412, and 409 when two conditional writes of one key overlap (the launch plan, the name lease)
+CONDITIONAL_WRITE_LOST_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict"})
+
 
 #: AWS error codes that say "not now": throttling and the service's own 5xx answers. A call that
 #: must happen (a teardown's TerminateInstances) is retried on these for minutes, not tries.

@@ -23,7 +23,7 @@ from typing import Any
 from gpucompare.config import patterns
 from gpucompare.targets import runs
 from gpucompare.targets.base import TargetError, TargetSpec, TargetState
-from gpucompare.targets.ec2.aws_errors import client_error_code
+from gpucompare.targets.ec2.aws_errors import CONDITIONAL_WRITE_LOST_CODES, client_error_code
 from gpucompare.targets.ec2.options import Ec2Options
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ class RunStorage:
             extra = {"IfNoneMatch": "*"} if kept is None else {}
             self.s3_hook.conn.put_object(Bucket=bucket, Key=key, Body=json.dumps(plan).encode(), **extra)
         except ClientError as exc:
-            if client_error_code(exc) not in ("PreconditionFailed", "ConditionalRequestConflict"):
+            if client_error_code(exc) not in CONDITIONAL_WRITE_LOST_CODES:
                 raise TargetError(f"could not keep the launch plan at s3://{bucket}/{key}: {exc}") from exc
             return self._read_json(bucket, key) or plan  # another try wrote it first: use theirs
         return plan
