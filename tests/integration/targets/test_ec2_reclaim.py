@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import pytest
 
 from bench_tasks.configs import parse_sweep
 from gpucompare.targets import runs
-from gpucompare.targets.base import TargetConfigError
+from gpucompare.targets.base import TargetConfigError, TargetState
 from gpucompare.targets.ec2 import target as ec2
 from gpucompare.targets.ec2.reclaim import ReclaimLimitReached
 from tests.conftest import BENCH_PYTHON
@@ -109,3 +110,62 @@ def test_past_max_reclaims_the_night_gives_up_saying_so(working_instances: dict[
 def test_max_reclaims_out_of_range_is_refused_naming_the_field(value: Any) -> None:
     with pytest.raises(TargetConfigError, match="max_reclaims"):
         ec2.Ec2Target(ec2_spec("profile", "bucket", max_reclaims=value))
+
+
+class _Ti:
+    """The task instance's XCom, as a deferring operator uses it (one mapped task's)."""
+
+    map_index = -1
+
+    def __init__(self) -> None:
+        self.kept: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.kept[key] = json.loads(json.dumps(value))
+
+    def xcom_pull(self, task_ids: str, key: str, map_indexes: int) -> Any:
+        return self.kept.get(key)
+
+
+def test_the_deferred_sweep_step_replaces_a_reclaimed_instance(
+        working_instances: dict[str, Any], aws_client: Any, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The DAG's sweep step (``SweepOperator``): its first part sends the sweep and defers; the
+    instance is reclaimed during the wait, whose poller runs here (standing in for the triggerer,
+    which runs the same poller) until the error event; ``resume`` launches the replacement and
+    runs the rest of the sweep on it. Before: the step failed and the night was lost."""
+    from types import SimpleNamespace
+
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from gpucompare.airflow.operators import SweepOperator
+
+    monkeypatch.setenv("GPUCOMPARE_LAKE", str(tmp_path / "lake"))
+    proxy, root, run_id = working_instances["proxy"], tmp_path / "instance-root", new_run_id()
+    target = _target(working_instances, root)
+    state = target.deploy(target.prepare(run_id))
+    plan = {"spec": target.spec.to_dict(), "run_id": run_id, "profile": "tiny",
+            "sweeps": {"score": {"config": SECOND, "timeout_s": 120}}}
+    step = SweepOperator(task_id="score_sweep", plan=plan, state=state.to_dict(), mode="score")
+    context = {"ti": _Ti(), "dag_run": SimpleNamespace(run_id=run_id)}
+    done: dict[str, Any] = {}
+    try:
+        thread = _reclaim_when_running(working_instances, aws_client, state, SECOND, root)
+        with pytest.raises(TaskDeferred):
+            step.execute(context)
+        thread.join(120)
+        kept = context["ti"].kept["gpucompare_wait"]
+        poller = target.sweep_poller(state, kept["started"])
+        while (event := poller.poll()) is None:  # the poller ends at the sweep's deadline itself
+            time.sleep(0.2)
+        done["event"] = event
+        assert "error" in done["event"]
+        done["state"] = step.resume(context, done["event"])
+        final = TargetState.from_dict(done["state"])
+        collected = Path(target.collect(final, str(tmp_path / "results.jsonl")))
+    finally:
+        target.teardown(TargetState.from_dict(done.get("state", state.to_dict())))
+    ids = [json.loads(line)["config_id"] for line in collected.read_text().splitlines()]
+    assert sorted(ids) == _config_ids(SECOND) and len(ids) == len(set(ids))
+    assert done["state"]["resource_id"] != state.resource_id and proxy.launches == 2
+    assert live_instances(aws_client, run_id) == [] and working_instances["agent"].running() == []

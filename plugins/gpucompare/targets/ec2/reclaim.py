@@ -74,7 +74,8 @@ class Reclaims:
         reclaims = self.record(state, began=began, lost=lost)
         limit = target.options.max_reclaims
         log.warning("Run %s lost instance %s (%s) mid-sweep after %.0f s: reclaim %d of at most %d",
-                    state.run_id, state.resource_id, state.market, reclaims[-1]["lost_s"], len(reclaims), limit)
+                    state.run_id, state.resource_id, state.market, reclaims[-1]["lost_s"], len(reclaims),
+                    limit)
         if len(reclaims) > limit:
             raise ReclaimLimitReached(
                 f"run {state.run_id}: instance {state.resource_id} ({state.market}) was lost mid-sweep; the "

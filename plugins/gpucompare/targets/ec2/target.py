@@ -286,7 +286,8 @@ class Ec2Target(Target, DeferrableTarget, DeferrablePrepare):
                                               lost=error)
 
     @timed_phase("sweep")
-    def _sweep_here(self, state: TargetState, sweep_config: dict[str, Any], *, timeout_s: float) -> TargetState:
+    def _sweep_here(self, state: TargetState, sweep_config: dict[str, Any], *,
+                    timeout_s: float) -> TargetState:
         """One sweep on the state's instance, waited for in this task: its poller every
         ``poll_interval_s`` (the poller ends the wait at the sweep's deadline)."""
         started = self.start_sweep(state, sweep_config, timeout_s=timeout_s)
