@@ -28,6 +28,10 @@ TEARDOWN_PATIENCE_S = 600.0
 TEARDOWN_BACKOFF_S = 2.0
 #: … and never longer than this between two tries.
 TEARDOWN_BACKOFF_MAX_S = 60.0
+#: The clock the patience is counted on and the sleep between tries (a test puts both on a
+#: simulated clock, to see minutes of throttling as the teardown sees them without waiting them).
+CLOCK: Callable[[], float] = time.monotonic
+SLEEP: Callable[[float], None] = time.sleep
 
 
 class TerminationThrottled(Exception):  # noqa: N818 - a condition the teardown reports
@@ -47,15 +51,16 @@ def terminate_patiently(terminate: Callable[[], Any], instance_id: str, *,
     import tenacity
 
     patience = TEARDOWN_PATIENCE_S if patience_s is None else patience_s
-    started = time.monotonic()
+    started = CLOCK()
     retrying = tenacity.Retrying(
         retry=tenacity.retry_if_exception(is_busy),
-        stop=tenacity.stop_after_delay(patience),
+        stop=lambda state: CLOCK() - started >= patience,
         wait=tenacity.wait_random_exponential(multiplier=TEARDOWN_BACKOFF_S, max=TEARDOWN_BACKOFF_MAX_S),
+        sleep=SLEEP,
         before_sleep=lambda state: log.warning(
             "TerminateInstances %s: %s (try %d, %.0f s of %.0f s patience); trying again", instance_id,
             client_error_code(state.outcome.exception()), state.attempt_number,
-            time.monotonic() - started, patience),
+            CLOCK() - started, patience),
         reraise=True,
     )
     try:
@@ -66,7 +71,7 @@ def terminate_patiently(terminate: Callable[[], Any], instance_id: str, *,
         if is_busy(exc):
             raise TerminationThrottled(
                 f"{instance_id}: TerminateInstances still answered {client_error_code(exc)} after "
-                f"{time.monotonic() - started:.0f} s of retries") from exc
+                f"{CLOCK() - started:.0f} s of retries") from exc
         raise
 
 
