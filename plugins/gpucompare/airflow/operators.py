@@ -17,7 +17,7 @@ A deferring step runs in two short parts on a worker and waits in between in the
 The plan and the step's input state are the operator's template fields (the group's mapped
 argument and the previous step's XCom, rendered again when the task resumes), so they travel
 once; the trigger's event carries only what the wait found. The deferral's ``timeout`` is the
-wait's own deadline plus ``DEFERRAL_MARGIN_S``: the trigger ends a wait at its deadline with an
+wait's own deadline plus the setting ``deferral_margin_s`` (300 s): the trigger ends a wait at its deadline with an
 error event (and cancels or kills what it abandons), and Airflow's timeout is the backstop for a
 trigger that cannot (a triggerer that lost it, a deadline it did not see).
 
@@ -42,19 +42,19 @@ from gpucompare.airflow.staging import deferred_phase, phase_if_failed, phases_r
 
 log = logging.getLogger(__name__)
 
-#: Seconds Airflow waits past a wait's own deadline before it fails the deferred task itself
-#: (``TaskDeferralTimeout``): time for the trigger's deadline event (a cancelled SSM command, a
-#: killed sweep and their last log lines) to arrive first.
-DEFERRAL_MARGIN_S = 300.0
 #: The XCom key under which a deferring step keeps the state and the wait's handle for its
 #: resumed part (XCom of a task that defers is kept until the task ends).
 WAIT_XCOM_KEY = "gpucompare_wait"
 
 
 def deferral_timeout(deadline: float, *, now: float | None = None) -> timedelta:
-    """The deferral's timeout for a wait whose own deadline is ``deadline`` (epoch seconds)."""
+    """The deferral's timeout for a wait whose own deadline is ``deadline`` (epoch seconds): past it
+    by the setting ``deferral_margin_s``, time for the trigger's deadline event (a cancelled SSM
+    command, a killed sweep and their last log lines) to arrive before Airflow fails the task."""
+    from gpucompare import settings
+
     remaining = max(0.0, float(deadline) - (time.time() if now is None else now))
-    return timedelta(seconds=remaining + DEFERRAL_MARGIN_S)
+    return timedelta(seconds=remaining + settings.deferral_margin_s())
 
 
 def handle_json(started: Any) -> dict[str, Any]:
@@ -94,7 +94,7 @@ class TargetStepOperator(BaseOperator):
     def defer_wait(self, context: Any, *, state: dict[str, Any], started: dict[str, Any],
                    wait: dict[str, Any]) -> NoReturn:
         """Keep ``state`` and ``started`` for ``resume`` and defer to the trigger of ``wait`` (the
-        target's description of it), with a timeout of the wait's deadline plus ``DEFERRAL_MARGIN_S``."""
+        target's description of it), with a timeout of the wait's deadline plus ``deferral_margin_s``."""
         from gpucompare.airflow.triggers import trigger_for
 
         context["ti"].xcom_push(key=WAIT_XCOM_KEY, value={"state": state, "started": started})
