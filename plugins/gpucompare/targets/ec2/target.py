@@ -90,7 +90,7 @@ from gpucompare.targets.ec2.deploy import Deployer
 from gpucompare.targets.ec2.guard import CostGuard
 from gpucompare.targets.ec2.launch import Ec2Launcher
 from gpucompare.targets.ec2.options import Ec2Options
-from gpucompare.targets.ec2.readiness import Readiness, ReadyPoller
+from gpucompare.targets.ec2.readiness import Readiness
 from gpucompare.targets.ec2.ssm import SsmRunner
 from gpucompare.targets.ec2.storage import RunStorage
 from gpucompare.targets.ec2.sweeps import CommandPoller, Sweeps, SweepStart
@@ -196,14 +196,11 @@ class Ec2Target(Target, DeferrableTarget, DeferrablePrepare):
         return {"image_id": self.launcher.resolve_ami(), "ttl_minutes": ttl,
                 "expires_at": self.guard.expires_at(ttl)}
 
-    def prepare_poller(self, state: TargetState, started: dict[str, Any]) -> ReadyPoller:
-        """The wait of ``prepare`` one ``poll()`` at a time (a trigger's)."""
-        return self.readiness.poller(started["instance_id"], float(started["deadline"]))
-
     def prepare_wait(self, state: TargetState, started: dict[str, Any]) -> dict[str, Any]:
-        """What the triggerer's wait of ``prepare`` needs (``prepare_poller`` rebuilt there)."""
-        return {"kind": "poller", "poller": "prepare_poller", "spec": self.spec.to_dict(),
-                "state": state.to_dict(), "started": dict(started),
+        """What the triggerer's wait of ``prepare`` needs (``airflow.ssm_trigger.SsmReadyTrigger``):
+        the connection id and region, the instance, the deadline; no secret."""
+        return {"kind": "ssm_ready", "aws_conn_id": self.options.aws_conn_id, "region": self.spec.region,
+                "instance_id": started["instance_id"], "deadline": float(started["deadline"]),
                 "poll_interval_s": self.options.poll_interval_s}
 
     def finish_prepare(self, state: TargetState, event: dict[str, Any]) -> TargetState:
