@@ -217,7 +217,8 @@ class SsmSweepTrigger(SignedPollTrigger):
 
     :param aws_conn_id: the Airflow AWS connection; :param region: the instance's region
     :param instance_id: the instance; :param command_id: the sweep's command
-    :param bucket: :param progress_key: where the instance uploads the progress log
+    :param bucket: :param progress_key: where the instance uploads the progress log ("": none,
+        the deploy's command)
     :param deadline: wall clock past which the wait ends with a ``cancel`` error event (0: none)
     :param limit_s: the command's own time limit (for the message)
     :param poll_interval_s: seconds between two polls; :param call_timeout_s: seconds per call
@@ -254,7 +255,10 @@ class SsmSweepTrigger(SignedPollTrigger):
                          f"after {self.limit_s:.0f} s{why}: cancelled", "cancel": True}
 
     async def _follow(self, aws: SignedAws) -> None:
-        """New complete progress lines into the log, their offset kept in S3 first."""
+        """New complete progress lines into the log, their offset kept in S3 first (a command
+        without a progress object, the ec2 deploy's, has ``progress_key`` "")."""
+        if not self.progress_key:
+            return
         kept = await aws.get_object(self.bucket, f"{self.progress_key}.offset")
         if kept and kept.strip().isdigit():
             self.log_offset = max(self.log_offset, int(kept))

@@ -75,6 +75,7 @@ from typing import Any
 from gpucompare.config import patterns
 from gpucompare.targets import cost
 from gpucompare.targets.base import (
+    DeferrableDeploy,
     DeferrablePrepare,
     DeferrableTarget,
     LineSink,
@@ -100,7 +101,7 @@ from gpucompare.targets.phases import timed_phase
 log = logging.getLogger(__name__)
 
 
-class Ec2Target(Target, DeferrableTarget, DeferrablePrepare):
+class Ec2Target(Target, DeferrableTarget, DeferrablePrepare, DeferrableDeploy):
     """Provision, use and terminate one EC2 instance per run (see the module docstring): each
     step hands its work to the part that does it."""
 
@@ -228,6 +229,28 @@ class Ec2Target(Target, DeferrableTarget, DeferrablePrepare):
     @timed_phase("deploy")
     def _deploy_bundle(self, state: TargetState) -> TargetState:
         return self.deployer.bundle(state)
+
+    def start_deploy(self, state: TargetState) -> tuple[TargetState, dict[str, Any] | None]:
+        """The short part of ``deploy`` (``Deployer.start``): the bundle's command sent (or an
+        earlier try's attached to), its wait (the fetch and the venv's pip install) a trigger's.
+        A container runtime deploys here whole (None: no wait; the image pull is its own phase)."""
+        if self.in_container:
+            return self.deploy(state), None
+        return self.deployer.start(state)
+
+    def deploy_wait(self, state: TargetState, started: dict[str, Any]) -> dict[str, Any]:
+        """What the triggerer's wait of the deploy command needs (``SsmSweepTrigger``, without a
+        progress object); no secret."""
+        return {"kind": "ssm", "aws_conn_id": self.options.aws_conn_id, "region": self.spec.region,
+                "instance_id": states.instance_id_of(state), "command_id": started["command_id"],
+                "bucket": self.options.results_bucket, "progress_key": "",
+                "deadline": float(started["deadline"]), "limit_s": float(started["limit_s"]),
+                "poll_interval_s": self.options.poll_interval_s}
+
+    def finish_deploy(self, state: TargetState, started: dict[str, Any],
+                      event: dict[str, Any]) -> TargetState:
+        """The deploy command's event into the state, or the target's error (``Deployer.finish``)."""
+        return self.deployer.finish(state, started, event)
 
     @timed_phase("pull")
     def _pull_image(self, state: TargetState) -> TargetState:
