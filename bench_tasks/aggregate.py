@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench_tasks.compat import zip_strict
-from bench_tasks.record import RecordError, validate_record
+from bench_tasks.record import validate_record
+from bench_tasks.record_fields import RecordError
 
 _SHARED = ("run_id", "config_id", "mode", "network", "dtype", "batch_size", "gpu_count", "num_nodes",
            "kvstore", "repeats", "timed_batches", "methodology", "train_loop")

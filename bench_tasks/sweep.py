@@ -83,7 +83,8 @@ from bench_tasks.errors import classify_failure, summarize_error
 from bench_tasks.exclusive import GpuCheck, GpuExclusivity, Lister, list_compute_processes
 from bench_tasks.gpumemory import GpuMemoryGuard, MemoryProbe, nvidia_smi_probe
 from bench_tasks.methodology import coefficient_of_variation
-from bench_tasks.record import RecordError, empty_record, validate_record
+from bench_tasks.record import validate_record
+from bench_tasks.record_fields import RecordError, empty_record
 from bench_tasks.runner_process import RunnerGone, RunnerProcess, RunnerTimeout
 from bench_tasks.sysinfo import SystemInfo
 

@@ -30,7 +30,8 @@ for path in (REPO, REPO / "plugins"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from bench_tasks.record import MAX_ERROR_BYTES, empty_record  # noqa: E402
+from bench_tasks.record_fields import empty_record  # noqa: E402
+from bench_tasks.record_text import MAX_ERROR_BYTES  # noqa: E402
 
 RUN = "bench-memory"
 

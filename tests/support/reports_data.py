@@ -1,6 +1,6 @@
 """Small, hand-checkable lakes for the report tests (a helper module, not a fixture module).
 
-Records are built with ``bench_tasks.record.empty_record``, checked with the contract's own
+Records are built with ``bench_tasks.record_fields.empty_record``, checked with the contract's own
 ``validate_record`` and written through the lake's real ingest path (``lake.results_rows``
 then ``Lake.write_results``, one Delta commit per run), so the reports read exactly what production writes.
 """
@@ -12,7 +12,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from bench_tasks.record import empty_record, validate_record
+from bench_tasks.record import validate_record
+from bench_tasks.record_fields import empty_record
 from gpucompare.lake import schema
 from gpucompare.lake.ingest import RunContext, results_rows
 from gpucompare.lake.tables import Lake

@@ -120,6 +120,24 @@ class ProcessWatcher(threading.Thread):
         return self.seen
 
 
+def stand_in_ssh_target(sshd, tmp_path: Path, script: str, *, poll_interval_s: float):
+    """An ssh target on the test's sshd (``fixtures_sshd``) whose worker interpreter is ``script``
+    (a shell stand-in, formatted with ``box``: a folder the test and the stand-in share, e.g. for a
+    release file). Returns the target and the box."""
+    from gpucompare.targets.base import TargetSpec
+    from gpucompare.targets.ssh.target import SSHTarget
+
+    box = tmp_path / "box"
+    box.mkdir()
+    python = tmp_path / "fake-python"
+    python.write_text(script.format(box=box))
+    python.chmod(0o755)
+    spec = TargetSpec(name="rented-box", kind="ssh", provider="leadergpu", instance_type="cpu-test",
+                      options={"ssh_conn_id": sshd.conn_id, "remote_dir": str(tmp_path / "remote"),
+                               "python": str(python), "poll_interval_s": poll_interval_s, "kill_grace_s": 1})
+    return SSHTarget(spec, line_sink=lambda _: None), box
+
+
 def read_records(path: str) -> list[dict]:
     return [validate_record(json.loads(line)) for line in Path(path).read_text().splitlines() if line]
 

@@ -25,11 +25,9 @@ import time
 from pathlib import Path
 
 from gpucompare.airflow.triggers import trigger_for
-from gpucompare.targets.base import TargetSpec
-from gpucompare.targets.ssh.target import SSHTarget
 from tests.conftest import REPO_ROOT
 from tests.support.fixtures_sshd import SshdServer
-from tests.support.target_helpers import TINY_SWEEP
+from tests.support.target_helpers import TINY_SWEEP, stand_in_ssh_target, wait_for
 
 FAKE_PYTHON = textwrap.dedent("""\
     #!/bin/sh
@@ -68,27 +66,12 @@ def _triggerer(stored: str, output: Path) -> subprocess.Popen:
                             stdout=output.open("w"), stderr=subprocess.STDOUT)
 
 
-def _wait_for(predicate, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 def _logged(path: Path) -> list[str]:
     return re.findall(r"progress-line-(?:\d+|last)\b", path.read_text() if path.exists() else "")
 
 
 def test_a_rebuilt_trigger_resumes_the_log_and_sends_one_event(sshd: SshdServer, tmp_path: Path) -> None:
-    box = tmp_path / "box"
-    box.mkdir()
-    python = tmp_path / "fake-python"
-    python.write_text(FAKE_PYTHON.format(box=box))
-    python.chmod(0o755)
-    spec = TargetSpec(name="rented-box", kind="ssh", provider="leadergpu", instance_type="cpu-test",
-                      options={"ssh_conn_id": sshd.conn_id, "remote_dir": str(tmp_path / "remote"),
-                               "python": str(python), "poll_interval_s": 0.3, "kill_grace_s": 1})
-    target = SSHTarget(spec, line_sink=lambda _: None)
+    target, box = stand_in_ssh_target(sshd, tmp_path, FAKE_PYTHON, poll_interval_s=0.3)
     state = target.deploy(target.prepare("restart-1"))
     started = target.start_sweep(state, TINY_SWEEP, timeout_s=600)
     stored = json.dumps(trigger_for(target.sweep_wait(state, started)).serialize())  # as the DB holds it
@@ -96,7 +79,7 @@ def test_a_rebuilt_trigger_resumes_the_log_and_sends_one_event(sshd: SshdServer,
 
     first = _triggerer(stored, first_out)
     try:
-        _wait_for(lambda: len(_logged(first_out)) >= 5, 60, "the first triggerer's progress lines")
+        wait_for(lambda: len(_logged(first_out)) >= 5, 60, "the first triggerer's progress lines")
         time.sleep(1.5)  # past the first poll's backlog: each poll now brings a line or two
     finally:
         first.send_signal(signal.SIGKILL)
@@ -104,7 +87,7 @@ def test_a_rebuilt_trigger_resumes_the_log_and_sends_one_event(sshd: SshdServer,
     time.sleep(1.0)  # the sweep goes on meanwhile: lines the dead triggerer never saw
     second = _triggerer(stored, second_out)
     try:
-        _wait_for(lambda: len(_logged(second_out)) >= 3, 60, "the second triggerer's progress lines")
+        wait_for(lambda: len(_logged(second_out)) >= 3, 60, "the second triggerer's progress lines")
         (box / "release").touch()
         assert second.wait(timeout=60) == 0, second_out.read_text()[-2000:]
     finally:

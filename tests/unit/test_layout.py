@@ -14,9 +14,9 @@ any layer below it)::
     prices                   price and exchange-rate history, published figures
     lake                     Delta tables, schema, ingest, migration
     config                   value patterns, fleet file, scaling profiles
-    settings, errors, resources, config.patterns (a leaf), and the worker's contract: bench_tasks.record,
-    bench_tasks.constants and bench_tasks.configs (the sweep grammar the fleet file is checked
-    against, so that there is one definition of a sweep)
+    settings, errors, resources, config.patterns (a leaf), and the worker's contract: bench_tasks.record
+    (with record_fields and record_text), bench_tasks.constants and bench_tasks.configs (the sweep
+    grammar the fleet file is checked against, so that there is one definition of a sweep)
 
 Any other bench_tasks module (the worker's internals) may only be imported from targets/ up.
 """
@@ -38,7 +38,8 @@ LAYERS: dict[str, int] = {
     "": 8,  # the package itself: its lazy ``read``/``read_history`` come from reports/
 }
 #: the worker's modules every layer may import
-WORKER_CONTRACT = {"bench_tasks", "bench_tasks.record", "bench_tasks.constants", "bench_tasks.configs"}
+WORKER_CONTRACT = {"bench_tasks", "bench_tasks.record", "bench_tasks.record_fields",
+                   "bench_tasks.record_text", "bench_tasks.constants", "bench_tasks.configs"}
 WORKER_INTERNALS_FROM = LAYERS["targets"]
 
 

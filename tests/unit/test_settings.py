@@ -129,6 +129,8 @@ READERS_ALLOWED: dict[str, str] = {
     "plugins/gpucompare/airflow/deployment.py": "the admin password of a new deployment (a secret, "
                                                 "given once to `deployment init`, never a setting)",
     "plugins/gpucompare/targets/local.py": "copies the environment into the worker's subprocess",
+    "plugins/gpucompare/lake/panics.py": "sets RUST_BACKTRACE=0 around a delta-rs call and restores it: "
+                                         "the Rust runtime's own variable, not a gpucompare setting",
 }
 #: The worker cannot import gpucompare (another interpreter, mxnet+numpy only): it reads
 #: CUDA_VISIBLE_DEVICES, DMLC_* and its own test hooks directly.

@@ -66,7 +66,7 @@ def is_permanent(exc: BaseException) -> bool:
     if isinstance(exc, TransientError):
         return False
     from bench_tasks.configs import ConfigError
-    from bench_tasks.record import RecordError
+    from bench_tasks.record_fields import RecordError
     from gpucompare.targets.ec2.aws_errors import permanent_aws_error_code
 
     return isinstance(exc, ConfigError | RecordError) or permanent_aws_error_code(exc) is not None

@@ -18,12 +18,14 @@ from gpucompare.errors import UsageError
 @dataclass(frozen=True)
 class Command:
     """One subcommand: its name, help line, the function that adds its arguments and the one
-    that runs it and returns an exit code."""
+    that runs it and returns an exit code; ``reads_only``: it never commits to the lake (its
+    storage errors then say nothing of commits)."""
 
     name: str
     help: str
     configure: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
+    reads_only: bool = False
 
 
 def lake_argument(parser: argparse.ArgumentParser) -> None:
@@ -56,6 +58,7 @@ def lake_location(args: argparse.Namespace, *, must_exist: bool = False, warn_ab
     ``warn_absent``: a command that can do without (``plan``) says so and goes on."""
     uri = args.lake or settings.lake_uri()
     origin = location_origin(args.lake, "lake")
+    args.lake = uri  # from here on: a failure below names this lake (explained_failure reads it)
     print(f"gpucompare {args.command}: lake {uri} (from {origin})", file=sys.stderr)
     if settings.is_remote(uri):
         print(f"gpucompare {args.command}: S3 identity {s3_identity()}", file=sys.stderr)
@@ -72,7 +75,6 @@ def lake_location(args: argparse.Namespace, *, must_exist: bool = False, warn_ab
         if not exists:
             print(f"gpucompare {args.command}: {no_lake_advice(uri, origin)}; going on without one",
                   file=sys.stderr)
-    args.lake = uri
     return uri
 
 

@@ -40,6 +40,7 @@ def _configure_ingest(parser: argparse.ArgumentParser) -> None:
 def _run_ingest(args: argparse.Namespace) -> int:
     from gpucompare.lake import ingest as lake_ingest
     from gpucompare.lake import tables as lake
+    from gpucompare.lake.rows import IngestError
     from gpucompare.lake.storage import LakeError
 
     context = lake_ingest.RunContext(provider=args.provider, instance_type=args.instance_type,
@@ -50,7 +51,7 @@ def _run_ingest(args: argparse.Namespace) -> int:
         summary = lake_ingest.ingest_results(target, args.results, context, run_id=args.run_id,
                                              code_hash=args.code_hash or local_code_hash(),
                                              replace=args.replace)
-    except (lake.IngestError, LakeError) as exc:
+    except (IngestError, LakeError) as exc:
         raise UsageError(str(exc)) from None
     print(f"ingested {args.results} into {args.lake}: {summary.describe()}")
     return 0
@@ -133,5 +134,5 @@ COMMANDS: tuple[Command, ...] = (
     Command("migrate-lake", "convert a lake in the old Hive layout into the Delta tables",
             _configure_migrate, _run_migrate),
     Command("lake-info", "what the lake holds: files and rows per table, results per mode, date and target",
-            _configure_lake_info, _run_lake_info),
+            _configure_lake_info, _run_lake_info, reads_only=True),
 )

@@ -26,5 +26,6 @@ def _run_plan(args: argparse.Namespace) -> int:
 
 COMMANDS: tuple[Command, ...] = (
     Command("plan", "each target's night before it runs: expected time, cost and billed/timed per phase, "
-            "from the lake's recorded phases (the cost guard's own estimate)", _configure_plan, _run_plan),
+            "from the lake's recorded phases (the cost guard's own estimate)", _configure_plan, _run_plan,
+            reads_only=True),
 )

@@ -167,6 +167,13 @@ def _run_add_price(args: argparse.Namespace) -> int:
     return 0
 
 
+def effective_date_argument(parser: argparse.ArgumentParser, rows: str) -> None:
+    """``--date``: the date the price rows a command writes take effect (default today), one
+    parse for refresh-prices and import-catalog."""
+    parser.add_argument("--date", type=parse_date, default=None,
+                        help=f"effective date of {rows} (default today)")
+
+
 def _configure_refresh_prices(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--provider", required=True, choices=["aws"])
     parser.add_argument("--region", required=True, help="AWS region, e.g. us-east-1")
@@ -176,8 +183,7 @@ def _configure_refresh_prices(parser: argparse.ArgumentParser) -> None:
     lake_argument(parser)
     parser.add_argument("--csv", type=Path, default=None,
                         help="also append the new rows to this price CSV (e.g. a file under data/prices)")
-    parser.add_argument("--date", type=parse_date, default=None,
-                        help="effective date of the new rows (default today)")
+    effective_date_argument(parser, "the new rows")
     parser.add_argument("--aws-conn-id", default=None,
                         help="take credentials from this Airflow connection (needs Airflow); "
                              "default: the usual AWS environment / profile chain")
@@ -215,8 +221,7 @@ def _configure_import_catalog(parser: argparse.ArgumentParser) -> None:
                         help="skypilot (vms.csv of github.com/skypilot-org/skypilot-catalog) or azure")
     parser.add_argument("--provider", default=None, help="the provider the catalog prices, e.g. gcp "
                         "(skypilot: required; azure: azure)")
-    parser.add_argument("--date", type=parse_date, default=None,
-                        help="effective date of the prices (default today)")
+    effective_date_argument(parser, "the prices")
     parser.add_argument("--shipped", action="store_true",
                         help="import the samples shipped with gpucompare (gcp, azure, lambda, runpod, "
                              "nebius)")

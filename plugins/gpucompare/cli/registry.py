@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     for command in COMMANDS.values():
         sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
         command.configure(sub)
-        sub.set_defaults(func=command.run)
+        sub.set_defaults(func=command.run, reads_only=command.reads_only)
     return parser
 
 
@@ -94,7 +94,8 @@ def explained_failure(exc: BaseException, args: argparse.Namespace) -> str | Non
 
     explained = explain_environment_error(exc)
     if explained is None:
-        storage = explain_storage_error(exc, str(getattr(args, "lake", None) or getattr(args, "out", "")))
+        storage = explain_storage_error(exc, str(getattr(args, "lake", None) or getattr(args, "out", "")),
+                                        writes=not getattr(args, "reads_only", False))
         explained = None if storage is None else str(storage)
     return explained
 

@@ -242,11 +242,11 @@ def _run_rank(args: argparse.Namespace) -> int:
 
 COMMANDS: tuple[Command, ...] = (
     Command("rank", "print the best_value ranking: cost per million with its interval, verdict, ages, "
-            "price source", _configure_rank, _run_rank),
+            "price source", _configure_rank, _run_rank, reads_only=True),
     Command("report", "build every report (Parquet + CSV), index.html and summary.md from the lake",
-            _configure_report, _run_report),
+            _configure_report, _run_report, reads_only=True),
     Command("compare", "benchstat-style comparison of two machines, nights or runtimes per configuration",
-            _configure_compare, _run_compare),
+            _configure_compare, _run_compare, reads_only=True),
     Command("athena-ddl", "write the Athena/Glue DDL of the results lake and the reports for your S3 paths",
             _configure_athena_ddl, _run_athena_ddl),
 )

@@ -17,19 +17,18 @@ from typing import Any
 
 import pyarrow as pa
 
-from bench_tasks.record import RecordError, loads_record, validate_record
+from bench_tasks.record import validate_record
+from bench_tasks.record_fields import RecordError
+from bench_tasks.record_text import loads_record
 from gpucompare.config import patterns
 from gpucompare.lake import schema
+from gpucompare.lake.commits import WriteSummary
+from gpucompare.lake.rows import IngestError, check_run_id
 from gpucompare.lake.storage import filesystem_for
-from gpucompare.lake.tables import (  # noqa: F401  (IngestError: raised here, defined with the table)
+from gpucompare.lake.tables import (
     BATCH_BYTES,
     BATCH_ROWS,
-    IngestError,
     Lake,
-    WriteSummary,
-    check_run_id,
-    table_key,
-    with_orchestrator_columns,
 )
 
 # ---- ingest of worker result files --------------------------------------------------------
@@ -222,7 +221,7 @@ def _decode(raw: bytes, line_no: int, name: str) -> str:
 
 
 def parse_line(line: str, line_no: int, name: str = "results") -> dict[str, Any]:
-    """One JSON Lines record, parsed strictly (``bench_tasks.record.loads_record``: duplicate
+    """One JSON Lines record, parsed strictly (``bench_tasks.record_text.loads_record``: duplicate
     keys, oversized number literals refused) and validated (IngestError naming the line and
     field otherwise)."""
     try:

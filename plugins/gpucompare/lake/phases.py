@@ -29,7 +29,9 @@ import pyarrow.parquet as pq
 
 from gpucompare.config import patterns
 from gpucompare.lake import schema
-from gpucompare.lake.tables import IngestError, Lake, WriteSummary, check_run_id
+from gpucompare.lake.commits import WriteSummary
+from gpucompare.lake.rows import IngestError, check_run_id
+from gpucompare.lake.tables import Lake
 
 TABLE = "run_phases"
 _TEXT_MAX = 250

@@ -1,6 +1,6 @@
 """Arrow schemas of the lake's tables: results, prices, exchange rates, published scaling, run phases.
 
-The results schema is derived from the record contract (``bench_tasks.record.FIELDS``) so a
+The results schema is derived from the record contract (``bench_tasks.record_fields.FIELDS``) so a
 field added there appears in the lake without a second list to keep in step; the columns
 the orchestrator adds at ingest follow. Everything here is plain data: no I/O.
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from bench_tasks.record import FIELDS, Field
+from bench_tasks.record_fields import FIELDS, Field
 from gpucompare.config import patterns
 
 TARGETS: tuple[str, ...] = (*patterns.TARGET_KINDS, "published")

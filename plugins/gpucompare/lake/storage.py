@@ -163,14 +163,18 @@ _ADVICE: tuple[tuple[tuple[str, ...], str], ...] = (
      "the region"),
     (("no space left on device", "os error 28", "errno 28", "disk quota exceeded", "os error 122",
       "errno 122"),
-     "the disk holding it is full (or over quota): free space there or give --lake another place; "
-     "nothing was committed (the lake is as it was, a later vacuum removes any stray file)"),
+     "the disk holding it is full (or over quota): free space there or give --lake another place"),
     (("internalerror", "internal server error", "serviceunavailable", "service unavailable", "slowdown",
       "status code: 500", "status code: 502", "status code: 503", "server error (5",
       "http status server error", "internal_error"),
-     "the storage service answered with a server error (HTTP 5xx) even after retries: try again later; "
-     "nothing was committed (the lake is as it was)"),
+     "the storage service answered with a server error (HTTP 5xx) even after retries: try again later"),
 )
+#: What a failed write adds to the advices of a full disk and a server error (a read says nothing
+#: of commits: it makes none).
+_NOTHING_COMMITTED = {
+    _ADVICE[3][1]: "nothing was committed (the lake is as it was, a later vacuum removes any stray file)",
+    _ADVICE[4][1]: "nothing was committed (the lake is as it was)",
+}
 
 
 #: Environment variables that give AWS credentials (or where to find them); with none of them
@@ -179,10 +183,11 @@ _CREDENTIAL_SOURCES = ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOK
                        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI")
 
 
-def explain_storage_error(exc: BaseException, uri: str) -> LakeError | None:
+def explain_storage_error(exc: BaseException, uri: str, *, writes: bool = True) -> LakeError | None:
     """A LakeError saying what to do about a failed storage call on the lake at ``uri`` (a
-    missing bucket, missing or expired credentials, an unreachable endpoint, a file where a
-    folder should be), or None when ``exc`` is none of these (a bug: let it show)."""
+    missing bucket, missing or expired credentials, an unreachable endpoint, a full disk, a server
+    error, a file where a folder should be), or None when ``exc`` is none of these (a bug: let it
+    show). ``writes``: the call was part of a write, so the message says nothing was committed."""
     if isinstance(exc, LakeError):
         return exc
     text = f"{type(exc).__name__}: {exc}"
@@ -200,6 +205,8 @@ def explain_storage_error(exc: BaseException, uri: str) -> LakeError | None:
         if any(needle in lowered for needle in needles):
             endpoint = env_endpoint()
             where = f" (endpoint {endpoint})" if endpoint and uri.startswith("s3://") else ""
+            if writes and advice in _NOTHING_COMMITTED:
+                advice = f"{advice}; {_NOTHING_COMMITTED[advice]}"
             return LakeError(f"{uri}{where}: {advice}. The store said: {_first_line(text)}")
     return None
 

@@ -40,14 +40,13 @@ Why writes are safe — every guarantee is the table format's, none is hand-writ
   (``gpucompare.lake.reading``: ``LakeReader``, ``TableSnapshot``).
 
 This module is the writing side: ``open_lake``, ``Lake`` (a ``LakeReader`` that also commits,
-replaces a run or a load, and compacts), the write and compaction summaries, and the checks
-of the rows written.
+replaces a run or a load, and compacts) and the compaction cut-off. How a commit is retried,
+found again and reported is ``lake.commits``; the checks of the rows written are ``lake.rows``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import uuid
 from collections.abc import Callable
@@ -57,13 +56,33 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-import tenacity
 
-from gpucompare.config import patterns
-from gpucompare.errors import PermanentError
 from gpucompare.lake import schema
-from gpucompare.lake.datafiles import DataFiles, partition_text
+from gpucompare.lake.commits import (
+    COMMIT_ID_KEY,
+    COMMIT_SEARCH,
+    TARGET_FILE_BYTES,
+    CompactionSummary,
+    TableCreatedMeanwhile,
+    WriteSummary,
+    commit_conflict_retries,
+    commit_token,
+    remove_action,
+    run_transaction_id,
+    writer_properties,
+)
+from gpucompare.lake.datafiles import DataFiles
+from gpucompare.lake.panics import rust_panics_quieted
 from gpucompare.lake.reading import KIND_SCHEMAS, LOAD_COLUMN, LakeReader, NoLakeError, RunFile
+from gpucompare.lake.rows import (
+    IngestError,
+    check_positive,
+    check_price_rows,
+    check_run_id,
+    safe_name,
+    table_key,
+    with_orchestrator_columns,
+)
 from gpucompare.lake.storage import (
     UNSAFE_URI_CHARACTERS,
     LakeError,
@@ -74,8 +93,6 @@ from gpucompare.lake.storage import (
 
 #: How long removed files stay for time travel (vacuum keeps them this long): 7 days.
 RETENTION_HOURS = 7 * 24
-#: Whole-transaction attempts when a commit meets a real conflict (delta-rs retries the rest).
-COMMIT_ATTEMPTS = 12
 #: Rows per Arrow batch while streaming a results file into the table (at most; see BATCH_BYTES).
 BATCH_ROWS = 2048
 #: Bytes of record text per Arrow batch: a batch closes at BATCH_ROWS rows or this many bytes,
@@ -83,23 +100,6 @@ BATCH_ROWS = 2048
 #: unit of an ingest's memory (it costs several times its text as Python objects, Arrow arrays
 #: and a Parquet row group) and one row group of the files written.
 BATCH_BYTES = 4 * 1024 * 1024
-#: Commit metadata key of a write's own token, and how far back the log is searched for it.
-COMMIT_ID_KEY = "gpucompare_commit"
-COMMIT_SEARCH = 200
-#: Parquet row group and file size of the writes through delta-rs (small tables, compaction).
-ROW_GROUP_ROWS = 8192
-TARGET_FILE_BYTES = 32 * 1024 * 1024
-#: The orchestrator's run ids (fleet.target_run_id, the worker's --run-id alphabet): safe inside
-#: a SQL string literal of a Delta predicate.
-
-
-class IngestError(PermanentError):
-    """A results file refused at ingest; ``line`` (1-based) and ``field`` name the first culprit."""
-
-    def __init__(self, message: str, *, line: int | None = None, field: str | None = None) -> None:
-        super().__init__(message)
-        self.line = line
-        self.field = field
 
 
 def open_lake(uri: str | None = None) -> Lake:
@@ -121,21 +121,6 @@ def open_lake(uri: str | None = None) -> Lake:
             )
         check_local_folder(root)
     return Lake(uri=uri, fs=fs, root=root)
-
-
-def safe_name(text: str) -> str:
-    """``text`` reduced to characters safe in a file name and a run id."""
-    cleaned = patterns.NOT_PLAIN_RUN.sub("_", text).strip("._")
-    return cleaned[:80] or "unnamed"
-
-
-def check_run_id(run_id: Any) -> str:
-    """The orchestrator's run id, checked (it goes into a Delta predicate)."""
-    if not isinstance(run_id, str) or not patterns.RUN_ID.fullmatch(run_id):
-        raise IngestError(
-            f"run id {run_id!r} is not valid ({patterns.RUN_ID_ALLOWED})", field="run_id"
-        )
-    return run_id
 
 
 @dataclass(frozen=True)
@@ -176,7 +161,7 @@ class Lake(LakeReader):
                     schema_mode="merge",
                     storage_options=self.storage_options or None,
                     commit_properties=properties,
-                    writer_properties=_writer_properties(),
+                    writer_properties=writer_properties(),
                     target_file_size=TARGET_FILE_BYTES,
                 )
         return self._committed_version(kind, token)
@@ -195,7 +180,7 @@ class Lake(LakeReader):
                     text = stream.read().decode("utf-8")
             except FileNotFoundError:  # removed by log cleanup (after a checkpoint): older ones too
                 break
-            if token in text and _commit_token(text) == token:
+            if token in text and commit_token(text) == token:
                 return version
         return latest  # pragma: no cover - more than COMMIT_SEARCH commits since
 
@@ -316,7 +301,7 @@ class Lake(LakeReader):
             for found in self.run_files(run_id, table):
                 if not found.only_the_run:
                     actions += self._without_run(found, run_id, rewritten)
-                actions.append(_remove_action(found))
+                actions.append(remove_action(found))
             table.create_write_transaction(
                 actions, mode="append", schema=table.schema(), partition_by=list(schema.PARTITION_COLUMNS),
                 commit_properties=properties,
@@ -406,7 +391,7 @@ class Lake(LakeReader):
         if kind == "prices":
             check_price_rows(rows)
         if kind == "fx":
-            _check_positive(rows, "rate", "fx")
+            check_positive(rows, "rate", "fx")
         if self.has_table(kind):
             current = self._load_rows(kind, name)
             if (
@@ -443,15 +428,17 @@ class Lake(LakeReader):
         files_before = len(table.get_add_actions(flatten=False))
         filters = [("date", "<", before.isoformat())] if before is not None else None
         metrics: dict[str, Any] = {}
-        for attempt in commit_conflict_retries():  # an ingest may rewrite a file meanwhile
-            with attempt:
-                metrics = self.delta("results").optimize.compact(
-                    partition_filters=filters, max_concurrent_tasks=2, writer_properties=_writer_properties()
-                )
-        table = self.delta("results")
-        vacuumed = table.vacuum(
-            retention_hours=retention_hours, dry_run=False, enforce_retention_duration=True
-        )
+        with rust_panics_quieted():  # a full disk: the exit-2 message, not delta-rs's panic lines
+            for attempt in commit_conflict_retries():  # an ingest may rewrite a file meanwhile
+                with attempt:
+                    metrics = self.delta("results").optimize.compact(
+                        partition_filters=filters, max_concurrent_tasks=2,
+                        writer_properties=writer_properties(),
+                    )
+            table = self.delta("results")
+            vacuumed = table.vacuum(
+                retention_hours=retention_hours, dry_run=False, enforce_retention_duration=True
+            )
         return CompactionSummary(
             files_before=files_before,
             files_after=len(table.get_add_actions(flatten=False)),
@@ -470,143 +457,3 @@ def compaction_cutoff(older_than_days: int | None, today: dt.date | None = None)
     if older_than_days < 0:
         raise LakeError(f"older_than_days must be >= 0, got {older_than_days}")
     return (today or dt.datetime.now(dt.UTC).date()) - dt.timedelta(days=older_than_days)
-
-
-def _writer_properties() -> Any:
-    """zstd Parquet in row groups of ``ROW_GROUP_ROWS`` (writes through delta-rs: the small
-    tables and compaction; the results of a run are written by ``lake.datafiles``)."""
-    from deltalake import WriterProperties
-
-    return WriterProperties(compression="ZSTD", max_row_group_size=ROW_GROUP_ROWS)
-
-
-def _commit_token(log_entry: str) -> str | None:
-    """The ``COMMIT_ID_KEY`` of a commit file's commitInfo action (None when it has none)."""
-    for line in log_entry.splitlines():
-        action = json.loads(line) if line.strip() else {}
-        info = action.get("commitInfo")
-        if info is not None:
-            return info.get(COMMIT_ID_KEY)
-    return None
-
-
-def run_transaction_id(run_id: str) -> str:
-    """The application transaction id every replace of run ``run_id`` commits: delta-rs refuses
-    a commit when a winning concurrent commit holds the same id (two writers of one run)."""
-    return f"gpucompare-results-run-{run_id}"
-
-
-class TableCreatedMeanwhile(Exception):  # noqa: N818 - a condition, retried like a conflict
-    """Another writer created the results table between our look and our create."""
-
-
-def _remove_action(found: RunFile) -> Any:
-    from deltalake.transaction import RemoveAction
-
-    return RemoveAction(
-        path=found.logged,
-        data_change=True,
-        deletion_timestamp=int(dt.datetime.now(dt.UTC).timestamp() * 1000),
-        size=found.size,
-        partition_values={c: None if v is None else partition_text(v) for c, v in found.partition.items()},
-    )
-
-
-def commit_conflict_retries() -> tenacity.Retrying:
-    """The one retry policy of lake commits: a commit conflict (delta-rs ``CommitFailedError``:
-    another writer took the version, or a concurrent compaction or delete touched the same
-    files, or a writer of the same run committed first; delta-rs has already retried a plain
-    lost race ``max_commit_retries`` times; or the table was created meanwhile) is
-    retried from the start, with fresh data, up to ``COMMIT_ATTEMPTS`` times, waits of full
-    jitter growing exponentially so racing writers fall apart. Any other error is raised at once."""
-    from deltalake.exceptions import CommitFailedError
-
-    return tenacity.Retrying(
-        retry=tenacity.retry_if_exception_type((CommitFailedError, TableCreatedMeanwhile)),
-        stop=tenacity.stop_after_attempt(COMMIT_ATTEMPTS),
-        wait=tenacity.wait_random_exponential(multiplier=0.1, max=2.0),
-        reraise=True,
-    )
-
-
-@dataclass(frozen=True)
-class WriteSummary:
-    """What one write did: the table, its version after it, the rows, whether anything changed."""
-
-    table: str
-    version: int | None
-    rows: int
-    changed: bool
-
-    def describe(self) -> str:
-        what = "committed" if self.changed else "unchanged (already in the lake)"
-        return f"{self.table}: {self.rows} row(s) {what}, table version {self.version}"
-
-
-@dataclass(frozen=True)
-class CompactionSummary:
-    """What ``Lake.compact`` did."""
-
-    files_before: int
-    files_after: int
-    files_added: int
-    files_removed: int
-    vacuumed: int
-    version: int
-
-    def describe(self) -> str:
-        return (
-            f"results: {self.files_before} live file(s) -> {self.files_after} "
-            f"({self.files_removed} rewritten into {self.files_added}), {self.vacuumed} file(s) "
-            f"older than the 7-day retention removed, table version {self.version}"
-        )
-
-
-# ---- checks of the small tables -------------------------------------------------------------
-def check_price_rows(rows: pa.Table) -> None:
-    """Refuse price rows no report can use: unknown units or currencies, prices <= 0."""
-    for column, allowed in (
-        ("unit", schema.PRICE_UNITS),
-        ("currency", patterns.CURRENCIES),
-        ("market", patterns.MARKETS),
-    ):
-        bad = [v for v in rows.column(column).to_pylist() if v not in allowed]
-        if bad:
-            raise LakeError(f"prices: {column} {bad[0]!r} is not one of {', '.join(allowed)}")
-    _check_positive(rows, "price", "prices")
-
-
-def _check_positive(rows: pa.Table, column: str, kind: str) -> None:
-    for value in rows.column(column).to_pylist():
-        if value is None or not value > 0 or value == float("inf"):
-            raise LakeError(f"{kind}: {column} must be a finite number > 0, got {value!r}")
-
-
-# ---- the rows of one run (written by Lake.write_results, built by lake.ingest) -------------
-def with_orchestrator_columns(table: pa.Table, *, code_hash: str | None) -> pa.Table:
-    """``table`` with every column of RESULTS_SCHEMA (code_hash filled when given)."""
-    for f in schema.RESULTS_SCHEMA:
-        if f.name not in table.column_names:
-            table = table.append_column(f, pa.nulls(table.num_rows, f.type))
-    # columns this code does not know (a newer writer's) are kept: the table's schema merges them
-    extra = [f for f in table.schema if f.name not in schema.RESULTS_SCHEMA.names]
-    table = table.select(schema.RESULTS_SCHEMA.names + [f.name for f in extra]).cast(
-        pa.schema(list(schema.RESULTS_SCHEMA) + extra)
-    )
-    if code_hash is not None:
-        table = table.set_column(
-            table.schema.get_field_index("code_hash"),
-            schema.RESULTS_SCHEMA.field("code_hash"),
-            pa.array([code_hash] * table.num_rows, pa.string()),
-        )
-    return table
-
-
-def table_key(table: pa.Table) -> str:
-    """Hash of a results table's data, ``ingested_at`` and ``ingest_key`` aside."""
-    digest = hashlib.sha256()
-    kept = table.drop_columns([c for c in ("ingested_at", "ingest_key") if c in table.column_names])
-    for row in kept.to_pylist():
-        digest.update(json.dumps(row, sort_keys=True, default=str).encode())
-        digest.update(b"\n")
-    return digest.hexdigest()[:24]

@@ -23,7 +23,8 @@ from gpucompare.config.models.prices import DECLARED
 from gpucompare.lake import schema
 
 if TYPE_CHECKING:
-    from gpucompare.lake.tables import Lake, WriteSummary
+    from gpucompare.lake.commits import WriteSummary
+    from gpucompare.lake.tables import Lake
 
 #: The start of a declared price's source (and of its ``price_note``): ``declared: ``.
 NOTE_PREFIX = f"{DECLARED}: "

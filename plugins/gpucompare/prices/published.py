@@ -33,11 +33,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bench_tasks.constants import MODES, NETWORKS, STATUSES
-from bench_tasks.record import SCHEMA_VERSION
+from bench_tasks.record_fields import SCHEMA_VERSION
 from gpucompare import resources
 from gpucompare.errors import PermanentError
 from gpucompare.lake import schema
-from gpucompare.lake.tables import Lake, safe_name
+from gpucompare.lake.rows import safe_name
+from gpucompare.lake.tables import Lake
 from gpucompare.prices import tables as prices
 
 PUBLISHED_DIR = resources.data_dir("published")
@@ -277,7 +278,7 @@ def import_published(lake: Lake, *, results_csv: str | Path = SHIPPED_RESULTS,
     for flags in results["flags"].to_pylist():
         summary.flags.update(flags)
     if price_table is not None:
-        from gpucompare.lake.tables import check_price_rows
+        from gpucompare.lake.rows import check_price_rows
 
         check_price_rows(price_table)  # before anything is written
     # one Delta transaction per published source (its run id) and per side table

@@ -58,7 +58,7 @@ def read_table(
     except Exception as exc:  # a store's failure (credentials, endpoint) as a LakeError saying what to do
         from gpucompare.lake.storage import explain_storage_error
 
-        explained = explain_storage_error(exc, uri)
+        explained = explain_storage_error(exc, uri, writes=False)
         if explained is None or explained is exc:
             raise
         raise explained from None

@@ -72,7 +72,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench_tasks.aggregate import merge_worker_records
-from bench_tasks.record import RecordError, validate_record
+from bench_tasks.record import validate_record
+from bench_tasks.record_fields import RecordError
 
 # What to measure lives in scaling_plan (the fleet parses it without importing this module);
 # the names are re-exported here for the launcher's callers.
@@ -103,6 +104,7 @@ from gpucompare.targets.channel import (  # noqa: F401  (the launcher's callers 
     port_probe_command,
     shell_quote,
 )
+from gpucompare.targets.polling import poll_until
 
 log = logging.getLogger(__name__)
 
@@ -309,7 +311,9 @@ class ParameterServerLauncher:
             by_host.setdefault(role.host_index, []).append(role)
         records: dict[str, dict[str, Any]] = {}
         missing_since: dict[str, float] = {}
-        while True:
+
+        def every_record() -> list[dict[str, Any]] | None:
+            """One look at every role; the workers' records once all have one, else None."""
             for host_index, host_roles in by_host.items():
                 host = self.hosts[host_index]
                 statuses = host.statuses(marker, host_roles)
@@ -330,12 +334,15 @@ class ParameterServerLauncher:
                         missing_since.pop(role.name, None)
             if len(records) == point.nodes:
                 return [records[f"worker-{i}"] for i in range(point.nodes)]
-            if self._clock() > deadline:
-                running = [r.name for r in roles if r.is_worker and r.name not in records]
-                raise DistributedRunError(
-                    f"point {point.point_id}: time limit of {point.timeout_s:.0f}s exceeded; "
-                    f"{', '.join(running)} still running; every process was stopped")
-            time.sleep(self.poll_interval_s)
+            return None
+
+        done = poll_until(every_record, every_s=self.poll_interval_s, deadline=deadline, clock=self._clock)
+        if done is None:
+            running = [r.name for r in roles if r.is_worker and r.name not in records]
+            raise DistributedRunError(
+                f"point {point.point_id}: time limit of {point.timeout_s:.0f}s exceeded; "
+                f"{', '.join(running)} still running; every process was stopped")
+        return done
 
     def _worker_record(self, point: ScalingPoint, marker: str, role: Role) -> dict[str, Any]:
         host = self.hosts[role.host_index]

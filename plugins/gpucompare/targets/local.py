@@ -39,6 +39,7 @@ from gpucompare.targets import runs
 from gpucompare.targets.base import LineSink, Target, TargetConfigError, TargetError, TargetSpec, TargetState
 from gpucompare.targets.bundle import unpacked_bundle
 from gpucompare.targets.phases import timed_phase
+from gpucompare.targets.polling import poll_until
 
 DEPLOY_CHECK_TIMEOUT_S = 120
 _READ_CHUNK = 65536
@@ -339,13 +340,14 @@ def _kill_group(pgid: int, grace_s: float, process: subprocess.Popen | None = No
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
         return
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
+
+    def gone() -> bool | None:
         if process is not None:
             process.poll()  # reap our own child: a zombie leader would keep its group "alive"
-        if not _group_alive(pgid):
-            return
-        time.sleep(0.1)
+        return None if _group_alive(pgid) else True
+
+    if poll_until(gone, every_s=0.1, deadline=time.monotonic() + grace_s):
+        return
     try:
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:

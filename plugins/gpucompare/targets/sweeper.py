@@ -242,9 +242,11 @@ def sweep_expired_instances(regions: Iterable[str], *, aws_conn_id: str = "aws_d
             continue
         done, failed = _terminate(hook, region, doomed)
         failures.extend(failed)
+        if done:
+            log.warning("Sweeper terminated %s", terminated_summary(region, done))
         for item in done:
-            log.warning("Sweeper terminated %s in %s (run %s): %s", item.instance_id, region, item.run_id,
-                        item.reason)
+            log.debug("Sweeper terminated %s in %s (run %s): %s", item.instance_id, region, item.run_id,
+                      item.reason)
         swept.extend(done)
         if wait and done:
             hook.get_waiter("instance_terminated").wait(
@@ -253,6 +255,19 @@ def sweep_expired_instances(regions: Iterable[str], *, aws_conn_id: str = "aws_d
     if failures or unreadable:
         raise SweepIncomplete.of(swept, failures, unreadable)
     return swept
+
+
+#: How many instance ids the one summary line of a region names (the rest are counted; every one
+#: is logged at debug).
+SUMMARY_IDS = 3
+
+
+def terminated_summary(region: str, done: list[SweptInstance]) -> str:
+    """One line for the instances terminated in ``region``: the count, the first ``SUMMARY_IDS``
+    ids with their run and reason, and how many more."""
+    named = ", ".join(f"{item.instance_id} (run {item.run_id}: {item.reason})" for item in done[:SUMMARY_IDS])
+    more = f" and {len(done) - SUMMARY_IDS} more" if len(done) > SUMMARY_IDS else ""
+    return f"{len(done)} instance(s) in {region}: {named}{more}"
 
 
 def recorded_regions(aws_conn_id: str, bucket: str, prefix: str, deployment: str) -> set[str]:

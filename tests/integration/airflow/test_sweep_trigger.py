@@ -22,10 +22,10 @@ import pytest
 from airflow.sdk.module_loading import import_string
 
 from gpucompare.airflow.triggers import trigger_for
-from gpucompare.targets.base import TargetError, TargetSpec
+from gpucompare.targets.base import TargetError
 from gpucompare.targets.ssh.target import SSHTarget
 from tests.support.fixtures_sshd import SshdServer
-from tests.support.target_helpers import TINY_SWEEP
+from tests.support.target_helpers import TINY_SWEEP, stand_in_ssh_target
 
 FAKE_PYTHON = textwrap.dedent("""\
     #!/bin/sh
@@ -43,15 +43,7 @@ FAKE_PYTHON = textwrap.dedent("""\
 
 
 def _target(sshd: SshdServer, tmp_path: Path) -> tuple[SSHTarget, Path]:
-    box = tmp_path / "box"
-    box.mkdir()
-    python = tmp_path / "fake-python"
-    python.write_text(FAKE_PYTHON.format(box=box))
-    python.chmod(0o755)
-    spec = TargetSpec(name="rented-box", kind="ssh", provider="leadergpu", instance_type="cpu-test",
-                      options={"ssh_conn_id": sshd.conn_id, "remote_dir": str(tmp_path / "remote"),
-                               "python": str(python), "poll_interval_s": 0.2, "kill_grace_s": 1})
-    return SSHTarget(spec, line_sink=lambda _: None), box
+    return stand_in_ssh_target(sshd, tmp_path, FAKE_PYTHON, poll_interval_s=0.2)
 
 
 async def _wait_for(predicate, timeout_s: float) -> None:

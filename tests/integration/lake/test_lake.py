@@ -23,11 +23,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from bench_tasks.record import empty_record, validate_record
+from bench_tasks.record import validate_record
+from bench_tasks.record_fields import empty_record
 from gpucompare import cli
 from gpucompare.lake import ingest as lake_ingest
 from gpucompare.lake import schema
 from gpucompare.lake import tables as lake
+from gpucompare.lake.rows import IngestError
 from gpucompare.lake.storage import LakeError
 from gpucompare.reports.build import run_reports
 from tests.conftest import REPO_ROOT
@@ -203,7 +205,7 @@ def test_records_of_another_run_are_refused_and_nothing_is_written(tmp_path: Pat
     target = lake.open_lake(str(tmp_path / "lake"))
     records = sample_records()
     records[1] = dict(records[1], run_id="nightly-2026-11-29T0200")  # a host rewriting an older night
-    with pytest.raises(lake.IngestError) as info:
+    with pytest.raises(IngestError) as info:
         ingest(target, write_jsonl(tmp_path / "r.jsonl", records))
     assert info.value.line == 2 and info.value.field == "run_id"
     assert "nightly-2026-11-29T0200" in str(info.value) and not target.exists()
@@ -288,12 +290,12 @@ def test_hostile_input_exits_2_naming_line_and_field_and_writes_nothing(
 def test_broken_json_and_unknown_fields_are_named(tmp_path: Path) -> None:
     target = lake.open_lake(str(tmp_path / "lake"))
     record = dict(make_record(), colour="blue")
-    with pytest.raises(lake.IngestError) as info:
+    with pytest.raises(IngestError) as info:
         ingest(target, write_jsonl(tmp_path / "u.jsonl", [make_record(), record]))
     assert info.value.line == 2 and info.value.field == "colour"
     path = tmp_path / "j.jsonl"
     path.write_text(json.dumps(make_record()) + "\n{not json\n", encoding="utf-8")
-    with pytest.raises(lake.IngestError, match="line 2: not valid JSON"):
+    with pytest.raises(IngestError, match="line 2: not valid JSON"):
         ingest(target, path)
     assert not target.exists()
 
@@ -310,7 +312,7 @@ def test_broken_json_and_unknown_fields_are_named(tmp_path: Path) -> None:
 )
 def test_orchestrator_values_are_validated(change: dict, field: str, tmp_path: Path) -> None:
     context = lake_ingest.RunContext(**{**CONTEXT.__dict__, **change})
-    with pytest.raises(lake.IngestError) as info:
+    with pytest.raises(IngestError) as info:
         ingest(
             lake.open_lake(str(tmp_path / "lake")),
             write_jsonl(tmp_path / "r.jsonl", sample_records()),
@@ -322,10 +324,10 @@ def test_orchestrator_values_are_validated(change: dict, field: str, tmp_path: P
 def test_run_id_and_code_hash_are_checked(tmp_path: Path) -> None:
     target = lake.open_lake(str(tmp_path / "lake"))
     path = write_jsonl(tmp_path / "r.jsonl", sample_records())
-    with pytest.raises(lake.IngestError, match="run id") as info:
+    with pytest.raises(IngestError, match="run id") as info:
         ingest(target, path, run_id="x' OR 1=1 --")
     assert info.value.field == "run_id"
-    with pytest.raises(lake.IngestError) as info:
+    with pytest.raises(IngestError) as info:
         ingest(target, path, code_hash="not a hash")
     assert info.value.field == "code_hash"
 
@@ -594,5 +596,5 @@ def test_results_file_can_be_read_from_s3(tmp_path: Path, s3_bucket: str, aws_cl
     target = lake.open_lake(str(tmp_path / "lake"))
     ingest(target, f"s3://{s3_bucket}/runs/r1/results.jsonl")
     assert target.results_table().num_rows == 4
-    with pytest.raises(lake.IngestError, match="cannot read results file"):
+    with pytest.raises(IngestError, match="cannot read results file"):
         ingest(target, f"s3://{s3_bucket}/runs/missing.jsonl")

@@ -120,7 +120,9 @@ def fill(folder: Path) -> None:
 
 def test_a_full_disk_ends_ingest_and_compact_with_exit_2_and_loses_nothing(full_disk: Path,
                                                                            tmp_path: Path) -> None:
-    """Before: ingest and compact on a full disk ended in tracebacks (exit 1)."""
+    """Before: ingest and compact on a full disk ended in tracebacks (exit 1); then compact printed
+    delta-rs's own panic lines (``thread '…' panicked at …``, ``note: run with RUST_BACKTRACE=1``)
+    before its exit-2 message."""
     uri = str(full_disk / "lake")
     for number in range(3):  # three runs in one partition: something for compaction to rewrite
         small = write_records(tmp_path / f"s{number}.jsonl", run_records(f"s{number}", 4))
@@ -132,6 +134,7 @@ def test_a_full_disk_ends_ingest_and_compact_with_exit_2_and_loses_nothing(full_
         assert done.returncode == 2, done.stderr
         assert "the disk holding it is full (or over quota)" in done.stderr, done.stderr
         assert "No space left on device" in done.stderr and "Traceback" not in done.stderr
+        assert "panicked" not in done.stderr and "RUST_BACKTRACE" not in done.stderr, done.stderr
     (full_disk / "filler").unlink()
     target = lake.open_lake(uri)
     assert target.version("results") == 2
@@ -141,8 +144,10 @@ def test_a_full_disk_ends_ingest_and_compact_with_exit_2_and_loses_nothing(full_
 def test_s3_answering_http_500_ends_ingest_and_lake_info_with_exit_2(
         aws_endpoint: str, s3_bucket: str, tmp_path: Path) -> None:
     """Before: an S3 endpoint answering HTTP 500 made ingest and lake-info exit 1 with a
-    traceback. Moto's server behind the fault proxy, every S3 request answered 500 after a first
-    good ingest; botocore's and delta-rs's own retries run first."""
+    traceback; then lake-info said "nothing was committed" (it commits nothing) and, given its lake
+    by the setting alone, named no lake ("error: : …"). Moto's server behind the fault proxy, every
+    S3 request answered 500 after a first good ingest; botocore's and delta-rs's own retries run
+    first."""
     proxy = FaultProxy(aws_endpoint, read_timeout_s=60)
     try:
         env = {"AWS_ENDPOINT_URL": proxy.url, "AWS_ACCESS_KEY_ID": "testing",
@@ -153,11 +158,20 @@ def test_s3_answering_http_500_ends_ingest_and_lake_info_with_exit_2(
         for method in ("GET", "PUT", "HEAD", "POST", "DELETE"):
             proxy.add(f"S3:{method}", "error500", times=10**6)
         second = write_records(tmp_path / "second.jsonl", run_records("r2", 2))
-        for done in (run(ingest_command(uri, second, "r2"), **env),
-                     run([sys.executable, "-m", "gpucompare", "lake-info", "--lake", uri], **env)):
+        ingested = run(ingest_command(uri, second, "r2"), **env)
+        # lake-info given the lake by --lake, and by the lake setting alone (before, the setting's
+        # case printed "error: : …", no lake named)
+        infos = [run([sys.executable, "-m", "gpucompare", "lake-info", "--lake", uri], **env),
+                 run([sys.executable, "-m", "gpucompare", "lake-info"], **env, GPUCOMPARE_LAKE=uri)]
+        for done in (ingested, *infos):
             assert done.returncode == 2, done.stderr
-            assert "a server error (HTTP 5xx) even after retries: try again later" in done.stderr
+            assert f"error: {uri} (endpoint {proxy.url}): the storage service answered with a server error " \
+                   "(HTTP 5xx) even after retries: try again later" in done.stderr, done.stderr
             assert "InternalError" in done.stderr and "Traceback" not in done.stderr
+        # the write says nothing was committed; a read-only command says nothing of commits
+        assert "nothing was committed (the lake is as it was)" in ingested.stderr, ingested.stderr
+        for done in infos:
+            assert "commit" not in done.stderr.split("error:", 1)[1], done.stderr
         proxy.clear()
         info = run([sys.executable, "-m", "gpucompare", "lake-info", "--lake", uri], **env)
         assert info.returncode == 0 and "results: version 0, 2 live file(s), 2 row(s)" in info.stdout, info

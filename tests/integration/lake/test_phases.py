@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from gpucompare.lake.phases import check_row, read_phases, write_phases
-from gpucompare.lake.tables import IngestError, open_lake
+from gpucompare.lake.rows import IngestError
+from gpucompare.lake.tables import open_lake
 from gpucompare.targets.phases import PhaseContext, PhaseLog, phase_rows, write_recorded
 from tests.conftest import REPO_ROOT
 

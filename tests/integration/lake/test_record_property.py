@@ -23,7 +23,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bench_tasks.record import RecordError, empty_record, validate_record
+from bench_tasks.record import validate_record
+from bench_tasks.record_fields import RecordError, empty_record
 from gpucompare import cli
 from gpucompare.lake import tables as lake
 from gpucompare.reports.build import run_reports

@@ -84,6 +84,27 @@ def test_sweeper_terminates_expired_instances_and_leaves_the_rest(aws_endpoint, 
     aws_client("ec2").terminate_instances(InstanceIds=[fresh, not_ours, foreign])
 
 
+def test_a_region_s_terminations_are_one_summary_line_and_each_instance_is_logged_at_debug(
+        aws_endpoint, aws_client, monkeypatch, caplog):
+    """Before: one warning line per terminated instance (a backlog of hundreds flooded the log)."""
+    point_airflow_connection(monkeypatch, aws_endpoint)
+    expired = _iso(datetime.now(UTC) - timedelta(minutes=5))
+    launched = {_launch(aws_client, "eu-north-1", {DEPLOYMENT_TAG: settings.deployment(),
+                                                  RUN_ID_TAG: f"run-{n}", EXPIRES_AT_TAG: expired})
+                for n in range(5)}
+    with caplog.at_level("DEBUG", logger=sweeper.log.name):
+        swept = sweeper.sweep_expired_instances(["eu-north-1"], aws_conn_id=CONN_ID)
+    assert {item.instance_id for item in swept} == launched
+    mine = [r for r in caplog.records if r.name == sweeper.log.name and "terminated" in r.getMessage()]
+    summaries = [r.getMessage() for r in mine if r.levelname == "WARNING"]
+    assert len(summaries) == 1, summaries
+    assert summaries[0].startswith("Sweeper terminated 5 instance(s) in eu-north-1: "), summaries
+    assert summaries[0].endswith(" and 2 more"), summaries
+    assert sum(instance in summaries[0] for instance in launched) == sweeper.SUMMARY_IDS
+    per_instance = {r.getMessage().split()[2] for r in mine if r.levelname == "DEBUG"}
+    assert per_instance == launched
+
+
 def test_a_refused_batch_is_retried_per_instance_and_the_refused_one_is_named(aws_endpoint, aws_client,
                                                                               monkeypatch):
     """One expired instance the orchestrator may not terminate (AWS refuses the whole batch

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench_tasks.record import SCHEMA_VERSION
+from bench_tasks.record_fields import SCHEMA_VERSION
 from gpucompare.lake.ingest import RunContext, ingest_results
 from gpucompare.lake.phases import read_phases
 from gpucompare.lake.tables import open_lake

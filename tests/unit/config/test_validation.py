@@ -319,7 +319,7 @@ def test_one_provider_rule_at_the_form_the_fleet_and_ingest(value: str, accepted
     """config.patterns.PROVIDER is the only provider rule: the trigger form / fleet check and the
     lake's ingest agree on every value (a trailing newline included: fullmatch, never match)."""
     from gpucompare.lake.ingest import RunContext
-    from gpucompare.lake.tables import IngestError
+    from gpucompare.lake.rows import IngestError
 
     try:
         target("ssh", provider=value)

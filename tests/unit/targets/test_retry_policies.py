@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from deltalake.exceptions import CommitFailedError, DeltaError
 
-from gpucompare.lake.tables import COMMIT_ATTEMPTS, commit_conflict_retries
+from gpucompare.lake.commits import COMMIT_ATTEMPTS, commit_conflict_retries
 from gpucompare.targets.ssh import connection
 
 

@@ -12,14 +12,9 @@ import json
 
 import pytest
 
-from bench_tasks.record import (
-    MAX_IMAGES_PER_SEC,
-    MIN_IMAGES_PER_SEC,
-    RecordError,
-    empty_record,
-    loads_record,
-    validate_record,
-)
+from bench_tasks.record import MAX_IMAGES_PER_SEC, MIN_IMAGES_PER_SEC, validate_record
+from bench_tasks.record_fields import RecordError, empty_record
+from bench_tasks.record_text import loads_record
 from tests.support.worker_support import PLAUSIBLE_RECORD
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from bench_tasks.aggregate import merge_worker_records
-from bench_tasks.record import RecordError
+from bench_tasks.record_fields import RecordError
 
 
 def _worker_record(ips: float | None, status: str = "ok") -> dict:
-    from bench_tasks.record import empty_record
+    from bench_tasks.record_fields import empty_record
 
     return empty_record(
         run_id="r", config_id="c", mode="train", network="googlenet", image_shape="3,224,224",

@@ -11,7 +11,8 @@ import pytest
 
 from bench_tasks.configs import ConfigError, parse_sweep
 from bench_tasks.methodology import MethodologyError, StopPolicy, coefficient_of_variation, resolve
-from bench_tasks.record import RecordError, empty_record, validate_record
+from bench_tasks.record import validate_record
+from bench_tasks.record_fields import RecordError, empty_record
 from gpucompare.config import fleet
 from gpucompare.config.validation import ValidationError
 

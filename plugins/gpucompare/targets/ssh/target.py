@@ -8,7 +8,8 @@ key are refused at once (``HostKeyError``, no retries) with an error that says w
 unless the connection explicitly opts out with the provider's ``no_host_key_check``
 (unknown keys accepted) or ``allow_host_key_change`` (known_hosts files ignored) extras.
 That session, with its retries, is ``connection.SSHConnection``; files on the host are
-written and read through ``remote_files``. This module holds the target's steps.
+written and read through ``remote_files``; a sweep is started, killed and waited for on the
+host by ``sweeps`` (``HostSweeps``, ``SweepPoller``). This module holds the target's steps.
 
 On the host, everything lives under ``remote_dir`` (default ``~/gpucompare``)::
 
@@ -53,7 +54,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench_tasks.constants import WORKER_RUNTIME_ENV
 from gpucompare import settings
 from gpucompare.config import runtime_choice
 from gpucompare.targets import container as _container
@@ -71,37 +71,31 @@ from gpucompare.targets.base import (
 )
 from gpucompare.targets.bundle import REQUIREMENTS, WorkerBundle, build_bundle
 from gpucompare.targets.phases import timed_phase
+from gpucompare.targets.polling import poll_until
 from gpucompare.targets.ssh.commands import (
     SweepPaths,
     check_python_command,
-    docker_command,
     docker_image_command,
     job_script,
     launch_command,
     probe_script,
-    run_script,
     stop_script,
     unpack_command,
     venv_command,
-    venv_worker_command,
 )
 from gpucompare.targets.ssh.connection import SSHConnection
 from gpucompare.targets.ssh.options import (
     BACKSTOP_SLACK_S,
     COMMAND_TIMEOUT_S,
-    LIVENESS_EVERY_POLLS,
-    LOST_AFTER_S,
     SSHOptions,
     is_absolute_path,
 )
 from gpucompare.targets.ssh.remote_files import (
-    ProgressReader,
     get_file,
-    poll_exit_code,
     put_file,
-    read_tail,
     write_text,
 )
+from gpucompare.targets.ssh.sweeps import HostSweeps, SweepPoller, checked_run_dir
 
 #: The file in a sweep's folder where the triggerer's wait keeps how much progress it logged.
 TRIGGER_OFFSET_FILE = "trigger_offset"
@@ -127,6 +121,9 @@ class SSHTarget(Target, DeferrableTarget, DeferrableDeploy):
         self._sleep = sleep
         #: the verified, reconnecting session every step (and the scaling channel) goes through
         self.connection = SSHConnection(self.options, line_sink=self.line_sink, sleep=sleep)
+        #: starts, kills, reads and waits for the sweeps on the host (``ssh.sweeps``)
+        self.sweeps = HostSweeps(self.connection, self.options, line_sink=self.line_sink,
+                                 runtime=self.runtime, in_container=self.in_container)
 
     # -- the interface -----------------------------------------------------------------
     @timed_phase("provision")
@@ -200,8 +197,9 @@ class SSHTarget(Target, DeferrableTarget, DeferrableDeploy):
         started = self.start_sweep(state, sweep_config, timeout_s=timeout_s)
         if started["decision"] != "reuse":
             poller = self.sweep_poller(state, started)
-            while (event := poller.poll()) is None:
-                self._sleep(self.options.poll_interval_s)
+            # no deadline here: the poller returns an error event itself past the sweep's backstop
+            event = poll_until(poller.poll, every_s=self.options.poll_interval_s, deadline=None,
+                               sleep=self._sleep)
             return self.finish_sweep(state, started, event)
         return self.finish_sweep(state, started, {"exit_code": 0})
 
@@ -214,7 +212,7 @@ class SSHTarget(Target, DeferrableTarget, DeferrableDeploy):
         """
         if not timeout_s or timeout_s <= 0:
             raise TargetError(f"run_sweep: timeout_s must be > 0, got {timeout_s!r}")
-        run_dir = _checked_run_dir(state, "run_sweep")
+        run_dir = checked_run_dir(state, "run_sweep")
         if not self.options.use_docker:
             for name in ("code_dir",) if self.in_container else ("code_dir", "python"):
                 value = state.extra.get(name)
@@ -238,7 +236,7 @@ class SSHTarget(Target, DeferrableTarget, DeferrableDeploy):
             if status != "new":
                 self.line_sink(f"[ssh] sweep {sweep_name} left by an earlier attempt ({status}); "
                                "starting it again")
-            self._start(state, paths, config, timeout_s)
+            self.sweeps.start(state, paths, config, timeout_s)
             decision = "start"
         deadline = time.time() + timeout_s + self.options.kill_grace_s + BACKSTOP_SLACK_S
         return {"sweep_dir": paths.sweep_dir, "decision": decision, "timeout_s": timeout_s,
@@ -246,11 +244,11 @@ class SSHTarget(Target, DeferrableTarget, DeferrableDeploy):
 
     def sweep_poller(self, state: TargetState, started: dict[str, Any]) -> SweepPoller:
         """Reads the sweep's progress and exit file, one ``poll()`` at a time (see ``SweepPoller``)."""
-        run_dir = _checked_run_dir(state, "run_sweep")
+        run_dir = checked_run_dir(state, "run_sweep")
         paths = SweepPaths(started["sweep_dir"])
         if posixpath.dirname(paths.sweep_dir) != run_dir:
             raise TargetError(f"run_sweep: sweep {paths.sweep_dir!r} is not in the run directory {run_dir}")
-        return SweepPoller(self, paths, deadline=float(started["deadline"]))
+        return SweepPoller(self.sweeps, paths, deadline=float(started["deadline"]), close=self.close)
 
     def sweep_wait(self, state: TargetState, started: dict[str, Any]) -> dict[str, Any]:
         """What the triggerer's wait needs (``airflow.ssh_trigger.SshSweepTrigger``)."""
@@ -274,14 +272,14 @@ class SSHTarget(Target, DeferrableTarget, DeferrableDeploy):
         that ended at its deadline (``timed_out``) kills the sweep first."""
         paths = SweepPaths(started["sweep_dir"])
         if event.get("timed_out"):
-            self._kill_sweep(paths)
+            self.sweeps.kill(paths)
             raise TargetError(f"{event.get('error')}; the sweep was killed. Its stderr ended with:\n"
-                              f"{self._remote_tail(paths)}")
+                              f"{self.sweeps.tail(paths)}")
         if event.get("error"):
             raise TargetError(str(event["error"]))
         exit_code, timeout_s = event.get("exit_code"), float(started["timeout_s"])
         if exit_code != 0:
-            tail = self._remote_tail(paths)
+            tail = self.sweeps.tail(paths)
             if exit_code in runs.TIMEOUT_EXIT_CODES:
                 raise TargetError(f"run_sweep: the sweep was stopped on the host (exit {exit_code}: its "
                                   f"time limit of {timeout_s:.0f}s, or it was killed). Its stderr ended "
@@ -301,7 +299,7 @@ class SSHTarget(Target, DeferrableTarget, DeferrableDeploy):
 
     def collect(self, state: TargetState, local_path: str) -> str:
         """Copy every finished sweep's results back over SFTP, concatenated into ``local_path``."""
-        run_dir = _checked_run_dir(state, "collect")
+        run_dir = checked_run_dir(state, "collect")
         remote_files = runs.result_files(state, "collect")
         outside = [f for f in remote_files if posixpath.dirname(posixpath.dirname(f)) != run_dir]
         if outside:
@@ -332,7 +330,7 @@ class SSHTarget(Target, DeferrableTarget, DeferrableDeploy):
         try:
             if state is None or not state.workdir:
                 return
-            run_dir = _checked_run_dir(state, "teardown")
+            run_dir = checked_run_dir(state, "teardown")
             stopped = self.connection.run(
                 "teardown", stop_script(run_dir, grace_s=self.options.kill_grace_s),
                 timeout=self.options.kill_grace_s + COMMAND_TIMEOUT_S).stdout.split()
@@ -412,7 +410,7 @@ class SSHTarget(Target, DeferrableTarget, DeferrableDeploy):
         code_dir = posixpath.join(base, bundle.name)
         self._upload_bundle(bundle, base, code_dir)
         env_dir, command = self._environment_command(bundle, base, code_dir)
-        job_dir = posixpath.join(_checked_run_dir(state, "deploy"), f"deploy-{posixpath.basename(env_dir)}")
+        job_dir = posixpath.join(checked_run_dir(state, "deploy"), f"deploy-{posixpath.basename(env_dir)}")
         paths = SweepPaths(job_dir)
         status = self.connection.run("deploy", probe_script(paths)).stdout.strip()
         if status not in ("running", "claimed", "exit 0"):
@@ -434,125 +432,13 @@ class SSHTarget(Target, DeferrableTarget, DeferrableDeploy):
         """After the build: the interpreter checked and recorded, or the build's failure raised."""
         paths = SweepPaths(started["job_dir"])
         if event.get("timed_out"):
-            self._kill_sweep(paths)
+            self.sweeps.kill(paths)
         if event.get("error"):
             raise TargetError(f"deploy: {event['error']}")
         if event.get("exit_code") != 0:
             raise TargetError(f"deploy: building the worker environment failed (exit "
                               f"{event.get('exit_code')}); its output ended with:\n"
-                              f"{self._remote_tail(paths)}")
+                              f"{self.sweeps.tail(paths)}")
         env_dir = state.extra["env_dir"]
         python = posixpath.join(env_dir, "bin", "python")
         return self._check_python(state, state.extra["code_dir"], python, env_dir)
-
-    # -- run_sweep ---------------------------------------------------------------------
-    def _start(self, state: TargetState, paths: SweepPaths, config: dict[str, Any],
-               timeout_s: float) -> None:
-        """Clear what an earlier attempt left, write config and script, launch detached."""
-        container: str | None = _container.container_name(posixpath.basename(state.workdir or ""),
-                                                           posixpath.basename(paths.sweep_dir))
-        if self.in_container:
-            argv = _container.run_argv(
-                image=state.extra["image"], runtime=self.runtime, code_dir=state.extra["code_dir"],
-                sweep_dir=paths.sweep_dir, uid=int(state.extra.get("uid", 0)),
-                gid=int(state.extra.get("gid", 0)), name=container, gpus=self.options.docker_gpus,
-                worker_args=["sweep", "--config", paths.config, "--output", paths.partial])
-            cwd, env = paths.sweep_dir, {}
-        elif self.options.use_docker:
-            argv = docker_command(image=self.options.image, gpus=self.options.docker_gpus,
-                                  sweep_dir=paths.sweep_dir, container_name=str(container),
-                                  uid=int(state.extra.get("uid", 0)), gid=int(state.extra.get("gid", 0)))
-            cwd, env = paths.sweep_dir, {}
-        else:
-            container = None
-            code_dir = state.extra["code_dir"]
-            env_dir = state.extra.get("env_dir")
-            if env_dir is not None and not (isinstance(env_dir, str) and is_absolute_path(env_dir)):
-                raise TargetError(f"run_sweep: the state's env_dir {env_dir!r} is not an absolute path")
-            argv = venv_worker_command(python=state.extra["python"], paths=paths, env_dir=env_dir)
-            cwd, env = code_dir, {"PYTHONPATH": code_dir, "PYTHONUNBUFFERED": "1",
-                                  WORKER_RUNTIME_ENV: self.runtime}
-        script = run_script(paths=paths, cwd=cwd, worker_argv=argv, env=env,
-                            timeout_s=max(1, round(timeout_s)), kill_grace_s=self.options.kill_grace_s,
-                            container_name=container)
-        self.connection.run("run_sweep", f"rm -rf {shell_quote(paths.sweep_dir)} "
-                                         f"&& mkdir -p {shell_quote(paths.sweep_dir)}")
-        for remote, text in ((paths.config, runs.config_json(config)), (paths.script, script)):
-            self.connection.retrying("run_sweep", lambda client, r=remote, t=text:
-                                     write_text(self.connection.sftp(client), r, t))
-        self.line_sink(f"[ssh] starting sweep {posixpath.basename(paths.sweep_dir)} "
-                       f"(time limit {timeout_s:.0f}s)")
-        self.connection.run("run_sweep", launch_command(paths))
-
-    def _kill_sweep(self, paths: SweepPaths) -> None:
-        self.connection.run("run_sweep", stop_script(posixpath.dirname(paths.sweep_dir),
-                                                     grace_s=self.options.kill_grace_s, only=paths.sweep_dir),
-                            timeout=self.options.kill_grace_s + COMMAND_TIMEOUT_S)
-
-    def _remote_tail(self, paths: SweepPaths, path: str | None = None) -> str:
-        """The last lines of the sweep's progress log (or of ``path``), for an error message."""
-        path = path or paths.progress
-        try:
-            text = self.connection.retrying(
-                "run_sweep", lambda client: read_tail(self.connection.sftp(client), path))
-        except TargetError as exc:
-            return f"(could not read {path}: {exc})"
-        return runs.tail_text(text)
-
-
-class SweepPoller:
-    """The wait for one sweep on the host, one ``poll()`` at a time: new progress lines go to
-    the target's line sink; ``poll`` returns None while the sweep runs, else the event
-    ``finish_sweep`` takes (``{"exit_code": N}``, or ``{"error": ...}`` when the sweep ran past
-    the orchestrator's backstop (it is killed) or stopped without an exit status). Used by
-    ``run_sweep`` in the task and by the deferred task's trigger (``airflow.triggers``)."""
-
-    def __init__(self, target: SSHTarget, paths: SweepPaths, *, deadline: float) -> None:
-        self.target, self.paths, self.deadline = target, paths, deadline
-        self.reader = ProgressReader(paths.progress)
-        self.polls = 0
-        self.not_alive_since: float | None = None
-
-    def poll(self) -> dict[str, Any] | None:
-        connection, paths = self.target.connection, self.paths
-        exit_code = connection.retrying(
-            "run_sweep", lambda client: poll_exit_code(connection.sftp(client), self.reader, paths))
-        for line in self.reader.take_lines():
-            self.target.line_sink(line)
-        if exit_code is not None:
-            for line in self.reader.flush():
-                self.target.line_sink(line)
-            return {"exit_code": exit_code}
-        if time.time() > self.deadline:
-            self.target._kill_sweep(paths)
-            return {"error": "run_sweep: the time limit was exceeded and the host did not stop the sweep; "
-                             f"it was killed. Its stderr ended with:\n{self.target._remote_tail(paths)}"}
-        self.polls += 1
-        if self.polls % LIVENESS_EVERY_POLLS == 0:
-            status = connection.run("run_sweep", probe_script(paths)).stdout.strip()
-            if status == "running" or status.startswith("exit"):
-                self.not_alive_since = None
-            else:
-                self.not_alive_since = self.not_alive_since or time.monotonic()
-                if time.monotonic() - self.not_alive_since > LOST_AFTER_S:
-                    return {"error": f"run_sweep: the sweep in {paths.sweep_dir} stopped without an exit "
-                                     f"status ({status}); was the host rebooted? Its stderr ended with:\n"
-                                     f"{self.target._remote_tail(paths)}\nIts launcher said:\n"
-                                     f"{self.target._remote_tail(paths, paths.launcher)}"}
-        return None
-
-    def close(self) -> None:
-        self.target.close()
-
-
-def _checked_run_dir(state: TargetState, step: str) -> str:
-    """The state's run directory, if it is what ``prepare`` makes: ``<remote base>/runs/<name>``.
-
-    The state travels through XCom; this keeps anything else out of ``rm -rf`` and kill.
-    """
-    run_dir, base = state.workdir, state.extra.get("remote_base")
-    if not (isinstance(run_dir, str) and isinstance(base, str) and is_absolute_path(run_dir)
-            and is_absolute_path(base) and posixpath.dirname(run_dir) == posixpath.join(base, "runs")):
-        raise TargetError(f"{step}: the state's run directory {run_dir!r} is not <remote_base>/runs/<run> "
-                          f"(remote_base {base!r}); was prepare run by this target?")
-    return run_dir
