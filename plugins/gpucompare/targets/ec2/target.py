@@ -97,6 +97,7 @@ from gpucompare.targets.ec2.storage import RunStorage
 from gpucompare.targets.ec2.sweeps import CommandPoller, Sweeps, SweepStart
 from gpucompare.targets.ec2.teardown import Reaper
 from gpucompare.targets.phases import timed_phase
+from gpucompare.targets.polling import poll_until
 
 log = logging.getLogger(__name__)
 
@@ -290,9 +291,8 @@ class Ec2Target(Target, DeferrableTarget, DeferrablePrepare, DeferrableDeploy):
         """Start (or re-attach to, or reuse) the sweep and wait for it in this task: its poller
         every ``poll_interval_s`` (the poller ends the wait at the sweep's deadline)."""
         started = self.start_sweep(state, sweep_config, timeout_s=timeout_s)
-        interval = self.options.poll_interval_s
-        event = states.poll_until(self.sweep_poller(state, started).poll, interval_s=interval,
-                                  bound_s=started.deadline - time.time() + 2 * interval)
+        event = poll_until(self.sweep_poller(state, started).poll, every_s=self.options.poll_interval_s,
+                           deadline=None)
         return self.finish_sweep(state, started, event)
 
     # --- collect, the scaling channel, teardown ---
