@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, NoReturn
 
@@ -101,6 +101,21 @@ class TargetStepOperator(BaseOperator):
         self.defer(trigger=trigger_for(wait), method_name="resume",
                    timeout=deferral_timeout(started["deadline"]))
 
+    def resumed(self, context: Any, phase: str, finish: Callable[[Any, Any, dict[str, Any]], Any],
+                *, billed: bool = False) -> tuple[Any, dict[str, Any]]:
+        """The resumed part of a deferred step: the kept state and handle, ``finish(target, state,
+        started)`` (the target's ``finish_*`` with the event) inside the step's recording, its
+        ``phase`` timed from the first part's start (``billed``: the machine existed since then).
+        Returns the next state and the handle."""
+        self.name_map_index(context)
+        state, started = self.waited(context)
+        target = target_of(self.plan)
+        with self.recorded(context, target, state.get("market")), bad_input_fails(), \
+                deferred_phase(target, phase, float(started["began"])):
+            if billed:
+                target.phases.mark_billed()
+            return finish(target, state_of(state), started), started
+
     def waited(self, context: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         """The state and handle ``defer_wait`` kept, for the resumed part."""
         ti = context["ti"]
@@ -136,20 +151,16 @@ class PrepareOperator(TargetStepOperator):
                         wait=target.prepare_wait(state, started))
 
     def resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
-        self.name_map_index(context)
-        state, started = self.waited(context)
-        target = target_of(self.plan)
-        with self.recorded(context, target, state.get("market")), bad_input_fails(), \
-                deferred_phase(target, "provision", float(started["began"])):
-            target.phases.mark_billed()  # the instance existed since the first part
-            done = target.finish_prepare(state_of(state), event)
+        # billed: the instance existed since the first part
+        done, _ = self.resumed(context, "provision",
+                               lambda target, state, _: target.finish_prepare(state, event), billed=True)
         log.info("Prepared %s: resource %s, market %s", self.target_name, done.resource_id, done.market)
         return done.to_dict()
 
 
 class DeployOperator(TargetStepOperator):
     """Put the worker and its environment on the machine (idempotent). A ``DeferrableDeploy``
-    (ssh) uploads the code here and, when the environment may have to be built (a pip install of
+    (ssh, ec2) uploads the code here and, when the environment may have to be built (a pip install of
     minutes), starts the build on the host and defers its wait; the others deploy in ``execute``."""
 
     def execute(self, context: Any) -> dict[str, Any]:
@@ -171,12 +182,8 @@ class DeployOperator(TargetStepOperator):
         self.defer_wait(context, state=current.to_dict(), started={**started, "began": began}, wait=wait)
 
     def resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
-        self.name_map_index(context)
-        state, started = self.waited(context)
-        target = target_of(self.plan)
-        with self.recorded(context, target, state.get("market")), bad_input_fails(), \
-                deferred_phase(target, "deploy", float(started["began"])):
-            done = target.finish_deploy(state_of(state), started, event)
+        done, _ = self.resumed(context, "deploy", lambda target, state, started:
+                               target.finish_deploy(state, started, event))
         return done.to_dict()
 
 
@@ -215,11 +222,7 @@ class SweepOperator(TargetStepOperator):
         self.defer_wait(context, state=current.to_dict(), started={**started, "began": began}, wait=wait)
 
     def resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
-        self.name_map_index(context)
-        state, started = self.waited(context)
-        target = target_of(self.plan)
-        with self.recorded(context, target, state.get("market")), bad_input_fails(), \
-                deferred_phase(target, "sweep", float(started["began"])):
-            done = target.finish_sweep(state_of(state), started, event)
+        done, started = self.resumed(context, "sweep", lambda target, state, started:
+                                     target.finish_sweep(state, started, event))
         log.info("%s sweep of %s finished (%s)", self.mode, self.target_name, started["decision"])
         return done.to_dict()
