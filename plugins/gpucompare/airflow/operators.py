@@ -17,9 +17,9 @@ A deferring step runs in two short parts on a worker and waits in between in the
 The plan and the step's input state are the operator's template fields (the group's mapped
 argument and the previous step's XCom, rendered again when the task resumes), so they travel
 once; the trigger's event carries only what the wait found. The deferral's ``timeout`` is the
-wait's own deadline plus the setting ``deferral_margin_s`` (300 s): the trigger ends a wait at its deadline with an
-error event (and cancels or kills what it abandons), and Airflow's timeout is the backstop for a
-trigger that cannot (a triggerer that lost it, a deadline it did not see).
+wait's own deadline plus the setting ``deferral_margin_s`` (300 s): the trigger ends a wait at its
+deadline with an error event (and cancels or kills what it abandons), and Airflow's timeout is the
+backstop for a trigger that cannot (a triggerer that lost it, a deadline it did not see).
 
 A target that cannot defer (``local``: the sweep is the task's own child process) runs the
 whole step in ``execute``; which targets can is declared (``targets.base.DeferrableTarget``,
