@@ -23,8 +23,10 @@ export GPUCOMPARE_REPORTS := $(CURDIR)/reports
 PYTEST_ARGS ?=
 # `make test` runs the test files on this many processes (pytest-xdist, `--dist loadfile`: a file's
 # tests stay together and in order; each process has its own Airflow home, servers and scratch
-# folders). TEST_WORKERS=0 runs them in this process, one after the other.
+# folders). TEST_WORKERS=0 runs them in this process, one after the other. The files marked slow
+# are handed out first (tests/support/slow_first.py), so no process is left alone with them at the end.
 TEST_WORKERS ?= 2
+TEST_ORDER := --dist loadfile --no-loadscope-reorder -p tests.support.slow_first
 # The quick tier (`make test-fast`, under 2 minutes): the unit tests, tests/unit/ (see tests/README.md).
 FAST_TESTS := tests/unit
 
@@ -59,7 +61,7 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 
 test: envs system-deps lint
-	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=30 $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) $(TEST_ORDER) --durations=30 $(PYTEST_ARGS)
 
 test-fast: envs
 	$(VENV)/bin/python -m pytest $(FAST_TESTS) $(PYTEST_ARGS)

@@ -128,6 +128,11 @@ class Settings(BaseModel):
     retry_delay_s: Annotated[float, Field(ge=0.0, le=3600.0)] = _field(
         60.0, "First retry delay of the network steps in seconds; it doubles on each retry.",
         "a number of seconds from 0 to 3600")
+    deferral_margin_s: Annotated[float, Field(ge=5.0, le=3600.0)] = _field(
+        300.0, "Seconds Airflow waits past a deferred wait's own deadline (a sweep's time limit, an "
+        "instance's launch and agent timeouts) before it fails the task itself (TaskDeferralTimeout): "
+        "the backstop for a trigger that cannot end the wait, e.g. a triggerer that is down.",
+        "a number of seconds from 5 to 3600")
     sweeper_regions: Annotated[str, AfterValidator(_regions)] = _field(
         "", "Extra AWS regions the sweeper checks for expired instances, comma-separated.",
         "AWS regions such as us-east-1, comma-separated")
@@ -333,6 +338,10 @@ def pool() -> str:
 
 def retry_delay_s() -> float:
     return get("retry_delay_s")
+
+
+def deferral_margin_s() -> float:
+    return get("deferral_margin_s")
 
 
 def sweeper_regions() -> list[str]:

@@ -255,12 +255,19 @@ class SshdServer:
         return len(pids)
 
     def stop(self) -> None:
-        """Stop the listener and drop every connection. Safe twice."""
+        """Stop the listener and drop every connection. Safe twice.
+
+        The listener is paused first: a connection it accepted between the drop and its exit
+        would outlive it (its sshd process is its own), and a client reconnecting at that moment
+        would find the host still up. Paused, it accepts none, and it exits refusing them."""
         if self.process is None:
             return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGSTOP)
         self.drop_connections()
         if self.process.poll() is None:
             self.process.terminate()
+            self.process.send_signal(signal.SIGCONT)
             try:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:

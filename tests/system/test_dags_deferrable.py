@@ -11,9 +11,9 @@ of target side by side:
   the results to moto's S3, where ``collect`` reads them.
 
 ``dag.test()`` runs each deferred task's trigger in line (Airflow's
-``_run_task(run_triggerer=True)``), so the ec2 prepare (instance running, agent online) and every
-sweep go through ``start_*`` → defer → its trigger → ``resume`` exactly as with a
-triggerer, one task at a time.
+``_run_task(run_triggerer=True)``), so the ec2 prepare (instance running, agent online), the
+ec2 deploy and every sweep go through ``start_*`` → defer → its trigger → ``resume`` exactly as
+with a triggerer, one task at a time.
 
 The worker-slot seconds of each target are the wall time of its tasks' parts that run on a
 worker (each step's ``execute``, and a deferred step's ``resume``), measured around those
@@ -135,9 +135,10 @@ def test_nightly_with_deferred_ssh_and_ec2_sweeps_fills_the_lake(
     kinds = [t["kind"] for t in targets]
     assert [len(worker_parts[("target.prepare", i)]) for i in range(TARGETS)] == [
         2 if kind == "ec2" else 1 for kind in kinds]
-    # an ssh host that builds the worker's environment defers that wait too
+    # an ssh host that builds the worker's environment defers that wait too, and every ec2 deploy
+    # (its SSM command: fetch the bundle, build the venv) does
     assert [len(worker_parts[("target.deploy", i)]) for i in range(TARGETS)] == [
-        2 if kind == "ssh" and DEPLOY_S else 1 for kind in kinds]
+        2 if kind == "ec2" or DEPLOY_S else 1 for kind in kinds]
     _report(worker_parts, sweeps, wall_s, kinds)
 
 

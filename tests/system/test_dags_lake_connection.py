@@ -11,7 +11,9 @@ fails (the first test's control shows that it does).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,10 +37,10 @@ def _s3(aws_endpoint: str) -> Any:
                         aws_access_key_id="inspector", aws_secret_access_key="inspector")
 
 
-@pytest.fixture
-def connection_only(airflow_db, aws_endpoint: str, s3_bucket: str, gpucompare_dirs,
-                    monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[str]:
-    """The lake, staging and reports on S3, reachable only through connection ``CONN_ID``."""
+def _only_through(extra: dict[str, Any], root: str, monkeypatch: pytest.MonkeyPatch,
+                  tmp_path: Path) -> Iterator[str]:
+    """The lake, staging and reports under ``root`` on S3, reachable only through connection
+    ``CONN_ID`` (key ``lake-key-0042``, and ``extra``): the environment holds no identity."""
     from airflow.models.connection import Connection
     from airflow.utils.session import create_session
 
@@ -47,14 +49,12 @@ def connection_only(airflow_db, aws_endpoint: str, s3_bucket: str, gpucompare_di
     with create_session() as session:
         session.query(Connection).filter(Connection.conn_id == CONN_ID).delete()
         session.add(Connection(conn_id=CONN_ID, conn_type="aws", login="lake-key-0042",
-                               password="lake-secret",
-                               extra=json.dumps({"endpoint_url": aws_endpoint, "region_name": "us-east-1"})))
+                               password="lake-secret", extra=json.dumps(extra)))
     for name in AWS_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    root = f"s3://{s3_bucket}"
     monkeypatch.setenv("GPUCOMPARE_LAKE", f"{root}/lake")
     monkeypatch.setenv("GPUCOMPARE_STAGING", f"{root}/staging")
     monkeypatch.setenv("GPUCOMPARE_REPORTS", f"{root}/reports")
@@ -64,6 +64,14 @@ def connection_only(airflow_db, aws_endpoint: str, s3_bucket: str, gpucompare_di
     forget_sessions()
     with create_session() as session:
         session.query(Connection).filter(Connection.conn_id == CONN_ID).delete()
+
+
+@pytest.fixture
+def connection_only(airflow_db, aws_endpoint: str, s3_bucket: str, gpucompare_dirs,
+                    monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
+    """The lake, staging and reports on S3, reachable only through connection ``CONN_ID``."""
+    yield from _only_through({"endpoint_url": aws_endpoint, "region_name": "us-east-1"},
+                             f"s3://{s3_bucket}", monkeypatch, tmp_path)
 
 
 def test_nightly_and_reports_run_on_an_s3_lake_reached_only_through_the_connection(
@@ -98,3 +106,66 @@ def test_nightly_and_reports_run_on_an_s3_lake_reached_only_through_the_connecti
     assert s3_access().from_connection is False
     with pytest.raises(Exception, match=r"(?i)credential|access|token|denied|connect|forbidden"):
         open_lake(f"{connection_only}/lake").results_table()
+
+
+#: The role sessions of the test below: 20 s long, refreshed when 15 s remain and necessarily when
+#: 10 s remain (AWS: an hour, 15 and 10 minutes), so a night of about a minute spans several.
+SESSION_S, ADVISORY_S, MANDATORY_S = 20.0, 15.0, 10.0
+ROLE_ARN = "arn:aws:iam::123456789012:role/gpucompare-lake"
+
+
+@pytest.fixture
+def role_only(airflow_db, aws_endpoint: str, s3_bucket: str, gpucompare_dirs,
+              monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
+    """The S3 lake reachable only through a connection that assumes a role whose sessions end
+    after ``SESSION_S``; every call (STS and S3) goes through an ``ExpiringSessionProxy``."""
+    from tests.support.expiring_sessions import ProxyProcess, scaled_refresh_windows
+
+    proxy = ProxyProcess(aws_endpoint, lifetime_s=SESSION_S)
+    extra = {"endpoint_url": proxy.url, "region_name": "us-east-1", "role_arn": ROLE_ARN,
+             "service_config": {"sts": {"endpoint_url": proxy.url}}}
+    try:
+        with scaled_refresh_windows(ADVISORY_S, MANDATORY_S):
+            for _root in _only_through(extra, f"s3://{s3_bucket}", monkeypatch, tmp_path):
+                yield proxy
+    finally:
+        proxy.close()
+
+
+def test_an_assumed_role_whose_sessions_expire_during_the_night_is_refreshed(
+        run_dag, write_fleet, role_only: Any, aws_endpoint: str, s3_bucket: str) -> None:
+    """A night and its reports under a role whose sessions end every 20 s: every S3 call of the
+    lake, staging and reports (delta-rs, pyarrow, boto3) is signed with a live session, because
+    each takes the connection's credentials as botocore has refreshed them. The control, a
+    session kept past its end, is refused, so a code path that held on to one would fail too."""
+    import boto3
+
+    proxy = role_only
+    write_fleet({"profiles": {"tiny": SCORE_ONLY}, "targets": [local_target("local")]})
+    sts = boto3.client("sts", region_name="us-east-1", endpoint_url=proxy.url,
+                       aws_access_key_id="inspector", aws_secret_access_key="inspector")
+    kept = sts.assume_role(RoleArn=ROLE_ARN, RoleSessionName="control")["Credentials"]
+    control = boto3.client("s3", region_name="us-east-1", endpoint_url=proxy.url,
+                           aws_access_key_id=kept["AccessKeyId"],
+                           aws_secret_access_key=kept["SecretAccessKey"],
+                           aws_session_token=kept["SessionToken"])
+    control.list_objects_v2(Bucket=s3_bucket)  # a live session is served
+    started = time.monotonic()
+
+    night = run_dag("gpucompare_nightly")
+    assert night.state == "success", night.states
+    if time.monotonic() - started < SESSION_S:  # the reports then run on a session issued after
+        time.sleep(SESSION_S - (time.monotonic() - started) + 1)
+    reports = run_dag("gpucompare_reports")
+    assert reports.state == "success", reports.states
+
+    seen = proxy.state()
+    assert seen["expired_requests"] == [], seen  # no call of the DAGs used an ended session
+    assert seen["issued"] >= 3, seen  # the control's + the night's first + refreshed ones
+    assert seen["requests_seen"].get("S3:PUT", 0) > 0, seen
+    with pytest.raises(Exception, match="ExpiredToken"):
+        control.list_objects_v2(Bucket=s3_bucket)
+    assert proxy.state()["expired_requests"] == ["S3:GET"]
+    keys = {o["Key"] for o in _s3(aws_endpoint).list_objects_v2(Bucket=s3_bucket)["Contents"]}
+    assert "reports/latest/index.html" in keys
+    assert any(key.startswith("lake/results/") for key in keys)

@@ -72,6 +72,7 @@ WORKER_CONCURRENCY = 2  # the Celery worker's slots
 DEFERRED_TARGETS = int(os.environ.get("GPUCOMPARE_CELERY_DEFERRED_TARGETS", "6"))
 DEFERRED_SWEEP_S = float(os.environ.get("GPUCOMPARE_CELERY_DEFERRED_SWEEP_S", "25"))
 DEFERRED_POOL_SLOTS = 4
+DEFERRAL_MARGIN_S = 10.0  # the deployment's GPUCOMPARE_DEFERRAL_MARGIN_S
 
 
 # ---------------------------------------------------------------------------------------------
@@ -450,6 +451,13 @@ def process_env(airflow_env: dict[str, str], airflow_home: Path, shared_dir: Pat
             # A cron that has not fired since the DAG's start date (29 February 2028 is next):
             # unpausing then creates no catch-up run, and the run the test triggers is the only one.
             "GPUCOMPARE_NIGHTLY_SCHEDULE": "0 2 29 2 *",
+            # Airflow's own deferral timeout (a wait's deadline + this margin) and the scheduler's
+            # check of it come soon, and retries follow at once, so the test of a triggerer that is
+            # down sees every try of a step time out within a couple of minutes (defaults: 300 s,
+            # every 15 s, 60 s doubling); no other test here waits anywhere near its deadline.
+            "GPUCOMPARE_DEFERRAL_MARGIN_S": str(DEFERRAL_MARGIN_S),
+            "AIRFLOW__SCHEDULER__TRIGGER_TIMEOUT_CHECK_INTERVAL": "3",
+            "GPUCOMPARE_RETRY_DELAY_S": "1",
         }
     )
     return env
@@ -906,6 +914,68 @@ def test_deferred_sweeps_hold_no_celery_worker_slot_and_stay_within_the_pool(
             }
         )
     )
+
+
+@contextlib.contextmanager
+def triggerer_stopped(deployment: Deployment) -> Iterator[None]:
+    """The triggerer frozen (SIGSTOP to its process group: alive, holding its triggers, running
+    none of them, as a triggerer that hangs or lost its triggers), thawed at the end."""
+    (triggerer,) = [p for p in deployment.registry.processes if p.name == "airflow-triggerer"]
+    os.killpg(triggerer.popen.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.killpg(triggerer.popen.pid, signal.SIGCONT)
+
+
+def task_log(deployment: Deployment, run_id: str, task_id: str, map_index: int, attempt: int) -> str:
+    path = (Path(deployment.env["AIRFLOW_HOME"]) / "logs" / f"dag_id={NIGHTLY_DAG_ID}" / f"run_id={run_id}"
+            / f"task_id={task_id}" / f"map_index={map_index}" / f"attempt={attempt}.log")
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+@pytest.mark.timeout(STARTUP_TIMEOUT_S * 3 + RUN_TIMEOUT_S + 120)
+def test_with_the_triggerer_down_airflows_deferral_timeout_fails_the_wait_and_the_instance_is_terminated(
+    deployment: Deployment, working_instances: dict[str, Any], aws_client: Any, tmp_path: Path
+) -> None:
+    """Issue 29: the deferral's ``timeout`` (the wait's deadline + ``deferral_margin_s``) is what
+    ends a wait whose trigger never runs. An ec2 target on moto whose instance must be running and
+    its agent online within 8 + 8 s; the triggerer is frozen before the run starts, so the
+    trigger's own deadline can never fire (disabled). Airflow's scheduler must time the deferred
+    ``prepare`` out on every try (no trigger ran, the task failed with the deferral timeout), then
+    the group's ``terminate`` must terminate the paid instance the first try launched."""
+    token = deployment.token()
+    (target,) = fleet_targets(count=1, ec2_count=1, ssh_conn_id="unused", root=tmp_path / "machines",
+                              python=BENCH_PYTHON, poll_interval_s=1.0)
+    defaults = {**working_instances["defaults"], "poll_interval_s": 1.0,
+                "launch_timeout_s": 8, "agent_timeout_s": 8}
+    fleet = {"defaults": {"ec2": defaults}, "profiles": {"tiny": SCORE_ONLY}, "targets": [target]}
+    began = time.monotonic()
+    with (
+        connections_in(deployment, token, [defaults["aws_conn_id"]]),
+        fleet_of(deployment, fleet),
+        triggerer_stopped(deployment),
+    ):
+        run_id, run, tis = trigger_and_wait(deployment, NIGHTLY_DAG_ID, {}, timeout_s=RUN_TIMEOUT_S)
+    wall_s = time.monotonic() - began
+    states = {ti["task_id"]: ti["state"] for ti in tis}
+    assert run["state"] == "failed", (run["state"], states)
+    (prepare,) = [ti for ti in tis if ti["task_id"] == "target.prepare"]
+    assert prepare["state"] == "failed" and prepare["try_number"] == 4, prepare  # 3 retries, each timed out
+    for attempt in range(1, 5):
+        log = task_log(deployment, run_id, "target.prepare", 0, attempt)
+        assert "TaskDeferralTimeout" in log or "Trigger timeout" in log, (attempt, log[-3000:])
+    assert triggered(deployment, run_id, "target.prepare") == set()  # no trigger ever ran
+    assert states["target.terminate"] == "success", states
+    # the instance the first try launched (each retry found it: one launch) is terminated
+    reservations = aws_client("ec2").describe_instances(
+        Filters=[{"Name": "tag:gpucompare:run-id", "Values": [f"*{run_id}*"]}])["Reservations"]
+    instances = [i for r in reservations for i in r["Instances"]]
+    assert len(instances) == 1, instances
+    assert instances[0]["State"]["Name"] in ("shutting-down", "terminated"), instances[0]["State"]
+    figures = {"deferral_margin_s": DEFERRAL_MARGIN_S, "prepare_tries": prepare["try_number"],
+               "run_wall_s": round(wall_s, 1)}
+    print("\nFIGURES " + json.dumps(figures))
 
 
 def test_stop_all_leaves_no_process_behind(tmp_path: Path) -> None:

@@ -17,9 +17,9 @@ A deferring step runs in two short parts on a worker and waits in between in the
 The plan and the step's input state are the operator's template fields (the group's mapped
 argument and the previous step's XCom, rendered again when the task resumes), so they travel
 once; the trigger's event carries only what the wait found. The deferral's ``timeout`` is the
-wait's own deadline plus ``DEFERRAL_MARGIN_S``: the trigger ends a wait at its deadline with an
-error event (and cancels or kills what it abandons), and Airflow's timeout is the backstop for a
-trigger that cannot (a triggerer that lost it, a deadline it did not see).
+wait's own deadline plus the setting ``deferral_margin_s`` (300 s): the trigger ends a wait at its
+deadline with an error event (and cancels or kills what it abandons), and Airflow's timeout is the
+backstop for a trigger that cannot (a triggerer that lost it, a deadline it did not see).
 
 A target that cannot defer (``local``: the sweep is the task's own child process) runs the
 whole step in ``execute``; which targets can is declared (``targets.base.DeferrableTarget``,
@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, NoReturn
 
@@ -42,19 +42,19 @@ from gpucompare.airflow.staging import deferred_phase, phase_if_failed, phases_r
 
 log = logging.getLogger(__name__)
 
-#: Seconds Airflow waits past a wait's own deadline before it fails the deferred task itself
-#: (``TaskDeferralTimeout``): time for the trigger's deadline event (a cancelled SSM command, a
-#: killed sweep and their last log lines) to arrive first.
-DEFERRAL_MARGIN_S = 300.0
 #: The XCom key under which a deferring step keeps the state and the wait's handle for its
 #: resumed part (XCom of a task that defers is kept until the task ends).
 WAIT_XCOM_KEY = "gpucompare_wait"
 
 
 def deferral_timeout(deadline: float, *, now: float | None = None) -> timedelta:
-    """The deferral's timeout for a wait whose own deadline is ``deadline`` (epoch seconds)."""
+    """The deferral's timeout for a wait whose own deadline is ``deadline`` (epoch seconds): past it
+    by the setting ``deferral_margin_s``, time for the trigger's deadline event (a cancelled SSM
+    command, a killed sweep and their last log lines) to arrive before Airflow fails the task."""
+    from gpucompare import settings
+
     remaining = max(0.0, float(deadline) - (time.time() if now is None else now))
-    return timedelta(seconds=remaining + DEFERRAL_MARGIN_S)
+    return timedelta(seconds=remaining + settings.deferral_margin_s())
 
 
 def handle_json(started: Any) -> dict[str, Any]:
@@ -94,12 +94,27 @@ class TargetStepOperator(BaseOperator):
     def defer_wait(self, context: Any, *, state: dict[str, Any], started: dict[str, Any],
                    wait: dict[str, Any]) -> NoReturn:
         """Keep ``state`` and ``started`` for ``resume`` and defer to the trigger of ``wait`` (the
-        target's description of it), with a timeout of the wait's deadline plus ``DEFERRAL_MARGIN_S``."""
+        target's description of it), with a timeout of the wait's deadline plus ``deferral_margin_s``."""
         from gpucompare.airflow.triggers import trigger_for
 
         context["ti"].xcom_push(key=WAIT_XCOM_KEY, value={"state": state, "started": started})
         self.defer(trigger=trigger_for(wait), method_name="resume",
                    timeout=deferral_timeout(started["deadline"]))
+
+    def resumed(self, context: Any, phase: str, finish: Callable[[Any, Any, dict[str, Any]], Any],
+                *, billed: bool = False) -> tuple[Any, dict[str, Any]]:
+        """The resumed part of a deferred step: the kept state and handle, ``finish(target, state,
+        started)`` (the target's ``finish_*`` with the event) inside the step's recording, its
+        ``phase`` timed from the first part's start (``billed``: the machine existed since then).
+        Returns the next state and the handle."""
+        self.name_map_index(context)
+        state, started = self.waited(context)
+        target = target_of(self.plan)
+        with self.recorded(context, target, state.get("market")), bad_input_fails(), \
+                deferred_phase(target, phase, float(started["began"])):
+            if billed:
+                target.phases.mark_billed()
+            return finish(target, state_of(state), started), started
 
     def waited(self, context: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         """The state and handle ``defer_wait`` kept, for the resumed part."""
@@ -136,20 +151,16 @@ class PrepareOperator(TargetStepOperator):
                         wait=target.prepare_wait(state, started))
 
     def resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
-        self.name_map_index(context)
-        state, started = self.waited(context)
-        target = target_of(self.plan)
-        with self.recorded(context, target, state.get("market")), bad_input_fails(), \
-                deferred_phase(target, "provision", float(started["began"])):
-            target.phases.mark_billed()  # the instance existed since the first part
-            done = target.finish_prepare(state_of(state), event)
+        # billed: the instance existed since the first part
+        done, _ = self.resumed(context, "provision",
+                               lambda target, state, _: target.finish_prepare(state, event), billed=True)
         log.info("Prepared %s: resource %s, market %s", self.target_name, done.resource_id, done.market)
         return done.to_dict()
 
 
 class DeployOperator(TargetStepOperator):
     """Put the worker and its environment on the machine (idempotent). A ``DeferrableDeploy``
-    (ssh) uploads the code here and, when the environment may have to be built (a pip install of
+    (ssh, ec2) uploads the code here and, when the environment may have to be built (a pip install of
     minutes), starts the build on the host and defers its wait; the others deploy in ``execute``."""
 
     def execute(self, context: Any) -> dict[str, Any]:
@@ -171,12 +182,8 @@ class DeployOperator(TargetStepOperator):
         self.defer_wait(context, state=current.to_dict(), started={**started, "began": began}, wait=wait)
 
     def resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
-        self.name_map_index(context)
-        state, started = self.waited(context)
-        target = target_of(self.plan)
-        with self.recorded(context, target, state.get("market")), bad_input_fails(), \
-                deferred_phase(target, "deploy", float(started["began"])):
-            done = target.finish_deploy(state_of(state), started, event)
+        done, _ = self.resumed(context, "deploy", lambda target, state, started:
+                               target.finish_deploy(state, started, event))
         return done.to_dict()
 
 
@@ -219,18 +226,21 @@ class SweepOperator(TargetStepOperator):
         self.defer_wait(context, state=current.to_dict(), started={**started, "began": began}, wait=wait)
 
     def resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
-        self.name_map_index(context)
+        try:
+            done, started = self.resumed(context, "sweep", lambda target, state, started:
+                                         target.finish_sweep(state, started, event))
+        except Exception as exc:  # the machine is gone (a spot reclaim): a replacement, in the task
+            return self.recovered(context, exc)
+        log.info("%s sweep of %s finished (%s)", self.mode, self.target_name, started["decision"])
+        return done.to_dict()
+
+    def recovered(self, context: Any, error: Exception) -> dict[str, Any]:
+        """The resumed sweep failed with ``error``: ``recovered_sweep``, its phases recorded."""
         state, started = self.waited(context)
         target = target_of(self.plan)
         with self.recorded(context, target, state.get("market")), bad_input_fails():
-            try:
-                with deferred_phase(target, "sweep", float(started["began"])):
-                    done = target.finish_sweep(state_of(state), started, event)
-            except Exception as exc:  # the machine is gone (a spot reclaim): a replacement, in the task
-                return recovered_sweep(target, state_of(state), self.plan["sweeps"][self.mode],
-                                       float(started["began"]), exc)
-        log.info("%s sweep of %s finished (%s)", self.mode, self.target_name, started["decision"])
-        return done.to_dict()
+            return recovered_sweep(target, state_of(state), self.plan["sweeps"][self.mode],
+                                   float(started["began"]), error)
 
 
 def recovered_sweep(target: Any, state: Any, sweep: dict[str, Any], began: float,

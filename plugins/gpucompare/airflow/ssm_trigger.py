@@ -1,4 +1,7 @@
-"""The wait of an ec2 sweep in the triggerer: a small asyncio poller of its SSM command.
+"""The ec2 target's waits in the triggerer: small asyncio pollers over signed AWS calls.
+
+``SsmReadyTrigger`` waits for ``prepare`` (the instance running, its SSM agent online);
+``SsmSweepTrigger`` for a sweep's SSM command, as follows.
 
 ``SsmSweepTrigger`` holds only what the wait needs: the AWS connection's id and the region, the
 instance and command ids, where the progress object is in S3, the deadline and the progress
@@ -62,6 +65,11 @@ class SignedAws:
     def endpoint(self, service: str) -> str:
         return self.endpoints.get(service) or f"https://{service}.{self.region}.amazonaws.com"
 
+    def endpoint_is_custom(self, service: str) -> bool:
+        """True when the service's calls go outside AWS's own endpoints (a test endpoint)."""
+        host = urllib.parse.urlparse(self.endpoint(service)).hostname or ""
+        return not (host.endswith(".amazonaws.com") or host.endswith(".amazonaws.com.cn"))
+
     async def call(self, service: str, method: str, url: str, *, body: bytes = b"",
                    headers: dict[str, str] | None = None) -> tuple[int, bytes]:
         from botocore.auth import S3SigV4Auth, SigV4Auth
@@ -78,11 +86,14 @@ class SignedAws:
         headers = {"X-Amz-Target": f"AmazonSSM.{action}", "Content-Type": "application/x-amz-json-1.1"}
         status, data = await self.call("ssm", "POST", self.endpoint("ssm") + "/",
                                        body=json.dumps(payload).encode(), headers=headers)
-        answer = json.loads(data or b"{}")
         if status != 200:
+            try:
+                answer = json.loads(data or b"{}")
+            except ValueError:  # not JSON (a proxy's page, a test endpoint's "not implemented")
+                answer = {"message": data.decode(errors="replace")}
             code = str(answer.get("__type", "")).split("#")[-1]
             raise AwsCallError(status, code, str(answer.get("message", "")))
-        return answer
+        return json.loads(data or b"{}")
 
     async def instance_state(self, instance_id: str) -> str | None:
         body = urllib.parse.urlencode({"Action": "DescribeInstances", "Version": "2016-11-15",
@@ -92,6 +103,8 @@ class SignedAws:
         text = data.decode(errors="replace")
         if status != 200:
             code = re.search(r"<Code>([^<]+)</Code>", text)
+            if code and code.group(1) == "InvalidInstanceID.NotFound":
+                return None  # right after RunInstances: not visible yet
             raise AwsCallError(status, code.group(1) if code else "", text)
         found = re.search(r"<instanceState>.*?<name>([a-z-]+)</name>", text, re.S)
         return found.group(1) if found else None
@@ -144,12 +157,68 @@ def _resolved_credentials(aws_conn_id: str) -> Any:
         .get_frozen_credentials()
 
 
-class SsmSweepTrigger(BaseTrigger):
+class SignedPollTrigger(BaseTrigger):
+    """The loop both triggers share: the connection's signed calls, a ``_poll`` every
+    ``poll_interval_s`` until it returns an event or ``deadline`` passes (``_expired``); a failed or
+    slow call (each bounded by ``call_timeout_s``) is tried again on the next poll, and a failure
+    anywhere else becomes an error event (``_failed``)."""
+
+    aws_conn_id: str
+    region: str
+    deadline: float
+    poll_interval_s: float
+    call_timeout_s: float
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        aws = None
+        try:
+            async with call_timeout(self.call_timeout_s):
+                aws = await signed_aws(self.aws_conn_id, self.region, self.call_timeout_s)
+            event = await self._wait(aws)
+        except Exception as exc:  # a failure anywhere is an event: the task raises the target's error
+            event = self._failed(exc)
+        finally:
+            if aws is not None:
+                await aws.close()
+        yield TriggerEvent(event)
+
+    async def _poll(self, aws: SignedAws) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def _expired(self, last_error: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _failed(self, exc: BaseException) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def _wait(self, aws: SignedAws) -> dict[str, Any]:
+        import aiohttp
+
+        last_error = ""
+        while True:
+            if self.deadline and time.time() >= self.deadline:
+                return self._expired(last_error)
+            try:
+                event = await self._poll(aws)
+            except (OSError, TimeoutError, aiohttp.ClientError) as exc:
+                last_error = f"{type(exc).__name__}: {exc}"
+                self.log.warning("%s: %s (retrying until the deadline)", type(self).__name__, last_error)
+                event = None
+            if event is not None:
+                return event
+            pause = self.poll_interval_s
+            if self.deadline:
+                pause = max(0.0, min(pause, self.deadline - time.time() + 0.01))
+            await asyncio.sleep(pause)
+
+
+class SsmSweepTrigger(SignedPollTrigger):
     """Waits for one sweep's SSM command (see the module docstring).
 
     :param aws_conn_id: the Airflow AWS connection; :param region: the instance's region
     :param instance_id: the instance; :param command_id: the sweep's command
-    :param bucket: :param progress_key: where the instance uploads the progress log
+    :param bucket: :param progress_key: where the instance uploads the progress log ("": none,
+        the deploy's command)
     :param deadline: wall clock past which the wait ends with a ``cancel`` error event (0: none)
     :param limit_s: the command's own time limit (for the message)
     :param poll_interval_s: seconds between two polls; :param call_timeout_s: seconds per call
@@ -176,22 +245,20 @@ class SsmSweepTrigger(BaseTrigger):
                  "poll_interval_s": self.poll_interval_s,
                  "call_timeout_s": self.call_timeout_s, "log_offset": self.log_offset})
 
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        aws = None
-        try:
-            async with call_timeout(self.call_timeout_s):
-                aws = await signed_aws(self.aws_conn_id, self.region, self.call_timeout_s)
-            event = await self._wait(aws)
-        except Exception as exc:  # a failure anywhere is an event: the task raises the target's error
-            event = {"error": f"SSM command {self.command_id}: the wait in the triggerer failed: "
-                              f"{type(exc).__name__}: {exc}", "cancel": True}
-        finally:
-            if aws is not None:
-                await aws.close()
-        yield TriggerEvent(event)
+    def _failed(self, exc: BaseException) -> dict[str, Any]:
+        return {"error": f"SSM command {self.command_id}: the wait in the triggerer failed: "
+                         f"{type(exc).__name__}: {exc}", "cancel": True}
+
+    def _expired(self, last_error: str) -> dict[str, Any]:
+        why = f" (last error: {last_error})" if last_error else ""
+        return {"error": f"SSM command {self.command_id} on {self.instance_id} still not finished "
+                         f"after {self.limit_s:.0f} s{why}: cancelled", "cancel": True}
 
     async def _follow(self, aws: SignedAws) -> None:
-        """New complete progress lines into the log, their offset kept in S3 first."""
+        """New complete progress lines into the log, their offset kept in S3 first (a command
+        without a progress object, the ec2 deploy's, has ``progress_key`` "")."""
+        if not self.progress_key:
+            return
         kept = await aws.get_object(self.bucket, f"{self.progress_key}.offset")
         if kept and kept.strip().isdigit():
             self.log_offset = max(self.log_offset, int(kept))
@@ -225,25 +292,73 @@ class SsmSweepTrigger(BaseTrigger):
                     "cancel": True}
         return None
 
-    async def _wait(self, aws: SignedAws) -> dict[str, Any]:
-        import aiohttp
 
-        last_error = ""
-        while True:
-            if self.deadline and time.time() >= self.deadline:
-                why = f" (last error: {last_error})" if last_error else ""
-                return {"error": f"SSM command {self.command_id} on {self.instance_id} still not finished "
-                                 f"after {self.limit_s:.0f} s{why}: cancelled", "cancel": True}
-            try:
-                event = await self._poll(aws)
-            except (OSError, TimeoutError, aiohttp.ClientError) as exc:
-                last_error = f"{type(exc).__name__}: {exc}"
-                self.log.warning("Polling SSM command %s: %s (retrying until the deadline)", self.command_id,
-                                 last_error)
-                event = None
-            if event is not None:
-                return event
-            pause = self.poll_interval_s
-            if self.deadline:
-                pause = max(0.0, min(pause, self.deadline - time.time() + 0.01))
-            await asyncio.sleep(pause)
+class SsmReadyTrigger(SignedPollTrigger):
+    """Waits until an ec2 run's instance is ``running`` and its SSM agent reports Online (the
+    deferred ``prepare``; ``Ec2Target.prepare_wait`` describes it). Events: ``{"ready": id}``, or
+    ``{"error": …}`` when the instance died first (``states.instance_phase``) or ``deadline``
+    passed; the resumed task (``finish_prepare``) then terminates the instance.
+
+    An instance id not visible yet counts as pending. An AWS-compatible test endpoint (outside
+    ``*.amazonaws.com``) that does not implement DescribeInstanceInformation (moto's server)
+    counts a running instance as ready, with a warning; against AWS any error is retried until
+    the deadline.
+
+    :param aws_conn_id: :param region: :param instance_id: as ``SsmSweepTrigger``
+    :param deadline: wall clock (epoch seconds) by which it must be ready
+    :param poll_interval_s: seconds between two polls; :param call_timeout_s: seconds per call
+    """
+
+    def __init__(self, *, aws_conn_id: str, region: str, instance_id: str, deadline: float,
+                 poll_interval_s: float = 15.0, call_timeout_s: float = 30.0) -> None:
+        super().__init__()
+        self.aws_conn_id, self.region, self.instance_id = aws_conn_id, region, instance_id
+        self.deadline = float(deadline)
+        self.poll_interval_s, self.call_timeout_s = float(poll_interval_s), float(call_timeout_s)
+        self.running = False
+        self.pings: list[Any] = []
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}",
+                {"aws_conn_id": self.aws_conn_id, "region": self.region, "instance_id": self.instance_id,
+                 "deadline": self.deadline, "poll_interval_s": self.poll_interval_s,
+                 "call_timeout_s": self.call_timeout_s})
+
+    def _failed(self, exc: BaseException) -> dict[str, Any]:
+        return {"error": f"instance {self.instance_id}: the wait in the triggerer failed: "
+                         f"{type(exc).__name__}: {exc}"}
+
+    def _expired(self, last_error: str) -> dict[str, Any]:
+        why = f" (last error: {last_error})" if last_error else ""
+        if not self.running:
+            return {"error": f"instance {self.instance_id} not running in time{why}"}
+        return {"error": f"SSM agent on {self.instance_id} not online in time (status "
+                         f"{self.pings or 'not registered'}){why}: check the instance profile has "
+                         "AmazonSSMManagedInstanceCore and the subnet reaches the SSM endpoints"}
+
+    async def _poll(self, aws: SignedAws) -> dict[str, Any] | None:
+        if not self.running:
+            state = await aws.instance_state(self.instance_id)
+            phase = states.instance_phase(state)
+            if phase == states.FAILED:
+                return {"error": f"instance {self.instance_id} is {state} before it was ready (spot "
+                                 "capacity reclaimed, or the launch failed after RunInstances)"}
+            self.running = phase == states.FINAL
+        if self.running and await self._agent_online(aws):
+            return {"ready": self.instance_id}
+        return None
+
+    async def _agent_online(self, aws: SignedAws) -> bool:
+        try:
+            info = await aws.ssm("DescribeInstanceInformation",
+                                 {"Filters": [{"Key": "InstanceIds", "Values": [self.instance_id]}]})
+        except AwsCallError as exc:
+            unimplemented = exc.status in (500, 501) or exc.code in (
+                "NotImplemented", "InvalidAction", "UnknownOperationException")
+            if unimplemented and aws.endpoint_is_custom("ssm"):
+                self.log.warning("The endpoint does not implement DescribeInstanceInformation (%s); "
+                                 "treating running instance %s as ready", exc, self.instance_id)
+                return True
+            raise
+        self.pings = [item.get("PingStatus") for item in info.get("InstanceInformationList", [])]
+        return "Online" in self.pings

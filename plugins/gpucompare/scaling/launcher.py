@@ -43,6 +43,12 @@ reaches the worker's measuring process, which ``bench_tasks`` runs in a session 
 A role that ends also stops what it left behind on its host, so a lost orchestrator still
 leaves nothing running past the time limit.
 
+**Retries.** A retried scaling task whose first try was killed mid-run asks every host first
+(``HostChannel.attach``): on ec2 each role's SSM command is found again by its comment (marker,
+role, instance; a paginated ListCommands), and when every role of the point is still running
+or succeeded the launcher follows those commands instead of stopping them and sending new
+ones. Otherwise (an ssh host, a role missing, failed or cancelled) the point starts over.
+
 **Failure.** The first role that exits with a non-zero status, a worker whose record is not
 ``ok``, or the time limit ends the point: everything is stopped and ``DistributedRunError``
 says which role on which host failed, with the end of its log. Nothing reaches the lake
@@ -112,7 +118,7 @@ LOST_AFTER_S = 20.0
 
 def marker_for(run_id: str, point: ScalingPoint) -> str:
     """The tag every process of one point carries: stable for a run and point (a retry of
-    the point first stops what an earlier attempt may have left)."""
+    the point attaches to an earlier attempt's roles, or first stops what it may have left)."""
     return "gcd-" + hashlib.sha256(f"{run_id}\0{point.point_id}".encode()).hexdigest()[:12]
 
 
@@ -232,24 +238,17 @@ class ParameterServerLauncher:
         self._clock = clock
 
     def run_point(self, point: ScalingPoint) -> PointOutcome:
-        """Launch every role of ``point``, wait, merge the workers' records; always stop all."""
+        """Launch every role of ``point`` (or attach to an earlier try's, ``_attached``), wait,
+        merge the workers' records; always stop all."""
         marker = marker_for(self.run_id, point)
         started = self._clock()
-        self.stop_everywhere(marker)  # what an earlier attempt of this point may have left
+        port = None
+        roles = self._attached(point, marker)
+        if not roles:
+            self.stop_everywhere(marker)  # what an earlier attempt of this point may have left
         try:
-            port = None
-            roles = []
-            if point.distributed:
-                where = placement(point, len(self.hosts))
-                scheduler_host = self.hosts[where["scheduler-0"]]
-                port = scheduler_host.free_port(scheduler_port_start(self.run_id, point))
-            roles = build_roles(point, self.hosts, run_id=self.run_id, marker=marker, scheduler_port=port,
-                                interface=self.interface, ps_verbose=self.ps_verbose)
-            where_text = f", scheduler {scheduler_host.address}:{port}" if point.distributed else ""
-            self.line_sink(f"[dist] {point.point_id}: {len(roles)} role(s), marker {marker}{where_text}")
-            for role in sorted(roles, key=lambda r: r.kind != "scheduler"):
-                self.hosts[role.host_index].launch(role, marker, self.kill_grace_s)
-                self.line_sink(f"[dist] started {role.name} on {self.hosts[role.host_index].label}")
+            if not roles:
+                port, roles = self._launch_all(point, marker)
             workers = self._wait(point, marker, roles, started)
         finally:
             stopped = self.stop_everywhere(marker)
@@ -262,6 +261,36 @@ class ParameterServerLauncher:
                        f"{record['gpu_count']} device(s) on {record['num_nodes']} node(s) "
                        f"(per worker: {per_worker or '-'}), {seconds:.1f} s")
         return PointOutcome(record, workers, port, seconds)
+
+    def _attached(self, point: ScalingPoint, marker: str) -> list[Role]:
+        """The point's roles when every host attaches to an earlier try's (a retried task whose
+        first try was killed mid-run: ``HostChannel.attach``), else [] (the point starts over)."""
+        roles = build_roles(point, self.hosts, run_id=self.run_id, marker=marker, scheduler_port=None,
+                            interface=self.interface, ps_verbose=self.ps_verbose)
+        by_host: dict[int, list[Role]] = {}
+        for role in roles:
+            by_host.setdefault(role.host_index, []).append(role)
+        if not all(self.hosts[index].attach(marker, host_roles) for index, host_roles in by_host.items()):
+            return []
+        self.line_sink(f"[dist] {point.point_id}: attached to {len(roles)} role(s) of an earlier try "
+                       f"(marker {marker}): nothing sent again")
+        return roles
+
+    def _launch_all(self, point: ScalingPoint, marker: str) -> tuple[int | None, list[Role]]:
+        """Probe the scheduler's port (distributed points), launch every role, scheduler first."""
+        port = None
+        if point.distributed:
+            where = placement(point, len(self.hosts))
+            scheduler_host = self.hosts[where["scheduler-0"]]
+            port = scheduler_host.free_port(scheduler_port_start(self.run_id, point))
+        roles = build_roles(point, self.hosts, run_id=self.run_id, marker=marker, scheduler_port=port,
+                            interface=self.interface, ps_verbose=self.ps_verbose)
+        where_text = f", scheduler {scheduler_host.address}:{port}" if point.distributed else ""
+        self.line_sink(f"[dist] {point.point_id}: {len(roles)} role(s), marker {marker}{where_text}")
+        for role in sorted(roles, key=lambda r: r.kind != "scheduler"):
+            self.hosts[role.host_index].launch(role, marker, self.kill_grace_s)
+            self.line_sink(f"[dist] started {role.name} on {self.hosts[role.host_index].label}")
+        return port, roles
 
     def stop_everywhere(self, marker: str) -> int:
         """Stop every process of the point on every host; errors are logged, not raised, so

@@ -112,3 +112,28 @@ def test_a_stalled_endpoint_ends_the_wait_at_its_deadline_with_an_error_event(mo
     server.close()
     assert event["cancel"] is True and "TimeoutError" in event["error"], event
     assert 3.0 <= took <= 4.0 + 1.0 + 1.0, took  # at the deadline, at most one call timeout (+1 s) later
+
+
+def test_the_deploy_defers_its_command_and_a_retry_attaches_to_it(aws_account: dict[str, Any]) -> None:
+    """The ec2 deploy's command (fetch the bundle, build the venv: minutes on a real instance)
+    waits in the same trigger; a retried deploy finds the command by its comment and sends none."""
+    target = ec2.Ec2Target(ec2_spec(aws_account["profile"], aws_account["bucket"]), line_sink=lambda _: None)
+    state = target.prepare(new_run_id())
+    sent: list[dict[str, Any]] = []
+    target.ssm_hook.conn.meta.events.register("before-call.ssm.SendCommand",
+                                              lambda params, **_: sent.append(params))
+    try:
+        state, started = target.start_deploy(state)
+        assert started is not None and len(sent) == 1
+        assert state.workdir and state.extra["bench_python"]  # known before the wait
+        wait = target.deploy_wait(state, started)
+        assert wait["command_id"] == started["command_id"] and wait["progress_key"] == ""
+        event = asyncio.run(_first(_rebuilt(wait)))
+        assert event["invocation"]["CommandId"] == started["command_id"]
+        assert target.finish_deploy(state, started, event) is state
+        _, again = target.start_deploy(state)  # a retried deploy task
+        assert again is not None and again["command_id"] == started["command_id"] and len(sent) == 1
+        with pytest.raises(TargetError, match="still not finished"):
+            target.finish_deploy(state, started, {"error": "SSM command still not finished", "cancel": True})
+    finally:
+        target.teardown(state)

@@ -9,7 +9,6 @@ counts every call. Each docstring says what happened before.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -157,24 +156,51 @@ def test_a_teardown_throttled_past_its_patience_hands_the_instance_to_the_sweepe
                for i in live_instances(aws_client, run_id))
 
 
-@pytest.mark.slow
-def test_a_teardown_throttled_for_four_minutes_terminates_within_its_patience(proxied: Any,
-                                                                             aws_client: Any) -> None:
+class SimulatedClock:
+    """Real time plus every sleep the teardown asked for, skipped: its backoff passes at once while
+    its clock shows the minutes go by; ``at(seconds, call)`` runs ``call`` when that much simulated
+    time has passed (checked at each sleep)."""
+
+    def __init__(self) -> None:
+        self.skipped = 0.0
+        self.started = self.now()
+        self.due: list[tuple[float, Any]] = []
+
+    def now(self) -> float:
+        return time.monotonic() + self.skipped
+
+    def at(self, seconds: float, call: Any) -> None:
+        self.due.append((self.started + seconds, call))
+
+    def sleep(self, seconds: float) -> None:
+        self.skipped += seconds
+        for item in [item for item in self.due if self.now() >= item[0]]:
+            self.due.remove(item)
+            item[1]()
+
+
+def test_a_teardown_throttled_for_four_minutes_terminates_within_its_patience(
+        proxied: Any, aws_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """TerminateInstances throttled for 4 minutes (every call answered RequestLimitExceeded):
-    the teardown keeps trying (10 minutes of patience) and terminates the instance."""
+    the teardown keeps trying (10 minutes of patience) and terminates the instance. The 4 minutes
+    pass on the teardown's clock (``SimulatedClock``: its backoff sleeps are skipped, botocore's
+    own retries and the calls take real time), so the test does not wait them."""
     proxy, account = proxied
     run_id = new_run_id()
     target = target_of(account, availability_zones=ZONES)
     state, _ = target.start_prepare(run_id)
     proxy.add("TerminateInstances", "throttle", times=10**6)
-    threading.Timer(240.0, proxy.clear).start()
-    started = time.monotonic()
+    clock = SimulatedClock()
+    monkeypatch.setattr(teardown, "CLOCK", clock)
+    clock.at(240.0, proxy.clear)
+    started, real_start = clock.now(), time.monotonic()
     target.teardown(state)
-    took = time.monotonic() - started
+    took = clock.now() - started
     assert 240 <= took < teardown.TEARDOWN_PATIENCE_S, took
     assert live_instances(aws_client, run_id) == []
-    print(f"\nthrottled teardown: terminated after {took:.0f} s, "
-          f"{proxy.count('TerminateInstances')} TerminateInstances calls")
+    print(f"\nthrottled teardown: terminated after {took:.0f} s on its clock "
+          f"({time.monotonic() - real_start:.0f} s real), {proxy.count('TerminateInstances')} "
+          "TerminateInstances calls")
 
 
 def test_start_sweep_sends_nothing_to_a_reclaimed_instance(proxied: Any, aws_client: Any) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from gpucompare.airflow.operators import DEFERRAL_MARGIN_S, deferral_timeout, handle_json
+import pytest
+
+from gpucompare.airflow.operators import deferral_timeout, handle_json
 from gpucompare.targets.base import DeferrableDeploy, DeferrablePrepare, DeferrableTarget, TargetSpec
 from gpucompare.targets.ec2.sweeps import SweepStart
 from gpucompare.targets.ec2.target import Ec2Target
@@ -12,12 +14,15 @@ from gpucompare.targets.local import LocalTarget
 from gpucompare.targets.ssh.target import SSHTarget
 
 
-def test_the_deferral_timeout_is_the_waits_deadline_plus_the_stated_margin() -> None:
-    assert DEFERRAL_MARGIN_S == 300.0
+def test_the_deferral_timeout_is_the_waits_deadline_plus_the_stated_margin(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GPUCOMPARE_DEFERRAL_MARGIN_S", raising=False)
     assert deferral_timeout(1_000_100.0, now=1_000_000.0) == timedelta(seconds=400)
     # a deadline already past (or disabled: 0) still leaves Airflow the margin, never a negative
     assert deferral_timeout(999_000.0, now=1_000_000.0) == timedelta(seconds=300)
     assert deferral_timeout(0.0, now=1_000_000.0) == timedelta(seconds=300)
+    monkeypatch.setenv("GPUCOMPARE_DEFERRAL_MARGIN_S", "12.5")  # the setting, read when the task defers
+    assert deferral_timeout(1_000_100.0, now=1_000_000.0) == timedelta(seconds=112.5)
 
 
 def test_a_handle_is_json_whether_a_target_returns_a_dataclass_or_a_dict() -> None:

@@ -59,6 +59,11 @@ class SSMChannel:
     Each role is one command invocation that runs for as long as the role does; its status
     is the invocation's, a worker's record comes back as its standard output. Stopping
     cancels the invocations and sends the stop script (marker-matched kill) as a command.
+
+    The command ids are kept by SSM itself: each role's command carries a comment naming the
+    point's marker, the role and the instance, so a retried scaling task (a new channel, this
+    one's memory gone) finds them again with a paginated ListCommands (``attach``) and waits
+    for them instead of starting the point over.
     """
 
     def __init__(self, *, runner: SsmRunner, address: str, python: str, code_dir: str,
@@ -91,12 +96,32 @@ class SSMChannel:
                                       f"{(invocation.get('StandardErrorContent') or '').strip()[-300:]})")
         return int(text)
 
+    def _comment(self, marker: str, role: Role) -> str:
+        return f"gpucompare dist {marker} {role.name} on {self.instance_id}"
+
+    def attach(self, marker: str, roles: Sequence[Role]) -> bool:
+        """Whether every role of the point on this host has an earlier command (by its comment,
+        ``SsmRunner.find``: every page of ListCommands) still running or succeeded; if so, they are
+        this channel's from now on and nothing is sent. One missing, failed or cancelled: False."""
+        found: dict[tuple[str, str], str] = {}
+        for role in roles:
+            command_id = self.runner.find(self._comment(marker, role))
+            if command_id is None:
+                return False
+            status = self.runner.invocation(command_id).get("Status")
+            if states.command_phase(status) == states.FAILED:
+                return False
+            found[(marker, role.name)] = command_id
+        self._commands.update(found)
+        for (_, name), command_id in found.items():
+            log.info("%s: %s of %s attached to its running command %s", self.label, name, marker, command_id)
+        return True
+
     def launch(self, role: Role, marker: str, kill_grace_s: float) -> None:
         commands = ssm_role_commands(role, point_dir=self.point_dir(marker), code_dir=self.code_dir,
                                      kill_grace_s=kill_grace_s)
         self._commands[(marker, role.name)] = self.runner.send(
-            commands, role.timeout_s + kill_grace_s + 60,
-            comment=f"gpucompare dist {marker} {role.name} on {self.instance_id}")
+            commands, role.timeout_s + kill_grace_s + 60, comment=self._comment(marker, role))
 
     def statuses(self, marker: str, roles: Sequence[Role]) -> dict[str, RoleStatus]:
         found = {}

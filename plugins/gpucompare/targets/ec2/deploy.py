@@ -3,19 +3,23 @@ container runtime the image's pull, each one SSM command through the run's ``Ssm
 
 The instance reads the bundle from S3 with its own profile (no presigned URL, a credential, in
 SSM history); its directory is content-addressed, so a complete one is never fetched again.
+``bundle`` waits for it in the task; ``start`` / ``finish`` are the deferred form (the DAG's
+deploy task: the command's wait, a pip install of minutes, is a trigger's).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
 from gpucompare.targets import container, runs
-from gpucompare.targets.base import LineSink, TargetState
+from gpucompare.targets.base import LineSink, TargetError, TargetState
+from gpucompare.targets.ec2 import states
 from gpucompare.targets.ec2.commands import deploy_commands
 from gpucompare.targets.ec2.options import SCRIPT_PREAMBLE, Ec2Options
-from gpucompare.targets.ec2.ssm import SsmRunner
+from gpucompare.targets.ec2.ssm import SsmRunner, raise_unless_success
 from gpucompare.targets.ec2.storage import RunStorage, build_worker_bundle
 
 log = logging.getLogger(__name__)
@@ -44,9 +48,10 @@ class Deployer:
             comment=f"gpucompare {purpose} {runs.run_key(state.run_id)}",
             output_prefix=f"{self.storage.writer_prefix(state)}/ssm", line_sink=self.line_sink)
 
-    def bundle(self, state: TargetState) -> TargetState:
-        """Upload the bundle (named by its bytes, checked here and again on the instance), fetch
-        and check it there, create the worker venv when needed; the state's workdir and python."""
+    def _prepared(self, state: TargetState) -> tuple[TargetState, list[str]]:
+        """Upload the bundle (named by its bytes, checked here and again on the instance); the
+        state with its workdir and python, and the commands that fetch and check it there and
+        create the worker venv when needed."""
         bundle = build_worker_bundle()
         bundle_key = self.storage.upload_bundle(bundle)
         workdir = f"{self.options.remote_root}/bench-{bundle.content_hash}"
@@ -55,9 +60,46 @@ class Deployer:
                                    python, check_worker=not self.in_container,
                                    runtime=self.options.worker_runtime,
                                    create_venv=self.options.bench_python is None and not self.in_container)
-        self.run(state, commands, purpose="deploy")
         state.workdir = workdir
         state.extra = {**state.extra, "bench_python": python, "bundle": bundle.content_hash}
+        return state, commands
+
+    def bundle(self, state: TargetState) -> TargetState:
+        """The bundle and the worker venv on the instance, waited for in this task."""
+        state, commands = self._prepared(state)
+        self.run(state, commands, purpose="deploy")
+        return state
+
+    def start(self, state: TargetState) -> tuple[TargetState, dict[str, Any]]:
+        """The bundle's command sent, not waited for (a trigger waits): an earlier try's command
+        still running or succeeded is attached to (found by its comment), a failed one sent again.
+        Returns the state and ``{"command_id", "limit_s", "deadline"}``."""
+        state, commands = self._prepared(state)
+        runner = self.runner(state)
+        comment = f"gpucompare deploy {runs.run_key(state.run_id)} {state.extra['bundle']}"
+        known = runner.find(comment)
+        if known and states.command_phase(runner.invocation(known).get("Status")) != states.FAILED:
+            log.info("Deploy on %s: attaching to its running command %s", runner.instance_id, known)
+        else:
+            known = runner.send(commands, self.options.deploy_timeout_s, comment=comment,
+                                output_prefix=f"{self.storage.writer_prefix(state)}/ssm")
+        limit = self.options.deploy_timeout_s
+        return state, {"command_id": known, "limit_s": limit,
+                       "deadline": time.time() + limit + runner.grace_s(limit)}
+
+    def finish(self, state: TargetState, started: dict[str, Any], event: dict[str, Any]) -> TargetState:
+        """After the deploy's wait: its output into the log, the target's error unless it
+        succeeded (a wait that gave up cancels the command first)."""
+        runner = self.runner(state)
+        if event.get("cancel"):
+            runner.cancel(str(started["command_id"]))
+        if event.get("error"):
+            raise TargetError(str(event["error"]))
+        invocation = event["invocation"]
+        for line in ((invocation.get("StandardOutputContent") or "").splitlines()
+                     + (invocation.get("StandardErrorContent") or "").splitlines()):
+            self.line_sink(line)
+        raise_unless_success(invocation, purpose="deploy", instance_id=runner.instance_id)
         return state
 
     def pull(self, state: TargetState) -> TargetState:

@@ -1,8 +1,8 @@
 """Whether the run's instance is ready, and still alive: the ``ec2`` target's readiness part.
 
 ``Readiness.wait`` (in the task) waits through botocore's ``instance_running`` waiter, then for
-the SSM agent to report Online (commands are refused before) with the bounded poll of
-``states.poll_until``; ``ReadyPoller`` is the same wait one ``poll()`` at a time, for a trigger.
+the SSM agent to report Online (commands are refused before) through
+``targets.polling.poll_until``; ``ReadyPoller`` is the same wait one ``poll()`` at a time, for a trigger.
 ``require_alive`` (before a command is sent) and ``check_alive`` (while one runs) read the
 instance's state through the state machine (``states``): a spot reclaim or the time-to-live
 ends the machine, not the command's status.
@@ -25,6 +25,7 @@ from gpucompare.errors import PermanentError
 from gpucompare.targets.base import TargetError, TargetState
 from gpucompare.targets.ec2 import states
 from gpucompare.targets.ec2.aws_errors import client_error_code, http_status
+from gpucompare.targets.polling import poll_until
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +74,8 @@ class Readiness:
         log.info("Instance %s is running", instance_id)
         poller = self.poller(instance_id, deadline)
         poller.running = True
-        return states.poll_until(poller.poll, interval_s=self.poll_interval_s,
-                                 bound_s=deadline - time.time() + self.poll_interval_s)
+        # the poller raises past ``deadline``: that is the wait's stop
+        return poll_until(poller.poll, every_s=self.poll_interval_s, deadline=None)
 
     def state_of(self, instance_id: str) -> str:
         """The instance's state; ``gone`` when EC2 no longer knows it."""

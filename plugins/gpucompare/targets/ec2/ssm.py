@@ -22,6 +22,7 @@ from typing import Any
 from gpucompare.targets.base import LineSink, TargetError
 from gpucompare.targets.ec2 import states
 from gpucompare.targets.ec2.aws_errors import client_error_code
+from gpucompare.targets.polling import poll_until
 from gpucompare.targets.runs import STDERR_TAIL_LINES
 
 log = logging.getLogger(__name__)
@@ -126,8 +127,8 @@ class SsmRunner:
                               on_poll=on_poll, still_alive=still_alive)
         finished = False
         try:
-            invocation = states.poll_until(waiting.poll, interval_s=self.poll_interval_s,
-                                           bound_s=timeout_s + grace + self.poll_interval_s)
+            # the poll raises past its deadline: that is the wait's stop
+            invocation = poll_until(waiting.poll, every_s=self.poll_interval_s, deadline=None)
             finished = True
             return invocation
         finally:

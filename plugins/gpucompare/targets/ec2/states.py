@@ -4,15 +4,14 @@ got what it waited for) or ``FAILED`` (the wait is over and did not).
 
 Used by every wait of the target: the in-task waits (``ssm.CommandWait``, ``sweeps.CommandPoller``,
 ``readiness``), the triggerer's (``airflow.ssm_trigger``) and the scaling channel
-(``channel.SSMChannel``); the SSM statuses are listed here and nowhere else. ``poll_until`` is the
-one in-process poll loop: a bounded tenacity retry of a ``poll()`` that returns None while the
-wait goes on.
+(``channel.SSMChannel``); the SSM statuses are listed here and nowhere else. In a process, a
+wait asks its ``poll()`` through ``targets.polling.poll_until`` (tenacity, the poll ending the wait
+at its own deadline).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 #: The three readings of a status or state.
 RUNNING, FINAL, FAILED = "running", "final", "failed"
@@ -62,27 +61,6 @@ def lost_message(instance_id: str, state: str | None, command_id: str, status: s
     """What a wait says when the instance died under a running command."""
     return (f"instance {instance_id} is {state} while SSM command {command_id} was {status} "
             "(spot interruption or time-to-live?)")
-
-
-T = TypeVar("T")
-
-
-def poll_until(poll: Callable[[], T | None], *, interval_s: float, bound_s: float) -> T:
-    """``poll()`` every ``interval_s`` until it returns something (returned) or raises (raised).
-    The poll enforces its own deadline; ``bound_s`` is the stated bound past which this loop
-    stops anyway (``TimeoutError``), so no wait here is unbounded."""
-    import tenacity
-
-    retrying = tenacity.Retrying(
-        retry=tenacity.retry_if_result(lambda result: result is None),
-        wait=tenacity.wait_fixed(max(0.0, interval_s)),
-        stop=tenacity.stop_after_delay(max(0.0, bound_s)),
-        reraise=True,
-    )
-    try:
-        return retrying(poll)  # type: ignore[return-value]
-    except tenacity.RetryError as exc:
-        raise TimeoutError(f"no answer after {bound_s:.0f} s of polling every {interval_s:g} s") from exc
 
 
 def instance_id_of(state: Any) -> str:

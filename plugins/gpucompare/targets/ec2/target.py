@@ -76,6 +76,7 @@ from typing import Any
 from gpucompare.config import patterns
 from gpucompare.targets import cost
 from gpucompare.targets.base import (
+    DeferrableDeploy,
     DeferrablePrepare,
     DeferrableTarget,
     LineSink,
@@ -91,17 +92,18 @@ from gpucompare.targets.ec2.deploy import Deployer
 from gpucompare.targets.ec2.guard import CostGuard
 from gpucompare.targets.ec2.launch import Ec2Launcher
 from gpucompare.targets.ec2.options import Ec2Options
-from gpucompare.targets.ec2.readiness import Readiness, ReadyPoller
+from gpucompare.targets.ec2.readiness import Readiness
 from gpucompare.targets.ec2.ssm import SsmRunner
 from gpucompare.targets.ec2.storage import RunStorage
 from gpucompare.targets.ec2.sweeps import CommandPoller, Sweeps, SweepStart
 from gpucompare.targets.ec2.teardown import Reaper
 from gpucompare.targets.phases import timed_phase
+from gpucompare.targets.polling import poll_until
 
 log = logging.getLogger(__name__)
 
 
-class Ec2Target(Target, DeferrableTarget, DeferrablePrepare):
+class Ec2Target(Target, DeferrableTarget, DeferrablePrepare, DeferrableDeploy):
     """Provision, use and terminate one EC2 instance per run (see the module docstring): each
     step hands its work to the part that does it."""
 
@@ -197,14 +199,11 @@ class Ec2Target(Target, DeferrableTarget, DeferrablePrepare):
         return {"image_id": self.launcher.resolve_ami(), "ttl_minutes": ttl,
                 "expires_at": self.guard.expires_at(ttl)}
 
-    def prepare_poller(self, state: TargetState, started: dict[str, Any]) -> ReadyPoller:
-        """The wait of ``prepare`` one ``poll()`` at a time (a trigger's)."""
-        return self.readiness.poller(started["instance_id"], float(started["deadline"]))
-
     def prepare_wait(self, state: TargetState, started: dict[str, Any]) -> dict[str, Any]:
-        """What the triggerer's wait of ``prepare`` needs (``prepare_poller`` rebuilt there)."""
-        return {"kind": "poller", "poller": "prepare_poller", "spec": self.spec.to_dict(),
-                "state": state.to_dict(), "started": dict(started),
+        """What the triggerer's wait of ``prepare`` needs (``airflow.ssm_trigger.SsmReadyTrigger``):
+        the connection id and region, the instance, the deadline; no secret."""
+        return {"kind": "ssm_ready", "aws_conn_id": self.options.aws_conn_id, "region": self.spec.region,
+                "instance_id": started["instance_id"], "deadline": float(started["deadline"]),
                 "poll_interval_s": self.options.poll_interval_s}
 
     def finish_prepare(self, state: TargetState, event: dict[str, Any]) -> TargetState:
@@ -232,6 +231,28 @@ class Ec2Target(Target, DeferrableTarget, DeferrablePrepare):
     @timed_phase("deploy")
     def _deploy_bundle(self, state: TargetState) -> TargetState:
         return self.deployer.bundle(state)
+
+    def start_deploy(self, state: TargetState) -> tuple[TargetState, dict[str, Any] | None]:
+        """The short part of ``deploy`` (``Deployer.start``): the bundle's command sent (or an
+        earlier try's attached to), its wait (the fetch and the venv's pip install) a trigger's.
+        A container runtime deploys here whole (None: no wait; the image pull is its own phase)."""
+        if self.in_container:
+            return self.deploy(state), None
+        return self.deployer.start(state)
+
+    def deploy_wait(self, state: TargetState, started: dict[str, Any]) -> dict[str, Any]:
+        """What the triggerer's wait of the deploy command needs (``SsmSweepTrigger``, without a
+        progress object); no secret."""
+        return {"kind": "ssm", "aws_conn_id": self.options.aws_conn_id, "region": self.spec.region,
+                "instance_id": states.instance_id_of(state), "command_id": started["command_id"],
+                "bucket": self.options.results_bucket, "progress_key": "",
+                "deadline": float(started["deadline"]), "limit_s": float(started["limit_s"]),
+                "poll_interval_s": self.options.poll_interval_s}
+
+    def finish_deploy(self, state: TargetState, started: dict[str, Any],
+                      event: dict[str, Any]) -> TargetState:
+        """The deploy command's event into the state, or the target's error (``Deployer.finish``)."""
+        return self.deployer.finish(state, started, event)
 
     @timed_phase("pull")
     def _pull_image(self, state: TargetState) -> TargetState:
@@ -291,9 +312,8 @@ class Ec2Target(Target, DeferrableTarget, DeferrablePrepare):
         """One sweep on the state's instance, waited for in this task: its poller every
         ``poll_interval_s`` (the poller ends the wait at the sweep's deadline)."""
         started = self.start_sweep(state, sweep_config, timeout_s=timeout_s)
-        interval = self.options.poll_interval_s
-        event = states.poll_until(self.sweep_poller(state, started).poll, interval_s=interval,
-                                  bound_s=started.deadline - time.time() + 2 * interval)
+        event = poll_until(self.sweep_poller(state, started).poll, every_s=self.options.poll_interval_s,
+                           deadline=None)
         return self.finish_sweep(state, started, event)
 
     # --- collect, the scaling channel, teardown ---

@@ -38,6 +38,18 @@ TEARDOWN_BACKOFF_S = 2.0
 TEARDOWN_BACKOFF_MAX_S = 60.0
 
 
+class PatienceClock:
+    """The clock the patience is counted on (``now``) and the sleep between tries: the system's.
+    A test replaces ``CLOCK`` with a simulated one, to see minutes of throttling as the teardown
+    sees them without waiting them."""
+
+    now = staticmethod(time.monotonic)
+    sleep = staticmethod(time.sleep)
+
+
+CLOCK = PatienceClock()
+
+
 class TerminationThrottled(Exception):  # noqa: N818 - a condition the teardown reports
     """TerminateInstances still answered "not now" when the patience ran out."""
 
@@ -55,15 +67,16 @@ def terminate_patiently(terminate: Callable[[], Any], instance_id: str, *,
     import tenacity
 
     patience = TEARDOWN_PATIENCE_S if patience_s is None else patience_s
-    started = time.monotonic()
+    started = CLOCK.now()
     retrying = tenacity.Retrying(
         retry=tenacity.retry_if_exception(is_busy),
-        stop=tenacity.stop_after_delay(patience),
+        stop=lambda state: CLOCK.now() - started >= patience,
         wait=tenacity.wait_random_exponential(multiplier=TEARDOWN_BACKOFF_S, max=TEARDOWN_BACKOFF_MAX_S),
+        sleep=CLOCK.sleep,
         before_sleep=lambda state: log.warning(
             "TerminateInstances %s: %s (try %d, %.0f s of %.0f s patience); trying again", instance_id,
             client_error_code(state.outcome.exception()), state.attempt_number,
-            time.monotonic() - started, patience),
+            CLOCK.now() - started, patience),
         reraise=True,
     )
     try:
@@ -74,7 +87,7 @@ def terminate_patiently(terminate: Callable[[], Any], instance_id: str, *,
         if is_busy(exc):
             raise TerminationThrottled(
                 f"{instance_id}: TerminateInstances still answered {client_error_code(exc)} after "
-                f"{time.monotonic() - started:.0f} s of retries") from exc
+                f"{CLOCK.now() - started:.0f} s of retries") from exc
         raise
 
 

@@ -51,6 +51,10 @@ class SSHChannel:
     def point_dir(self, marker: str) -> str:
         return posixpath.join(self.run_dir, f"dist-{marker}")
 
+    def attach(self, marker: str, roles: Sequence[Role]) -> bool:
+        """An ssh host's roles are not attached to again: a retried point starts over."""
+        return False
+
     def free_port(self, start: int) -> int:
         result = self._run(port_probe_command(self.python, self.address, start))
         text = result.stdout.strip()

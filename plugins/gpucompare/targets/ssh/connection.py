@@ -13,6 +13,7 @@ and its scaling channel (``SSHChannel``) both go through it.
 from __future__ import annotations
 
 import errno
+import select
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +48,9 @@ SYSTEM_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
 
 _REMOTE_FILE_ERRNOS = {errno.ENOENT, errno.EACCES, errno.EPERM, errno.EEXIST, errno.ENOTDIR,
                        errno.EISDIR, errno.ENOSPC}
+#: How long a failed operation waits for paramiko to finish closing a dead connection before
+#: calling the failure final (see ``SSHConnection._connection_lost``).
+CLOSING_WAIT_S = 2.0
 
 
 @dataclass
@@ -169,7 +173,17 @@ class SSHConnection:
         return self._sftp
 
     def _connection_lost(self) -> bool:
+        """Whether the session is gone, asked after an operation failed.
+
+        When a connection dies, paramiko's transport thread first closes its channels (which
+        wakes the operation that then fails) and only then marks the transport inactive: asked
+        at once, a dead connection can still look active, and its failure was taken for final
+        (seen under load: no reconnect). So an active transport is given ``CLOSING_WAIT_S`` to
+        end its thread; a live one goes on running and the failure is the operation's own.
+        """
         transport = self._client.get_transport() if self._client is not None else None
+        if transport is not None and transport.is_active():
+            transport.join(CLOSING_WAIT_S)  # returns as soon as a dying transport's thread ends
         return transport is None or not transport.is_active()
 
     def retrying(self, step: str, operation: Callable[[paramiko.SSHClient], T]) -> T:
@@ -234,27 +248,29 @@ class SSHConnection:
             splitter = runs.LineSplitter()
             deadline = time.monotonic() + timeout
             while True:
-                got = False
                 while channel.recv_ready():
                     chunk = channel.recv(65536)
-                    got = got or bool(chunk)
                     out += chunk
                     if stream:
                         for line in splitter.feed(chunk):
                             self.line_sink(line)
                 while channel.recv_stderr_ready():
-                    chunk = channel.recv_stderr(65536)
-                    got = got or bool(chunk)
-                    err += chunk
+                    err += channel.recv_stderr(65536)
                 drained = not channel.recv_ready() and not channel.recv_stderr_ready()
                 if channel.exit_status_ready() and drained:
                     break
                 if channel.closed or not transport.is_active():
                     raise EOFError("the SSH channel closed before the command finished")
-                if time.monotonic() > deadline:
+                left = deadline - time.monotonic()
+                if left <= 0:
                     raise TargetError(f"a command on {self.describe_host()} took over {timeout:.0f}s")
-                if not got:
-                    time.sleep(0.05)
+                # No sleep: wait (a second at most) for what comes next. Paramiko signals output
+                # and the end of output on the channel's file descriptor, the exit status (which
+                # follows the end of output) on its status event.
+                if channel.eof_received:
+                    channel.status_event.wait(min(left, 1.0))
+                else:
+                    select.select([channel], [], [], min(left, 1.0))
             if stream:
                 for line in splitter.flush():
                     self.line_sink(line)
