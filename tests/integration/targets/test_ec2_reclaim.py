@@ -102,6 +102,8 @@ def test_past_max_reclaims_the_night_gives_up_saying_so(working_instances: dict[
             target.run_sweep(state, FIRST, timeout_s=60)
     finally:
         target.teardown(state)
+    print(f"\nreclaim past max_reclaims=0: launches {proxy.launches}, "
+          f"SendCommand {proxy.count('SendCommand')}, left running {len(live_instances(aws_client, run_id))}")
     assert proxy.launches == 1 and proxy.count("SendCommand") == 0
     assert live_instances(aws_client, run_id) == []
 
@@ -166,6 +168,9 @@ def test_the_deferred_sweep_step_replaces_a_reclaimed_instance(
     finally:
         target.teardown(TargetState.from_dict(done.get("state", state.to_dict())))
     ids = [json.loads(line)["config_id"] for line in collected.read_text().splitlines()]
+    print(f"\nreclaim in the deferred sweep step: launches {proxy.launches}, SendCommand "
+          f"{proxy.count('SendCommand')}, records {len(ids)} of {len(_config_ids(SECOND))}, "
+          f"left running {len(live_instances(aws_client, run_id))}")
     assert sorted(ids) == _config_ids(SECOND) and len(ids) == len(set(ids))
     assert done["state"]["resource_id"] != state.resource_id and proxy.launches == 2
     assert live_instances(aws_client, run_id) == [] and working_instances["agent"].running() == []
