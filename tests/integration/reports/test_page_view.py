@@ -113,3 +113,19 @@ def test_a_cost_table_shows_the_cheapest_machines_and_every_bar(report_set, monk
         else:
             assert "every priced machine" in figure.table.caption
     assert shortened  # the small lake ranks two machines in a network
+
+
+def test_the_regressions_and_campaign_sections_format_nothing():
+    """Issue 31: their rows are written once by the view builder (page_rows), before the sections
+    pick them; the section modules import no formatting helper (before: each formatted its rows)."""
+    import ast
+
+    from gpucompare.reports import page_campaign, page_regressions
+
+    for module in (page_campaign, page_regressions):
+        tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        assert "gpucompare.reports.formatting" not in imported, module.__name__
+        names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                 for alias in node.names}
+        assert not names & {"num", "pct", "money", "duration", "date_text"}, module.__name__
