@@ -25,6 +25,10 @@ from gpucompare.reports.page_parts import (
 from gpucompare.reports.page_rows import TEXT, verdict_lines
 from gpucompare.reports.report_set import ReportSet
 
+#: Rows of a cost table on the page: the cheapest priced machines of the network, mode and
+#: methodology (and every machine drawn as a bar); best_value.csv / .parquet hold every one.
+COST_TABLE_ROWS = 15
+
 
 def _not_ranked_text(row: dict[str, Any], report_set: ReportSet) -> str:
     reason = row.get("not_ranked_reason")
@@ -80,12 +84,18 @@ def cost_figures(
         chart = bar_chart(chart_id, [_bar(r, colours, several) for r in drawn],
                           f"{CURRENCY_SIGN.get(currency, currency)} per million images", title=title)
         figures.append(Figure(chart_id, title, chart, _cost_summary(drawn, group, report_set),
-                              _cost_table(group, title, report_set)))
+                              _cost_table(group, drawn, title, report_set)))
     return figures
 
 
-def _cost_table(group: list[dict[str, Any]], title: str, report_set: ReportSet) -> Table:
+def _cost_table(group: list[dict[str, Any]], drawn: list[dict[str, Any]], title: str,
+                report_set: ReportSet) -> Table:
+    """The ``COST_TABLE_ROWS`` cheapest priced machines and every one drawn, cheapest first; the
+    caption says how many more the best_value files hold."""
     currency = report_set.currency
+    ordered = sorted(group, key=_by_cost)
+    drawn_ids = {id(r) for r in drawn}
+    shown = [r for i, r in enumerate(ordered) if i < COST_TABLE_ROWS or id(r) in drawn_ids]
     with_energy = has_energy(group)
     headers = ["machine", "rank", "devices", "batch", "images/s", "per hour", "per million", "figure",
                "price", "ranking", *([ENERGY_HEADER] if with_energy else [])]
@@ -105,10 +115,13 @@ def _cost_table(group: list[dict[str, Any]], title: str, report_set: ReportSet) 
             _not_ranked_text(r, report_set) or "ranked",
             *([t.energy] if with_energy else []),
         ]
-        for r in sorted(group, key=_by_cost)
+        for r in shown
         for t in (r[TEXT],)
     ]
-    return data_table(headers, rows, numeric, caption=f"{title}, every priced machine ({currency})")
+    more = len(group) - len(shown)
+    which = (f"the {len(shown)} cheapest of {len(group)} priced machines, every one in best_value.csv"
+             if more else "every priced machine")
+    return data_table(headers, rows, numeric, caption=f"{title}, {which} ({currency})")
 
 
 def _by_cost(row: dict[str, Any]) -> tuple:

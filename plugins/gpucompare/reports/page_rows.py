@@ -1,13 +1,15 @@
 """The view builder's rows: each best_value row (and each row of cost_per_million without a
 price) with its figures written as text once (:class:`RowText`, under the row's ``"text"`` key),
-before any section is drawn. The cost section, the first screen's answers and the tables read
-the text; only this module calls the formatting helpers for them, so a figure is written one way
-wherever it appears (``€0.115 (0.110–0.121)`` in the table, the bar and the answer alike).
+and each regressions and campaign row the page lists with its table cells written once (under
+``"cells"``), before any section is drawn. The cost section, the first screen's answers, the
+regressions and campaign sections and the tables read the text; only this module calls the
+formatting helpers for them, so a figure is written one way wherever it appears
+(``€0.115 (0.110–0.121)`` in the table, the bar and the answer alike).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,10 +27,12 @@ from gpucompare.reports.formatting import (
     time_per_million,
     when,
 )
-from gpucompare.reports.page_parts import energy, finite, num, with_interval
+from gpucompare.reports.page_parts import energy, finite, num, pct, with_interval
 
 #: The key of a prepared row's :class:`RowText`.
 TEXT = "text"
+#: The key of a prepared row's table cells (:func:`with_cells`).
+CELLS = "cells"
 
 
 @dataclass(frozen=True)
@@ -113,3 +117,61 @@ def _epochs90(row: dict[str, Any], currency: str) -> str:
 def prepared(rows: Iterable[dict[str, Any]], currency: str) -> list[dict[str, Any]]:
     """The rows, each with its :class:`RowText` under :data:`TEXT`."""
     return [{**row, TEXT: row_text(row, currency)} for row in rows]
+
+
+def with_cells(rows: Iterable[dict[str, Any]], cells: Callable[[dict[str, Any]], list[Any]]
+               ) -> list[dict[str, Any]]:
+    """The rows, each with its table cells (``cells(row)``) under :data:`CELLS`."""
+    return [{**row, CELLS: cells(row)} for row in rows]
+
+
+def regression_cells(row: dict[str, Any]) -> list[Any]:
+    """A regressions row as the page's table lists it (page_regressions.REGRESSION_COLUMNS)."""
+    return [machine_label(row), row["mode"], row["network"], row["dtype"], row["batch_size"], devices(row),
+            methodology(row), num(row["images_per_sec"]), num(row["history_median"]), num(row["noise"]),
+            num(row["floor"]), pct(row["change"]), _regression_verdict(row), date_text(row["result_date"])]
+
+
+def _regression_verdict(row: dict[str, Any]) -> str:
+    if row["verdict"] == "significant_below_floor":
+        return f"significant, below floor (p {row['p_value']:.3g})"
+    return row["verdict"] if row["status"] == "ok" else f"{row['verdict']} ({row['status']})"
+
+
+def stack_change_cells(row: dict[str, Any]) -> list[Any]:
+    """A series whose software stack changed: [its machine, what changed]."""
+    if row["build_changed"]:
+        return [machine_label(row), f"framework build changed on {row['worker_runtime']}"]
+    return [machine_label(row), f"worker runtime {row['previous_runtime']} → {row['worker_runtime']}"]
+
+
+#: (column suffix, label) of the phases whose money the campaign table splits, in the order they happen.
+PHASES = (
+    ("provision", "provision"), ("deploy", "deploy"), ("setup", "setup"), ("warmup", "warm-up"),
+    ("timed", "timed"), ("sweep_other", "other sweep"), ("teardown", "teardown"), ("idle", "idle"),
+)
+
+
+def campaign_cells(row: dict[str, Any]) -> list[Any]:
+    """A campaign row (one target run) as the page's table lists it (page_campaign.HEADERS)."""
+    return [
+        row["target"] + ("" if row["torn_down"] else " (not torn down)"),
+        date_text(row["night"]),
+        f"{row['kind']}: {row['provider']} {row['instance_type']}",
+        row["configurations"],
+        duration(row["billed_seconds"]),
+        duration(row["timed_seconds"]),
+        "–" if row["timed_share"] is None else f"{row['timed_share'] * 100:.1f} %",
+        "–" if row["overhead_ratio"] is None else f"{row['overhead_ratio']:,.1f}",
+        money(row["billed_cost"], row["currency"] or "", 2) if row["currency"] else "–",
+        _where_the_money_went(row),
+    ]
+
+
+def _where_the_money_went(row: dict[str, Any]) -> str:
+    """The phases that cost something, largest first: 'setup €1.20 · timed €0.30 · …'."""
+    if row["price_per_hour"] is None:
+        return f"no price ({row['price_source']})"
+    parts = [(row[f"{key}_cost"] or 0.0, label) for key, label in PHASES]
+    return " · ".join(f"{label} {money(cost, row['currency'], 2)}"
+                      for cost, label in sorted(parts, reverse=True) if cost > 0.005) or "–"

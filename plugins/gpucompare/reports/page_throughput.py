@@ -37,10 +37,14 @@ from gpucompare.reports.page_parts import (
 
 
 def chartable_throughput(table: pa.Table) -> pa.Table:
-    """Only what the throughput chart draws (one device, one node, ok): keeps to_pylist small."""
+    """Only what the throughput chart draws (one device, one node, float32, ok, a figure): keeps
+    to_pylist small (the chart's own tests of each row, :func:`throughput_figures`, in Arrow)."""
     if table.num_rows == 0:
         return table
     mask = pc.and_(pc.equal(table["gpu_count"], 1), pc.equal(table["status"], "ok"))
+    mask = pc.and_(mask, pc.is_valid(table["images_per_sec"]))
+    mask = pc.and_(mask, pc.fill_null(pc.equal(table["dtype"], "float32"), True))
+    mask = pc.and_(mask, pc.fill_null(pc.equal(table["num_nodes"], 1), True))
     return table.filter(pc.fill_null(mask, False))
 
 

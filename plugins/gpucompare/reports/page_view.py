@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from gpucompare.reports import page_campaign, page_projections
 from gpucompare.reports.formatting import CURRENCY_SIGN, Colours, date_text
 from gpucompare.reports.page_answer import Answer, answers
-from gpucompare.reports.page_campaign import campaign_section
+from gpucompare.reports.page_campaign import campaign_section, recent_runs
 from gpucompare.reports.page_cost import (
     best_per_network,
     best_table,
@@ -41,7 +41,14 @@ from gpucompare.reports.page_parts import (
 )
 from gpucompare.reports.page_projections import where_else_section
 from gpucompare.reports.page_regressions import regressions_table, stack_change_lines
-from gpucompare.reports.page_rows import TEXT, prepared
+from gpucompare.reports.page_rows import (
+    TEXT,
+    campaign_cells,
+    prepared,
+    regression_cells,
+    stack_change_cells,
+    with_cells,
+)
 from gpucompare.reports.page_scaling import scaling_figures
 from gpucompare.reports.page_throughput import chartable_throughput, suspicious_published, throughput_figures
 from gpucompare.reports.report_set import DERIVED, REPORTS, ReportSet
@@ -234,10 +241,28 @@ class _Parts:
         return self.value(key, build, failed)
 
 
-def _regressions_section(report_set: ReportSet) -> Section:
+def _regression_rows(report_set: ReportSet) -> dict[str, list[dict[str, Any]]]:
+    """The regressions rows the page lists (``reported``) and the series whose stack changed
+    (``stack``), their cells written."""
+    table = report_set.tables["regressions"]
+    return {"reported": with_cells(reported_rows(table), regression_cells),
+            "stack": with_cells(stack_change_rows(table), stack_change_cells)}
+
+
+def _campaign_rows(report_set: ReportSet) -> list[dict[str, Any]]:
+    """The campaign's recent runs, their cells written (none when the campaign report failed: the
+    section then says no run recorded its phases, as without runs)."""
+    table = report_set.tables.get("campaign")
+    return [] if table is None else with_cells(recent_runs(table), campaign_cells)
+
+
+def _regressions_section(report_set: ReportSet, rows: dict[str, list[dict[str, Any]]] | None) -> Section:
+    report_set.tables["regressions"]  # noqa: B018 - without it (it failed) the section says so, once
+    if rows is None:  # the rows could not be written: recorded as "index.html: regressions rows"
+        raise ValueError("the regressions rows could not be written")
     rule = report_set.rule
-    regressions = reported_rows(report_set.tables["regressions"])
-    stack_changes = stack_change_lines(stack_change_rows(report_set.tables["regressions"]))
+    regressions = rows["reported"]
+    stack_changes = stack_change_lines(rows["stack"])
     return Section(
         "regressions", "Regressions",
         f"Latest result of each machine and configuration against its {rule.history_runs} previous "
@@ -277,17 +302,21 @@ def _flags_section(report_set: ReportSet) -> Section | None:
 
 def _sections(report_set: ReportSet, parts: _Parts, best: list[dict[str, Any]],
               missing: list[dict[str, Any]]) -> list[Section]:
-    """Every section in page order, each drawn on its own (``_Parts``)."""
+    """Every section in page order, each drawn on its own (``_Parts``). The rows of the
+    regressions and campaign tables are written first (``page_rows``), like best and missing."""
     colours = Colours()
+    regression_rows = parts.value("regressions rows", lambda: _regression_rows(report_set), None)
+    campaign_rows = parts.value("campaign rows", lambda: _campaign_rows(report_set), [])
     sections = [
         parts.section("cost", "Cost per million images", lambda: _cost_section(report_set, best, colours)),
         parts.section(page_projections.KEY, page_projections.TITLE, lambda: where_else_section(report_set)),
         parts.section("throughput", "Throughput against batch size",
                       lambda: _throughput_section(report_set, best, colours)),
         parts.section("scaling", "Multi-GPU scaling", lambda: _scaling_section(report_set, colours)),
-        parts.section("regressions", "Regressions", lambda: _regressions_section(report_set)),
+        parts.section("regressions", "Regressions",
+                      lambda: _regressions_section(report_set, regression_rows)),
         parts.section("missing", "Results without a price", lambda: _missing_section(missing)),
-        parts.section(page_campaign.KEY, page_campaign.TITLE, lambda: campaign_section(report_set)),
+        parts.section(page_campaign.KEY, page_campaign.TITLE, lambda: campaign_section(campaign_rows)),
     ]
     flags = parts.value("flags", lambda: _flags_section(report_set), None)
     return sections + ([flags] if flags is not None else [])

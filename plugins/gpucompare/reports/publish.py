@@ -71,22 +71,29 @@ def _put(fs: pafs.FileSystem, root: str, name: str, data: bytes) -> str:
 #: A text cell a spreadsheet would read as a formula starts with one of these (OWASP, "CSV
 #: Injection": =, +, -, @, tab and carriage return); in the CSVs such a cell gets a leading
 #: single quote, so the spreadsheet shows it as text. The Parquet files keep every value as is.
-FORMULA_START = r"^([=+\-@\t\r])"
+FORMULA_CHARACTERS = ("=", "+", "-", "@", "\t", "\r")
+#: The same, as the pattern of the cell's first character (``-`` escaped inside the class).
+FORMULA_START = "^([" + "".join("\\-" if c == "-" else c for c in FORMULA_CHARACTERS) + "])"
 
 
 def csv_ready(table: pa.Table) -> pa.Table:
     """The table as CSV can hold it: list columns (``flags``) ;-joined, and every text cell that a
     spreadsheet would run as a formula (``FORMULA_START``: ``=HYPERLINK(…)`` in a free-text field)
-    neutralised with a leading ``'``; numbers and everything else as is."""
+    neutralised with a leading ``'``; numbers and everything else as is. The regex runs only on a
+    column with such a cell (a first-character test finds them; most columns have none)."""
+    starts = pa.array(FORMULA_CHARACTERS)
     for index, column in enumerate(table.schema):
         values = table.column(index)
-        if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+        joined = pa.types.is_list(column.type) or pa.types.is_large_list(column.type)
+        if joined:
             values = pc.binary_join(values, ";")
         elif not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
             continue
-        neutral = pc.replace_substring_regex(values, pattern=FORMULA_START, replacement="'\\1")
-        as_text = pa.field(column.name, neutral.type, metadata=column.metadata)
-        table = table.set_column(index, as_text, neutral)
+        if pc.any(pc.is_in(pc.utf8_slice_codeunits(values, 0, 1), value_set=starts)).as_py():
+            values = pc.replace_substring_regex(values, pattern=FORMULA_START, replacement="'\\1")
+        elif not joined:
+            continue
+        table = table.set_column(index, pa.field(column.name, values.type, metadata=column.metadata), values)
     return table
 
 

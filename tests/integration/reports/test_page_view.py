@@ -88,3 +88,44 @@ def test_one_jinja_environment_for_the_page_and_the_plugin():
     html = airflow_plugin.no_report_page("/srv/<b>reports</b>", remote=False)
     assert "&lt;b&gt;reports&lt;/b&gt;" in html and "<b>reports</b>" not in html
     assert Path(airflow_plugin.__file__).read_text(encoding="utf-8").count("jinja2.Environment(") == 0
+
+
+def test_a_cost_table_shows_the_cheapest_machines_and_every_bar(report_set, monkeypatch):
+    """Issue 27: the page's cost table is cut to the cheapest machines (the files hold every one),
+    never dropping a machine its chart draws. The small lake has two priced machines, so the cut and
+    the bars drawn are set to 1."""
+    from gpucompare.reports import page_cost
+
+    full = {f.chart_id: f for f in build_page_view(report_set, GENERATED_AT).sections[0].data["figures"]}
+    monkeypatch.setattr(page_cost, "COST_TABLE_ROWS", 1)
+    monkeypatch.setattr(page_cost, "MAX_BARS", 1)
+    cut = build_page_view(report_set, GENERATED_AT).sections[0].data["figures"]
+    shortened = 0
+    for figure in cut:
+        rows, every = figure.table.rows, full[figure.chart_id].table.rows
+        assert rows == [row for row in every if row in rows]  # cheapest first, as the full table
+        assert rows[0] == every[0]  # the cheapest machine is always listed
+        bars = len(figure.chart.bars)
+        assert bars <= len(rows) <= bars + 1  # every machine drawn keeps its row, and the cheapest one
+        if len(rows) < len(every):
+            shortened += 1
+            assert f"cheapest of {len(every)} priced machines" in figure.table.caption
+        else:
+            assert "every priced machine" in figure.table.caption
+    assert shortened  # the small lake ranks two machines in a network
+
+
+def test_the_regressions_and_campaign_sections_format_nothing():
+    """Issue 31: their rows are written once by the view builder (page_rows), before the sections
+    pick them; the section modules import no formatting helper (before: each formatted its rows)."""
+    import ast
+
+    from gpucompare.reports import page_campaign, page_regressions
+
+    for module in (page_campaign, page_regressions):
+        tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        assert "gpucompare.reports.formatting" not in imported, module.__name__
+        names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                 for alias in node.names}
+        assert not names & {"num", "pct", "money", "duration", "date_text"}, module.__name__
