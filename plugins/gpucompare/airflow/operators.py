@@ -215,14 +215,42 @@ class SweepOperator(TargetStepOperator):
             if not isinstance(target, DeferrableTarget):
                 return target.run_sweep(current, sweep["config"], timeout_s=sweep["timeout_s"]).to_dict()
             began = time.time()
-            started = handle_json(target.start_sweep(current, sweep["config"], timeout_s=sweep["timeout_s"]))
+            try:
+                started = handle_json(target.start_sweep(current, sweep["config"],
+                                                         timeout_s=sweep["timeout_s"]))
+            except Exception as exc:  # the machine is gone (a spot reclaim): a replacement, in the task
+                return recovered_sweep(target, current, sweep, began, exc)
             wait = target.sweep_wait(current, started)
         log.info("%s sweep of %s: %s; waiting in the triggerer", self.mode, self.target_name,
                  started["decision"])
         self.defer_wait(context, state=current.to_dict(), started={**started, "began": began}, wait=wait)
 
     def resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
-        done, started = self.resumed(context, "sweep", lambda target, state, started:
-                                     target.finish_sweep(state, started, event))
+        try:
+            done, started = self.resumed(context, "sweep", lambda target, state, started:
+                                         target.finish_sweep(state, started, event))
+        except Exception as exc:  # the machine is gone (a spot reclaim): a replacement, in the task
+            return self.recovered(context, exc)
         log.info("%s sweep of %s finished (%s)", self.mode, self.target_name, started["decision"])
         return done.to_dict()
+
+    def recovered(self, context: Any, error: Exception) -> dict[str, Any]:
+        """The resumed sweep failed with ``error``: ``recovered_sweep``, its phases recorded."""
+        state, started = self.waited(context)
+        target = target_of(self.plan)
+        with self.recorded(context, target, state.get("market")), bad_input_fails():
+            return recovered_sweep(target, state_of(state), self.plan["sweeps"][self.mode],
+                                   float(started["began"]), error)
+
+
+def recovered_sweep(target: Any, state: Any, sweep: dict[str, Any], began: float,
+                    error: Exception) -> dict[str, Any]:
+    """After a sweep step failed with ``error``: a ``RecoverableSweep`` target (ec2) replaces a
+    machine lost mid-sweep and runs the rest of the sweep in this task (``targets.ec2.reclaim``);
+    any other error, or another target, fails the step with ``error``."""
+    from gpucompare.targets.base import RecoverableSweep
+
+    if not isinstance(target, RecoverableSweep):
+        raise error
+    return target.recover_sweep(state, sweep["config"], timeout_s=sweep["timeout_s"], began=began,
+                                error=error).to_dict()

@@ -161,6 +161,17 @@ class DeferrableTarget(Protocol):
 
 
 @runtime_checkable
+class RecoverableSweep(Protocol):
+    """A target that can replace a machine lost mid-sweep (ec2: a spot reclaim) and run the rest
+    of the sweep there: ``recover_sweep`` is given the error the sweep ended with (``began``: when
+    the sweep step started, epoch seconds) and returns the replacement's state, or raises that
+    error again when the machine was not lost."""
+
+    def recover_sweep(self, state: TargetState, sweep_config: dict[str, Any], *, timeout_s: float,
+                      began: float, error: BaseException) -> TargetState: ...
+
+
+@runtime_checkable
 class DeferrableDeploy(Protocol):
     """A target whose deploy may wait minutes (building the worker's environment: a pip install)
     outside the task: ``start_deploy`` uploads the code and starts the long part detached,

@@ -79,6 +79,7 @@ class Ec2Options:
     availability_zones: tuple[str, ...] = ()
     #: the worker runtime (``config.runtime_choice``); a container runtime launches container_ami
     worker_runtime: str = "pip-cu112"
+    max_reclaims: int = 2
 
     @classmethod
     def from_spec(cls, spec: TargetSpec) -> Ec2Options:

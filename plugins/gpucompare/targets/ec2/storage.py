@@ -105,14 +105,8 @@ class RunStorage:
         """The JSON object at ``key`` (None when absent); TargetError when it cannot be read."""
         import json
 
-        from botocore.exceptions import ClientError
-
-        try:
-            return json.loads(self.s3_hook.conn.get_object(Bucket=bucket, Key=key)["Body"].read())
-        except ClientError as exc:
-            if client_error_code(exc) in ("NoSuchKey", "404"):
-                return None
-            raise TargetError(f"could not read s3://{bucket}/{key}: {exc}") from exc
+        body = self._read_bytes(key)
+        return None if body is None else json.loads(body)
 
     def run_prefix(self, run_id: str) -> str:
         """Everything of one run lives below this key prefix (the deployment's own prefix first)."""
@@ -155,24 +149,67 @@ class RunStorage:
     def progress_key(self, state: TargetState, config: dict[str, Any]) -> str:
         return f"{self.writer_prefix(state)}/progress/{runs.sweep_dir_name(config)}.log"
 
+    def lost_records(self, state: TargetState) -> list[dict[str, Any]]:
+        """The ``ok`` records the run's lost instances uploaded (``state.extra["reclaims"]``, oldest
+        first), each configuration once (``targets.resume.kept_records``): the night's share of
+        the machines a reclaim took."""
+        import json
+
+        from gpucompare.targets import resume
+
+        kept: dict[str, dict[str, Any]] = {}
+        for reclaim in state.extra.get("reclaims", []):
+            writer = reclaim.get("writer")
+            if not isinstance(writer, str) or not patterns.INSTANCE_WRITER.fullmatch(writer):
+                continue  # lost before its writer was known: it uploaded nothing
+            body = self._read_bytes(f"{self.run_prefix(state.run_id)}/{writer}/results.jsonl")
+            records = [json.loads(line) for line in (body or b"").decode().splitlines() if line.strip()]
+            for record in resume.kept_records(records):
+                kept.setdefault(str(record["config_id"]), dict(record))
+        return list(kept.values())
+
+    def _read_bytes(self, key: str) -> bytes | None:
+        """The object at ``key`` of the results bucket (None when absent)."""
+        from botocore.exceptions import ClientError
+
+        bucket = self.options.results_bucket
+        try:
+            return self.s3_hook.conn.get_object(Bucket=bucket, Key=key)["Body"].read()
+        except ClientError as exc:
+            if client_error_code(exc) in ("NoSuchKey", "404"):
+                return None
+            raise TargetError(f"could not read s3://{bucket}/{key}: {exc}") from exc
+
     def collect(self, state: TargetState, local_path: str) -> str:
-        """Download the run's ``results.jsonl`` to ``local_path`` (beside it, then renamed: a reader
-        never sees half a file); a ``TargetError`` when the sweep uploaded none."""
+        """The run's records at ``local_path`` (written beside it, then renamed: a reader never
+        sees half a file): the instance's ``results.jsonl``, after a reclaim with the lost
+        instances' ``ok`` records first (``lost_records``; a configuration the replacement measured
+        too is kept once, the lost instance's). A ``TargetError`` when no sweep uploaded any."""
+        import json
+
         key, bucket = self.results_key(state), self.options.results_bucket
-        if not self.s3_hook.check_for_key(key, bucket):
+        body = self._read_bytes(key)
+        lost = self.lost_records(state) if state.extra.get("reclaims") else []
+        if body is None and not lost:
             raise TargetError(f"no results at s3://{bucket}/{key}: the sweep did not upload them "
                               f"(did run_sweep succeed on {state.resource_id}?)")
+        kept = {str(record["config_id"]) for record in lost}
+        lines = [json.dumps(record, sort_keys=True) + "\n" for record in lost]
+        for line in (body or b"").decode().splitlines(keepends=True):
+            if line.strip() and (not kept or str(json.loads(line).get("config_id")) not in kept):
+                lines.append(line if line.endswith("\n") else line + "\n")
         directory = os.path.dirname(os.path.abspath(local_path))
         os.makedirs(directory, exist_ok=True)
         fd, partial = tempfile.mkstemp(prefix=".results-", suffix=".partial", dir=directory)
-        os.close(fd)
         try:
-            self.s3_hook.conn.download_file(Bucket=bucket, Key=key, Filename=partial)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.writelines(lines)
             os.replace(partial, local_path)
         finally:
             if os.path.exists(partial):
                 os.unlink(partial)
-        log.info("Collected s3://%s/%s to %s", bucket, key, local_path)
+        log.info("Collected s3://%s/%s (%d record(s) of lost instances) to %s", bucket, key, len(lost),
+                 local_path)
         return local_path
 
     def delete_run_objects(self, run_id: str) -> int:

@@ -63,7 +63,8 @@ the sweep estimate, else 240), ``deployment`` (the plan sets it; default
 ``remote_root`` (/opt/gpucompare), ``bench_python`` (use this interpreter instead of
 creating a venv), ``budget_cap`` + ``budget_currency`` (USD) + ``sweep_configs`` (the sweeps
 the run will execute, for the estimate), ``poll_interval_s`` (15), ``agent_timeout_s`` (900),
-``launch_timeout_s`` (900), ``deploy_timeout_s`` (1800), ``tags`` (extra tags).
+``launch_timeout_s`` (900), ``deploy_timeout_s`` (1800), ``tags`` (extra tags), ``max_reclaims`` (2:
+replacements a night may launch after losing its instance mid-sweep, ``reclaim``).
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ from gpucompare.targets.base import (
     TargetSpec,
     TargetState,
 )
-from gpucompare.targets.ec2 import states
+from gpucompare.targets.ec2 import reclaim, states
 from gpucompare.targets.ec2.clients import AwsClients
 from gpucompare.targets.ec2.deploy import Deployer
 from gpucompare.targets.ec2.guard import CostGuard
@@ -286,10 +287,30 @@ class Ec2Target(Target, DeferrableTarget, DeferrablePrepare, DeferrableDeploy):
         """The wait's event into the state, or the target's error (``Sweeps.finish``)."""
         return self.sweeps.finish(state, started, event)
 
-    @timed_phase("sweep")
     def run_sweep(self, state: TargetState, sweep_config: dict[str, Any], *, timeout_s: float) -> TargetState:
-        """Start (or re-attach to, or reuse) the sweep and wait for it in this task: its poller
-        every ``poll_interval_s`` (the poller ends the wait at the sweep's deadline)."""
+        """Start (or re-attach to, or reuse) the sweep and wait for it in this task; an instance
+        lost mid-sweep is replaced and the rest of the sweep run there (``recover_sweep``)."""
+        began = time.time()
+        try:
+            return self._sweep_here(state, sweep_config, timeout_s=timeout_s)
+        except TargetError as exc:
+            return self.recover_sweep(state, sweep_config, timeout_s=timeout_s, began=began, error=exc)
+
+    def recover_sweep(self, state: TargetState, sweep_config: dict[str, Any], *, timeout_s: float,
+                      began: float, error: BaseException) -> TargetState:
+        """After the sweep failed with ``error``: when its instance is gone, a replacement and the
+        rest of the sweep on it (``reclaim.Reclaims``: at most ``max_reclaims`` a night, waited
+        for in this task); any other error is raised again."""
+        if not reclaim.is_lost(self, state, error):
+            raise error
+        return reclaim.Reclaims(self).recover(state, sweep_config, timeout_s=timeout_s, began=began,
+                                              lost=error)
+
+    @timed_phase("sweep")
+    def _sweep_here(self, state: TargetState, sweep_config: dict[str, Any], *,
+                    timeout_s: float) -> TargetState:
+        """One sweep on the state's instance, waited for in this task: its poller every
+        ``poll_interval_s`` (the poller ends the wait at the sweep's deadline)."""
         started = self.start_sweep(state, sweep_config, timeout_s=timeout_s)
         event = poll_until(self.sweep_poller(state, started).poll, every_s=self.options.poll_interval_s,
                            deadline=None)

@@ -1,0 +1,176 @@
+"""A spot reclaim mid-sweep (issue 32): a replacement within the night, the rest of the sweep on
+it, every configuration's record exactly once; past ``max_reclaims`` the night gives up.
+
+Moto's server stands in for EC2, SSM and S3, behind the fault proxy with the stand-in SSM agent
+(``working_instances``: the instances' commands, the real MXNet worker on CPU, run on this
+machine). A reclaim is stood in for by TerminateInstances of the running instance while its
+sweep command runs (the agent then reports the command ``Terminated``, as AWS does); the lost
+instance's disk is stood in for by deleting its run folder (the instances share this machine's
+file system, a replacement has a fresh disk).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench_tasks.configs import parse_sweep
+from gpucompare.targets import runs
+from gpucompare.targets.base import TargetConfigError, TargetState
+from gpucompare.targets.ec2 import target as ec2
+from gpucompare.targets.ec2.reclaim import ReclaimLimitReached
+from tests.conftest import BENCH_PYTHON
+from tests.support.ec2_support import ec2_spec, live_instances, new_run_id
+from tests.support.target_helpers import wait_for
+
+FIRST = {"timeout_s": 120, "warmup": 1, "batches": 1, "repeats": 1,
+         "matrix": [{"modes": ["score"], "networks": ["alexnet"], "batch_sizes": [1], "devices": ["cpu"]}]}
+#: its first cell is FIRST's: measured on the lost instance, it is not measured again
+SECOND = {**FIRST, "matrix": [{"modes": ["score"], "networks": ["alexnet"], "batch_sizes": [1, 2, 4],
+                               "devices": ["cpu"]}]}
+
+
+def _target(working: dict[str, Any], root: Path, **options: Any) -> ec2.Ec2Target:
+    account = working["account"]
+    return ec2.Ec2Target(ec2_spec(account["profile"], account["bucket"], market="spot", remote_root=str(root),
+                                  bench_python=str(BENCH_PYTHON), **options))
+
+
+def _config_ids(*sweeps: dict[str, Any]) -> list[str]:
+    return sorted({c.config_id for sweep in sweeps for c in parse_sweep(dict(sweep), where="s").configs})
+
+
+def _reclaim_when_running(working: dict[str, Any], aws_client: Any, state: Any, sweep: dict[str, Any],
+                          root: Path) -> threading.Thread:
+    """Terminate the instance once the sweep's command runs on it, then drop its disk."""
+    name = runs.sweep_dir_name(runs.with_run_id(sweep, state.run_id))
+
+    def reclaim() -> None:
+        wait_for(lambda: any(name in i.comment and i.instance_id == state.resource_id
+                             for i in working["agent"].running()), 120, "the second sweep's command")
+        aws_client("ec2").terminate_instances(InstanceIds=[state.resource_id])
+        shutil.rmtree(root / "runs", ignore_errors=True)
+
+    thread = threading.Thread(target=reclaim, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_reclaim_mid_sweep_is_replaced_and_every_configuration_is_recorded_once(
+        working_instances: dict[str, Any], aws_client: Any, tmp_path: Path) -> None:
+    """Before: the sweep failed with InstanceLost and the night was lost for that target."""
+    proxy, root, run_id = working_instances["proxy"], tmp_path / "instance-root", new_run_id()
+    target = _target(working_instances, root)
+    state = target.deploy(target.prepare(run_id))
+    first = state.resource_id
+    try:
+        state = target.run_sweep(state, FIRST, timeout_s=120)
+        sends_before = proxy.count("SendCommand")
+        thread = _reclaim_when_running(working_instances, aws_client, state, SECOND, root)
+        state = target.run_sweep(state, SECOND, timeout_s=120)
+        thread.join(5)
+        collected = Path(target.collect(state, str(tmp_path / "results.jsonl")))
+        records = [json.loads(line) for line in collected.read_text().splitlines()]
+    finally:
+        target.teardown(state)
+    ids = [r["config_id"] for r in records]
+    (reclaim,) = state.extra["reclaims"]
+    print(f"\nreclaim mid-sweep: launches {proxy.launches}, SendCommand after the first sweep "
+          f"{proxy.count('SendCommand') - sends_before}, records {len(ids)}, lost {reclaim['lost_s']} s, "
+          f"left running {len(live_instances(aws_client, run_id))}")
+    assert sorted(ids) == _config_ids(FIRST, SECOND) and len(ids) == len(set(ids))  # each exactly once
+    assert all(r["status"] == "ok" for r in records)
+    assert reclaim["instance_id"] == first and reclaim["market"] == "spot" and reclaim["lost_s"] > 0
+    assert state.resource_id != first and proxy.launches == 2
+    assert live_instances(aws_client, run_id) == [] and working_instances["agent"].running() == []
+
+
+def test_past_max_reclaims_the_night_gives_up_saying_so(working_instances: dict[str, Any],
+                                                         aws_client: Any, tmp_path: Path) -> None:
+    proxy, run_id = working_instances["proxy"], new_run_id()
+    target = _target(working_instances, tmp_path / "instance-root", max_reclaims=0)
+    state = target.prepare(run_id)
+    try:
+        aws_client("ec2").terminate_instances(InstanceIds=[state.resource_id])  # reclaimed before the sweep
+        with pytest.raises(ReclaimLimitReached, match=r"more than ec2 option max_reclaims=0 allows"):
+            target.run_sweep(state, FIRST, timeout_s=60)
+    finally:
+        target.teardown(state)
+    print(f"\nreclaim past max_reclaims=0: launches {proxy.launches}, "
+          f"SendCommand {proxy.count('SendCommand')}, left running {len(live_instances(aws_client, run_id))}")
+    assert proxy.launches == 1 and proxy.count("SendCommand") == 0
+    assert live_instances(aws_client, run_id) == []
+
+
+@pytest.mark.parametrize("value", [-1, 11, "two"])
+def test_max_reclaims_out_of_range_is_refused_naming_the_field(value: Any) -> None:
+    with pytest.raises(TargetConfigError, match="max_reclaims"):
+        ec2.Ec2Target(ec2_spec("profile", "bucket", max_reclaims=value))
+
+
+class _Ti:
+    """The task instance's XCom, as a deferring operator uses it (one mapped task's)."""
+
+    map_index = -1
+
+    def __init__(self) -> None:
+        self.kept: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.kept[key] = json.loads(json.dumps(value))
+
+    def xcom_pull(self, task_ids: str, key: str, map_indexes: int) -> Any:
+        return self.kept.get(key)
+
+
+def test_the_deferred_sweep_step_replaces_a_reclaimed_instance(
+        working_instances: dict[str, Any], aws_client: Any, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The DAG's sweep step (``SweepOperator``): its first part sends the sweep and defers; the
+    instance is reclaimed during the wait, whose poller runs here (standing in for the triggerer,
+    which runs the same poller) until the error event; ``resume`` launches the replacement and
+    runs the rest of the sweep on it. Before: the step failed and the night was lost."""
+    from types import SimpleNamespace
+
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from gpucompare.airflow.operators import SweepOperator
+
+    monkeypatch.setenv("GPUCOMPARE_LAKE", str(tmp_path / "lake"))
+    proxy, root, run_id = working_instances["proxy"], tmp_path / "instance-root", new_run_id()
+    target = _target(working_instances, root)
+    state = target.deploy(target.prepare(run_id))
+    plan = {"spec": target.spec.to_dict(), "run_id": run_id, "profile": "tiny",
+            "sweeps": {"score": {"config": SECOND, "timeout_s": 120}}}
+    step = SweepOperator(task_id="score_sweep", plan=plan, state=state.to_dict(), mode="score")
+    context = {"ti": _Ti(), "dag_run": SimpleNamespace(run_id=run_id)}
+    done: dict[str, Any] = {}
+    try:
+        thread = _reclaim_when_running(working_instances, aws_client, state, SECOND, root)
+        with pytest.raises(TaskDeferred):
+            step.execute(context)
+        thread.join(120)
+        kept = context["ti"].kept["gpucompare_wait"]
+        poller = target.sweep_poller(state, kept["started"])
+        while (event := poller.poll()) is None:  # the poller ends at the sweep's deadline itself
+            time.sleep(0.2)
+        done["event"] = event
+        assert "error" in done["event"]
+        done["state"] = step.resume(context, done["event"])
+        final = TargetState.from_dict(done["state"])
+        collected = Path(target.collect(final, str(tmp_path / "results.jsonl")))
+    finally:
+        target.teardown(TargetState.from_dict(done.get("state", state.to_dict())))
+    ids = [json.loads(line)["config_id"] for line in collected.read_text().splitlines()]
+    print(f"\nreclaim in the deferred sweep step: launches {proxy.launches}, SendCommand "
+          f"{proxy.count('SendCommand')}, records {len(ids)} of {len(_config_ids(SECOND))}, "
+          f"left running {len(live_instances(aws_client, run_id))}")
+    assert sorted(ids) == _config_ids(SECOND) and len(ids) == len(set(ids))
+    assert done["state"]["resource_id"] != state.resource_id and proxy.launches == 2
+    assert live_instances(aws_client, run_id) == [] and working_instances["agent"].running() == []
