@@ -27,7 +27,7 @@ from gpucompare.targets.ec2 import target as ec2
 from gpucompare.targets.ec2.reclaim import ReclaimLimitReached
 from tests.conftest import BENCH_PYTHON
 from tests.support.ec2_support import ec2_spec, live_instances, new_run_id
-from tests.support.target_helpers import wait_for
+from tests.support.target_helpers import held_worker, wait_for
 
 FIRST = {"timeout_s": 120, "warmup": 1, "batches": 1, "repeats": 1,
          "matrix": [{"modes": ["score"], "networks": ["alexnet"], "batch_sizes": [1], "devices": ["cpu"]}]}
@@ -38,8 +38,12 @@ SECOND = {**FIRST, "matrix": [{"modes": ["score"], "networks": ["alexnet"], "bat
 
 def _target(working: dict[str, Any], root: Path, **options: Any) -> ec2.Ec2Target:
     account = working["account"]
+    # each sweep waits 3 s before the real worker starts, so a sweep is certainly still running when
+    # the test reclaims its instance (however fast the tiny sweep on a quiet machine)
+    python = held_worker(root.parent / f"{root.name}-python", BENCH_PYTHON, wait="sleep 3",
+                         why="3 s (the reclaim lands mid-sweep)")
     return ec2.Ec2Target(ec2_spec(account["profile"], account["bucket"], market="spot", remote_root=str(root),
-                                  bench_python=str(BENCH_PYTHON), **options))
+                                  bench_python=str(python), **options))
 
 
 def _config_ids(*sweeps: dict[str, Any]) -> list[str]:
