@@ -2,7 +2,9 @@
 
 Every target times its own steps with :func:`timed_phase` (a decorator on ``prepare``,
 ``deploy``, ``run_sweep`` and ``teardown``): ``prepare`` is the ``provision`` phase (request →
-the machine answers over SSH or SSM), ``deploy`` the bundle and environment build, each
+the machine answers over SSH or SSM), ``deploy`` the bundle and environment build (a container
+runtime's image pull is a ``pull`` phase of its own; on ec2, where one command does both, the
+instance times the pull and :meth:`PhaseLog.split` carves it out of ``deploy``), each
 ``run_sweep`` a ``sweep`` (the worker's wall time; its configurations' setup, warm-up and timed
 seconds are in their records), ``teardown`` the giving back. A step that raises is recorded
 too, as ``failed``, with its error: a provisioning failure is still a phase that took time
