@@ -27,15 +27,9 @@ from gpucompare.targets.base import TargetError, TargetState
 from gpucompare.targets.ec2 import sweeps
 from gpucompare.targets.ec2 import target as ec2
 from tests.conftest import BENCH_PYTHON
+from tests.support import fake_docker
 from tests.support.ec2_support import ec2_spec, new_run_id
-from tests.support.fake_docker import (
-    DIGEST,
-    calls,
-    hang_workers,
-    install_fake_docker,
-    killed,
-    running_containers,
-)
+from tests.support.fake_docker import calls, hang_workers, install_fake_docker, killed, running_containers
 from tests.support.target_helpers import ENDLESS_SWEEP, wait_for
 
 IMAGE = "nvcr.io/nvidia/mxnet:24.06-py3"
@@ -127,7 +121,7 @@ def test_the_container_deploy_defers_its_one_command_and_a_retry_attaches(instan
         resumed = ec2.Ec2Target(first.spec)
         kept = TargetState.from_dict(json.loads(json.dumps(state.to_dict())))
         done = resumed.finish_deploy(kept, json.loads(json.dumps(started)), event)
-        assert done.extra["image"] == f"nvcr.io/nvidia/mxnet@{DIGEST}"
+        assert done.extra["image"] == f"nvcr.io/nvidia/mxnet@{fake_docker.DIGEST}"
         assert ["pull", IMAGE] in calls(bin_dir)
         (pull,) = [r for r in resumed.phases.records if r.phase == "pull"]
         assert pull.status == "ok" and pull.seconds is not None and pull.seconds >= 0
