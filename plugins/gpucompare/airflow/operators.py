@@ -161,7 +161,8 @@ class PrepareOperator(TargetStepOperator):
 class DeployOperator(TargetStepOperator):
     """Put the worker and its environment on the machine (idempotent). A ``DeferrableDeploy``
     (ssh, ec2) uploads the code here and, when the environment may have to be built (a pip install of
-    minutes), starts the build on the host and defers its wait; the others deploy in ``execute``."""
+    minutes; on ec2 always, a container runtime's image pull too), starts the build on the host and
+    defers its wait; the others deploy in ``execute``."""
 
     def execute(self, context: Any) -> dict[str, Any]:
         from gpucompare.targets.base import DeferrableDeploy

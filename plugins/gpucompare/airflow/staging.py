@@ -67,7 +67,8 @@ def phase_if_failed(target: Any, phase: str) -> Iterator[None]:
 @contextlib.contextmanager
 def deferred_phase(target: Any, phase: str, began: float) -> Iterator[Any]:
     """A phase of a deferred step: from ``began`` (epoch seconds, in the first part of the task)
-    to the end of the resumed one, recorded whether it ended or raised."""
+    to the end of the resumed one, recorded whether it ended or raised (less the parts the
+    machine timed apart, ``PhaseLog.split``)."""
     from datetime import UTC, datetime
 
     record = None
@@ -77,7 +78,7 @@ def deferred_phase(target: Any, phase: str, began: float) -> Iterator[Any]:
             yield record
     finally:
         if record is not None:
-            record.seconds = time.time() - began
+            record.seconds = max(0.0, time.time() - began - record.excluded_s)
 
 
 def staged_results_location(plan: dict[str, Any]) -> str:

@@ -2,7 +2,9 @@
 
 Every target times its own steps with :func:`timed_phase` (a decorator on ``prepare``,
 ``deploy``, ``run_sweep`` and ``teardown``): ``prepare`` is the ``provision`` phase (request →
-the machine answers over SSH or SSM), ``deploy`` the bundle and environment build, each
+the machine answers over SSH or SSM), ``deploy`` the bundle and environment build (a container
+runtime's image pull is a ``pull`` phase of its own; on ec2, where one command does both, the
+instance times the pull and :meth:`PhaseLog.split` carves it out of ``deploy``), each
 ``run_sweep`` a ``sweep`` (the worker's wall time; its configurations' setup, warm-up and timed
 seconds are in their records), ``teardown`` the giving back. A step that raises is recorded
 too, as ``failed``, with its error: a provisioning failure is still a phase that took time
@@ -60,6 +62,8 @@ class PhaseRecord:
     billed: bool = False
     status: str = "running"
     error: str | None = None
+    #: seconds of parts timed apart while this phase ran (``PhaseLog.split``), not counted twice
+    excluded_s: float = field(default=0.0, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,7 +95,7 @@ class PhaseLog:
         else:
             record.status = "ok"
         finally:
-            record.seconds = time.monotonic() - started
+            record.seconds = max(0.0, time.monotonic() - started - record.excluded_s)
             record.finished_at = _now()
             self._open.remove(record)
 
@@ -100,6 +104,19 @@ class PhaseLog:
         for record in self._open:
             if record.phase in BILLED_PHASES.get(self.kind, frozenset()):
                 record.billed = True
+
+    def split(self, phase: str, began: float, ended: float) -> PhaseRecord:
+        """A part of the phase being timed that the machine timed itself (epoch seconds: an ec2
+        deploy's image pull, inside its one SSM command) recorded as ``phase`` of its own; the
+        open phases' seconds exclude it (their start and end still span it)."""
+        billed = phase in BILLED_PHASES.get(self.kind, frozenset())
+        seconds = max(0.0, ended - began)
+        record = PhaseRecord(phase=phase, started_at=_iso(began), finished_at=_iso(ended), seconds=seconds,
+                             billed=billed, status="ok")
+        for outer in self._open:
+            outer.excluded_s += seconds
+        self.records.append(record)
+        return record
 
     def finished(self) -> list[PhaseRecord]:
         """The records of the steps that ended (a step still running has no end yet)."""
@@ -114,6 +131,10 @@ class PhaseLog:
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat()
+
+
+def _iso(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat()
 
 
 def timed_phase(phase: str) -> Callable[[F], F]:

@@ -49,6 +49,22 @@ def test_a_phase_is_timed_whether_its_step_returns_or_raises() -> None:
     assert (sweep.status, sweep.error) == ("failed", "RuntimeError: worker exited with 1")
 
 
+def test_a_part_the_machine_timed_is_its_own_phase_and_not_counted_twice() -> None:
+    """An ec2 deploy's one command pulls the image too: the instance's start and end of the pull
+    become a ``pull`` record, and the ``deploy`` around it keeps only the rest of its seconds."""
+    log = PhaseLog("ec2")
+    with log.timed("deploy"):
+        time.sleep(0.3)
+        ended = time.time()
+        log.split("pull", ended - 0.2, ended)  # 0.2 s of the 0.3 s were the pull
+    deploy, pull = log.records
+    assert (pull.phase, pull.status, pull.billed) == ("pull", "ok", True)
+    assert pull.seconds == pytest.approx(0.2)
+    assert dt.datetime.fromisoformat(pull.finished_at).timestamp() == pytest.approx(ended)
+    wall = (dt.datetime.fromisoformat(deploy.finished_at) - dt.datetime.fromisoformat(deploy.started_at))
+    assert deploy.seconds == pytest.approx(wall.total_seconds() - 0.2, abs=0.02)  # its span less the pull
+
+
 def test_billing_follows_the_kind_and_ec2_provisioning_bills_from_the_launch() -> None:
     local, ssh, ec2 = PhaseLog("local"), PhaseLog("ssh"), PhaseLog("ec2")
     for log in (local, ssh):

@@ -7,19 +7,27 @@ with the stand-in ``docker`` (``tests/support/fake_docker.py``) first on its PAT
 containers keep running when their client is killed, as a real daemon's do, until a
 ``docker kill`` names them. Stands in for a p5 instance with Docker and the NVIDIA Container
 Toolkit (no GPU, no Docker engine here).
+
+The container runtime's deploy (bundle and image pull in one command) is run here the same way,
+its wait in the deploy's trigger (``SsmSweepTrigger``), rebuilt from its ``serialize()`` output
+as the triggerer does.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gpucompare.targets.base import TargetError
+from gpucompare.airflow.triggers import trigger_for
+from gpucompare.targets.base import TargetError, TargetState
 from gpucompare.targets.ec2 import sweeps
 from gpucompare.targets.ec2 import target as ec2
 from tests.conftest import BENCH_PYTHON
+from tests.support import fake_docker
 from tests.support.ec2_support import ec2_spec, new_run_id
 from tests.support.fake_docker import calls, hang_workers, install_fake_docker, killed, running_containers
 from tests.support.target_helpers import ENDLESS_SWEEP, wait_for
@@ -85,3 +93,42 @@ def test_a_cancelled_sweep_command_leaves_no_container_on_the_instance(instance_
         assert instance_docker["agent"].running() == []
     finally:
         target.teardown(state)
+
+
+def _deploy_commands(aws_client: Any, instance_id: str) -> list[dict[str, Any]]:
+    commands = aws_client("ssm").list_commands(InstanceId=instance_id)["Commands"]
+    return [c for c in commands if c["Comment"].startswith("gpucompare deploy ")]
+
+
+def test_the_container_deploy_defers_its_one_command_and_a_retry_attaches(instance_docker,
+                                                                          aws_client) -> None:
+    """Two worker parts, as the DAG's deploy task runs them: ``start_deploy`` sends one command
+    (bundle, then the image pull), the trigger waits for it, and a new target object (the resumed
+    task, on another worker) finishes it from the JSON state: the pulled ``image@digest`` in the
+    state, the pull timed by the instance. A retried deploy attaches to the command it finds."""
+    from airflow.sdk.module_loading import import_string
+
+    first, bin_dir = instance_docker["target"], instance_docker["bin"]
+    state = first.prepare(new_run_id())
+    try:
+        state, started = first.start_deploy(state)
+        (sent,) = _deploy_commands(aws_client, state.resource_id)
+        assert sent["CommandId"] == started["command_id"] and "image" not in state.extra
+        assert f"docker pull {IMAGE}" in "\n".join(sent["Parameters"]["commands"])
+        classpath, kwargs = trigger_for(first.deploy_wait(state, started)).serialize()
+        event = asyncio.run(anext(import_string(classpath)(**json.loads(json.dumps(kwargs))).run())).payload
+        assert event["invocation"]["Status"] == "Success", event
+        resumed = ec2.Ec2Target(first.spec)
+        kept = TargetState.from_dict(json.loads(json.dumps(state.to_dict())))
+        done = resumed.finish_deploy(kept, json.loads(json.dumps(started)), event)
+        assert done.extra["image"] == f"nvcr.io/nvidia/mxnet@{fake_docker.DIGEST}"
+        assert ["pull", IMAGE] in calls(bin_dir)
+        (pull,) = [r for r in resumed.phases.records if r.phase == "pull"]
+        assert pull.status == "ok" and pull.seconds is not None and pull.seconds >= 0
+        print(f"\ndeferred container deploy: command {started['command_id']}, image {done.extra['image']}, "
+              f"pull {pull.seconds:.0f} s by the instance's clock")
+        _, again = resumed.start_deploy(done)  # a retried deploy task
+        assert again["command_id"] == started["command_id"]
+        assert len(_deploy_commands(aws_client, state.resource_id)) == 1  # no second SendCommand
+    finally:
+        first.teardown(state)

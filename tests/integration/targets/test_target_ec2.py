@@ -213,7 +213,7 @@ def _commands_of_run(aws_client: Any, state: TargetState) -> dict[str, dict[str,
     """The Run Commands the endpoint received for this run, by purpose (from their comment)."""
     commands = aws_client("ssm").list_commands(InstanceId=state.resource_id)["Commands"]
     return {command["Comment"].split()[1]: command for command in commands
-            if command["Comment"].endswith(" " + run_key(state.run_id))}
+            if run_key(state.run_id) in command["Comment"].split()}
 
 
 def test_what_run_command_is_sent_and_polled(aws_account, aws_client):

@@ -1,8 +1,9 @@
 """The ec2 target with a container runtime (``worker_runtime: ngc-24.06``) against moto's server.
 
 Moto runs no instance and no command (every Run Command succeeds at once with no output), so
-the pull's answer, what ``docker image inspect`` prints on the instance, is put into the
-GetCommandInvocation reply by a botocore ``after-call`` handler; everything else is what was
+the pull's result, what the deploy command writes to S3 on the instance (the pull's start and
+end, what ``docker image inspect`` prints), is put there by a botocore ``before-parameter-build`` handler
+of SendCommand, at the address the command names; everything else is what was
 asked of the endpoint, read back from it: the AMI launched is the one under the container AMI's
 SSM parameter, the pull command names the pinned image, the sweep command runs the worker with
 ``docker run --gpus all … image@digest python -m bench_tasks``.
@@ -11,6 +12,7 @@ SSM parameter, the pull command names the pinned image, the sweep command runs t
 from __future__ import annotations
 
 import shlex
+import time
 from typing import Any
 
 import pytest
@@ -42,19 +44,28 @@ def container_account(aws_account: dict[str, Any], aws_client: Any) -> dict[str,
     return {**aws_account, "container_image": container_image}
 
 
-def _answer_pulls(target: ec2.Ec2Target, answer: str) -> None:
-    """What the instance's docker would print for the pull command (moto's output is empty)."""
-    def handler(parsed: dict[str, Any], **_: Any) -> None:
-        if "pull" in (parsed.get("Comment") or "") or parsed.get("StandardOutputContent") == "":
-            parsed["StandardOutputContent"] = answer
+PULL_SECONDS = 42
 
-    target.ssm_hook.conn.meta.events.register("after-call.ssm.GetCommandInvocation", handler)
+
+def _answer_pulls(target: ec2.Ec2Target, answer: str) -> None:
+    """The pull's result the instance would write (moto runs no command): at the S3 address the
+    deploy command names, the pull's start and end and what its docker printed."""
+    def handler(params: dict[str, Any], **_: Any) -> None:
+        if not params["Comment"].startswith("gpucompare deploy "):
+            return
+        (line,) = [c for c in params["Parameters"]["commands"] if c.startswith("aws s3 cp ")]
+        bucket, key = shlex.split(line)[-1].removeprefix("s3://").split("/", 1)
+        began = int(time.time()) - PULL_SECONDS
+        target.s3_hook.conn.put_object(Bucket=bucket, Key=key, Body=(
+            f"pull_began {began}\npull_ended {began + PULL_SECONDS}\n{answer}").encode())
+
+    target.ssm_hook.conn.meta.events.register("before-parameter-build.ssm.SendCommand", handler)
 
 
 def _sent(aws_client: Any, state) -> dict[str, list[str]]:
     commands = aws_client("ssm").list_commands(InstanceId=state.resource_id)["Commands"]
     return {c["Comment"].split()[1]: c["Parameters"]["commands"] for c in commands
-            if c["Comment"].endswith(" " + run_key(state.run_id))}
+            if run_key(state.run_id) in c["Comment"].split()}
 
 
 def test_ngc_runtime_launches_the_container_ami_pulls_the_pinned_image_and_runs_in_it(container_account,
@@ -73,8 +84,8 @@ def test_ngc_runtime_launches_the_container_ami_pulls_the_pinned_image_and_runs_
         assert state.extra["image"] == PINNED
         state = target.run_sweep(state, TINY_SWEEP, timeout_s=300)
         sent = _sent(aws_client, state)
-        assert sorted(sent) == ["deploy", "pull", "sweep"]
-        assert f"docker pull {IMAGE}" in "\n".join(sent["pull"])
+        assert sorted(sent) == ["deploy", "sweep"]  # the pull is in the deploy's one command
+        assert f"docker pull {IMAGE}" in "\n".join(sent["deploy"])
         assert not any("pip install" in line or "venv" in line for line in sent["deploy"])  # no venv
         # the worker line of the sweep script: `timeout … docker run … image python -m bench_tasks sweep …`
         (run,) = [shlex.split(line[line.index("docker run "):])
@@ -86,6 +97,8 @@ def test_ngc_runtime_launches_the_container_ami_pulls_the_pinned_image_and_runs_
         assert "GPUCOMPARE_WORKER_RUNTIME=ngc-24.06" in run and f"GPUCOMPARE_WORKER_IMAGE={PINNED}" in run
         phases = [r.phase for r in target.phases.records]
         assert phases == ["provision", "deploy", "pull", "sweep"]
+        pull = target.phases.records[2]
+        assert pull.seconds == PULL_SECONDS and pull.status == "ok"  # timed by the instance's clock
         assert all(r.billed for r in target.phases.records)  # an ec2 instance is paid for throughout
     finally:
         target.teardown(state)

@@ -57,6 +57,27 @@ def deploy_commands(bundle_uri: str, bundle_sha256: str, workdir: str, python: s
     return commands
 
 
+#: The pull result's lines with the pull's start and end (epoch seconds, the instance's clock).
+PULL_BEGAN, PULL_ENDED = "pull_began", "pull_ended"
+
+
+def pull_commands(image: str, result_uri: str) -> list[str]:
+    """After ``deploy_commands`` in the same SSM command: pull ``image`` (``container.pull_script``,
+    in a subshell: its ``exit 0`` ends only the pull), then write the small result (the pull's
+    start and end, ``PULL_BEGAN`` / ``PULL_ENDED``, and the script's ``pulled|present <ref>``) to
+    ``result_uri`` with the instance's profile: the finish reads it there, since SSM's own answer
+    keeps only 24,000 characters of a command's output."""
+    return [
+        f"{PULL_BEGAN}=$(date +%s); pull_out=$(mktemp)",
+        f"( {container.pull_script(image)}\n) > \"$pull_out\"",
+        f"{PULL_ENDED}=$(date +%s)",
+        f'{{ echo "{PULL_BEGAN} ${PULL_BEGAN}"; echo "{PULL_ENDED} ${PULL_ENDED}"; cat "$pull_out"; }} '
+        f'> "$pull_out.result"',
+        f'aws s3 cp --only-show-errors "$pull_out.result" {shell_quote(result_uri)}',
+        'cat "$pull_out.result"; rm -f "$pull_out" "$pull_out.result"',
+    ]
+
+
 def sweep_commands(*, config: dict, workdir: str, run_dir: str, python: str, destination: str,
                    progress_destination: str, timeout_s: int, kill_grace_s: int = 30,
                    worker_prefix: str | None = None, container_name: str | None = None) -> list[str]:

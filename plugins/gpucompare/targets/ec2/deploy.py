@@ -1,10 +1,13 @@
 """An ``ec2`` target's deploy: the worker bundle (and its venv) on the instance, and for a
-container runtime the image's pull, each one SSM command through the run's ``SsmRunner``.
+container runtime the image's pull, in ONE SSM command through the run's ``SsmRunner``.
 
 The instance reads the bundle from S3 with its own profile (no presigned URL, a credential, in
 SSM history); its directory is content-addressed, so a complete one is never fetched again.
-``bundle`` waits for it in the task; ``start`` / ``finish`` are the deferred form (the DAG's
-deploy task: the command's wait, a pip install of minutes, is a trigger's).
+``start`` sends the command (or attaches to an earlier try's), a trigger (the DAG's deploy task)
+or the task itself (``Ec2Target.deploy``) waits, ``finish`` reads its end: the pip install of
+minutes or the multi-GB image pull never holds a worker slot. A container runtime's pull leaves
+a small result in S3 (``pull_key``: the image's digest, the pull's start and end), which
+``pulled`` reads: SSM's own answer keeps only 24,000 characters of the output.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from typing import Any
 from gpucompare.targets import container, runs
 from gpucompare.targets.base import LineSink, TargetError, TargetState
 from gpucompare.targets.ec2 import states
-from gpucompare.targets.ec2.commands import deploy_commands
-from gpucompare.targets.ec2.options import SCRIPT_PREAMBLE, Ec2Options
+from gpucompare.targets.ec2.commands import PULL_BEGAN, PULL_ENDED, deploy_commands, pull_commands
+from gpucompare.targets.ec2.options import Ec2Options
 from gpucompare.targets.ec2.ssm import SsmRunner, raise_unless_success
 from gpucompare.targets.ec2.storage import RunStorage, build_worker_bundle
 
@@ -41,13 +44,6 @@ class Deployer:
         venv = f"{self.options.remote_root}/venv-{requirements_hash}"
         return self.options.bench_python or f"{venv}/bin/python"
 
-    def run(self, state: TargetState, commands: list[str], *, purpose: str) -> dict[str, Any]:
-        """One deploy command (``SsmRunner.run_checked``: output logged, failure raised)."""
-        return self.runner(state).run_checked(
-            commands, self.options.deploy_timeout_s, purpose=purpose,
-            comment=f"gpucompare {purpose} {runs.run_key(state.run_id)}",
-            output_prefix=f"{self.storage.writer_prefix(state)}/ssm", line_sink=self.line_sink)
-
     def _prepared(self, state: TargetState) -> tuple[TargetState, list[str]]:
         """Upload the bundle (named by its bytes, checked here and again on the instance); the
         state with its workdir and python, and the commands that fetch and check it there and
@@ -62,13 +58,14 @@ class Deployer:
                                    create_venv=self.options.bench_python is None and not self.in_container)
         state.workdir = workdir
         state.extra = {**state.extra, "bench_python": python, "bundle": bundle.content_hash}
+        if self.in_container:
+            image = container.runtime_image(self.options.worker_runtime)
+            commands += pull_commands(image, f"s3://{self.options.results_bucket}/{self.pull_key(state)}")
         return state, commands
 
-    def bundle(self, state: TargetState) -> TargetState:
-        """The bundle and the worker venv on the instance, waited for in this task."""
-        state, commands = self._prepared(state)
-        self.run(state, commands, purpose="deploy")
-        return state
+    def pull_key(self, state: TargetState) -> str:
+        """Where the deploy command leaves its pull's result (``commands.pull_commands``)."""
+        return f"{self.storage.writer_prefix(state)}/deploy-{state.extra['bundle']}.pull"
 
     def start(self, state: TargetState) -> tuple[TargetState, dict[str, Any]]:
         """The bundle's command sent, not waited for (a trigger waits): an earlier try's command
@@ -102,11 +99,28 @@ class Deployer:
         raise_unless_success(invocation, purpose="deploy", instance_id=runner.instance_id)
         return state
 
-    def pull(self, state: TargetState) -> TargetState:
-        """Pull the runtime's image (``targets.container``); the state keeps its ``image@digest``."""
+    def pulled(self, state: TargetState) -> tuple[TargetState, float, float]:
+        """After a container runtime's deploy succeeded: the pull's result (``pull_key``, written
+        by the command) read from S3; the state keeps the ``image@digest`` it names. Returns the
+        state and the pull's start and end (epoch seconds, for its ``pull`` phase)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
         image = container.runtime_image(self.options.worker_runtime)
-        invocation = self.run(state, [*SCRIPT_PREAMBLE, container.pull_script(image)], purpose="pull")
-        pulled = container.parse_pull(invocation.get("StandardOutputContent") or "", image)
+        bucket, key = self.options.results_bucket, self.pull_key(state)
+        try:
+            body = self.storage.s3_hook.conn.get_object(Bucket=bucket, Key=key)["Body"].read()
+        except (BotoCoreError, ClientError) as exc:
+            raise TargetError(f"pull of {image}: no result at s3://{bucket}/{key} "
+                              f"({type(exc).__name__}: {exc})") from exc
+        text = body.decode("utf-8", errors="replace")
+        times = dict(line.split(" ", 1) for line in text.splitlines()
+                     if line.startswith((f"{PULL_BEGAN} ", f"{PULL_ENDED} ")))
+        try:
+            began, ended = float(times[PULL_BEGAN]), float(times[PULL_ENDED])
+        except (KeyError, ValueError) as exc:
+            raise TargetError(f"pull of {image}: no {PULL_BEGAN}/{PULL_ENDED} in its result "
+                              f"{text[-300:]!r}") from exc
+        pulled = container.parse_pull(text, image)
         state.extra = {**state.extra, "image": pulled.reference,
                        "worker_runtime": self.options.worker_runtime}
-        return state
+        return state, began, ended

@@ -13,7 +13,7 @@ inside the DAG's own tasks, so it uses the same hooks, waiters and calls they do
 * ``launch.Ec2Launcher``: RunInstances, the launch plan and its idempotency token;
 * ``readiness.Readiness``: the instance running and its SSM agent online, and still alive;
 * ``ssm.SsmRunner`` (one per instance, ``runner``): every SSM command and its wait;
-* ``deploy.Deployer``: the worker bundle and the image pull;
+* ``deploy.Deployer``: the worker bundle and the image pull (one SSM command);
 * ``sweeps.Sweeps``: each sweep sent at most once, its wait and its end;
 * ``storage.RunStorage``: the run's S3 keys, the bundle upload, the results download;
 * ``teardown.Reaper``: termination, patient when throttled, handed to the sweeper if not;
@@ -222,22 +222,19 @@ class Ec2Target(Target, DeferrableTarget, DeferrablePrepare, DeferrableDeploy):
     def in_container(self) -> bool:
         return self.deployer.in_container
 
-    def deploy(self, state: TargetState) -> TargetState:
-        """The worker bundle (and venv), then for a container runtime the image's pull, timed as
-        its own ``pull`` phase (``targets.container``)."""
-        state = self._deploy_bundle(state)
-        return self._pull_image(state) if self.in_container else state
-
     @timed_phase("deploy")
-    def _deploy_bundle(self, state: TargetState) -> TargetState:
-        return self.deployer.bundle(state)
+    def deploy(self, state: TargetState) -> TargetState:
+        """The worker bundle (and venv), for a container runtime then the image's pull, waited for
+        in this task (``start_deploy``, ``SsmRunner.wait``, ``finish_deploy``; the DAG's deploy
+        task defers the wait instead)."""
+        state, started = self.start_deploy(state)
+        invocation = self.runner(state).wait(str(started["command_id"]), float(started["limit_s"]))
+        return self.finish_deploy(state, started, {"invocation": invocation})
 
-    def start_deploy(self, state: TargetState) -> tuple[TargetState, dict[str, Any] | None]:
-        """The short part of ``deploy`` (``Deployer.start``): the bundle's command sent (or an
-        earlier try's attached to), its wait (the fetch and the venv's pip install) a trigger's.
-        A container runtime deploys here whole (None: no wait; the image pull is its own phase)."""
-        if self.in_container:
-            return self.deploy(state), None
+    def start_deploy(self, state: TargetState) -> tuple[TargetState, dict[str, Any]]:
+        """The short part of ``deploy`` (``Deployer.start``): its one command sent (or an earlier
+        try's attached to), its wait (the fetch, the venv's pip install, a container runtime's
+        image pull) a trigger's."""
         return self.deployer.start(state)
 
     def deploy_wait(self, state: TargetState, started: dict[str, Any]) -> dict[str, Any]:
@@ -251,12 +248,16 @@ class Ec2Target(Target, DeferrableTarget, DeferrablePrepare, DeferrableDeploy):
 
     def finish_deploy(self, state: TargetState, started: dict[str, Any],
                       event: dict[str, Any]) -> TargetState:
-        """The deploy command's event into the state, or the target's error (``Deployer.finish``)."""
-        return self.deployer.finish(state, started, event)
-
-    @timed_phase("pull")
-    def _pull_image(self, state: TargetState) -> TargetState:
-        return self.deployer.pull(state)
+        """The deploy command's event into the state, or the target's error (``Deployer.finish``);
+        a container runtime's ``image@digest`` from its pull's result (``Deployer.pulled``), the
+        pull timed as its own ``pull`` phase by the instance's clock (the ``deploy`` phase is the
+        rest)."""
+        state = self.deployer.finish(state, started, event)
+        if not self.in_container:
+            return state
+        state, began, ended = self.deployer.pulled(state)
+        self.phases.split("pull", began, ended)
+        return state
 
     # --- sweeps (sweeps.Sweeps) ---
 
