@@ -73,11 +73,6 @@ def throughput_figures(throughput: list[dict[str, Any]], mode: str, colours: Col
         sizes = f"batch {batches[0]}" if len(batches) == 1 else f"batch {batches[0]}–{batches[-1]}"
         title = titled(f"{network}, {mode}, {sizes}: images/s against batch size (one device, float32)",
                        method)
-        table_rows = []
-        for m in chosen:
-            values = dict(zip((x for x, _ in chart[m]), texts[(network, method)][m], strict=True))
-            table_rows.append([info[m][TEXT].hardware, info[m][TEXT].figure]
-                              + [values.get(b, NO_VALUE) for b in batches])
         model = line_chart(chart_id, series, "batch size (log scale)", "images/s", log2_x=True, title=title)
         figures.append(
             Figure(
@@ -87,13 +82,25 @@ def throughput_figures(throughput: list[dict[str, Any]], mode: str, colours: Col
                 _summary(chosen, chart, info, texts[(network, method)], model.log_y),
                 data_table(
                     ["machine", "figure"] + [f"batch {b}" for b in batches],
-                    table_rows,
+                    _table_rows(chosen, chart, info, texts[(network, method)], batches),
                     [False, False] + [True] * len(batches),
                     caption=f"{title}: images/s per batch size",
                 ),
             )
         )
     return figures
+
+
+def _table_rows(chosen: list[tuple], chart: dict[tuple, list[tuple[float, float]]],
+                info: dict[tuple, dict[str, Any]], texts: dict[tuple, list[str]],
+                batches: list[int]) -> list[list]:
+    """Per machine drawn: its hardware, its figure's provenance and its images/s at each batch size."""
+    rows = []
+    for m in chosen:
+        values = dict(zip((x for x, _ in chart[m]), texts[m], strict=True))
+        text = info[m][TEXT]
+        rows.append([text.hardware, text.figure] + [values.get(b, NO_VALUE) for b in batches])
+    return rows
 
 
 def _best(points: list[tuple[float, float]]) -> float:
