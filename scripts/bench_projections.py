@@ -12,6 +12,7 @@ of a full SkyPilot catalog of a big cloud. Prints the rows projected and the tim
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import statistics
 import sys
 import tempfile
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             page_projections.where_else_section(projections["rows"], projections["measured"], built.currency)
             timings.setdefault("page section", []).append(time.perf_counter() - started)
             started = time.perf_counter()
-            page.render_page(built)
+            page.render_page(built, dt.datetime.now(dt.UTC))
             timings.setdefault("whole page", []).append(time.perf_counter() - started)
         print(f"projections: {built.tables['projections'].num_rows:,} rows from "
               f"{built.tables['cost_per_million'].num_rows:,} priced measured configurations; "
