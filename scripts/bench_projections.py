@@ -12,6 +12,7 @@ of a full SkyPilot catalog of a big cloud. Prints the rows projected and the tim
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import statistics
 import sys
 import tempfile
@@ -27,7 +28,7 @@ import pyarrow.compute as pc  # noqa: E402
 from gpucompare.lake import schema  # noqa: E402
 from gpucompare.prices.catalogs import importer  # noqa: E402
 from gpucompare.reports import build as reports  # noqa: E402
-from gpucompare.reports import page, page_projections  # noqa: E402
+from gpucompare.reports import page, page_projections, page_view  # noqa: E402
 from gpucompare.reports.report_set import ReportOptions  # noqa: E402
 
 
@@ -65,10 +66,11 @@ def main(argv: list[str] | None = None) -> int:
             for name in ("projections", "best_value_with_projections", "best_value"):
                 timings.setdefault(name, []).append(built.timings[name])
             started = time.perf_counter()
-            page_projections.where_else_section(built)
+            projections = page_view.projection_rows(built)
+            page_projections.where_else_section(projections["rows"], projections["measured"], built.currency)
             timings.setdefault("page section", []).append(time.perf_counter() - started)
             started = time.perf_counter()
-            page.render_page(built)
+            page.render_page(built, dt.datetime.now(dt.UTC))
             timings.setdefault("whole page", []).append(time.perf_counter() - started)
         print(f"projections: {built.tables['projections'].num_rows:,} rows from "
               f"{built.tables['cost_per_million'].num_rows:,} priced measured configurations; "

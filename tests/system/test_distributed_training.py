@@ -155,9 +155,11 @@ def test_scaling_run_over_three_hosts_reaches_the_scaling_report(group, tmp_path
     # and the report page draws them: speedup and efficiency against devices, with the ideal line
     from gpucompare.reports import formatting
     from gpucompare.reports.page import render_chart
+    from gpucompare.reports.page_rows import chart_rows
     from gpucompare.reports.page_scaling import scaling_figures
 
-    figures = scaling_figures(report, formatting.Colours(), "efficiency")
+    scaling = chart_rows(report, ("speedup", "efficiency"))
+    figures = scaling_figures(scaling, formatting.Colours(), "efficiency")
     charts = [render_chart(figure.chart) for figure in figures]
     [efficiency_chart] = [c for c in charts if "googlenet" in c and "efficiency" in c]
     assert "ideal (linear)" in efficiency_chart

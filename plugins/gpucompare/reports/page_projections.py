@@ -1,6 +1,8 @@
 """The page section "Where else could this run?": the projections report as the reader sees it.
 
-Data for the section template (from the built ``projections`` table, no I/O), like the rest of the page.
+Data for the section template (from the built ``projections`` table, no I/O), like the rest of the page:
+this module picks the rows, their cells are written by the view builder
+(:func:`gpucompare.reports.page_rows.projection_cells`); it formats nothing.
 Per network and mode, the cheapest providers for the GPUs measured: for each market (on-demand,
 spot) the cheapest projection of each provider (any region, instance type and measured
 configuration), the top :data:`TOP_PROVIDERS`, and always the measured machine's own catalog
@@ -17,9 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpucompare.config import patterns
-from gpucompare.reports.formatting import date_text, duration, money, slug
+from gpucompare.reports.formatting import slug
 from gpucompare.reports.page_parts import Section, data_table
-from gpucompare.reports.report_set import ReportSet
+from gpucompare.reports.page_rows import CELLS, gpus_only
 
 #: Providers listed per network, mode and market.
 TOP_PROVIDERS = 5
@@ -34,8 +36,8 @@ CAVEAT = (
     "≥ marks a catalog price of the GPUs alone (the host VM is billed on top). "
     "Projections are never part of the cost ranking above."
 )
-MEASURED_MARK = "★ measured machine"
-
+#: The cells of a row (page_rows.projection_cells) the summary repeats.
+_MARKET, _IMAGES_PER_SEC, _COST = 3, 4, 7
 
 
 #: the columns the section shows (the others, e.g. the flags list, are not carried through the reduction)
@@ -110,38 +112,11 @@ def cheapest_providers(
 
 
 def _whole_machine_first(row: dict[str, Any]) -> tuple:
-    return (_gpus_only(row), *_order(row))
-
-
-def _gpus_only(row: dict[str, Any]) -> bool:
-    """The catalog priced the GPUs alone (GCP): the host VM is billed on top, the cost is a lower bound."""
-    return row.get("price_covers") == "gpus_only"
-
-
-def _money(row: dict[str, Any], column: str, currency: str, digits: int = 3) -> str:
-    return ("≥ " if _gpus_only(row) else "") + money(row[column], currency, digits)
+    return (gpus_only(row), *_order(row))
 
 
 def _order(row: dict[str, Any]) -> tuple:
     return (row["cost_per_million"], row["provider"], row["instance_type"], row["region"] or "")
-
-
-def _gpus(row: dict[str, Any]) -> str:
-    per_node = row["gpu_count"] // max(row["num_nodes"] or 1, 1)
-    nodes = f" on {row['num_nodes']} instances" if (row["num_nodes"] or 1) > 1 else ""
-    return f"{row['gpu_model']} × {per_node}{nodes}"
-
-
-def _epochs90(row: dict[str, Any], currency: str) -> str:
-    return f"{duration(row['epochs90_seconds'])}, {_money(row, 'epochs90_cost', currency, 0)}"
-
-
-def _figure_note(row: dict[str, Any]) -> str:
-    extra = "; GPUs only, host VM extra" if _gpus_only(row) else ""
-    if row["measured_machine"]:
-        return MEASURED_MARK + extra
-    return (f"projected from {row['measured_provider']} {row['measured_instance_type']}, "
-            f"measured {date_text(row['result_date'])}{extra}")
 
 
 def _network_table(mode: str, network: str, methodology: str, rows: list[dict[str, Any]],
@@ -151,30 +126,14 @@ def _network_table(mode: str, network: str, methodology: str, rows: list[dict[st
     headers = ["provider · instance", "GPUs", "region", "market", "images/s (measured)", "batch",
                "per hour", "per million", *(["90 epochs"] if train else []), "figure", "price date"]
     numeric = [False, False, False, False, True, True, True, True, *([True] if train else []), False, False]
-    body = []
-    for market in patterns.MARKETS:
-        for r in by_market.get(market, []):
-            body.append([
-                f"{r['provider']} {r['instance_type']}" + (" ★" if r["measured_machine"] else ""),
-                _gpus(r),
-                r["region"] or "any",
-                "spot" if market == "spot" else "on-demand",
-                f"{r['images_per_sec']:,.2f}",
-                r["batch_size"],
-                _money(r, "price_per_hour", currency, 2),
-                _money(r, "cost_per_million", currency),
-                *([_epochs90(r, currency)] if train else []),
-                _figure_note(r),
-                date_text(r["price_effective_from"]),
-            ])
+    body = [r[CELLS] for market in patterns.MARKETS for r in by_market.get(market, [])]
     providers = sorted({r["provider"] for r in rows})
     best = min(rows, key=_whole_machine_first)
     summary = (
         f"Cheapest projection: {best['provider']} {best['instance_type']}"
         f"{' (' + best['region'] + ')' if best['region'] else ''}, "
-        f"{'spot' if best['market'] == 'spot' else 'on-demand'}: "
-        f"{_money(best, 'cost_per_million', currency)} per million images at the "
-        f"{best['images_per_sec']:,.2f} images/s measured on "
+        f"{best[CELLS][_MARKET]}: {best[CELLS][_COST]} per million images at the "
+        f"{best[CELLS][_IMAGES_PER_SEC]} images/s measured on "
         f"{best['measured_provider']} {best['measured_instance_type']}. {len(providers)} provider(s) priced "
         f"for the GPUs measured on {', '.join(measured)}; ★ = the measured machine at its catalog price."
     )
@@ -186,10 +145,11 @@ def _network_table(mode: str, network: str, methodology: str, rows: list[dict[st
     return {"id": chart_id, "title": title, "summary": summary, "table": table}
 
 
-def where_else_section(report_set: ReportSet) -> Section:
-    """The section: one table per network, mode and methodology, or why there is none."""
-    projections = report_set.tables.get("projections")
-    rows = candidate_rows(projections) if projections is not None else []
+def where_else_section(rows: list[dict[str, Any]], measured: dict[tuple[str, str, str], list[str]],
+                       currency: str) -> Section:
+    """The section: one table per network, mode and methodology, or why there is none. ``rows`` are
+    :func:`candidate_rows` with their cells written (``page_rows.projection_cells``), ``measured``
+    is :func:`measured_machines`."""
     section = Section(KEY, TITLE, CAVEAT, "where_else.html.j2", ("projections",), {"tables": [], "empty": ""})
     if not rows:
         section.data["empty"] = (
@@ -199,9 +159,8 @@ def where_else_section(report_set: ReportSet) -> Section:
     grouped: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         grouped[(row["mode"], row["network"], row["methodology"])].append(row)
-    measured = measured_machines(projections)
     section.data["tables"] = [
-        _network_table(mode, network, methodology, grouped[key], measured[key], report_set.currency)
+        _network_table(mode, network, methodology, grouped[key], measured[key], currency)
         for key in sorted(grouped)
         for mode, network, methodology in [key]
     ]

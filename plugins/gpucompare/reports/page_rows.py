@@ -1,10 +1,11 @@
 """The view builder's rows: each best_value row (and each row of cost_per_million without a
 price) with its figures written as text once (:class:`RowText`, under the row's ``"text"`` key),
-and each regressions and campaign row the page lists with its table cells written once (under
-``"cells"``), before any section is drawn. The cost section, the first screen's answers, the
-regressions and campaign sections and the tables read the text; only this module calls the
-formatting helpers for them, so a figure is written one way wherever it appears
-(``€0.115 (0.110–0.121)`` in the table, the bar and the answer alike).
+each throughput and scaling row its chart draws with its words and figures written once
+(:class:`ChartText`, under ``"text"`` too), and each regressions, campaign, projections and
+suspicious published row the page lists with its table cells written once (under ``"cells"``),
+before any section is drawn. The sections, the first screen's answers and the tables read the
+text; only this module calls the formatting helpers for them, so a figure is written one way
+wherever it appears (``€0.115 (0.110–0.121)`` in the table, the bar and the answer alike).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from gpucompare.reports.formatting import (
     date_text,
     devices,
     duration,
+    hardware_label,
     is_published,
     machine_label,
     machine_name,
@@ -24,6 +26,7 @@ from gpucompare.reports.formatting import (
     money,
     price_label,
     provenance,
+    row_flags,
     time_per_million,
     when,
 )
@@ -33,6 +36,8 @@ from gpucompare.reports.page_parts import energy, finite, num, pct, with_interva
 TEXT = "text"
 #: The key of a prepared row's table cells (:func:`with_cells`).
 CELLS = "cells"
+#: A table cell without a figure.
+NO_VALUE = num(None)
 
 
 @dataclass(frozen=True)
@@ -175,3 +180,74 @@ def _where_the_money_went(row: dict[str, Any]) -> str:
     parts = [(row[f"{key}_cost"] or 0.0, label) for key, label in PHASES]
     return " · ".join(f"{label} {money(cost, row['currency'], 2)}"
                       for cost, label in sorted(parts, reverse=True) if cost > 0.005) or "–"
+
+
+@dataclass(frozen=True)
+class ChartText:
+    """A throughput or scaling row's words and figures as its chart and table write them."""
+
+    hardware: str  # provider, instance type and GPU model, whatever the region or market
+    when: str  # 'measured 2026-11-30' / 'published 2017'
+    figure: str  # long provenance
+    method: str
+    published: bool
+    values: dict[str, str]  # column → its figure as the table writes it
+
+
+def chart_rows(rows: Iterable[dict[str, Any]], columns: Iterable[str]) -> list[dict[str, Any]]:
+    """The rows, each with its :class:`ChartText` (the figures of ``columns``) under :data:`TEXT`."""
+    columns = tuple(columns)
+    return [{**row, TEXT: ChartText(hardware_label(row), when(row), provenance(row), methodology(row),
+                                    is_published(row), {c: num(row.get(c)) for c in columns})}
+            for row in rows]
+
+
+def suspicious_cells(row: dict[str, Any]) -> list[Any]:
+    """A published value flagged as suspicious as the flags table lists it
+    (page_throughput.SUSPICIOUS_HEADERS)."""
+    return [machine_label(row), row["mode"], row["network"], row["batch_size"], devices(row),
+            num(row["images_per_sec"]), ", ".join(row_flags(row)), provenance(row)]
+
+
+def gpus_only(row: dict[str, Any]) -> bool:
+    """The catalog priced the GPUs alone (GCP): the host VM is billed on top, the cost is a lower bound."""
+    return row.get("price_covers") == "gpus_only"
+
+
+def projection_money(row: dict[str, Any], column: str, currency: str, digits: int = 3) -> str:
+    """A projection's money, '≥ ' before a price of the GPUs alone (a lower bound)."""
+    return ("≥ " if gpus_only(row) else "") + money(row[column], currency, digits)
+
+
+#: A projections row's mark when it is the measured machine at its catalog price.
+MEASURED_MARK = "★ measured machine"
+
+
+def projection_cells(row: dict[str, Any], currency: str) -> list[Any]:
+    """A projections row as the section's table lists it (page_projections.HEADERS; the 90 epochs
+    cell on a training row only)."""
+    per_node = row["gpu_count"] // max(row["num_nodes"] or 1, 1)
+    nodes = f" on {row['num_nodes']} instances" if (row["num_nodes"] or 1) > 1 else ""
+    epochs90 = ([f"{duration(row['epochs90_seconds'])}, "
+                 f"{projection_money(row, 'epochs90_cost', currency, 0)}"] if row["mode"] == "train" else [])
+    return [
+        f"{row['provider']} {row['instance_type']}" + (" ★" if row["measured_machine"] else ""),
+        f"{row['gpu_model']} × {per_node}{nodes}",
+        row["region"] or "any",
+        "spot" if row["market"] == "spot" else "on-demand",
+        f"{row['images_per_sec']:,.2f}",
+        row["batch_size"],
+        projection_money(row, "price_per_hour", currency, 2),
+        projection_money(row, "cost_per_million", currency),
+        *epochs90,
+        _projection_note(row),
+        date_text(row["price_effective_from"]),
+    ]
+
+
+def _projection_note(row: dict[str, Any]) -> str:
+    extra = "; GPUs only, host VM extra" if gpus_only(row) else ""
+    if row["measured_machine"]:
+        return MEASURED_MARK + extra
+    return (f"projected from {row['measured_provider']} {row['measured_instance_type']}, "
+            f"measured {date_text(row['result_date'])}{extra}")

@@ -1,7 +1,8 @@
 """The page's scaling section: speedup and efficiency against GPU count per network, with the
 ideal line and the published curves. Prepares the chart models and tables the section template
 draws, from scaling rows; strong and weak series of one machine differ in dash and marker and carry
-their rule at the line's end.
+their rule at the line's end. The rows' words and figures are written by the view builder
+(``page_rows.chart_rows``): this module picks and draws, it formats nothing.
 """
 
 from __future__ import annotations
@@ -11,74 +12,63 @@ from collections.abc import Iterable
 from typing import Any
 
 from gpucompare.reports.charts import Series, line_chart
-from gpucompare.reports.formatting import (
-    CURVE_COLOURS,
-    IDEAL_COLOUR,
-    MAX_LINES,
-    Colours,
-    hardware_label,
-    methodology,
-    provenance,
-    slug,
-    titled,
-    when,
-)
-from gpucompare.reports.page_parts import (
-    Figure,
-    data_table,
-    finite,
-    num,
-)
+from gpucompare.reports.formatting import CURVE_COLOURS, IDEAL_COLOUR, MAX_LINES, Colours, slug, titled
+from gpucompare.reports.page_parts import Figure, data_table, finite
+from gpucompare.reports.page_rows import NO_VALUE, TEXT
 
 
 def scaling_figures(scaling: list[dict[str, Any]], colours: Colours, metric: str = "speedup") -> list[Figure]:
     """Speedup (or efficiency = speedup ÷ GPUs) against GPU count per network and methodology:
     the ideal line, our series, the published ones and the published curves (official). Series
-    of different methodologies are never drawn on one chart."""
+    of different methodologies are never drawn on one chart. ``scaling``: rows with their
+    :class:`~gpucompare.reports.page_rows.ChartText` of ``speedup`` and ``efficiency``."""
     if metric not in ("speedup", "efficiency"):
         raise ValueError(f"metric {metric!r} is not one of speedup, efficiency")
-    curves, labels, first_row = _curves(scaling, metric)
+    curves, labels, first_row, texts = _curves(scaling, metric)
     groups = {key[0] for key, points in curves.items() if len(points) > 1}
     return [
         _figure(network, method,
                 {k: v for k, v in curves.items() if k[0] == (network, method) and len(v) > 1},
-                labels, first_row, colours, metric)
+                labels, first_row, texts, colours, metric)
         for network, method in sorted(groups, key=lambda g: (g[0], g[1] != "official", g[1]))
     ]
 
 
-def _curves(scaling: list[dict[str, Any]], metric: str) -> tuple[dict, dict, dict]:
-    """The points of each series (machine, scaling rule, baseline batch) and published curve, its label
-    and its first row."""
+def _curves(scaling: list[dict[str, Any]], metric: str) -> tuple[dict, dict, dict, dict]:
+    """The points of each series (machine, scaling rule, baseline batch) and published curve, its label,
+    its first row and its points' values as the table writes them."""
     curves: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    texts: dict[tuple, list[str]] = defaultdict(list)
     labels: dict[tuple, str] = {}
     first_row: dict[tuple, dict[str, Any]] = {}
     for row in scaling:
         if row[metric] is None or row["gpu_count"] is None:
             continue
         if row["origin"] == "published_curve":
-            key = ((row["network"], methodology(row)), "curve", row["framework"], row["gpu_model"],
+            key = ((row["network"], row[TEXT].method), "curve", row["framework"], row["gpu_model"],
                    row["result_source"])
         else:
-            key = ((row["network"], methodology(row)), row["origin"], row["provider"], row["instance_type"],
+            key = ((row["network"], row[TEXT].method), row["origin"], row["provider"], row["instance_type"],
                    row["region"], row["market"], row["mode"], row["dtype"], row["scaling"],
                    row["baseline_batch"])
         curves[key].append((row["gpu_count"], row[metric]))
+        texts[key].append(row[TEXT].values[metric])
         if key not in first_row:  # a series is labelled once, from its first row
             first_row[key] = row
             labels[key] = _label(row)
-    return curves, labels, first_row
+    return curves, labels, first_row, texts
 
 
 def _label(row: dict[str, Any]) -> str:
     if row["origin"] == "published_curve":
         return f"{row['framework']} {row['gpu_model']}, published curve"
-    return (f"{hardware_label(row)} {row['scaling']}, b{row['baseline_batch']}"
-            + (" (score)" if row["mode"] == "score" else "") + f", {when(row)}")
+    return (f"{row[TEXT].hardware} {row['scaling']}, b{row['baseline_batch']}"
+            + (" (score)" if row["mode"] == "score" else "") + f", {row[TEXT].when}")
 
 
 def _figure(network: str, method: str, mine: dict[tuple, list[tuple[float, float]]], labels: dict[tuple, str],
-            first_row: dict[tuple, dict[str, Any]], colours: Colours, metric: str) -> Figure:
+            first_row: dict[tuple, dict[str, Any]], texts: dict[tuple, list[str]], colours: Colours,
+            metric: str) -> Figure:
     measured = sorted((k for k in mine if k[1] != "curve"), key=lambda k: (-len(mine[k]), -(k[-1] or 0)))
     chosen = _one_series_per_machine(measured)[:MAX_LINES]
     curve_keys = [k for k in mine if k[1] == "curve"]
@@ -103,9 +93,9 @@ def _figure(network: str, method: str, mine: dict[tuple, list[tuple[float, float
     counts = sorted({int(x) for k in (*chosen, *curve_keys) for x, _ in mine[k]})
     table_rows = []
     for k in (*chosen, *curve_keys):
-        values = dict(mine[k])
-        figure = "published curve: " + str(k[4]) if k[1] == "curve" else provenance(first_row[k])
-        table_rows.append([labels[k], figure] + [num(values.get(c)) for c in counts])
+        values = dict(zip((x for x, _ in mine[k]), texts[k], strict=True))
+        figure = "published curve: " + str(k[4]) if k[1] == "curve" else first_row[k][TEXT].figure
+        table_rows.append([labels[k], figure] + [values.get(c, NO_VALUE) for c in counts])
     best = max(((k, x, y) for k in chosen for x, y in mine[k] if x > 1 and finite(y)),
                key=lambda t: (t[1], t[2]), default=None)
     summary = (

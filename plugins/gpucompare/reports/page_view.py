@@ -39,18 +39,26 @@ from gpucompare.reports.page_parts import (
     rows_of,
     stack_change_rows,
 )
-from gpucompare.reports.page_projections import where_else_section
+from gpucompare.reports.page_projections import candidate_rows, measured_machines, where_else_section
 from gpucompare.reports.page_regressions import regressions_table, stack_change_lines
 from gpucompare.reports.page_rows import (
     TEXT,
     campaign_cells,
+    chart_rows,
     prepared,
+    projection_cells,
     regression_cells,
     stack_change_cells,
+    suspicious_cells,
     with_cells,
 )
 from gpucompare.reports.page_scaling import scaling_figures
-from gpucompare.reports.page_throughput import chartable_throughput, suspicious_published, throughput_figures
+from gpucompare.reports.page_throughput import (
+    chartable_throughput,
+    suspicious_rows,
+    suspicious_table,
+    throughput_figures,
+)
 from gpucompare.reports.report_set import DERIVED, REPORTS, ReportSet
 
 #: Where a user learns to price their own machine (the install guide's section).
@@ -193,8 +201,8 @@ def _modes(report_set: ReportSet, best: list[dict[str, Any]]) -> list[str]:
     return sorted({r["mode"] for r in best} | measured)
 
 
-def _throughput_section(report_set: ReportSet, best: list[dict[str, Any]], colours: Colours) -> Section:
-    throughput = rows_of(chartable_throughput(report_set.tables["throughput"]))
+def _throughput_section(report_set: ReportSet, best: list[dict[str, Any]], throughput: list[dict[str, Any]],
+                        colours: Colours) -> Section:
     return Section(
         "throughput", "Throughput against batch size",
         "Images per second on one device (GPU or CPU), float32.",
@@ -205,8 +213,7 @@ def _throughput_section(report_set: ReportSet, best: list[dict[str, Any]], colou
     )
 
 
-def _scaling_section(report_set: ReportSet, colours: Colours) -> Section:
-    scaling = rows_of(report_set.tables["scaling"])
+def _scaling_section(scaling: list[dict[str, Any]], colours: Colours) -> Section:
     return Section(
         "scaling", "Multi-GPU scaling",
         "Speedup = images/s ÷ images/s of the same network, mode and GPU model on one GPU; strong = global "
@@ -218,15 +225,20 @@ def _scaling_section(report_set: ReportSet, colours: Colours) -> Section:
     )
 
 
+#: What a part of the view is when preparing it failed (recorded once, under the part's name).
+_FAILED: Any = object()
+
+
 class _Parts:
     """The page's parts, each drawn on its own: a part that fails (a report it needs failed, or
     drawing it raised) becomes a section saying so, the rest of the page is still drawn, and a
-    failure of its own is recorded in the set's ``failures`` as ``index.html: <part>``."""
+    failure of its own is recorded in the set's ``failures`` as ``index.html: <part>``, once: a
+    section whose rows failed says so without recording it again."""
 
     def __init__(self, report_set: ReportSet) -> None:
         self.report_set = report_set
 
-    def value(self, name: str, build: Callable[[], Any], fallback: Any) -> Any:
+    def value(self, name: str, build: Callable[[], Any], fallback: Any = _FAILED) -> Any:
         try:
             return build()
         except Exception as exc:  # noqa: BLE001 - recorded, the page goes on without this part
@@ -235,9 +247,14 @@ class _Parts:
                 self.report_set.fail(f"index.html: {name}", exc)
             return fallback
 
-    def section(self, key: str, title: str, build: Callable[[], Section]) -> Section:
+    def section(self, key: str, title: str, build: Callable[[], Section],
+                needs: tuple[Any, ...] = ()) -> Section:
+        """The section ``build`` draws, or one saying it failed (``needs``: the rows it is drawn
+        from; one of them failed: already recorded)."""
         failed = Section(key, title, "A part of the report set this section needs failed.",
                          "failed.html.j2")
+        if any(rows is _FAILED for rows in needs):
+            return failed
         return self.value(key, build, failed)
 
 
@@ -256,10 +273,35 @@ def _campaign_rows(report_set: ReportSet) -> list[dict[str, Any]]:
     return [] if table is None else with_cells(recent_runs(table), campaign_cells)
 
 
-def _regressions_section(report_set: ReportSet, rows: dict[str, list[dict[str, Any]]] | None) -> Section:
-    report_set.tables["regressions"]  # noqa: B018 - without it (it failed) the section says so, once
-    if rows is None:  # the rows could not be written: recorded as "index.html: regressions rows"
-        raise ValueError("the regressions rows could not be written")
+def projection_rows(report_set: ReportSet) -> dict[str, Any]:
+    """The projections the section can show, their cells written, and the measured machines
+    projected from (none when the projections report is not built)."""
+    table = report_set.tables.get("projections")
+    if table is None:
+        return {"rows": [], "measured": {}}
+    currency = report_set.currency
+    return {"rows": with_cells(candidate_rows(table), lambda row: projection_cells(row, currency)),
+            "measured": measured_machines(table)}
+
+
+def _section_rows(report_set: ReportSet, parts: _Parts) -> dict[str, Any]:
+    """The rows of the sections' charts and tables, their words and cells written (``page_rows``),
+    each on its own: rows that fail are ``_FAILED`` (recorded as ``index.html: <name> rows``)."""
+    tables = report_set.tables
+    return {
+        "regressions": parts.value("regressions rows", lambda: _regression_rows(report_set)),
+        "campaign": parts.value("campaign rows", lambda: _campaign_rows(report_set), []),
+        "throughput": parts.value("throughput rows", lambda: chart_rows(
+            rows_of(chartable_throughput(tables["throughput"])), ("images_per_sec",))),
+        "scaling": parts.value("scaling rows", lambda: chart_rows(
+            rows_of(tables["scaling"]), ("speedup", "efficiency"))),
+        "projections": parts.value("projections rows", lambda: projection_rows(report_set)),
+        "flags": parts.value("flags rows", lambda: with_cells(
+            suspicious_rows(tables["throughput"]), suspicious_cells)),
+    }
+
+
+def _regressions_section(report_set: ReportSet, rows: dict[str, list[dict[str, Any]]]) -> Section:
     rule = report_set.rule
     regressions = rows["reported"]
     stack_changes = stack_change_lines(rows["stack"])
@@ -288,8 +330,8 @@ def _missing_section(missing: list[dict[str, Any]]) -> Section:
     )
 
 
-def _flags_section(report_set: ReportSet) -> Section | None:
-    suspicious = suspicious_published(report_set.tables["throughput"])
+def _flags_section(rows: list[dict[str, Any]]) -> Section | None:
+    suspicious = None if rows is _FAILED else suspicious_table(rows)
     if suspicious is None:
         return None
     return Section(
@@ -302,23 +344,27 @@ def _flags_section(report_set: ReportSet) -> Section | None:
 
 def _sections(report_set: ReportSet, parts: _Parts, best: list[dict[str, Any]],
               missing: list[dict[str, Any]]) -> list[Section]:
-    """Every section in page order, each drawn on its own (``_Parts``). The rows of the
-    regressions and campaign tables are written first (``page_rows``), like best and missing."""
+    """Every section in page order, each drawn on its own (``_Parts``). The rows of their charts and
+    tables are written first (``page_rows``), like best and missing."""
     colours = Colours()
-    regression_rows = parts.value("regressions rows", lambda: _regression_rows(report_set), None)
-    campaign_rows = parts.value("campaign rows", lambda: _campaign_rows(report_set), [])
+    rows = _section_rows(report_set, parts)
+    projections, currency = rows["projections"], report_set.currency
     sections = [
         parts.section("cost", "Cost per million images", lambda: _cost_section(report_set, best, colours)),
-        parts.section(page_projections.KEY, page_projections.TITLE, lambda: where_else_section(report_set)),
+        parts.section(page_projections.KEY, page_projections.TITLE, lambda: where_else_section(
+            projections["rows"], projections["measured"], currency), needs=(projections,)),
         parts.section("throughput", "Throughput against batch size",
-                      lambda: _throughput_section(report_set, best, colours)),
-        parts.section("scaling", "Multi-GPU scaling", lambda: _scaling_section(report_set, colours)),
+                      lambda: _throughput_section(report_set, best, rows["throughput"], colours),
+                      needs=(rows["throughput"],)),
+        parts.section("scaling", "Multi-GPU scaling", lambda: _scaling_section(rows["scaling"], colours),
+                      needs=(rows["scaling"],)),
         parts.section("regressions", "Regressions",
-                      lambda: _regressions_section(report_set, regression_rows)),
+                      lambda: _regressions_section(report_set, rows["regressions"]),
+                      needs=(rows["regressions"],)),
         parts.section("missing", "Results without a price", lambda: _missing_section(missing)),
-        parts.section(page_campaign.KEY, page_campaign.TITLE, lambda: campaign_section(campaign_rows)),
+        parts.section(page_campaign.KEY, page_campaign.TITLE, lambda: campaign_section(rows["campaign"])),
     ]
-    flags = parts.value("flags", lambda: _flags_section(report_set), None)
+    flags = parts.value("flags", lambda: _flags_section(rows["flags"]), None)
     return sections + ([flags] if flags is not None else [])
 
 

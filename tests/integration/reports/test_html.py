@@ -14,6 +14,7 @@ from gpucompare.lake.tables import open_lake
 from gpucompare.reports import formatting
 from gpucompare.reports.build import build_reports
 from gpucompare.reports.page import render_page
+from gpucompare.reports.page_rows import chart_rows
 from gpucompare.reports.page_throughput import throughput_figures
 from gpucompare.reports.report_set import ReportSet
 from gpucompare.reports.summary import render_summary
@@ -197,7 +198,8 @@ def test_a_machine_has_one_colour_on_the_whole_page():
             row("vgg-16", "p5.48xlarge", "us-east-1", 70.0 * batch, batch),
         ]
     colours = formatting.Colours()
-    alexnet, vgg = (f.chart for f in throughput_figures(rows, "score", colours))
+    prepared_rows = chart_rows(rows, ("images_per_sec",))
+    alexnet, vgg = (f.chart for f in throughput_figures(prepared_rows, "score", colours))
 
     def colour_of(chart, label):
         [match] = [line.colour for line in chart.lines if line.label == label]

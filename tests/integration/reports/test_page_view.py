@@ -115,17 +115,64 @@ def test_a_cost_table_shows_the_cheapest_machines_and_every_bar(report_set, monk
     assert shortened  # the small lake ranks two machines in a network
 
 
-def test_the_regressions_and_campaign_sections_format_nothing():
-    """Issue 31: their rows are written once by the view builder (page_rows), before the sections
-    pick them; the section modules import no formatting helper (before: each formatted its rows)."""
+#: The helpers that write a row's figures and words (formatting and page_parts).
+FORMATTING_HELPERS = {"num", "pct", "money", "duration", "date_text", "hardware_label", "machine_label",
+                      "machine_name", "provenance", "when", "devices", "methodology", "with_interval",
+                      "energy", "price_label", "time_per_million", "is_published"}
+
+
+def _imported(module) -> tuple[set[str], set[str]]:  # noqa: ANN001 - a module
+    """The modules ``module`` imports from and the names it imports."""
     import ast
 
-    from gpucompare.reports import page_campaign, page_regressions
+    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+    imports = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    return {node.module for node in imports}, {alias.name for node in imports for alias in node.names}
+
+
+def test_the_section_modules_format_nothing():
+    """Issue 31: every section's rows are written once by the view builder (page_rows), before the
+    sections pick them; the section modules import no formatting helper (before: the throughput,
+    scaling and projections sections wrote their rows while they were drawn, and so did the
+    regressions and campaign sections before them). The throughput, scaling and projections
+    modules still take the chart's constants, colours, ids and titles from formatting."""
+    from gpucompare.reports import (
+        page_campaign,
+        page_projections,
+        page_regressions,
+        page_scaling,
+        page_throughput,
+    )
 
     for module in (page_campaign, page_regressions):
-        tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
-        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-        assert "gpucompare.reports.formatting" not in imported, module.__name__
-        names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                 for alias in node.names}
-        assert not names & {"num", "pct", "money", "duration", "date_text"}, module.__name__
+        modules, _ = _imported(module)
+        assert "gpucompare.reports.formatting" not in modules, module.__name__
+    for module in (page_campaign, page_regressions, page_throughput, page_scaling, page_projections):
+        _, names = _imported(module)
+        assert not names & FORMATTING_HELPERS, (module.__name__, names & FORMATTING_HELPERS)
+
+
+def test_failed_rows_are_recorded_once(report_set, monkeypatch):
+    """A section whose rows could not be written says so in its place, and the failure is recorded
+    once, as the rows' (before: 'index.html: regressions rows', then 'index.html: regressions')."""
+    from gpucompare.reports import page_view
+
+    def broken(_row):  # noqa: ANN001, ANN202 - stands in for a row the cells cannot be written of
+        raise ValueError("no cells")
+
+    monkeypatch.setattr(page_view, "regression_cells", broken)
+    monkeypatch.setattr(page_view, "chart_rows", lambda _rows, _columns: broken(None))
+    failures_before = dict(report_set.failures)
+    try:
+        view = build_page_view(report_set, GENERATED_AT)
+        added = {k: v for k, v in report_set.failures.items() if k not in failures_before}
+    finally:
+        report_set.failures.clear()
+        report_set.failures.update(failures_before)
+    assert set(added) == {"index.html: regressions rows", "index.html: throughput rows",
+                          "index.html: scaling rows"}, added
+    assert all(v == "ValueError: no cells" for v in added.values()), added
+    drawn = {s.key: s.template for s in view.sections}
+    for key in ("regressions", "throughput", "scaling"):
+        assert drawn[key] == "failed.html.j2", key
+    assert drawn["cost"] != "failed.html.j2" and drawn["campaign"] != "failed.html.j2"

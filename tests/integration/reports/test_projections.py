@@ -17,7 +17,8 @@ from gpucompare.lake.tables import open_lake
 from gpucompare.prices import published
 from gpucompare.reports import build as reports
 from gpucompare.reports import page as html
-from gpucompare.reports.page_projections import CAVEAT, MEASURED_MARK, candidate_rows, cheapest_providers
+from gpucompare.reports.page_projections import CAVEAT, candidate_rows, cheapest_providers
+from gpucompare.reports.page_rows import MEASURED_MARK
 from gpucompare.reports.projections import BEST_VALUE_WITH_PROJECTIONS
 from gpucompare.reports.report_set import ReportOptions
 from gpucompare.settings import SettingError

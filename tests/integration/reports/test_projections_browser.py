@@ -20,7 +20,8 @@ from gpucompare.lake.tables import open_lake
 from gpucompare.prices import published
 from gpucompare.prices import tables as price_tables
 from gpucompare.reports import build as reports
-from gpucompare.reports.page_projections import CAVEAT, MEASURED_MARK
+from gpucompare.reports.page_projections import CAVEAT
+from gpucompare.reports.page_rows import MEASURED_MARK
 from tests.integration.reports.test_html import small_report
 from tests.integration.reports.test_html_browser import WIDTHS, _open, browser  # noqa: F401 (browser: the Chromium fixture)
 from tests.support.reports_data import price
