@@ -39,6 +39,7 @@ def throughput_figures(throughput: list[dict[str, Any]], mode: str, colours: Col
         lambda: defaultdict(list)
     )
     info: dict[tuple, dict[str, Any]] = {}
+    # by chart and machine: one machine's interval at a batch size differs between networks
     intervals: dict[tuple, dict[float, tuple[Any, Any]]] = defaultdict(dict)
     texts: dict[tuple[str, str], dict[tuple, list[str]]] = defaultdict(  # each point's images/s as written
         lambda: defaultdict(list)
@@ -51,7 +52,7 @@ def throughput_figures(throughput: list[dict[str, Any]], mode: str, colours: Col
         method = row[TEXT].method
         machine = (row["provider"], row["instance_type"], row["region"], row["market"], row["origin"], method)
         lines[(row["network"], method)][machine].append((row["batch_size"], row["images_per_sec"]))
-        intervals[machine][row["batch_size"]] = interval(row, "images_per_sec")
+        intervals[(row["network"], method, machine)][row["batch_size"]] = interval(row, "images_per_sec")
         texts[(row["network"], method)][machine].append(row[TEXT].values["images_per_sec"])
         info[machine] = row
     figures = []
@@ -64,7 +65,7 @@ def throughput_figures(throughput: list[dict[str, Any]], mode: str, colours: Col
                 chart[m],
                 colours(info[m]),
                 "published" if info[m][TEXT].published else "measured",
-                intervals=intervals[m],
+                intervals=intervals[(network, method, m)],
             )
             for m in chosen
         ]

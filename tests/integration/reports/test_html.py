@@ -212,6 +212,27 @@ def test_a_machine_has_one_colour_on_the_whole_page():
     assert colours({"provider": "aws", "instance_type": "p5.48xlarge"}) == colour_of(vgg, p5)
 
 
+def test_each_throughput_chart_draws_its_own_networks_intervals():
+    """One machine measured on two networks at the same batch size: each network's chart carries
+    that network's 95 % interval (they were keyed by machine only, so the last network's interval
+    was drawn in both charts)."""
+    def row(network: str, speed: float, low: float, high: float) -> dict:
+        return {"mode": "score", "network": network, "provider": "aws", "instance_type": "g5.xlarge",
+                "region": "us-east-1", "market": "on_demand", "gpu_model": "A10G", "device_kind": "gpu",
+                "gpu_count": 1, "num_nodes": 1, "dtype": "float32", "batch_size": 8, "images_per_sec": speed,
+                "images_per_sec_low": low, "images_per_sec_high": high, "target": "ec2", "origin": "measured",
+                "result_source": "nightly", "result_date": NIGHT}
+
+    rows = chart_rows([row("alexnet", 1000.0, 990.0, 1010.0), row("vgg-16", 100.0, 95.0, 104.0)],
+                      ("images_per_sec",))
+    alexnet, vgg = (f.chart for f in throughput_figures(rows, "score", formatting.Colours()))
+    for chart in (alexnet, vgg):
+        [point] = [p for line in chart.lines for p in line.points]
+        assert point.error is not None, chart
+        top, bottom = point.error  # pixels: the high end is drawn above the point, the low below
+        assert top < point.y < bottom, (chart.title if hasattr(chart, "title") else chart, point)
+
+
 def test_every_section_links_its_csv_and_parquet(report_set):
     page = render_page(report_set, GENERATED_AT)
     sections = re.findall(r'<section id="([\w-]+)"(.*?)</section>', page, flags=re.S)
