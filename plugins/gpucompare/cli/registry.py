@@ -66,7 +66,10 @@ EXIT_BROKEN_PIPE = 141
 
 
 def main(argv: list[str] | None = None) -> int:
+    from gpucompare.lake import panics
+
     silence_dependency_notices()  # the commands that import Airflow's API print Starlette's notice
+    panics.hold_failed_writes()  # a failed delta-rs write's late panic text stays off the terminal
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -83,7 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         explained = explained_failure(exc, args)
         unexpected = None if explained else unexpected_failure(exc, show=args.traceback)
         print(f"{parser.prog} {args.command}: error: {explained or unexpected}", file=sys.stderr)
-        return 2 if explained else 1
+        code = 2 if explained else 1
+        panics.exit_if_held(code)  # returns unless a failed write is held: then ends the process here
+        return code
 
 
 def explained_failure(exc: BaseException, args: argparse.Namespace) -> str | None:
