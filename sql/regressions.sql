@@ -141,4 +141,4 @@ SELECT
     current_samples, history_sample_list
 FROM judged
 ORDER BY regression DESC, change NULLS FIRST, {{machine_key}}, mode, network,
-         dtype, batch_size, gpu_count, methodology
+         dtype, batch_size, gpu_count, methodology, config_id

@@ -1,7 +1,8 @@
 """The one Jinja2 environment of the project's HTML: the report page's templates
 (``gpucompare.reports``) and the Airflow plugin's pages (``gpucompare.airflow``) are drawn
 alike: autoescaped (text from the lake or the settings is text, whatever it holds), an undefined
-name an error (``StrictUndefined``), block tags without the blank lines they stand on.
+name an error (``StrictUndefined``), block tags without the blank lines they stand on; ``coord(v)`` writes an SVG coordinate with one
+decimal (a function, not a macro: a chart calls it thousands of times).
 """
 
 from __future__ import annotations
@@ -9,12 +10,19 @@ from __future__ import annotations
 import jinja2
 
 
+def coord(value: float) -> str:
+    """An SVG coordinate or length as the charts write it: one decimal."""
+    return f"{value:.1f}"
+
+
 def environment(package: str, folder: str = "templates") -> jinja2.Environment:
     """The environment of the templates in ``package``'s ``folder``."""
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader(package, folder),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.globals["coord"] = coord
+    return env
