@@ -208,8 +208,9 @@ def build_reports(
     return report_set
 
 
-def publish_reports(inputs: ReportInputs, out: str, *, currency: str = "EUR", options: ReportOptions | None = None,
-                    history: str | None = None, generated_at: dt.datetime | None = None) -> ReportSet:
+def publish_reports(inputs: ReportInputs, out: str, *, currency: str = "EUR",
+                    options: ReportOptions | None = None, history: str | None = None,
+                    generated_at: dt.datetime | None = None) -> ReportSet:
     """The whole report set below ``out``: every table (Parquet + CSV, written on the writer's
     thread while the next report is built and the page drawn), the day's history copy under
     ``history`` when given, ``index.html``, ``summary.md`` and ``manifest.json`` (see

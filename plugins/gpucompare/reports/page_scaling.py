@@ -78,8 +78,8 @@ def _label(row: dict[str, Any]) -> str:
 
 
 def _figure(network: str, method: str, mine: dict[tuple, list[tuple[float, float]]], labels: _Labels,
-            first_row: dict[tuple, dict[str, Any]], texts: dict[tuple, list[dict[str, Any]]], colours: Colours,
-            metric: str) -> Figure:
+            first_row: dict[tuple, dict[str, Any]], texts: dict[tuple, list[dict[str, Any]]],
+            colours: Colours, metric: str) -> Figure:
     measured = sorted((k for k in mine if k[1] != "curve"), key=lambda k: (-len(mine[k]), -(k[-1] or 0)))
     chosen = _one_series_per_machine(measured)[:MAX_LINES]
     curve_keys = [k for k in mine if k[1] == "curve"]

@@ -118,9 +118,10 @@ def test_the_regressions_built_on_their_own_thread_match_one_connection(lake_wit
         files = ResultFiles.of(inputs.lake, con, inputs.results)
         files.register("recent")
         rule = RegressionRule()
-        alone = uncertainty.without_sample_key(uncertainty.test_regressions(con.sql(load_sql("regressions"), params={
-            "history_runs": rule.history_runs, "min_history": rule.min_history, "mad_factor": rule.mad_factor,
-            "min_drop": rule.min_drop}).to_arrow_table()))
+        params = {"history_runs": rule.history_runs, "min_history": rule.min_history,
+                  "mad_factor": rule.mad_factor, "min_drop": rule.min_drop}
+        table = con.sql(load_sql("regressions"), params=params).to_arrow_table()
+        alone = uncertainty.without_sample_key(uncertainty.test_regressions(table))
     finally:
         con.close()
     assert threaded.num_rows == alone.num_rows == 1
