@@ -199,10 +199,12 @@ def build_reports(
     ``ReportsIncomplete`` is raised, unless ``keep_going`` (the caller reports the failures)."""
     report_set = _new_set(currency, rule, options)
     writer = TableWriter(str(out), report_set.fail) if out is not None else None
-    _build_tables(report_set, inputs, writer)
-    if writer is not None:
-        report_set.written = writer.join()
-        report_set.timings["write parquet + csv"] = writer.busy_s
+    try:
+        _build_tables(report_set, inputs, writer)
+    finally:
+        if writer is not None:  # also after a failure: nothing is left being written
+            report_set.written = writer.join()
+            report_set.timings["write parquet + csv"] = writer.busy_s
     if report_set.failures and not keep_going:
         raise ReportsIncomplete(report_set)
     return report_set
