@@ -10,6 +10,7 @@ wherever it appears (``€0.115 (0.110–0.121)`` in the table, the bar and the 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -182,24 +183,50 @@ def _where_the_money_went(row: dict[str, Any]) -> str:
                       for cost, label in sorted(parts, reverse=True) if cost > 0.005) or "–"
 
 
-@dataclass(frozen=True)
 class ChartText:
-    """A throughput or scaling row's words and figures as its chart and table write them."""
+    """A throughput or scaling row's words and figures as its chart and table write them, each
+    written when first read: a chart draws a few of the rows it is given (the fastest machines,
+    one series per machine), and the others are never written."""
 
-    hardware: str  # provider, instance type and GPU model, whatever the region or market
-    when: str  # 'measured 2026-11-30' / 'published 2017'
-    figure: str  # long provenance
-    method: str
-    published: bool
-    values: dict[str, str]  # column → its figure as the table writes it
+    def __init__(self, row: dict[str, Any], columns: tuple[str, ...]) -> None:
+        self._row, self._columns = row, columns
+
+    @functools.cached_property
+    def hardware(self) -> str:
+        """Provider, instance type and GPU model, whatever the region or market."""
+        return hardware_label(self._row)
+
+    @functools.cached_property
+    def when(self) -> str:
+        """'measured 2026-11-30' / 'published 2017'."""
+        return when(self._row)
+
+    @functools.cached_property
+    def figure(self) -> str:
+        """The long provenance."""
+        return provenance(self._row)
+
+    @functools.cached_property
+    def method(self) -> str:
+        return methodology(self._row)
+
+    @functools.cached_property
+    def published(self) -> bool:
+        return is_published(self._row)
+
+    @functools.cached_property
+    def values(self) -> dict[str, str]:
+        """Column → its figure as the table writes it."""
+        return {c: num(self._row.get(c)) for c in self._columns}
 
 
-def chart_rows(rows: Iterable[dict[str, Any]], columns: Iterable[str]) -> list[dict[str, Any]]:
-    """The rows, each with its :class:`ChartText` (the figures of ``columns``) under :data:`TEXT`."""
+def chart_rows(rows: list[dict[str, Any]], columns: Iterable[str]) -> list[dict[str, Any]]:
+    """The rows (fresh dicts, e.g. ``to_pylist``'s: they are given their text in place), each
+    with its :class:`ChartText` (the figures of ``columns``) under :data:`TEXT`."""
     columns = tuple(columns)
-    return [{**row, TEXT: ChartText(hardware_label(row), when(row), provenance(row), methodology(row),
-                                    is_published(row), {c: num(row.get(c)) for c in columns})}
-            for row in rows]
+    for row in rows:
+        row[TEXT] = ChartText(row, columns)
+    return rows
 
 
 def suspicious_cells(row: dict[str, Any]) -> list[Any]:
