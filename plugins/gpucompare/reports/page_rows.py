@@ -183,40 +183,30 @@ def _where_the_money_went(row: dict[str, Any]) -> str:
                       for cost, label in sorted(parts, reverse=True) if cost > 0.005) or "–"
 
 
+def _written_once(write: Callable[[dict[str, Any]], Any]) -> Any:
+    """A :class:`ChartText` attribute: ``write(row)``, computed on first read and kept."""
+    return functools.cached_property(lambda text: write(text._row))
+
+
 class ChartText:
     """A throughput or scaling row's words and figures as its chart and table write them, each
     written when first read: a chart draws a few of the rows it is given (the fastest machines,
-    one series per machine), and the others are never written."""
+    one series per machine), and the others are never written. ``hardware``: provider, instance
+    type and GPU model, whatever the region or market; ``when``: 'measured 2026-11-30' /
+    'published 2017'; ``figure``: the long provenance; ``method``; ``published``; ``values``:
+    column → its figure as the table writes it."""
 
     def __init__(self, row: dict[str, Any], columns: tuple[str, ...]) -> None:
         self._row, self._columns = row, columns
 
-    @functools.cached_property
-    def hardware(self) -> str:
-        """Provider, instance type and GPU model, whatever the region or market."""
-        return hardware_label(self._row)
-
-    @functools.cached_property
-    def when(self) -> str:
-        """'measured 2026-11-30' / 'published 2017'."""
-        return when(self._row)
-
-    @functools.cached_property
-    def figure(self) -> str:
-        """The long provenance."""
-        return provenance(self._row)
-
-    @functools.cached_property
-    def method(self) -> str:
-        return methodology(self._row)
-
-    @functools.cached_property
-    def published(self) -> bool:
-        return is_published(self._row)
+    hardware = _written_once(hardware_label)
+    when = _written_once(when)
+    figure = _written_once(provenance)
+    method = _written_once(methodology)
+    published = _written_once(is_published)
 
     @functools.cached_property
     def values(self) -> dict[str, str]:
-        """Column → its figure as the table writes it."""
         return {c: num(self._row.get(c)) for c in self._columns}
 
 
