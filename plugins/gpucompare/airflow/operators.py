@@ -255,4 +255,5 @@ def recovered_sweep(target: Any, state: Any, sweep: dict[str, Any], began: float
 
     if not isinstance(target, RecoverableSweep):
         raise error
-    return target.recover_sweep(state, sweep["config"], timeout_s=sweep["timeout_s"], began=began, error=error)
+    return target.recover_sweep(state, sweep["config"], timeout_s=sweep["timeout_s"], began=began,
+                                error=error)

@@ -3,10 +3,11 @@
 One row per run-level phase a target went through (``schema.RUN_LEVEL_PHASES``: provision,
 deploy, pull, sweep, reclaim, teardown; a retried step gives one row per attempt, a failed one
 ``status = failed``; the step during which the machine was lost is a ``reclaim`` row with
-``status = lost``, the only place that status is allowed). The per-configuration phases (setup, warm-up, timed) are NOT stored here: they are
-the records' own ``setup_seconds`` / ``warmup_seconds`` / ``timed_seconds`` in ``results``,
-and ``sql/run_phases_all.sql`` is the view that puts both side by side. Storing them twice
-would give two copies that a re-ingest of the results could set apart.
+``status = lost``, the only place that status is allowed). The per-configuration phases
+(setup, warm-up, timed) are NOT stored here: they are the records' own ``setup_seconds`` /
+``warmup_seconds`` / ``timed_seconds`` in ``results``, and ``sql/run_phases_all.sql`` is the
+view that puts both side by side. Storing them twice would give two copies that a re-ingest of
+the results could set apart.
 
 Writes follow the results table's discipline (``Lake.commit``): each row carries
 ``ingest_key``, a hash of the row itself, and a write replaces the rows with the same keys

@@ -251,8 +251,8 @@ def test_a_reclaimed_night_counts_the_loss_once_and_apart_from_the_sweeps(lake: 
     assert row["billed_seconds"] == pytest.approx(1800)
     assert row["idle_seconds"] == pytest.approx(1800 - (100 + 300 + 680 + 500 + 50))
     assert row["timed_share"] == pytest.approx(300 / (500 + 130))
-    costs = [row[f"{name}_cost"] for name in ("provision", "deploy", "setup", "warmup", "timed", "sweep_other",
-                                              "reclaim", "teardown", "idle")]
+    costs = [row[f"{name}_cost"] for name in ("provision", "deploy", "setup", "warmup", "timed",
+                                              "sweep_other", "reclaim", "teardown", "idle")]
     assert row["billed_cost"] == pytest.approx(1.8) == pytest.approx(sum(costs))  # nothing counted twice
     assert campaign(lake)["run-ec2"]["reclaims"] == 0 and campaign(lake)["run-ec2"]["reclaim_cost"] == 0
 
