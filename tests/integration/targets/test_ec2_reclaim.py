@@ -84,6 +84,14 @@ def test_a_reclaim_mid_sweep_is_replaced_and_every_configuration_is_recorded_onc
     finally:
         target.teardown(state)
     ids = [r["config_id"] for r in records]
+    phases = [(r.phase, r.status, r.billed) for r in target.phases.records]
+    print("\nphases of the night:",
+          [(r.phase, r.status, round(r.seconds or 0, 1)) for r in target.phases.records])
+    # the lost sweep and the replacement's launch and deploy are the reclaim, the rest what it was
+    assert phases == [("provision", "ok", True), ("deploy", "ok", True), ("sweep", "ok", True),
+                      ("reclaim", "lost", True), ("reclaim", "ok", True), ("reclaim", "ok", True),
+                      ("sweep", "ok", True), ("teardown", "ok", True)]
+    assert f"instance {first} is terminated" in (target.phases.records[3].error or "")
     (reclaim,) = state.extra["reclaims"]
     print(f"\nreclaim mid-sweep: launches {proxy.launches}, SendCommand after the first sweep "
           f"{proxy.count('SendCommand') - sends_before}, records {len(ids)}, lost {reclaim['lost_s']} s, "
@@ -109,6 +117,9 @@ def test_past_max_reclaims_the_night_gives_up_saying_so(working_instances: dict[
     print(f"\nreclaim past max_reclaims=0: launches {proxy.launches}, "
           f"SendCommand {proxy.count('SendCommand')}, left running {len(live_instances(aws_client, run_id))}")
     assert proxy.launches == 1 and proxy.count("SendCommand") == 0
+    # the loss is counted even when no replacement follows
+    assert [(r.phase, r.status) for r in target.phases.records] == [
+        ("provision", "ok"), ("reclaim", "lost"), ("teardown", "ok")]
     assert live_instances(aws_client, run_id) == []
 
 
@@ -116,6 +127,41 @@ def test_past_max_reclaims_the_night_gives_up_saying_so(working_instances: dict[
 def test_max_reclaims_out_of_range_is_refused_naming_the_field(value: Any) -> None:
     with pytest.raises(TargetConfigError, match="max_reclaims"):
         ec2.Ec2Target(ec2_spec("profile", "bucket", max_reclaims=value))
+
+
+#: a stand-in spot price of the test's instance type (USD an hour), so the campaign prices the night
+TEST_PRICE = 0.2
+
+
+def _reclaimed_night(lake_path: Path, collected: Path, run_id: str) -> dict[str, Any]:
+    """The night as the lake holds it: its run_phases rows (in the order they started) and, with
+    the collected records ingested and a stand-in price, its campaign row."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from gpucompare.lake import schema
+    from gpucompare.lake.ingest import RunContext, ingest_results
+    from gpucompare.lake.phases import read_phases
+    from gpucompare.lake.tables import open_lake
+    from gpucompare.reports.build import build_reports
+    from gpucompare.reports.inputs import ReportInputs
+
+    lake = open_lake(str(lake_path))
+    phases = sorted(read_phases(lake).to_pylist(), key=lambda r: r["started_at"])
+    context = RunContext(provider="aws", instance_type="g4dn.xlarge", region="us-east-1", market="spot",
+                         target="ec2")
+    ingest_results(lake, collected, context, run_id=run_id)
+    price = {"provider": "aws", "instance_type": "g4dn.xlarge", "region": "us-east-1", "market": "spot",
+             "gpu_model": "T4", "gpu_count": 1, "price": TEST_PRICE, "currency": "USD", "unit": "hour",
+             "effective_from": dt.date(2020, 1, 1), "source": "test price"}
+    lake.write_table("prices", "test", pa.Table.from_pylist([price], schema=schema.PRICES_SCHEMA))
+    table = build_reports(ReportInputs.from_lake(lake.uri), currency="USD").tables["campaign"]
+    (row,) = [r for r in table.to_pylist() if r["run_id"] == run_id]
+    shown = ("reclaims", "reclaim_seconds", "reclaim_cost", "sweep_seconds", "billed_seconds", "billed_cost",
+             "configurations")
+    print("\ncampaign row of the reclaimed night:", {name: row[name] for name in shown})
+    return {"phases": phases, "campaign": row}
 
 
 class _Ti:
@@ -172,9 +218,19 @@ def test_the_deferred_sweep_step_replaces_a_reclaimed_instance(
     finally:
         target.teardown(TargetState.from_dict(done.get("state", state.to_dict())))
     ids = [json.loads(line)["config_id"] for line in collected.read_text().splitlines()]
+    night = _reclaimed_night(tmp_path / "lake", collected, run_id)
     print(f"\nreclaim in the deferred sweep step: launches {proxy.launches}, SendCommand "
           f"{proxy.count('SendCommand')}, records {len(ids)} of {len(_config_ids(SECOND))}, "
           f"left running {len(live_instances(aws_client, run_id))}")
     assert sorted(ids) == _config_ids(SECOND) and len(ids) == len(set(ids))
     assert done["state"]["resource_id"] != state.resource_id and proxy.launches == 2
+    # the step's rows, written once when the resumed step ended: the failed sweep relabelled
+    rows, row = night["phases"], night["campaign"]
+    assert [(r["phase"], r["status"], r["billed"]) for r in rows] == [
+        ("reclaim", "lost", True), ("reclaim", "ok", True), ("reclaim", "ok", True), ("sweep", "ok", True)]
+    reclaim_rows = sum(r["seconds"] for r in rows if r["phase"] == "reclaim")
+    assert row["reclaims"] == 1 and row["configurations"] == len(ids)
+    assert row["sweep_seconds"] == pytest.approx(rows[-1]["seconds"])  # the replacement's sweep only
+    assert 0 < row["reclaim_seconds"] <= reclaim_rows
+    assert row["reclaim_cost"] == pytest.approx(row["reclaim_seconds"] * TEST_PRICE / 3600)
     assert live_instances(aws_client, run_id) == [] and working_instances["agent"].running() == []
