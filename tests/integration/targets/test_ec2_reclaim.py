@@ -133,22 +133,17 @@ def test_max_reclaims_out_of_range_is_refused_naming_the_field(value: Any) -> No
 TEST_PRICE = 0.2
 
 
-def _reclaimed_night(lake_path: Path, collected: Path, run_id: str) -> dict[str, Any]:
-    """The night as the lake holds it: its run_phases rows (in the order they started) and, with
-    the collected records ingested and a stand-in price, its campaign row."""
+def _campaign_row(lake: Any, collected: Path, run_id: str) -> dict[str, Any]:
+    """The night's campaign row, with the collected records ingested and a stand-in price."""
     import datetime as dt
 
     import pyarrow as pa
 
     from gpucompare.lake import schema
     from gpucompare.lake.ingest import RunContext, ingest_results
-    from gpucompare.lake.phases import read_phases
-    from gpucompare.lake.tables import open_lake
     from gpucompare.reports.build import build_reports
     from gpucompare.reports.inputs import ReportInputs
 
-    lake = open_lake(str(lake_path))
-    phases = sorted(read_phases(lake).to_pylist(), key=lambda r: r["started_at"])
     context = RunContext(provider="aws", instance_type="g4dn.xlarge", region="us-east-1", market="spot",
                          target="ec2")
     ingest_results(lake, collected, context, run_id=run_id)
@@ -161,7 +156,7 @@ def _reclaimed_night(lake_path: Path, collected: Path, run_id: str) -> dict[str,
     shown = ("reclaims", "reclaim_seconds", "reclaim_cost", "sweep_seconds", "billed_seconds", "billed_cost",
              "configurations")
     print("\ncampaign row of the reclaimed night:", {name: row[name] for name in shown})
-    return {"phases": phases, "campaign": row}
+    return row
 
 
 class _Ti:
@@ -191,6 +186,8 @@ def test_the_deferred_sweep_step_replaces_a_reclaimed_instance(
     from airflow.sdk.exceptions import TaskDeferred
 
     from gpucompare.airflow.operators import SweepOperator
+    from gpucompare.lake.phases import read_phases
+    from gpucompare.lake.tables import open_lake
 
     monkeypatch.setenv("GPUCOMPARE_LAKE", str(tmp_path / "lake"))
     proxy, root, run_id = working_instances["proxy"], tmp_path / "instance-root", new_run_id()
@@ -218,16 +215,17 @@ def test_the_deferred_sweep_step_replaces_a_reclaimed_instance(
     finally:
         target.teardown(TargetState.from_dict(done.get("state", state.to_dict())))
     ids = [json.loads(line)["config_id"] for line in collected.read_text().splitlines()]
-    night = _reclaimed_night(tmp_path / "lake", collected, run_id)
+    lake = open_lake(str(tmp_path / "lake"))
+    # the step's rows, written once when the resumed step ended: the failed sweep relabelled
+    rows = sorted(read_phases(lake).to_pylist(), key=lambda r: r["started_at"])
     print(f"\nreclaim in the deferred sweep step: launches {proxy.launches}, SendCommand "
           f"{proxy.count('SendCommand')}, records {len(ids)} of {len(_config_ids(SECOND))}, "
           f"left running {len(live_instances(aws_client, run_id))}")
     assert sorted(ids) == _config_ids(SECOND) and len(ids) == len(set(ids))
     assert done["state"]["resource_id"] != state.resource_id and proxy.launches == 2
-    # the step's rows, written once when the resumed step ended: the failed sweep relabelled
-    rows, row = night["phases"], night["campaign"]
     assert [(r["phase"], r["status"], r["billed"]) for r in rows] == [
         ("reclaim", "lost", True), ("reclaim", "ok", True), ("reclaim", "ok", True), ("sweep", "ok", True)]
+    row = _campaign_row(lake, collected, run_id)
     reclaim_rows = sum(r["seconds"] for r in rows if r["phase"] == "reclaim")
     assert row["reclaims"] == 1 and row["configurations"] == len(ids)
     assert row["sweep_seconds"] == pytest.approx(rows[-1]["seconds"])  # the replacement's sweep only
