@@ -232,3 +232,40 @@ def test_the_deferred_sweep_step_replaces_a_reclaimed_instance(
     assert 0 < row["reclaim_seconds"] <= reclaim_rows
     assert row["reclaim_cost"] == pytest.approx(row["reclaim_seconds"] * TEST_PRICE / 3600)
     assert live_instances(aws_client, run_id) == [] and working_instances["agent"].running() == []
+
+
+def test_a_sweep_step_that_finds_its_instance_gone_counts_the_reclaim_from_its_start(
+        working_instances: dict[str, Any], aws_client: Any, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep step's first part (``SweepOperator.execute``) finds the instance reclaimed before
+    its sweep was sent: nothing was timed, so the loss is a ``reclaim``/``lost`` row from the
+    step's start; the replacement's launch and deploy follow as ``reclaim`` rows, then the sweep.
+    Before: the lost time was in no row at all."""
+    from types import SimpleNamespace
+
+    from gpucompare.airflow.operators import SweepOperator
+    from gpucompare.lake.phases import read_phases
+    from gpucompare.lake.tables import open_lake
+
+    monkeypatch.setenv("GPUCOMPARE_LAKE", str(tmp_path / "lake"))
+    proxy, root, run_id = working_instances["proxy"], tmp_path / "instance-root", new_run_id()
+    target = _target(working_instances, root)
+    state = target.deploy(target.prepare(run_id))
+    plan = {"spec": target.spec.to_dict(), "run_id": run_id, "profile": "tiny",
+            "sweeps": {"score": {"config": FIRST, "timeout_s": 120}}}
+    step = SweepOperator(task_id="score_sweep", plan=plan, state=state.to_dict(), mode="score")
+    done: dict[str, Any] = {}
+    try:
+        aws_client("ec2").terminate_instances(InstanceIds=[state.resource_id])  # reclaimed between steps
+        began = time.time()
+        done["state"] = step.execute({"ti": _Ti(), "dag_run": SimpleNamespace(run_id=run_id)})
+    finally:
+        target.teardown(TargetState.from_dict(done.get("state", state.to_dict())))
+    rows = sorted(read_phases(open_lake(str(tmp_path / "lake"))).to_pylist(), key=lambda r: r["started_at"])
+    print(f"\nreclaim found by the sweep step's start: launches {proxy.launches}, rows "
+          f"{[(r['phase'], r['status'], round(r['seconds'], 1)) for r in rows]}")
+    assert [(r["phase"], r["status"]) for r in rows] == [
+        ("reclaim", "lost"), ("reclaim", "ok"), ("reclaim", "ok"), ("sweep", "ok")]
+    assert rows[0]["started_at"].timestamp() == pytest.approx(began, abs=1.0) and rows[0]["billed"]
+    assert done["state"]["resource_id"] != state.resource_id and proxy.launches == 2
+    assert live_instances(aws_client, run_id) == []
