@@ -16,6 +16,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -159,6 +160,29 @@ def _campaign_row(lake: Any, collected: Path, run_id: str) -> dict[str, Any]:
     return row
 
 
+def _sweep_step(working: dict[str, Any], root: Path, monkeypatch: pytest.MonkeyPatch,
+                sweep: dict[str, Any]) -> tuple[ec2.Ec2Target, TargetState, Any]:
+    """A prepared and deployed instance, and the DAG's sweep step (``SweepOperator``) of ``sweep`` on
+    it, recording its phases in a lake beside ``root`` (GPUCOMPARE_LAKE)."""
+    from gpucompare.airflow.operators import SweepOperator
+
+    monkeypatch.setenv("GPUCOMPARE_LAKE", str(root.parent / "lake"))
+    target = _target(working, root)
+    state = target.deploy(target.prepare(new_run_id()))
+    plan = {"spec": target.spec.to_dict(), "run_id": state.run_id, "profile": "tiny",
+            "sweeps": {"score": {"config": sweep, "timeout_s": 120}}}
+    return target, state, SweepOperator(task_id="score_sweep", plan=plan, state=state.to_dict(), mode="score")
+
+
+def _lake_rows(path: Path) -> tuple[Any, list[dict[str, Any]]]:
+    """The lake and its run_phases rows, in the order they started."""
+    from gpucompare.lake.phases import read_phases
+    from gpucompare.lake.tables import open_lake
+
+    lake = open_lake(str(path))
+    return lake, sorted(read_phases(lake).to_pylist(), key=lambda r: r["started_at"])
+
+
 class _Ti:
     """The task instance's XCom, as a deferring operator uses it (one mapped task's)."""
 
@@ -181,21 +205,11 @@ def test_the_deferred_sweep_step_replaces_a_reclaimed_instance(
     instance is reclaimed during the wait, whose poller runs here (standing in for the triggerer,
     which runs the same poller) until the error event; ``resume`` launches the replacement and
     runs the rest of the sweep on it. Before: the step failed and the night was lost."""
-    from types import SimpleNamespace
-
     from airflow.sdk.exceptions import TaskDeferred
 
-    from gpucompare.airflow.operators import SweepOperator
-    from gpucompare.lake.phases import read_phases
-    from gpucompare.lake.tables import open_lake
-
-    monkeypatch.setenv("GPUCOMPARE_LAKE", str(tmp_path / "lake"))
-    proxy, root, run_id = working_instances["proxy"], tmp_path / "instance-root", new_run_id()
-    target = _target(working_instances, root)
-    state = target.deploy(target.prepare(run_id))
-    plan = {"spec": target.spec.to_dict(), "run_id": run_id, "profile": "tiny",
-            "sweeps": {"score": {"config": SECOND, "timeout_s": 120}}}
-    step = SweepOperator(task_id="score_sweep", plan=plan, state=state.to_dict(), mode="score")
+    proxy, root = working_instances["proxy"], tmp_path / "instance-root"
+    target, state, step = _sweep_step(working_instances, root, monkeypatch, SECOND)
+    run_id = state.run_id
     context = {"ti": _Ti(), "dag_run": SimpleNamespace(run_id=run_id)}
     done: dict[str, Any] = {}
     try:
@@ -215,9 +229,8 @@ def test_the_deferred_sweep_step_replaces_a_reclaimed_instance(
     finally:
         target.teardown(TargetState.from_dict(done.get("state", state.to_dict())))
     ids = [json.loads(line)["config_id"] for line in collected.read_text().splitlines()]
-    lake = open_lake(str(tmp_path / "lake"))
     # the step's rows, written once when the resumed step ended: the failed sweep relabelled
-    rows = sorted(read_phases(lake).to_pylist(), key=lambda r: r["started_at"])
+    lake, rows = _lake_rows(tmp_path / "lake")
     print(f"\nreclaim in the deferred sweep step: launches {proxy.launches}, SendCommand "
           f"{proxy.count('SendCommand')}, records {len(ids)} of {len(_config_ids(SECOND))}, "
           f"left running {len(live_instances(aws_client, run_id))}")
@@ -241,19 +254,9 @@ def test_a_sweep_step_that_finds_its_instance_gone_counts_the_reclaim_from_its_s
     its sweep was sent: nothing was timed, so the loss is a ``reclaim``/``lost`` row from the
     step's start; the replacement's launch and deploy follow as ``reclaim`` rows, then the sweep.
     Before: the lost time was in no row at all."""
-    from types import SimpleNamespace
-
-    from gpucompare.airflow.operators import SweepOperator
-    from gpucompare.lake.phases import read_phases
-    from gpucompare.lake.tables import open_lake
-
-    monkeypatch.setenv("GPUCOMPARE_LAKE", str(tmp_path / "lake"))
-    proxy, root, run_id = working_instances["proxy"], tmp_path / "instance-root", new_run_id()
-    target = _target(working_instances, root)
-    state = target.deploy(target.prepare(run_id))
-    plan = {"spec": target.spec.to_dict(), "run_id": run_id, "profile": "tiny",
-            "sweeps": {"score": {"config": FIRST, "timeout_s": 120}}}
-    step = SweepOperator(task_id="score_sweep", plan=plan, state=state.to_dict(), mode="score")
+    proxy = working_instances["proxy"]
+    target, state, step = _sweep_step(working_instances, tmp_path / "instance-root", monkeypatch, FIRST)
+    run_id = state.run_id
     done: dict[str, Any] = {}
     try:
         aws_client("ec2").terminate_instances(InstanceIds=[state.resource_id])  # reclaimed between steps
@@ -261,7 +264,7 @@ def test_a_sweep_step_that_finds_its_instance_gone_counts_the_reclaim_from_its_s
         done["state"] = step.execute({"ti": _Ti(), "dag_run": SimpleNamespace(run_id=run_id)})
     finally:
         target.teardown(TargetState.from_dict(done.get("state", state.to_dict())))
-    rows = sorted(read_phases(open_lake(str(tmp_path / "lake"))).to_pylist(), key=lambda r: r["started_at"])
+    _, rows = _lake_rows(tmp_path / "lake")
     print(f"\nreclaim found by the sweep step's start: launches {proxy.launches}, rows "
           f"{[(r['phase'], r['status'], round(r['seconds'], 1)) for r in rows]}")
     assert [(r["phase"], r["status"]) for r in rows] == [
