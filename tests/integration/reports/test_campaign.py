@@ -274,3 +274,18 @@ def test_the_page_shows_the_reclaims_and_what_they_cost(lake: Lake, tmp_path: Pa
     spot = rows["aws-x9-spot"]
     assert spot[4] == "1 · $0.55" and spot[9] == "$1.80"
     assert spot[10].startswith("reclaims $0.55 · timed $0.30 · deploy $0.30 · other sweep $0.27")
+
+
+def test_the_reclaims_line_adds_up_the_runs_listed_and_shows_time_when_unpriced(lake: Lake,
+                                                                               tmp_path: Path) -> None:
+    from gpucompare.reports.page_rows import campaign_cells, campaign_reclaims_line
+
+    reclaimed_night(lake, tmp_path)
+    rows = campaign(lake)
+    twice = [rows["run-spot"], {**rows["run-spot"], "run_id": "run-spot-2"}, rows["run-ec2"]]
+    assert campaign_reclaims_line(twice) == "2 spot reclaims cost $1.10 of $5.20 billed"
+    unpriced = [{**row, "currency": None, "price_per_hour": None, "price_source": "missing",
+                 "reclaim_cost": None, "billed_cost": None} for row in twice[:2]]
+    assert campaign_reclaims_line(unpriced) == "2 spot reclaims cost 18 min 20 s of 1 h 00 min billed"
+    assert campaign_cells(unpriced[0])[4] == "1 · 9 min 10 s"
+    assert campaign_reclaims_line([rows["run-ec2"], rows["run-local"]]) == ""
