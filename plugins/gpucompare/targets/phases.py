@@ -124,13 +124,13 @@ class PhaseLog:
         self.records.append(record)
         return record
 
-    def lost(self, began: float) -> PhaseRecord:
+    def lost(self, began: float, step: str = "sweep") -> PhaseRecord:
         """The step during which the machine was lost, as phase ``reclaim`` with status ``lost``:
-        the last record when it is the failed ``sweep`` the loss ended (relabelled; it began at
-        ``began``, epoch seconds, or later), else a new record from ``began`` to now (a sweep
-        that found its machine dead before anything was timed)."""
+        the last record when it is the failed ``step`` (a ``sweep``, a ``deploy``) the loss ended
+        (relabelled; it began at ``began``, epoch seconds, or later), else a new record from
+        ``began`` to now (a step that found its machine dead before anything was timed)."""
         last = self.records[-1] if self.records else None
-        if (last is not None and last.phase == "sweep" and last.status == "failed"
+        if (last is not None and last.phase == step and last.status == "failed"
                 and last.finished_at is not None and _epoch(last.started_at) >= began - 1.0):
             last.phase, last.status = RECLAIM_PHASE, LOST_STATUS
             return last

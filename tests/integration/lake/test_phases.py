@@ -124,6 +124,18 @@ def test_a_machine_found_dead_before_its_sweep_was_timed_is_a_reclaim_from_the_s
     assert added.seconds >= 0.5 and added.finished_at is not None
     assert PhaseLog("ssh").lost(time.time()).billed is False  # billing follows the kind
 
+    def failed_deploy() -> PhaseLog:
+        log = PhaseLog("ec2")
+        with pytest.raises(RuntimeError), log.timed("deploy"):
+            raise RuntimeError("instance i-2 is terminated")
+        return log
+
+    other = failed_deploy()  # a failed deploy is not the sweep step that lost the machine
+    assert other.lost(time.time() - 5).phase == "reclaim" and other.records[0].phase == "deploy"
+    deploy = failed_deploy()  # the machine lost during a deploy step: that deploy is the reclaim
+    assert deploy.lost(time.time() - 5, step="deploy") is deploy.records[0] and len(deploy.records) == 1
+    assert (deploy.records[0].phase, deploy.records[0].status) == ("reclaim", "lost")
+
 
 def test_rows_of_the_log_land_in_the_lake_once(tmp_path: Path) -> None:
     lake = open_lake(str(tmp_path / "lake"))
