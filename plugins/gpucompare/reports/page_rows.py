@@ -154,7 +154,8 @@ def stack_change_cells(row: dict[str, Any]) -> list[Any]:
 #: (column suffix, label) of the phases whose money the campaign table splits, in the order they happen.
 PHASES = (
     ("provision", "provision"), ("deploy", "deploy"), ("setup", "setup"), ("warmup", "warm-up"),
-    ("timed", "timed"), ("sweep_other", "other sweep"), ("teardown", "teardown"), ("idle", "idle"),
+    ("timed", "timed"), ("sweep_other", "other sweep"), ("reclaim", "reclaims"), ("teardown", "teardown"),
+    ("idle", "idle"),
 )
 
 
@@ -165,6 +166,7 @@ def campaign_cells(row: dict[str, Any]) -> list[Any]:
         date_text(row["night"]),
         f"{row['kind']}: {row['provider']} {row['instance_type']}",
         row["configurations"],
+        _reclaims(row),
         duration(row["billed_seconds"]),
         duration(row["timed_seconds"]),
         "–" if row["timed_share"] is None else f"{row['timed_share'] * 100:.1f} %",
@@ -172,6 +174,33 @@ def campaign_cells(row: dict[str, Any]) -> list[Any]:
         money(row["billed_cost"], row["currency"] or "", 2) if row["currency"] else "–",
         _where_the_money_went(row),
     ]
+
+
+def _reclaims(row: dict[str, Any]) -> str:
+    """'1 · €0.42' (machines lost mid-sweep and what they cost: their time when unpriced), '–'."""
+    if not row["reclaims"]:
+        return "–"
+    cost = (money(row["reclaim_cost"], row["currency"], 2) if row["currency"]
+            else duration(row["reclaim_seconds"]))
+    return f"{row['reclaims']} · {cost}"
+
+
+def campaign_reclaims_line(rows: Iterable[dict[str, Any]]) -> str:
+    """Above the campaign table, when any run listed lost machines mid-sweep: '2 spot reclaims cost
+    €0.84 of €12.30 billed' (over the priced runs; their time when none is priced); else ''."""
+    rows = list(rows)
+    count = sum(row["reclaims"] or 0 for row in rows)
+    if not count:
+        return ""
+    lost = f"{count} spot reclaim{'s' if count > 1 else ''}"
+    priced = [row for row in rows if row["currency"]]
+    if not priced:
+        return (f"{lost} cost {duration(sum(row['reclaim_seconds'] or 0.0 for row in rows))} of "
+                f"{duration(sum(row['billed_seconds'] or 0.0 for row in rows))} billed")
+    currency = priced[0]["currency"]
+    spent = sum(row["reclaim_cost"] or 0.0 for row in priced)
+    billed = sum(row["billed_cost"] or 0.0 for row in priced)
+    return f"{lost} cost {money(spent, currency, 2)} of {money(billed, currency, 2)} billed"
 
 
 def _where_the_money_went(row: dict[str, Any]) -> str:

@@ -15,7 +15,12 @@ instance is gone, ``lost``):
    ``agent_timeout_s`` and ``deploy_timeout_s`` (bounded; deferring these waits a second time
    would need a second trigger round-trip inside the sweep step for no saving: a replacement is
    rare and its waits are minutes);
-4. runs what is left of the sweep (``targets.resume.remaining_sweep``: the configurations
+4. counts what the loss cost in the night's phases (``targets.phases``): the lost instance's
+   interrupted step (its failed ``sweep`` record, or, when nothing was timed, the time since
+   ``began``) becomes a ``reclaim`` record with status ``lost``, and the replacement's
+   ``provision``, ``deploy`` and ``pull`` records are ``reclaim`` records too; the records are
+   still in ``target.phases``, written to the lake when the step's recording ends;
+5. runs what is left of the sweep (``targets.resume.remaining_sweep``: the configurations
    without an ``ok`` record of a lost writer) on the replacement, in the task.
 
 ``RunStorage.collect`` then merges the lost writers' ``ok`` records with the replacement's, so
@@ -71,6 +76,7 @@ class Reclaims:
         """A replacement instance and the rest of the sweep on it; the state of the replacement
         (its ``reclaims`` carried over) with the sweep's results location."""
         target = self.target
+        target.phases.lost(began)  # the interrupted step: phase reclaim, status lost
         reclaims = self.record(state, began=began, lost=lost)
         limit = target.options.max_reclaims
         log.warning("Run %s lost instance %s (%s) mid-sweep after %.0f s: reclaim %d of at most %d",
@@ -84,9 +90,10 @@ class Reclaims:
                 f"The records of the lost instances stay in S3 ({lost})") from lost
         # the dead instance gives a new client token; a failure after the launch leaves the
         # replacement to the DAG's teardown, which reaches every instance tagged with the run
-        replacement = target.prepare(state.run_id)
-        replacement.extra["reclaims"] = reclaims
-        replacement = target.deploy(replacement)
+        with target.phases.reclaiming():  # the replacement's launch and deploy: phase reclaim
+            replacement = target.prepare(state.run_id)
+            replacement.extra["reclaims"] = reclaims
+            replacement = target.deploy(replacement)
         done = resume.ok_config_ids(target.storage.lost_records(replacement))
         remaining = resume.remaining_sweep(sweep_config, done)
         if remaining is None:
