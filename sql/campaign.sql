@@ -10,7 +10,8 @@
 --   timed_seconds: inside timed batches; timed_share = timed / sweep wall time (the sweeps, plus
 --     the kept configurations' seconds of machines lost mid-sweep);
 --   overhead_ratio = billed / timed (empty when nothing was timed).
---   <phase>_seconds: provision, deploy, sweep (the worker's wall time of the sweeps that ran to
+--   <phase>_seconds: provision, deploy, pull (a container runtime's image pull, timed apart from
+--     the deploy it ran in), sweep (the worker's wall time of the sweeps that ran to
 --     their end; a sweep whose machine was lost is a reclaim row), setup, warmup, timed,
 --     sweep_other (sweep minus the configurations' own seconds: process and sweep start-up,
 --     configurations that did not run ok, writing records), reclaim, teardown, idle (ec2: billed
@@ -39,11 +40,13 @@ runs AS (
         min(started_at) AS started_at, max(finished_at) AS finished_at,
         sum(seconds) FILTER (WHERE phase = 'provision') AS provision_seconds,
         sum(seconds) FILTER (WHERE phase = 'deploy') AS deploy_seconds,
+        sum(seconds) FILTER (WHERE phase = 'pull') AS pull_seconds,
         sum(seconds) FILTER (WHERE phase = 'sweep') AS sweep_seconds,
         sum(seconds) FILTER (WHERE phase = 'reclaim') AS reclaim_rows_seconds,
         sum(seconds) FILTER (WHERE phase = 'teardown') AS teardown_seconds,
         sum(seconds) FILTER (WHERE phase = 'provision' AND billed) AS provision_billed,
         sum(seconds) FILTER (WHERE phase = 'deploy' AND billed) AS deploy_billed,
+        sum(seconds) FILTER (WHERE phase = 'pull' AND billed) AS pull_billed,
         sum(seconds) FILTER (WHERE phase = 'reclaim' AND billed) AS reclaim_rows_billed,
         sum(seconds) FILTER (WHERE phase = 'teardown' AND billed) AS teardown_billed,
         -- the sweeps' wall time, those of lost machines included (the configurations ran in both)
@@ -150,6 +153,7 @@ SELECT
     CASE WHEN timed_seconds > 0 THEN billed_seconds / timed_seconds END AS overhead_ratio,
     coalesce(provision_seconds, 0) AS provision_seconds,
     coalesce(deploy_seconds, 0) AS deploy_seconds,
+    coalesce(pull_seconds, 0) AS pull_seconds,
     coalesce(sweep_seconds, 0) AS sweep_seconds,
     setup_seconds, warmup_seconds, sweep_other_seconds,
     reclaims, reclaim_seconds,
@@ -162,6 +166,7 @@ SELECT
     CASE WHEN price_per_hour IS NOT NULL THEN declared_price_note(price_source) END AS price_note,
     price_per_hour * coalesce(provision_billed, 0) / 3600 AS provision_cost,
     price_per_hour * coalesce(deploy_billed, 0) / 3600 AS deploy_cost,
+    price_per_hour * coalesce(pull_billed, 0) / 3600 AS pull_cost,
     price_per_hour * setup_seconds * sweep_billed_share / 3600 AS setup_cost,
     price_per_hour * warmup_seconds * sweep_billed_share / 3600 AS warmup_cost,
     price_per_hour * timed_seconds * sweep_billed_share / 3600 AS timed_cost,

@@ -153,9 +153,9 @@ def stack_change_cells(row: dict[str, Any]) -> list[Any]:
 
 #: (column suffix, label) of the phases whose money the campaign table splits, in the order they happen.
 PHASES = (
-    ("provision", "provision"), ("deploy", "deploy"), ("setup", "setup"), ("warmup", "warm-up"),
-    ("timed", "timed"), ("sweep_other", "other sweep"), ("reclaim", "reclaims"), ("teardown", "teardown"),
-    ("idle", "idle"),
+    ("provision", "provision"), ("deploy", "deploy"), ("pull", "image pull"), ("setup", "setup"),
+    ("warmup", "warm-up"), ("timed", "timed"), ("sweep_other", "other sweep"), ("reclaim", "reclaims"),
+    ("teardown", "teardown"), ("idle", "idle"),
 )
 
 

@@ -377,6 +377,7 @@ COLUMN_DOCS: dict[str, str] = {
     "overhead_ratio": "billed_seconds / timed_seconds (1 = every billed second was timed)",
     "provision_seconds": "provisioning: request to SSH or SSM ready, seconds (every attempt)",
     "deploy_seconds": "deploy: worker bundle and environment, seconds",
+    "pull_seconds": "image pull of a container runtime, timed apart from its deploy, seconds",
     "sweep_seconds": "sweeps: wall time of the worker, seconds (a sweep whose machine was lost is in "
     "reclaim_seconds)",
     "setup_seconds": "configurations: process start, symbol, bind, parameters, input, seconds",
@@ -390,6 +391,7 @@ COLUMN_DOCS: dict[str, str] = {
     "idle_seconds": "ec2: billed seconds outside every phase (waits between tasks, collect)",
     "provision_cost": "cost of the billed provisioning seconds in the report currency; empty when unpriced",
     "deploy_cost": "cost of the billed deploy seconds in the report currency; empty when unpriced",
+    "pull_cost": "cost of the billed pull seconds in the report currency; empty when unpriced",
     "setup_cost": "cost of the setup seconds of the configurations in the report currency; empty when "
     "unpriced",
     "warmup_cost": "cost of the warm-up seconds in the report currency; empty when unpriced",

@@ -289,3 +289,24 @@ def test_the_reclaims_line_adds_up_the_runs_listed_and_shows_time_when_unpriced(
     assert campaign_reclaims_line(unpriced) == "2 spot reclaims cost 18 min 20 s of 1 h 00 min billed"
     assert campaign_cells(unpriced[0])[4] == "1 · 9 min 10 s"
     assert campaign_reclaims_line([rows["run-ec2"], rows["run-local"]]) == ""
+
+
+def test_an_image_pull_is_priced_apart_and_the_phase_costs_add_up(lake: Lake, tmp_path: Path) -> None:
+    """A container runtime's deploy: the instance timed its image pull inside the deploy's span, so
+    the deploy row excludes it and a pull row of its own holds it (``PhaseLog.split``). Before, the
+    pull was billed but in no phase column: the phase costs added up to less than billed_cost."""
+    night = {**EC2, "target": "aws-x9-ngc"}
+    write_phases(lake, [
+        phase(night, "run-ngc", "provision", 0, 100, billed=True),
+        phase(night, "run-ngc", "deploy", 100, 700, billed=True) | {"seconds": 100.0},  # 600 s of it the pull
+        phase(night, "run-ngc", "pull", 150, 600, billed=True),
+        phase(night, "run-ngc", "sweep", 800, 400, billed=True),
+        phase(night, "run-ngc", "teardown", 1200, 40, billed=True),
+    ])
+    ingest_run(lake, tmp_path, night, "run-ngc", [(10, 20, 300)])
+    row = campaign(lake)["run-ngc"]
+    assert (row["deploy_seconds"], row["pull_seconds"]) == pytest.approx((100, 600))
+    assert row["pull_cost"] == pytest.approx(0.6)  # 0.001 USD/s
+    costs = [row[f"{name}_cost"] for name in ("provision", "deploy", "pull", "setup", "warmup", "timed",
+                                              "sweep_other", "reclaim", "teardown", "idle")]
+    assert row["billed_cost"] == pytest.approx(1.24) == pytest.approx(sum(costs))
