@@ -215,7 +215,9 @@ def phase_history(run_phases: Any, results: Any, *, kind: str, provider: str, in
             span = (max(end for _, end in run["billed"]) - min(start for start, _ in run["billed"]))
             idle.append((run["start"], max(span.total_seconds() - run["billed_s"], 0.0)))
         done = records.get(run_id, [])
-        if "sweep" in run["ok"] and done:
+        # a night that lost its machine keeps the lost machine's records, whose seconds are not in
+        # its sweep rows: its time outside the configurations cannot be told, so it is left out
+        if "sweep" in run["ok"] and done and "reclaim" not in run["seconds"]:
             inside = sum((r["setup_seconds"] or 0) + (r["warmup_seconds"] or 0) + (r["timed_seconds"] or 0)
                          for r in done)
             other.append((run["start"], max(run["seconds"]["sweep"] - inside, 0.0) / len(done)))

@@ -51,3 +51,34 @@ def test_the_unmeasured_guess_is_the_slowest_published_figure_so_cost_errs_high(
             assert guess <= slowest[key] * 1.0001, key
             compared += 1
     assert compared >= 6
+
+
+def test_a_reclaimed_night_is_left_out_of_the_sweep_overhead() -> None:
+    """A night that lost its machine keeps the lost machine's records, whose seconds are in no
+    sweep row: counted, its overhead per configuration came out 0 (50 s of sweep, 80 s of
+    records) and pulled the median down. Before: median of (10, 0) = 5 s."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    t0 = dt.datetime(2026, 11, 30, 2, tzinfo=dt.UTC)
+
+    def phase(run: str, name: str, start: int, seconds: float, status: str = "ok") -> dict:
+        return {"run_id": run, "kind": "ec2", "provider": "aws", "instance_type": "g5.xlarge", "phase": name,
+                "started_at": t0 + dt.timedelta(seconds=start),
+                "finished_at": t0 + dt.timedelta(seconds=start + seconds), "seconds": seconds,
+                "billed": True, "status": status}
+
+    def record(run: str) -> dict:
+        return {"run_id": run, "provider": "aws", "instance_type": "g5.xlarge", "target": "ec2", "status": "ok",
+                "num_nodes": 1, "setup_seconds": 10.0, "warmup_seconds": 10.0, "timed_seconds": 20.0,
+                "warmup_batches": 1, "timed_batches": 2, "mode": "score", "network": "resnet-50", "batch_size": 8,
+                "dtype": "float32", "devices": ["gpu:0"], "started_at": t0}
+
+    phases = pa.Table.from_pylist([
+        phase("plain", "sweep", 0, 100.0), phase("plain", "teardown", 100, 5.0),
+        phase("lost", "reclaim", 0, 60.0, status="lost"), phase("lost", "reclaim", 60, 30.0),
+        phase("lost", "sweep", 90, 50.0), phase("lost", "teardown", 140, 5.0)])
+    results = pa.Table.from_pylist([record("plain"), record("plain"), record("lost"), record("lost")])
+    history = night.phase_history(phases, results, kind="ec2", provider="aws", instance_type="g5.xlarge")
+    assert history.run_level["sweep_other"] == (10.0, 1)  # (100 - 2 × 40) / 2, the plain night alone
