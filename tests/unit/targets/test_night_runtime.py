@@ -70,10 +70,11 @@ def test_a_reclaimed_night_is_left_out_of_the_sweep_overhead() -> None:
                 "billed": True, "status": status}
 
     def record(run: str) -> dict:
-        return {"run_id": run, "provider": "aws", "instance_type": "g5.xlarge", "target": "ec2", "status": "ok",
-                "num_nodes": 1, "setup_seconds": 10.0, "warmup_seconds": 10.0, "timed_seconds": 20.0,
-                "warmup_batches": 1, "timed_batches": 2, "mode": "score", "network": "resnet-50", "batch_size": 8,
-                "dtype": "float32", "devices": ["gpu:0"], "started_at": t0}
+        return {"run_id": run, "provider": "aws", "instance_type": "g5.xlarge", "target": "ec2",
+                "status": "ok", "num_nodes": 1, "setup_seconds": 10.0, "warmup_seconds": 10.0,
+                "timed_seconds": 20.0, "warmup_batches": 1, "timed_batches": 2, "mode": "score",
+                "network": "resnet-50", "batch_size": 8, "dtype": "float32", "devices": ["gpu:0"],
+                "started_at": t0}
 
     phases = pa.Table.from_pylist([
         phase("plain", "sweep", 0, 100.0), phase("plain", "teardown", 100, 5.0),
