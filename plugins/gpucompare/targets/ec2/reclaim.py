@@ -95,3 +95,26 @@ class Reclaims:
         log.info("Run %s: %d configuration(s) left for replacement %s", state.run_id,
                  len(remaining["matrix"]), replacement.resource_id)
         return target.run_sweep(replacement, remaining, timeout_s=timeout_s)
+
+    def redeploy(self, state: TargetState, *, began: float, lost: BaseException) -> TargetState:
+        """A replacement for an instance lost during its deploy (called by
+        ``Ec2Target.recover_deploy``: the DAG's deploy step, or the deploy of a replacement): the
+        loss recorded (``step`` deploy) and ``max_reclaims`` enforced as for a loss mid-sweep, then
+        the replacement launched and deployed here, in the task; its state, ``reclaims`` carried
+        over. A deploy measures nothing: no record was lost, the sweeps then run as planned."""
+        target = self.target
+        reclaims = self.record(state, began=began, lost=lost)
+        reclaims[-1]["step"] = "deploy"
+        limit = target.options.max_reclaims
+        log.warning("Run %s lost instance %s (%s) during its deploy after %.0f s: reclaim %d of at most %d",
+                    state.run_id, state.resource_id, state.market, reclaims[-1]["lost_s"], len(reclaims),
+                    limit)
+        if len(reclaims) > limit:
+            raise ReclaimLimitReached(
+                f"run {state.run_id}: instance {state.resource_id} ({state.market}) was lost during its "
+                f"deploy; the night has lost {len(reclaims)} instance(s), more than ec2 option "
+                f"max_reclaims={limit} allows: no replacement is launched (raise max_reclaims, or use "
+                f"market on_demand) ({lost})") from lost
+        replacement = target.prepare(state.run_id)
+        replacement.extra["reclaims"] = reclaims
+        return target.deploy(replacement)
