@@ -80,8 +80,8 @@ def pull_commands(image: str, result_uri: str) -> list[str]:
 
 def sweep_commands(*, config: dict, workdir: str, run_dir: str, python: str, destination: str,
                    progress_destination: str, partial_destination: str, timeout_s: int,
-                   kill_grace_s: int = 30,
-                   worker_prefix: str | None = None, container_name: str | None = None) -> list[str]:
+                   kill_grace_s: int = 30, worker_prefix: str | None = None,
+                   container_name: str | None = None) -> list[str]:
     """Run one sweep at most once on the instance, however often this command is sent.
 
     The sweep's folder is ``<run dir>/sweep-<config hash>`` (``targets.runs``: the layout the
@@ -98,12 +98,8 @@ def sweep_commands(*, config: dict, workdir: str, run_dir: str, python: str, des
     shell; the worker runs under ``timeout`` (exit 124/137 past ``timeout_s``); its progress
     (standard error) goes to ``progress.log``, which a background loop copies to
     ``progress_destination`` every ``PROGRESS_UPLOAD_S`` (the orchestrator follows it), and
-    its tail is repeated on standard error so SSM's output has it when the worker fails. The same
-    loop copies the worker's records so far (``partial.jsonl``, appended a line per configuration)
-    to ``partial_destination`` whenever it grew, and once more when the worker has ended: after a
-    spot reclaim the replacement skips what they hold (``storage.RunStorage.lost_records``). That
-    is at most one more small PUT per ``PROGRESS_UPLOAD_S`` while a sweep runs (180 an hour at
-    20 s: under $0.001 at S3's $0.005 per 1,000 PUTs), and none while no record is added.
+    its tail is repeated on standard error so SSM's output has it when the worker fails; the
+    records so far go to ``partial_destination`` as they grow (``_worker_lines``).
     ``worker_prefix`` (shell text) replaces the interpreter: ``env GPUCOMPARE_WORKER_RUNTIME=… python``,
     or ``docker run … image python`` for a container runtime (``targets.container.shell_prefix``),
     whose container ``container_name`` is killed when the worker has ended (and checked gone: one
@@ -132,11 +128,10 @@ def sweep_commands(*, config: dict, workdir: str, run_dir: str, python: str, des
         f"  tail -n {STDERR_TAIL_LINES} {shell_quote(paths.progress)} >&2 || true",
         '  exit "$rc"',
         "else",
-        *("  " + line for line in _worker_lines(config, paths, python=python, timeout_s=timeout_s,
-                                               kill_grace_s=kill_grace_s, worker_prefix=worker_prefix,
-                                               progress_destination=progress_destination,
-                                               partial_destination=partial_destination,
-                                               container_name=container_name)),
+        *("  " + line for line in _worker_lines(
+            config, paths, python=python, timeout_s=timeout_s, kill_grace_s=kill_grace_s,
+            worker_prefix=worker_prefix, progress_destination=progress_destination,
+            partial_destination=partial_destination, container_name=container_name)),
         "fi",
         # only finished sweeps count; a retried one replaces its file instead of adding to it
         f"cat {shell_quote(run_dir)}/sweep-*/{runs.RESULTS_FILE} > {merged_tmp}",
@@ -148,7 +143,14 @@ def sweep_commands(*, config: dict, workdir: str, run_dir: str, python: str, des
 def _worker_lines(config: dict, paths: runs.SweepPaths, *, python: str, timeout_s: int,
                   kill_grace_s: int, progress_destination: str, partial_destination: str,
                   worker_prefix: str | None = None, container_name: str | None = None) -> list[str]:
-    """Start the sweep from scratch under the lock: config, worker, results, exit status."""
+    """Start the sweep from scratch under the lock: config, worker, results, exit status.
+
+    The progress loop also copies the worker's records so far (``partial.jsonl``, a line
+    appended per configuration) to ``partial_destination`` whenever the file grew, and once more
+    when the worker has ended: after a spot reclaim the replacement skips what they hold
+    (``storage.RunStorage.lost_records``). That is at most one more small PUT per
+    ``PROGRESS_UPLOAD_S`` while a sweep runs (180 an hour at 20 s: under $0.001 at S3's $0.005
+    per 1,000 PUTs), none while no record is added."""
     encoded = base64.b64encode(runs.config_json(config).encode()).decode("ascii")
     upload_progress = (f"aws s3 cp --only-show-errors {shell_quote(paths.progress)} "
                        f"{shell_quote(progress_destination)}")
