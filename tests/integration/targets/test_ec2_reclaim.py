@@ -399,5 +399,7 @@ def test_a_reclaim_before_the_deploy_past_max_reclaims_gives_up_sending_nothing(
             target.deploy(state)
     finally:
         target.teardown(state)
+    print(f"\nreclaim before the deploy past max_reclaims=0: launches {proxy.launches}, "
+          f"SendCommand {proxy.count('SendCommand')}, left running {len(live_instances(aws_client, run_id))}")
     assert proxy.launches == 1 and proxy.count("SendCommand") == 0
     assert live_instances(aws_client, run_id) == []
