@@ -48,9 +48,8 @@ for path in (REPO, REPO / "plugins"):
 from bench_tasks.constants import NETWORKS  # noqa: E402
 from gpucompare.lake import schema  # noqa: E402
 from gpucompare.lake import tables as lake_module  # noqa: E402
-from gpucompare.reports.build import build_reports  # noqa: E402
+from gpucompare.reports.build import publish_reports  # noqa: E402
 from gpucompare.reports.inputs import ReportInputs, ResultFiles, connect  # noqa: E402
-from gpucompare.reports.publish import write_site  # noqa: E402
 
 #: (provider, instance_type, region, market, gpu_model, gpus, relative speed, per-hour USD)
 MACHINES: list[tuple[str, str, str | None, str, str, int, float, float]] = []
@@ -396,10 +395,7 @@ def _time_once(lake: Path, out: Path, currency: str, attempt: int) -> None:
     floor, floor_cpu = _floor(lake)
     load = os.getloadavg()[0]
     started, cpu = time.perf_counter(), _cpu_seconds()
-    result = build_reports(bench_inputs(lake), str(out), currency=currency)
-    page_started = time.perf_counter()
-    write_site(result, str(out))
-    result.timings["index.html + summary.md"] = time.perf_counter() - page_started
+    result = publish_reports(bench_inputs(lake), str(out), currency=currency)
     total, cpu = time.perf_counter() - started, _cpu_seconds() - cpu
     print(f"run {attempt} (load average {load:.1f} on {os.cpu_count()} cores when it started):")
     for name, seconds in result.timings.items():

@@ -7,12 +7,19 @@
 --   billed_seconds: ec2, from the first billed moment (launch) to the end of the last billed
 --     phase (terminated); ssh and local, the sweeps' wall time (the host is paid for anyway,
 --     the run uses this much of it).
---   timed_seconds: inside timed batches; timed_share = timed / sweep wall time;
+--   timed_seconds: inside timed batches; timed_share = timed / sweep wall time (the sweeps, plus
+--     the kept configurations' seconds of machines lost mid-sweep);
 --   overhead_ratio = billed / timed (empty when nothing was timed).
---   <phase>_seconds: provision, deploy, sweep (the worker's wall time), setup, warmup, timed,
+--   <phase>_seconds: provision, deploy, sweep (the worker's wall time of the sweeps that ran to
+--     their end; a sweep whose machine was lost is a reclaim row), setup, warmup, timed,
 --     sweep_other (sweep minus the configurations' own seconds: process and sweep start-up,
---     configurations that did not run ok, writing records), teardown, idle (ec2: billed time
---     outside every phase: waits between Airflow tasks, collect).
+--     configurations that did not run ok, writing records), reclaim, teardown, idle (ec2: billed
+--     time outside every phase: waits between Airflow tasks, collect).
+--   reclaims: the machines lost mid-sweep (ec2 spot reclaims: the rows of status 'lost').
+--   reclaim_seconds: what the losses cost the night in time: the reclaim rows (each lost
+--     machine's interrupted step, the replacement's launch, readiness, deploy and pull) less the
+--     seconds of the configurations the lost machine finished (their ok records are kept and
+--     counted in setup, warmup and timed: a record that started inside a lost row's span).
 --   <phase>_cost: the billed seconds of the phase × the price per hour / 3600, in $currency;
 --     a phase that was not billed costs 0; no price (e.g. local) = empty, never 0.
 --   price_source, price_note: as in cost_per_million (a declared price: 'declared' and its label).
@@ -33,11 +40,16 @@ runs AS (
         sum(seconds) FILTER (WHERE phase = 'provision') AS provision_seconds,
         sum(seconds) FILTER (WHERE phase = 'deploy') AS deploy_seconds,
         sum(seconds) FILTER (WHERE phase = 'sweep') AS sweep_seconds,
+        sum(seconds) FILTER (WHERE phase = 'reclaim') AS reclaim_rows_seconds,
         sum(seconds) FILTER (WHERE phase = 'teardown') AS teardown_seconds,
         sum(seconds) FILTER (WHERE phase = 'provision' AND billed) AS provision_billed,
         sum(seconds) FILTER (WHERE phase = 'deploy' AND billed) AS deploy_billed,
-        sum(seconds) FILTER (WHERE phase = 'sweep' AND billed) AS sweep_billed,
+        sum(seconds) FILTER (WHERE phase = 'reclaim' AND billed) AS reclaim_rows_billed,
         sum(seconds) FILTER (WHERE phase = 'teardown' AND billed) AS teardown_billed,
+        -- the sweeps' wall time, those of lost machines included (the configurations ran in both)
+        sum(seconds) FILTER (WHERE phase = 'sweep' OR status = 'lost') AS ran_seconds,
+        sum(seconds) FILTER (WHERE (phase = 'sweep' OR status = 'lost') AND billed) AS ran_billed,
+        count(*) FILTER (WHERE status = 'lost') AS reclaims,
         coalesce(sum(seconds) FILTER (WHERE billed), 0) AS phases_billed,
         epoch(max(finished_at) FILTER (WHERE billed)) - epoch(min(started_at) FILTER (WHERE billed))
             AS billed_span,
@@ -46,16 +58,24 @@ runs AS (
     FROM run_level
     GROUP BY run_id
 ),
+lost AS (
+    SELECT run_id, started_at, finished_at FROM run_level WHERE status = 'lost'
+),
 configs AS (
     SELECT
-        run_id,
-        count(DISTINCT config_id) AS configurations,
-        sum(seconds) FILTER (WHERE phase = 'setup') AS setup_seconds,
-        sum(seconds) FILTER (WHERE phase = 'warmup') AS warmup_seconds,
-        sum(seconds) FILTER (WHERE phase = 'timed') AS timed_seconds
-    FROM run_phases_all
-    WHERE config_id IS NOT NULL
-    GROUP BY run_id
+        c.run_id,
+        count(DISTINCT c.config_id) AS configurations,
+        sum(c.seconds) FILTER (WHERE c.phase = 'setup') AS setup_seconds,
+        sum(c.seconds) FILTER (WHERE c.phase = 'warmup') AS warmup_seconds,
+        sum(c.seconds) FILTER (WHERE c.phase = 'timed') AS timed_seconds,
+        -- finished on a machine lost later in that sweep: kept, so not part of the reclaim's cost
+        coalesce(sum(c.seconds) FILTER (WHERE l.run_id IS NOT NULL), 0) AS kept_seconds
+    FROM run_phases_all AS c
+    -- a machine is lost once at most at a time: the lost spans of a run do not overlap
+    LEFT JOIN lost AS l
+      ON l.run_id = c.run_id AND c.started_at >= l.started_at AND c.started_at < l.finished_at
+    WHERE c.config_id IS NOT NULL
+    GROUP BY c.run_id
 ),
 measured AS (
     SELECT
@@ -64,6 +84,7 @@ measured AS (
         coalesce(c.setup_seconds, 0) AS setup_seconds,
         coalesce(c.warmup_seconds, 0) AS warmup_seconds,
         coalesce(c.timed_seconds, 0) AS timed_seconds,
+        coalesce(c.kept_seconds, 0) AS kept_seconds,
         CASE WHEN r.kind = 'ec2' THEN coalesce(r.billed_span, 0) ELSE r.phases_billed END AS billed_seconds
     FROM runs AS r
     LEFT JOIN configs AS c USING (run_id)
@@ -71,11 +92,13 @@ measured AS (
 split AS (
     SELECT
         *,
-        greatest(coalesce(sweep_seconds, 0) - setup_seconds - warmup_seconds - timed_seconds, 0)
+        greatest(coalesce(sweep_seconds, 0) - (setup_seconds + warmup_seconds + timed_seconds - kept_seconds), 0)
             AS sweep_other_seconds,
+        greatest(coalesce(reclaim_rows_seconds, 0) - kept_seconds, 0) AS reclaim_seconds,
+        greatest(coalesce(reclaim_rows_billed, 0) - kept_seconds, 0) AS reclaim_billed,
         greatest(billed_seconds - phases_billed, 0) AS idle_seconds,
-        -- the configurations' share of the sweep that was billed (ssh/local/ec2 sweeps: all of it)
-        CASE WHEN coalesce(sweep_seconds, 0) > 0 THEN coalesce(sweep_billed, 0) / sweep_seconds ELSE 0 END
+        -- the configurations' share of the sweeps that was billed (ssh/local/ec2 sweeps: all of it)
+        CASE WHEN coalesce(ran_seconds, 0) > 0 THEN coalesce(ran_billed, 0) / ran_seconds ELSE 0 END
             AS sweep_billed_share
     FROM measured
 ),
@@ -122,12 +145,14 @@ SELECT
     started_at, finished_at, configurations, failed_phases, torn_down,
     billed_seconds,
     timed_seconds,
-    CASE WHEN coalesce(sweep_seconds, 0) > 0 THEN timed_seconds / sweep_seconds END AS timed_share,
+    CASE WHEN coalesce(sweep_seconds, 0) + kept_seconds > 0
+         THEN timed_seconds / (coalesce(sweep_seconds, 0) + kept_seconds) END AS timed_share,
     CASE WHEN timed_seconds > 0 THEN billed_seconds / timed_seconds END AS overhead_ratio,
     coalesce(provision_seconds, 0) AS provision_seconds,
     coalesce(deploy_seconds, 0) AS deploy_seconds,
     coalesce(sweep_seconds, 0) AS sweep_seconds,
     setup_seconds, warmup_seconds, sweep_other_seconds,
+    reclaims, reclaim_seconds,
     coalesce(teardown_seconds, 0) AS teardown_seconds,
     idle_seconds,
     price_per_hour,
@@ -141,6 +166,7 @@ SELECT
     price_per_hour * warmup_seconds * sweep_billed_share / 3600 AS warmup_cost,
     price_per_hour * timed_seconds * sweep_billed_share / 3600 AS timed_cost,
     price_per_hour * sweep_other_seconds * sweep_billed_share / 3600 AS sweep_other_cost,
+    price_per_hour * reclaim_billed / 3600 AS reclaim_cost,
     price_per_hour * coalesce(teardown_billed, 0) / 3600 AS teardown_cost,
     price_per_hour * idle_seconds / 3600 AS idle_cost,
     price_per_hour * billed_seconds / 3600 AS billed_cost

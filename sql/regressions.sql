@@ -37,11 +37,38 @@
 --            regression or improvement, a below-floor drop is not claimed (it becomes 'steady'),
 --            and p_value is empty.
 -- regression = verdict in ('regression', 'failed').
--- One window (row_number) over one integer series key, a second only for the few series whose
+-- One window (row_number) over one integer series key and the newest results of each series, a second only for the few series whose
 -- stack changed in the window, and one hash aggregation over the recent rows: linear, no
 -- self-join. The series key is hash() of the fourteen series columns: two series would share a
 -- window only if their 64-bit hashes collided (about 1 in 10^11 for 12,000 series).
-WITH ordered AS MATERIALIZED (
+WITH base AS MATERIALIZED (
+    SELECT * REPLACE (
+               coalesce(methodology, 'official') AS methodology,
+               coalesce(worker_runtime, CASE WHEN device_kind = 'gpu' THEN 'pip-cu112' ELSE 'cpu' END)
+                   AS worker_runtime),
+           -- the build's text is long: compare its hash (hash(NULL) is not NULL)
+           CASE WHEN framework_build IS NOT NULL THEN hash(framework_build) END AS build,
+           -- the series as one number: a window partitioned by one integer column costs a
+           -- fraction of one partitioned by fourteen text columns
+           hash({{machine_key}}, mode, network, dtype, batch_size, gpu_count, num_nodes, device_kind,
+                kvstore, config_id, coalesce(methodology, 'official')) AS series
+    FROM recent
+    WHERE target IS DISTINCT FROM 'published'
+),
+cut AS (
+    -- what the window needs of each series: its $history_runs + 1 newest results, unless its
+    -- stack changed in the window (more than one runtime or build: then the history of the current
+    -- stack may lie further back, and every result is kept) or fewer results have a finish time.
+    -- A result older than the newest $history_runs + 1 is past every age the verdict reads, so
+    -- leaving it out of the window changes nothing (the window is a quarter of the rows).
+    SELECT series,
+           count(DISTINCT worker_runtime) > 1 OR count(DISTINCT build) > 1
+               OR count(finished_at) < $history_runs + 1 AS keep_all,
+           list_min(arg_max(finished_at, finished_at, $history_runs + 1)) AS since
+    FROM base
+    GROUP BY series
+),
+ordered AS MATERIALIZED (
   SELECT *, worker_runtime = current_runtime
             AND (build IS NULL OR current_build IS NULL OR build = current_build) AS same_stack
   FROM (
@@ -49,24 +76,13 @@ WITH ordered AS MATERIALIZED (
         {{machine_key}}, mode, network, dtype, batch_size, gpu_count,
         num_nodes, device_kind, kvstore, config_id, gpu_model, images_per_sec, status,
         finished_at, CAST("date" AS DATE) AS result_date, images_per_sec_samples,
-        methodology, worker_runtime, build, series,
+        methodology, worker_runtime, build, b.series,
         row_number() OVER by_series AS age,
         first_value(worker_runtime) OVER by_series AS current_runtime,
         first_value(build) OVER by_series AS current_build
-    -- null = official, resolved before the window (an expression in PARTITION BY costs twice the time)
-    FROM (SELECT * REPLACE (
-                     coalesce(methodology, 'official') AS methodology,
-                     coalesce(worker_runtime, CASE WHEN device_kind = 'gpu' THEN 'pip-cu112' ELSE 'cpu' END)
-                         AS worker_runtime),
-                 -- the build's text is long: compare its hash (hash(NULL) is not NULL)
-                 CASE WHEN framework_build IS NOT NULL THEN hash(framework_build) END AS build,
-                 -- the series as one number: a window partitioned by one integer column costs a
-                 -- fraction of one partitioned by fourteen text columns
-                 hash({{machine_key}}, mode, network, dtype, batch_size, gpu_count, num_nodes, device_kind,
-                      kvstore, config_id, coalesce(methodology, 'official')) AS series
-          FROM recent)
-    WHERE target IS DISTINCT FROM 'published'
-    WINDOW by_series AS (PARTITION BY series ORDER BY finished_at DESC NULLS LAST)
+    FROM base AS b JOIN cut AS c ON c.series = b.series
+    WHERE c.keep_all OR b.finished_at >= c.since
+    WINDOW by_series AS (PARTITION BY b.series ORDER BY finished_at DESC NULLS LAST)
   )
 ),
 numbered AS (
@@ -141,4 +157,4 @@ SELECT
     current_samples, history_sample_list
 FROM judged
 ORDER BY regression DESC, change NULLS FIRST, {{machine_key}}, mode, network,
-         dtype, batch_size, gpu_count, methodology
+         dtype, batch_size, gpu_count, methodology, config_id

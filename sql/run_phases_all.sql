@@ -1,6 +1,6 @@
 -- View run_phases_all: every phase of every measured run, one row each (schema.PHASES).
 -- Inputs: run_phases (schema.RUN_PHASES_SCHEMA: the run-level phases the targets timed:
--- provision, deploy, sweep, teardown) and results (the records).
+-- provision, deploy, pull, sweep, reclaim, teardown) and results (the records).
 -- The per-configuration phases are not stored in run_phases: they are the ok records' own
 -- setup_seconds (process start for the first configuration of a process, symbol, bind,
 -- parameters, input), warmup_seconds and timed_seconds (summed over the repeats), unpivoted

@@ -102,19 +102,28 @@ class TargetStepOperator(BaseOperator):
                    timeout=deferral_timeout(started["deadline"]))
 
     def resumed(self, context: Any, phase: str, finish: Callable[[Any, Any, dict[str, Any]], Any],
-                *, billed: bool = False) -> tuple[Any, dict[str, Any]]:
+                *, billed: bool = False,
+                recover: Callable[[Any, Any, dict[str, Any], Exception], Any] | None = None,
+                ) -> tuple[Any, dict[str, Any]]:
         """The resumed part of a deferred step: the kept state and handle, ``finish(target, state,
         started)`` (the target's ``finish_*`` with the event) inside the step's recording, its
         ``phase`` timed from the first part's start (``billed``: the machine existed since then).
-        Returns the next state and the handle."""
+        When ``finish`` raises and ``recover`` is given, ``recover(target, state, started, error)``
+        ends the step instead, with the same target and inside the same recording (so it can
+        relabel the failed phase before anything is written). Returns the next state and the handle."""
         self.name_map_index(context)
         state, started = self.waited(context)
         target = target_of(self.plan)
-        with self.recorded(context, target, state.get("market")), bad_input_fails(), \
-                deferred_phase(target, phase, float(started["began"])):
-            if billed:
-                target.phases.mark_billed()
-            return finish(target, state_of(state), started), started
+        with self.recorded(context, target, state.get("market")), bad_input_fails():
+            try:
+                with deferred_phase(target, phase, float(started["began"])):
+                    if billed:
+                        target.phases.mark_billed()
+                    return finish(target, state_of(state), started), started
+            except Exception as exc:
+                if recover is None:
+                    raise
+                return recover(target, state_of(state), started, exc), started
 
     def waited(self, context: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         """The state and handle ``defer_wait`` kept, for the resumed part."""
@@ -179,7 +188,7 @@ class DeployOperator(TargetStepOperator):
                 with phase_if_failed(target, "deploy"):
                     current, started = target.start_deploy(current)
             except Exception as exc:  # the machine is gone (a spot reclaim): a replacement, in the task
-                return recovered_deploy(target, current, began, exc)
+                return recovered_deploy(target, current, began, exc).to_dict()
             if started is None:
                 return current.to_dict()
             wait = target.deploy_wait(current, started)
@@ -187,14 +196,12 @@ class DeployOperator(TargetStepOperator):
         self.defer_wait(context, state=current.to_dict(), started={**started, "began": began}, wait=wait)
 
     def resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
-        try:
-            done, _ = self.resumed(context, "deploy", lambda target, state, started:
-                                   target.finish_deploy(state, started, event))
-        except Exception as exc:  # the machine is gone (a spot reclaim): a replacement, in the task
-            kept, started = self.waited(context)
-            target = target_of(self.plan)
-            with self.recorded(context, target, kept.get("market")), bad_input_fails():
-                return recovered_deploy(target, state_of(kept), float(started["began"]), exc)
+        # the machine gone (a spot reclaim): a replacement, deployed in the task, the failed
+        # deploy's record relabelled as the reclaim (``targets.ec2.reclaim``)
+        done, _ = self.resumed(
+            context, "deploy", lambda target, state, started: target.finish_deploy(state, started, event),
+            recover=lambda target, state, started, error: recovered_deploy(
+                target, state, float(started["began"]), error))
         return done.to_dict()
 
 
@@ -230,49 +237,43 @@ class SweepOperator(TargetStepOperator):
                 started = handle_json(target.start_sweep(current, sweep["config"],
                                                          timeout_s=sweep["timeout_s"]))
             except Exception as exc:  # the machine is gone (a spot reclaim): a replacement, in the task
-                return recovered_sweep(target, current, sweep, began, exc)
+                return recovered_sweep(target, current, sweep, began, exc).to_dict()
             wait = target.sweep_wait(current, started)
         log.info("%s sweep of %s: %s; waiting in the triggerer", self.mode, self.target_name,
                  started["decision"])
         self.defer_wait(context, state=current.to_dict(), started={**started, "began": began}, wait=wait)
 
     def resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
-        try:
-            done, started = self.resumed(context, "sweep", lambda target, state, started:
-                                         target.finish_sweep(state, started, event))
-        except Exception as exc:  # the machine is gone (a spot reclaim): a replacement, in the task
-            return self.recovered(context, exc)
+        # the machine gone (a spot reclaim): a replacement, in the task, the failed sweep's record
+        # still in the target's phases (recovered as the reclaim, ``targets.ec2.reclaim``)
+        sweep = self.plan["sweeps"][self.mode]
+        done, started = self.resumed(
+            context, "sweep", lambda target, state, started: target.finish_sweep(state, started, event),
+            recover=lambda target, state, started, error: recovered_sweep(
+                target, state, sweep, float(started["began"]), error))
         log.info("%s sweep of %s finished (%s)", self.mode, self.target_name, started["decision"])
         return done.to_dict()
 
-    def recovered(self, context: Any, error: Exception) -> dict[str, Any]:
-        """The resumed sweep failed with ``error``: ``recovered_sweep``, its phases recorded."""
-        state, started = self.waited(context)
-        target = target_of(self.plan)
-        with self.recorded(context, target, state.get("market")), bad_input_fails():
-            return recovered_sweep(target, state_of(state), self.plan["sweeps"][self.mode],
-                                   float(started["began"]), error)
 
-
-def recovered_sweep(target: Any, state: Any, sweep: dict[str, Any], began: float,
-                    error: Exception) -> dict[str, Any]:
+def recovered_sweep(target: Any, state: Any, sweep: dict[str, Any], began: float, error: Exception) -> Any:
     """After a sweep step failed with ``error``: a ``RecoverableSweep`` target (ec2) replaces a
     machine lost mid-sweep and runs the rest of the sweep in this task (``targets.ec2.reclaim``);
-    any other error, or another target, fails the step with ``error``."""
+    any other error, or another target, fails the step with ``error``. The next state."""
     from gpucompare.targets.base import RecoverableSweep
 
     if not isinstance(target, RecoverableSweep):
         raise error
     return target.recover_sweep(state, sweep["config"], timeout_s=sweep["timeout_s"], began=began,
-                                error=error).to_dict()
+                                error=error)
 
 
-def recovered_deploy(target: Any, state: Any, began: float, error: Exception) -> dict[str, Any]:
+def recovered_deploy(target: Any, state: Any, began: float, error: Exception) -> Any:
     """After a deploy step failed with ``error``: a ``RecoverableDeploy`` target (ec2) replaces a
     machine lost during the deploy and deploys on the replacement in this task
-    (``targets.ec2.reclaim``); any other error, or another target, fails the step with ``error``."""
+    (``targets.ec2.reclaim``); any other error, or another target, fails the step with ``error``.
+    The next state."""
     from gpucompare.targets.base import RecoverableDeploy
 
     if not isinstance(target, RecoverableDeploy):
         raise error
-    return target.recover_deploy(state, began=began, error=error).to_dict()
+    return target.recover_deploy(state, began=began, error=error)

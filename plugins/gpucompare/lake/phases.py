@@ -1,11 +1,13 @@
 """The ``run_phases`` table: what each step of a target's run took, written and read.
 
 One row per run-level phase a target went through (``schema.RUN_LEVEL_PHASES``: provision,
-deploy, sweep, teardown; a retried step gives one row per attempt, a failed one ``status =
-failed``). The per-configuration phases (setup, warm-up, timed) are NOT stored here: they are
-the records' own ``setup_seconds`` / ``warmup_seconds`` / ``timed_seconds`` in ``results``,
-and ``sql/run_phases_all.sql`` is the view that puts both side by side. Storing them twice
-would give two copies that a re-ingest of the results could set apart.
+deploy, pull, sweep, reclaim, teardown; a retried step gives one row per attempt, a failed one
+``status = failed``; the step during which the machine was lost is a ``reclaim`` row with
+``status = lost``, the only place that status is allowed). The per-configuration phases
+(setup, warm-up, timed) are NOT stored here: they are the records' own ``setup_seconds`` /
+``warmup_seconds`` / ``timed_seconds`` in ``results``, and ``sql/run_phases_all.sql`` is the
+view that puts both side by side. Storing them twice would give two copies that a re-ingest of
+the results could set apart.
 
 Writes follow the results table's discipline (``Lake.commit``): each row carries
 ``ingest_key``, a hash of the row itself, and a write replaces the rows with the same keys
@@ -72,6 +74,9 @@ def check_row(row: Mapping[str, Any]) -> dict[str, Any]:
                               + (" (per-configuration phases come from the results)"
                                  if name == "phase" and row.get(name) in schema.CONFIG_PHASES else ""),
                               field=name)
+    if row["status"] == schema.LOST_STATUS and row["phase"] != schema.RECLAIM_PHASE:
+        raise IngestError(f"run_phases: field status {schema.LOST_STATUS!r} is allowed for phase "
+                          f"{schema.RECLAIM_PHASE!r} only, got phase {row['phase']!r}", field="status")
     if row.get("market") is not None and row["market"] not in patterns.MARKETS:
         raise IngestError(f"run_phases: field market {row['market']!r} is not one of "
                           f"{', '.join(patterns.MARKETS)}", field="market")

@@ -142,11 +142,18 @@ def empty_results() -> pa.Table:
 #: (``CONFIG_PHASES``: process start + bind, warm-up, timed batches) are the records'
 #: ``setup_seconds``, ``warmup_seconds`` and ``timed_seconds``, read from ``results`` by the
 #: view ``sql/run_phases_all.sql`` rather than stored a second time.
-PHASES: tuple[str, ...] = ("provision", "deploy", "pull", "sweep", "setup", "warmup", "timed", "teardown")
-#: pull: a container runtime's ``docker pull`` of its image (reused once on the host: seconds)
-RUN_LEVEL_PHASES: tuple[str, ...] = ("provision", "deploy", "pull", "sweep", "teardown")
+PHASES: tuple[str, ...] = ("provision", "deploy", "pull", "sweep", "reclaim", "setup", "warmup", "timed",
+                           "teardown")
+#: pull: a container runtime's ``docker pull`` of its image (reused once on the host: seconds);
+#: reclaim: what a machine lost mid-sweep cost the night (ec2 spot: ``targets.ec2.reclaim``): the
+#: lost machine's interrupted step (status ``lost``), then the replacement's launch, readiness and
+#: deploy (their own status)
+RUN_LEVEL_PHASES: tuple[str, ...] = ("provision", "deploy", "pull", "sweep", "reclaim", "teardown")
 CONFIG_PHASES: tuple[str, ...] = ("setup", "warmup", "timed")
-PHASE_STATUSES: tuple[str, ...] = ("ok", "failed")
+#: lost: the machine was lost during this step (only a ``reclaim`` row has it)
+PHASE_STATUSES: tuple[str, ...] = ("ok", "failed", "lost")
+#: The status of the step during which the machine was lost, and the phase it is recorded as.
+LOST_STATUS, RECLAIM_PHASE = "lost", "reclaim"
 
 RUN_PHASES_SCHEMA = pa.schema(
     [
@@ -165,7 +172,8 @@ RUN_PHASES_SCHEMA = pa.schema(
         pa.field("seconds", pa.float64(), nullable=False, metadata={"doc": "monotonic clock, seconds"}),
         pa.field("billed", pa.bool_(), nullable=False,
                  metadata={"doc": "the machine was paid for during the phase"}),
-        pa.field("status", pa.string(), nullable=False, metadata={"doc": "ok | failed"}),
+        pa.field("status", pa.string(), nullable=False,
+                 metadata={"doc": "ok | failed | lost (reclaim rows only)"}),
         pa.field("error", pa.string(), metadata={"doc": "why a failed phase failed (short)"}),
         pa.field("date", pa.date32(), nullable=False, metadata={"doc": "UTC day the phase started"}),
         pa.field("code_hash", pa.string()),

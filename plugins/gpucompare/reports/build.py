@@ -32,6 +32,7 @@ import dataclasses
 import datetime as dt
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -43,8 +44,15 @@ from bench_tasks.constants import IMAGENET_TRAIN_IMAGES
 from gpucompare.config import patterns
 from gpucompare.reports import projections, stats, uncertainty, verdicts
 from gpucompare.reports.campaign import build_campaign
-from gpucompare.reports.inputs import ReportInputs, ResultFiles, connect, load_sql, register_side_tables
-from gpucompare.reports.publish import write_history, write_site, write_tables
+from gpucompare.reports.inputs import (
+    ReportInputs,
+    ResultFiles,
+    connect,
+    load_sql,
+    register_side_tables,
+    second_connection,
+)
+from gpucompare.reports.publish import TableWriter, write_site
 from gpucompare.reports.report_set import (
     HISTORY_TABLES,
     MATRIX_BATCHES,
@@ -185,39 +193,75 @@ def build_reports(
     options: ReportOptions | None = None,
     keep_going: bool = False,
 ) -> ReportSet:
-    """Run every report; write each as Parquet and CSV under ``out`` when given. A report that
-    fails is recorded in the set's ``failures`` and the others are still built and written; then
+    """Run every report; write each as Parquet and CSV under ``out`` when given (each table as soon
+    as it is built, on the writer's thread; written when this returns). A report that fails is
+    recorded in the set's ``failures`` and the others are still built and written; then
     ``ReportsIncomplete`` is raised, unless ``keep_going`` (the caller reports the failures)."""
+    report_set = _new_set(currency, rule, options)
+    writer = TableWriter(str(out), report_set.fail) if out is not None else None
+    try:
+        _build_tables(report_set, inputs, writer)
+    finally:
+        if writer is not None:  # also after a failure: nothing is left being written
+            report_set.written = writer.join()
+            report_set.timings["write parquet + csv"] = writer.busy_s
+    if report_set.failures and not keep_going:
+        raise ReportsIncomplete(report_set)
+    return report_set
+
+
+def publish_reports(inputs: ReportInputs, out: str, *, currency: str = "EUR",
+                    options: ReportOptions | None = None, history: str | None = None,
+                    generated_at: dt.datetime | None = None) -> ReportSet:
+    """The whole report set below ``out``: every table (Parquet + CSV, written on the writer's
+    thread while the next report is built and the page drawn), the day's history copy under
+    ``history`` when given, ``index.html``, ``summary.md`` and ``manifest.json`` (see
+    :func:`run_reports`). Returns the set; ``ReportsIncomplete`` when a part failed (every other
+    part written)."""
+    report_set = _new_set(currency, None, options)
+    writer = TableWriter(out, report_set.fail)
+    try:
+        _build_tables(report_set, inputs, writer)
+        report_set.manifest = inputs.manifest()
+        if history is not None:
+            writer.add_history(report_set.tables, history, report_set.options.today)
+    except BaseException:
+        writer.join()  # nothing half-written is left behind a failure
+        raise
+    report_set.written = _timed(report_set.timings, "index.html + summary.md",
+                                lambda: write_site(report_set, out, generated_at=generated_at, writer=writer))
+    if report_set.failures:
+        raise ReportsIncomplete(report_set)
+    return report_set
+
+
+def _new_set(currency: str, rule: RegressionRule | None, options: ReportOptions | None) -> ReportSet:
     if currency not in patterns.CURRENCIES:
         raise ReportError(f"--currency {currency!r} is not one of {', '.join(patterns.CURRENCIES)}")
-    rule = rule or RegressionRule()
-    options = options or ReportOptions()
-    timings: dict[str, float] = {}
+    return ReportSet(tables={}, currency=currency, rule=rule or RegressionRule(), rows_scanned=0,
+                     newest_date=None, options=options or ReportOptions())
+
+
+def _build_tables(report_set: ReportSet, inputs: ReportInputs, writer: TableWriter | None) -> None:
+    """Every table of the set into ``report_set`` (each handed to ``writer`` once built). The
+    regressions, which read their own files, run on a second DuckDB connection of the same
+    database, on a thread of their own, while the reports read from ``latest`` are built."""
+    options, timings = report_set.options, report_set.timings
     con = connect()
+    side = ThreadPoolExecutor(max_workers=1, thread_name_prefix="regressions")
     try:
         register_side_tables(con, inputs)
         con.register("carbon_intensity", uncertainty.carbon_intensity())
         files = ResultFiles.of(inputs.lake, con, inputs.results)
-
-        def stage_latest() -> tuple[int, list[dt.date]]:
-            files.register("results")
-            newest = con.execute(load_sql("latest_dates")).fetchall()
-            if any(row[2] for row in newest):  # results without a config_id: group by the full key
-                newest = con.execute(load_sql("latest_dates_by_key")).fetchall()
-            files.register("results", dates={row[0] for row in newest})
-            con.execute(f"CREATE TEMP TABLE latest AS {load_sql('latest_results')}")
-            if options.nights > 1:
-                files.register("pooled")
-            uncertainty.annotate_latest(con, nights=options.nights)
-            return sum(int(row[1]) for row in newest), [row[0] for row in newest]
-
-        rows_scanned, newest_dates = _timed(timings, "scan: latest results", lambda: files.run(stage_latest))
-        newest = max(newest_dates, default=None)
-        build = Build(con=con, inputs=inputs, files=files, currency=currency, rule=rule, options=options,
-                      newest=newest)
-        report_set = ReportSet(tables={}, currency=currency, rule=rule, rows_scanned=int(rows_scanned),
-                               newest_date=newest, options=options, timings=timings)
-        builders = dict(BUILDERS)
+        rows_scanned, newest_dates = _timed(timings, "scan: latest results",
+                                            lambda: files.run(lambda: _stage_latest(con, files, options)))
+        report_set.rows_scanned, report_set.newest_date = rows_scanned, max(newest_dates, default=None)
+        build = Build(con=con, inputs=inputs, files=files, currency=report_set.currency, rule=report_set.rule,
+                      options=options, newest=report_set.newest_date)
+        cursor = second_connection(con)
+        regressions = side.submit(_regressions, dataclasses.replace(
+            build, con=cursor, files=dataclasses.replace(files, con=cursor, views={})))
+        builders = {**BUILDERS, "regressions": lambda _: regressions.result()}
         if options.with_projections:  # the optional ranking view; best_value itself stays measured-only
             builders[projections.BEST_VALUE_WITH_PROJECTIONS] = (
                 lambda build: verdicts.annotate_best_value(
@@ -225,14 +269,27 @@ def build_reports(
                     options.practical_margin, stats.CONFIDENCE))
         for name, builder in builders.items():
             _build_one(report_set, build, name, builder)
+            if writer is not None and name in report_set.tables:
+                writer.add(name, report_set.tables[name])
     finally:
+        side.shutdown(wait=True)  # the regressions' connection ends before the database closes
         con.close()
-    if out is not None:
-        report_set.written = _timed(timings, "write parquet + csv",
-                                    lambda: write_tables(report_set.tables, str(out), report_set.fail))
-    if report_set.failures and not keep_going:
-        raise ReportsIncomplete(report_set)
-    return report_set
+
+
+def _stage_latest(con: duckdb.DuckDBPyConnection, files: ResultFiles,
+                  options: ReportOptions) -> tuple[int, list[dt.date]]:
+    """The ``latest`` table (each machine's latest result of every configuration, annotated with
+    its interval): the number of results in the lake and the newest dates found."""
+    files.register("results")
+    newest = con.execute(load_sql("latest_dates")).fetchall()
+    if any(row[2] for row in newest):  # results without a config_id: group by the full key
+        newest = con.execute(load_sql("latest_dates_by_key")).fetchall()
+    files.register("results", dates={row[0] for row in newest})
+    con.execute(f"CREATE TEMP TABLE latest AS {load_sql('latest_results')}")
+    if options.nights > 1:
+        files.register("pooled")
+    uncertainty.annotate_latest(con, nights=options.nights)
+    return sum(int(row[1]) for row in newest), [row[0] for row in newest]
 
 
 def _build_one(report_set: ReportSet, build: Build, name: str, builder: Callable[[Build], pa.Table]) -> None:
@@ -267,21 +324,8 @@ def run_reports(
     options = options or options_from_settings()
     if report_date is not None:
         options = dataclasses.replace(options, report_date=report_date)
-    inputs = ReportInputs.from_lake(lake, as_of=as_of)
-    report_set = build_reports(inputs, out, currency=currency, options=options, keep_going=True)
-    report_set.manifest = inputs.manifest()
-    if history is not None:
-        report_set.written += _timed(
-            report_set.timings,
-            "report_history",
-            lambda: write_history(report_set.tables, history, options.today, report_set.fail),
-        )
-    started = time.perf_counter()
-    report_set.written += write_site(report_set, out)
-    report_set.timings["index.html + summary.md"] = time.perf_counter() - started
-    if report_set.failures:
-        raise ReportsIncomplete(report_set)
-    return report_set
+    return publish_reports(ReportInputs.from_lake(lake, as_of=as_of), out, currency=currency, options=options,
+                           history=history)
 
 
 def options_from_settings() -> ReportOptions:

@@ -38,15 +38,28 @@ SQL_DIR = resources.sql_dir()
 def connect() -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection set up for the reports."""
     con = duckdb.connect(":memory:")
+    _settings(con)
+    _price_source_macros(con)
+    return con
+
+
+def second_connection(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """Another connection to ``con``'s database, set up alike, for a report built on another
+    thread (a connection is used by one thread at a time). It shares the database's macros and
+    tables, not ``con``'s temporary views and registered Arrow tables."""
+    cursor = con.cursor()
+    _settings(cursor)
+    return cursor
+
+
+def _settings(con: duckdb.DuckDBPyConnection) -> None:
     # No extension may be fetched at run time (offline CI, no httpfs): fail instead of downloading.
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET autoload_known_extensions = false")
-    # timestamps leave in UTC whatever the machine's zone (the lake stores UTC)
+    # timestamps leave in UTC whatever the machine's zone (the lake stores UTC); a session setting
     con.execute("SET TimeZone = 'UTC'")
     # the first pass reads every footer; the second pass and the regressions reuse them
     con.execute("SET parquet_metadata_cache = true")
-    _price_source_macros(con)
-    return con
 
 
 def _sql_text(value: str) -> str:

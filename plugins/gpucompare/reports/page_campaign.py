@@ -21,14 +21,16 @@ TITLE = "What the benchmark itself cost"
 NOTE = (
     "Per target and night: billed time (ec2: launch to termination; ssh and local: the sweeps' wall "
     "time), the share of the sweeps spent in timed batches, billed ÷ timed seconds, and what each phase "
-    "cost at the machine's price on that night. Unpriced runs show time only."
+    "cost at the machine's price on that night; reclaims: spot machines lost mid-sweep and what they "
+    "cost (the lost sweep's time, less the configurations it finished, and the replacement's launch and "
+    "deploy). Unpriced runs show time only."
 )
 #: Nights shown on the page (the CSV and Parquet files hold every night).
 NIGHTS_SHOWN = 7
 #: The table's columns (page_rows.campaign_cells writes a row's cells in this order).
-HEADERS = ("target", "night", "machine", "configurations", "billed", "timed", "timed share", "billed ÷ timed",
-           "cost", "where the money went")
-_NUMERIC = (False, False, False, True, True, True, True, True, True, False)
+HEADERS = ("target", "night", "machine", "configurations", "reclaims", "billed", "timed", "timed share",
+           "billed ÷ timed", "cost", "where the money went")
+_NUMERIC = (False, False, False, True, True, True, True, True, True, True, False)
 
 
 def recent_runs(table: pa.Table, nights: int = NIGHTS_SHOWN) -> list[dict[str, Any]]:
@@ -39,10 +41,12 @@ def recent_runs(table: pa.Table, nights: int = NIGHTS_SHOWN) -> list[dict[str, A
                   key=lambda r: (-r["night"].toordinal(), r["target"] or "", str(r["started_at"])))
 
 
-def campaign_section(rows: list[dict[str, Any]]) -> Section:
+def campaign_section(rows: list[dict[str, Any]], reclaims: str = "") -> Section:
     """The section: the recent runs (from :func:`recent_runs`, their cells written by
-    ``page_rows.campaign_cells``) as a table, or why there is none."""
-    section = Section(KEY, TITLE, NOTE, "campaign.html.j2", ("campaign",), {"table": None, "empty": ""})
+    ``page_rows.campaign_cells``) as a table, or why there is none; ``reclaims``: the line above
+    the table saying what spot reclaims cost those runs (``page_rows.campaign_reclaims_line``)."""
+    section = Section(KEY, TITLE, NOTE, "campaign.html.j2", ("campaign",),
+                      {"table": None, "empty": "", "reclaims": reclaims})
     if not rows:
         section.data["empty"] = "No run recorded its phases yet (the nightly DAG records them)."
         return section

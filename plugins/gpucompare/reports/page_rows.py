@@ -10,6 +10,7 @@ wherever it appears (``€0.115 (0.110–0.121)`` in the table, the bar and the 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -153,7 +154,8 @@ def stack_change_cells(row: dict[str, Any]) -> list[Any]:
 #: (column suffix, label) of the phases whose money the campaign table splits, in the order they happen.
 PHASES = (
     ("provision", "provision"), ("deploy", "deploy"), ("setup", "setup"), ("warmup", "warm-up"),
-    ("timed", "timed"), ("sweep_other", "other sweep"), ("teardown", "teardown"), ("idle", "idle"),
+    ("timed", "timed"), ("sweep_other", "other sweep"), ("reclaim", "reclaims"), ("teardown", "teardown"),
+    ("idle", "idle"),
 )
 
 
@@ -164,6 +166,7 @@ def campaign_cells(row: dict[str, Any]) -> list[Any]:
         date_text(row["night"]),
         f"{row['kind']}: {row['provider']} {row['instance_type']}",
         row["configurations"],
+        _reclaims(row),
         duration(row["billed_seconds"]),
         duration(row["timed_seconds"]),
         "–" if row["timed_share"] is None else f"{row['timed_share'] * 100:.1f} %",
@@ -171,6 +174,33 @@ def campaign_cells(row: dict[str, Any]) -> list[Any]:
         money(row["billed_cost"], row["currency"] or "", 2) if row["currency"] else "–",
         _where_the_money_went(row),
     ]
+
+
+def _reclaims(row: dict[str, Any]) -> str:
+    """'1 · €0.42' (machines lost mid-sweep and what they cost: their time when unpriced), '–'."""
+    if not row["reclaims"]:
+        return "–"
+    cost = (money(row["reclaim_cost"], row["currency"], 2) if row["currency"]
+            else duration(row["reclaim_seconds"]))
+    return f"{row['reclaims']} · {cost}"
+
+
+def campaign_reclaims_line(rows: Iterable[dict[str, Any]]) -> str:
+    """Above the campaign table, when any run listed lost machines mid-sweep: '2 spot reclaims cost
+    €0.84 of €12.30 billed' (over the priced runs; their time when none is priced); else ''."""
+    rows = list(rows)
+    count = sum(row["reclaims"] or 0 for row in rows)
+    if not count:
+        return ""
+    lost = f"{count} spot reclaim{'s' if count > 1 else ''}"
+    priced = [row for row in rows if row["currency"]]
+    if not priced:
+        return (f"{lost} cost {duration(sum(row['reclaim_seconds'] or 0.0 for row in rows))} of "
+                f"{duration(sum(row['billed_seconds'] or 0.0 for row in rows))} billed")
+    currency = priced[0]["currency"]
+    spent = sum(row["reclaim_cost"] or 0.0 for row in priced)
+    billed = sum(row["billed_cost"] or 0.0 for row in priced)
+    return f"{lost} cost {money(spent, currency, 2)} of {money(billed, currency, 2)} billed"
 
 
 def _where_the_money_went(row: dict[str, Any]) -> str:
@@ -182,24 +212,40 @@ def _where_the_money_went(row: dict[str, Any]) -> str:
                       for cost, label in sorted(parts, reverse=True) if cost > 0.005) or "–"
 
 
-@dataclass(frozen=True)
+def _written_once(write: Callable[[dict[str, Any]], Any]) -> Any:
+    """A :class:`ChartText` attribute: ``write(row)``, computed on first read and kept."""
+    return functools.cached_property(lambda text: write(text._row))
+
+
 class ChartText:
-    """A throughput or scaling row's words and figures as its chart and table write them."""
+    """A throughput or scaling row's words and figures as its chart and table write them, each
+    written when first read: a chart draws a few of the rows it is given (the fastest machines,
+    one series per machine), and the others are never written. ``hardware``: provider, instance
+    type and GPU model, whatever the region or market; ``when``: 'measured 2026-11-30' /
+    'published 2017'; ``figure``: the long provenance; ``method``; ``published``; ``values``:
+    column → its figure as the table writes it."""
 
-    hardware: str  # provider, instance type and GPU model, whatever the region or market
-    when: str  # 'measured 2026-11-30' / 'published 2017'
-    figure: str  # long provenance
-    method: str
-    published: bool
-    values: dict[str, str]  # column → its figure as the table writes it
+    def __init__(self, row: dict[str, Any], columns: tuple[str, ...]) -> None:
+        self._row, self._columns = row, columns
+
+    hardware = _written_once(hardware_label)
+    when = _written_once(when)
+    figure = _written_once(provenance)
+    method = _written_once(methodology)
+    published = _written_once(is_published)
+
+    @functools.cached_property
+    def values(self) -> dict[str, str]:
+        return {c: num(self._row.get(c)) for c in self._columns}
 
 
-def chart_rows(rows: Iterable[dict[str, Any]], columns: Iterable[str]) -> list[dict[str, Any]]:
-    """The rows, each with its :class:`ChartText` (the figures of ``columns``) under :data:`TEXT`."""
+def chart_rows(rows: list[dict[str, Any]], columns: Iterable[str]) -> list[dict[str, Any]]:
+    """The rows (fresh dicts, e.g. ``to_pylist``'s: they are given their text in place), each
+    with its :class:`ChartText` (the figures of ``columns``) under :data:`TEXT`."""
     columns = tuple(columns)
-    return [{**row, TEXT: ChartText(hardware_label(row), when(row), provenance(row), methodology(row),
-                                    is_published(row), {c: num(row.get(c)) for c in columns})}
-            for row in rows]
+    for row in rows:
+        row[TEXT] = ChartText(row, columns)
+    return rows
 
 
 def suspicious_cells(row: dict[str, Any]) -> list[Any]:

@@ -36,10 +36,9 @@ def scaling_figures(scaling: list[dict[str, Any]], colours: Colours, metric: str
 
 def _curves(scaling: list[dict[str, Any]], metric: str) -> tuple[dict, dict, dict, dict]:
     """The points of each series (machine, scaling rule, baseline batch) and published curve, its label,
-    its first row and its points' values as the table writes them."""
+    its first row and its points' rows (whose text writes the values of the series drawn)."""
     curves: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
-    texts: dict[tuple, list[str]] = defaultdict(list)
-    labels: dict[tuple, str] = {}
+    texts: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     first_row: dict[tuple, dict[str, Any]] = {}
     for row in scaling:
         if row[metric] is None or row["gpu_count"] is None:
@@ -52,11 +51,23 @@ def _curves(scaling: list[dict[str, Any]], metric: str) -> tuple[dict, dict, dic
                    row["region"], row["market"], row["mode"], row["dtype"], row["scaling"],
                    row["baseline_batch"])
         curves[key].append((row["gpu_count"], row[metric]))
-        texts[key].append(row[TEXT].values[metric])
+        texts[key].append(row)
         if key not in first_row:  # a series is labelled once, from its first row
             first_row[key] = row
-            labels[key] = _label(row)
+    labels = _Labels(first_row)
     return curves, labels, first_row, texts
+
+
+class _Labels(dict):
+    """A series' label, from its first row, written when first asked for (only the series drawn are)."""
+
+    def __init__(self, first_row: dict[tuple, dict[str, Any]]) -> None:
+        super().__init__()
+        self.first_row = first_row
+
+    def __missing__(self, key: tuple) -> str:
+        self[key] = label = _label(self.first_row[key])
+        return label
 
 
 def _label(row: dict[str, Any]) -> str:
@@ -66,9 +77,9 @@ def _label(row: dict[str, Any]) -> str:
             + (" (score)" if row["mode"] == "score" else "") + f", {row[TEXT].when}")
 
 
-def _figure(network: str, method: str, mine: dict[tuple, list[tuple[float, float]]], labels: dict[tuple, str],
-            first_row: dict[tuple, dict[str, Any]], texts: dict[tuple, list[str]], colours: Colours,
-            metric: str) -> Figure:
+def _figure(network: str, method: str, mine: dict[tuple, list[tuple[float, float]]], labels: _Labels,
+            first_row: dict[tuple, dict[str, Any]], texts: dict[tuple, list[dict[str, Any]]],
+            colours: Colours, metric: str) -> Figure:
     measured = sorted((k for k in mine if k[1] != "curve"), key=lambda k: (-len(mine[k]), -(k[-1] or 0)))
     chosen = _one_series_per_machine(measured)[:MAX_LINES]
     curve_keys = [k for k in mine if k[1] == "curve"]
@@ -93,7 +104,7 @@ def _figure(network: str, method: str, mine: dict[tuple, list[tuple[float, float
     counts = sorted({int(x) for k in (*chosen, *curve_keys) for x, _ in mine[k]})
     table_rows = []
     for k in (*chosen, *curve_keys):
-        values = dict(zip((x for x, _ in mine[k]), texts[k], strict=True))
+        values = dict(zip((x for x, _ in mine[k]), (r[TEXT].values[metric] for r in texts[k]), strict=True))
         figure = "published curve: " + str(k[4]) if k[1] == "curve" else first_row[k][TEXT].figure
         table_rows.append([labels[k], figure] + [values.get(c, NO_VALUE) for c in counts])
     best = max(((k, x, y) for k in chosen for x, y in mine[k] if x > 1 and finite(y)),

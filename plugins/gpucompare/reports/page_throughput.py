@@ -41,7 +41,7 @@ def throughput_figures(throughput: list[dict[str, Any]], mode: str, colours: Col
     info: dict[tuple, dict[str, Any]] = {}
     # by chart and machine: one machine's interval at a batch size differs between networks
     intervals: dict[tuple, dict[float, tuple[Any, Any]]] = defaultdict(dict)
-    texts: dict[tuple[str, str], dict[tuple, list[str]]] = defaultdict(  # each point's images/s as written
+    texts: dict[tuple[str, str], dict[tuple, list[dict[str, Any]]]] = defaultdict(  # each point's row
         lambda: defaultdict(list)
     )
     for row in throughput:
@@ -53,7 +53,7 @@ def throughput_figures(throughput: list[dict[str, Any]], mode: str, colours: Col
         machine = (row["provider"], row["instance_type"], row["region"], row["market"], row["origin"], method)
         lines[(row["network"], method)][machine].append((row["batch_size"], row["images_per_sec"]))
         intervals[(row["network"], method, machine)][row["batch_size"]] = interval(row, "images_per_sec")
-        texts[(row["network"], method)][machine].append(row[TEXT].values["images_per_sec"])
+        texts[(row["network"], method)][machine].append(row)
         info[machine] = row
     figures = []
     for network, method in sorted(lines, key=lambda k: (k[0], k[1] != "official", k[1])):
@@ -93,15 +93,20 @@ def throughput_figures(throughput: list[dict[str, Any]], mode: str, colours: Col
 
 
 def _table_rows(chosen: list[tuple], chart: dict[tuple, list[tuple[float, float]]],
-                info: dict[tuple, dict[str, Any]], texts: dict[tuple, list[str]],
+                info: dict[tuple, dict[str, Any]], texts: dict[tuple, list[dict[str, Any]]],
                 batches: list[int]) -> list[list]:
     """Per machine drawn: its hardware, its figure's provenance and its images/s at each batch size."""
     rows = []
     for m in chosen:
-        values = dict(zip((x for x, _ in chart[m]), texts[m], strict=True))
+        values = dict(zip((x for x, _ in chart[m]), (_written(r) for r in texts[m]), strict=True))
         text = info[m][TEXT]
         rows.append([text.hardware, text.figure] + [values.get(b, NO_VALUE) for b in batches])
     return rows
+
+
+def _written(row: dict[str, Any]) -> str:
+    """A point's images/s as the table writes it."""
+    return row[TEXT].values["images_per_sec"]
 
 
 def _best(points: list[tuple[float, float]]) -> float:
@@ -110,7 +115,7 @@ def _best(points: list[tuple[float, float]]) -> float:
 
 
 def _summary(chosen: list[tuple], chart: dict[tuple, list[tuple[float, float]]],
-             info: dict[tuple, dict[str, Any]], texts: dict[tuple, list[str]], log_y: bool) -> str:
+             info: dict[tuple, dict[str, Any]], texts: dict[tuple, list[dict[str, Any]]], log_y: bool) -> str:
     published = [m for m in chosen if info[m][TEXT].published]
     drawn = (f"{len(chosen) - len(published)} measured and {len(published)} published machine(s) drawn"
              + ("; images/s on a log scale so the slowest line stays readable" if log_y else "")
@@ -121,7 +126,7 @@ def _summary(chosen: list[tuple], chart: dict[tuple, list[tuple[float, float]]],
     points = chart[fastest]
     best = max((i for i, (_, y) in enumerate(points) if finite(y)), key=lambda i: points[i][1])
     text = info[fastest][TEXT]
-    return (f"Fastest: {text.hardware} at {texts[fastest][best]} images/s "
+    return (f"Fastest: {text.hardware} at {_written(texts[fastest][best])} images/s "
             f"(batch {int(points[best][0])}, {text.when}). " + drawn)
 
 

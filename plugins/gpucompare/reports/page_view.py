@@ -44,6 +44,7 @@ from gpucompare.reports.page_regressions import regressions_table, stack_change_
 from gpucompare.reports.page_rows import (
     TEXT,
     campaign_cells,
+    campaign_reclaims_line,
     chart_rows,
     prepared,
     projection_cells,
@@ -362,7 +363,8 @@ def _sections(report_set: ReportSet, parts: _Parts, best: list[dict[str, Any]],
                       lambda: _regressions_section(report_set, rows["regressions"]),
                       needs=(rows["regressions"],)),
         parts.section("missing", "Results without a price", lambda: _missing_section(missing)),
-        parts.section(page_campaign.KEY, page_campaign.TITLE, lambda: campaign_section(rows["campaign"])),
+        parts.section(page_campaign.KEY, page_campaign.TITLE, lambda: campaign_section(
+            rows["campaign"], campaign_reclaims_line(rows["campaign"]))),
     ]
     flags = parts.value("flags", lambda: _flags_section(rows["flags"]), None)
     return sections + ([flags] if flags is not None else [])

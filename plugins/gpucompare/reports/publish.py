@@ -14,6 +14,11 @@ and, when a history root is given (the DAG gives the reports root), one more cop
 
 Every file is written whole: a local file under a temporary name, then renamed, so a reader
 sees the old file or the new one, never half of one.
+
+The tables' files are written by a :class:`TableWriter`, on one thread of their own, while the
+caller goes on (the report command builds the next report and draws the page meanwhile): Arrow's
+Parquet and CSV writers release the GIL, so on two cores the files cost the report set almost no
+wall-clock time. ``TableWriter.join`` waits for them.
 """
 
 from __future__ import annotations
@@ -23,8 +28,11 @@ import io
 import json
 import os
 import shutil
+import threading
+import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -111,22 +119,86 @@ def _raise(name: str, exc: BaseException) -> None:
     raise exc
 
 
-def write_tables(tables: dict[str, pa.Table], out: str, on_error: OnError = _raise) -> list[str]:
-    """Write every table as ``<name>.csv`` and ``<name>/<name>.parquet`` below ``out``; a table
-    that cannot be written goes to ``on_error`` (default: raise) and the next one is written."""
-    fs, root = _output_location(out)
-    written = []
-    for name, table in tables.items():
+class TableWriter:
+    """Writes report tables below ``out`` (``<name>.csv`` and ``<name>/<name>.parquet``) and the
+    day's history copies on one background thread, in the order they were added, while the caller
+    goes on. A table that cannot be written goes to ``on_error`` (default: raise, from
+    :meth:`join`) and the next one is written. ``busy_s``: the seconds the thread spent writing."""
+
+    def __init__(self, out: str, on_error: OnError = _raise) -> None:
+        self.fs, self.root = _output_location(out)
+        self.on_error = on_error
+        self.busy_s = 0.0
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="report-files")
+        self._pending: list[Future[list[str]]] = []
+
+    def add(self, name: str, table: pa.Table) -> None:
+        """Write ``table`` as ``<name>.csv`` and ``<name>/<name>.parquet`` (in the background)."""
+        self._pending.append(self._pool.submit(self._timed, self._table_files, name, table))
+
+    def add_history(self, tables: dict[str, pa.Table], history: str, report_date: dt.date) -> None:
+        """The day's copy of each report below ``history`` (see :func:`write_history`)."""
+        fs, root = _output_location(history)
+        for name in HISTORY_TABLES:
+            if name in tables:
+                self._pending.append(self._pool.submit(self._timed, self._history_file, fs, root, name,
+                                                       tables[name], report_date))
+
+    def join(self) -> list[str]:
+        """Wait for every file added; their paths, in the order added. The first error that
+        ``on_error`` raised is raised here, once every file was tried."""
+        written: list[str] = []
+        first_error: BaseException | None = None
+        for future in self._pending:
+            try:
+                written += future.result()
+            except BaseException as exc:  # noqa: BLE001 - raised below, after the others
+                first_error = first_error or exc
+        self._pending = []
+        self._pool.shutdown(wait=True)
+        if first_error is not None:
+            raise first_error
+        return written
+
+    def _timed(self, write: Callable[..., list[str]], *args: object) -> list[str]:
+        started = time.perf_counter()
+        try:
+            return write(*args)
+        finally:
+            with self._lock:
+                self.busy_s += time.perf_counter() - started
+
+    def _table_files(self, name: str, table: pa.Table) -> list[str]:
         try:
             parquet = _parquet_bytes(table)
             text = io.BytesIO()
             pacsv.write_csv(csv_ready(table), text)
         except Exception as exc:  # noqa: BLE001 - handed to on_error: one table never stops the others
-            on_error(name, exc)
-            continue
-        written.append(_put(fs, root, f"{name}/{name}.parquet", parquet))
-        written.append(_put(fs, root, f"{name}.csv", text.getvalue()))
-    return written
+            self.on_error(name, exc)
+            return []
+        return [_put(self.fs, self.root, f"{name}/{name}.parquet", parquet),
+                _put(self.fs, self.root, f"{name}.csv", text.getvalue())]
+
+    def _history_file(self, fs: pafs.FileSystem, root: str, name: str, table: pa.Table,
+                      report_date: dt.date) -> list[str]:
+        try:
+            data = _parquet_bytes(table)
+        except Exception as exc:  # noqa: BLE001 - handed to on_error
+            self.on_error(f"report_history/{name}", exc)
+            return []
+        return [_put(fs, root, f"report_history/{name}/report_date={report_date.isoformat()}/"
+                     f"{name}.parquet", data)]
+
+
+def write_tables(tables: dict[str, pa.Table], out: str, on_error: OnError = _raise) -> list[str]:
+    """Write every table as ``<name>.csv`` and ``<name>/<name>.parquet`` below ``out`` and wait
+    for them (:class:`TableWriter`); a table that cannot be written goes to ``on_error`` (default:
+    raise) and the next one is written."""
+    writer = TableWriter(out, on_error)
+    for name, table in tables.items():
+        writer.add(name, table)
+    return writer.join()
 
 
 def write_history(tables: dict[str, pa.Table], history: str, report_date: dt.date,
@@ -135,46 +207,52 @@ def write_history(tables: dict[str, pa.Table], history: str, report_date: dt.dat
     report_date=YYYY-MM-DD/<report>.parquet`` (Hive style: one table over time for BI).
     Building the same day again replaces that day's file. A report missing from ``tables`` (it
     failed) keeps the day's earlier copy, if any."""
-    fs, root = _output_location(history)
-    written = []
-    for name in HISTORY_TABLES:
-        if name not in tables:
-            continue
-        try:
-            data = _parquet_bytes(tables[name])
-        except Exception as exc:  # noqa: BLE001 - handed to on_error
-            on_error(f"report_history/{name}", exc)
-            continue
-        written.append(_put(fs, root, f"report_history/{name}/report_date={report_date.isoformat()}/"
-                            f"{name}.parquet", data))
-    return written
+    writer = TableWriter(history, on_error)
+    writer.add_history(tables, history, report_date)
+    return writer.join()
 
 
-def write_site(report_set: ReportSet, out: str, *, generated_at: dt.datetime | None = None) -> list[str]:
+def write_site(report_set: ReportSet, out: str, *, generated_at: dt.datetime | None = None,
+               writer: TableWriter | None = None) -> list[str]:
     """Write index.html, summary.md and (when the set knows what it was built from)
     manifest.json below ``out`` (local path or s3://); returns their paths. ``generated_at`` is the
     time the page states (default: now, read here at the edge; the page itself reads no clock). A
     page that cannot be rendered is recorded in ``report_set.failures`` (summary.md and
-    manifest.json list every failure) and the rest is still written."""
+    manifest.json list every failure) and the rest is still written.
+
+    ``writer``: the set's table files, still being written: the page is drawn meanwhile, then they
+    are waited for (their paths come first in the list returned; the writer's seconds are the
+    timing ``write parquet + csv``) before summary.md and manifest.json, which list every failure;
+    a file that failed while the page was drawn has the page drawn again, so it lists it too."""
     generated_at = generated_at or dt.datetime.now(dt.UTC)
-    renderers = (("index.html", lambda: render_page(report_set, generated_at)),
-                 ("summary.md", lambda: render_summary(report_set)))
+    failures = len(report_set.failures)
+    page = _rendered(report_set, "index.html", lambda: render_page(report_set, generated_at))
     written = []
-    for name, render in renderers:
-        try:
-            text = render()
-        except Exception as exc:  # noqa: BLE001 - recorded, the other files still written
-            report_set.fail(name, exc)
-            if name == "summary.md":
-                text = render_failures_only(report_set)
-            else:
-                continue
-        written.append(write_bytes(out, name, text.encode("utf-8")))
+    if writer is not None:
+        written += writer.join()
+        report_set.timings["write parquet + csv"] = writer.busy_s
+        if page is not None and len(report_set.failures) != failures:
+            page = _rendered(report_set, "index.html", lambda: render_page(report_set, generated_at))
+    if page is not None:
+        written.append(write_bytes(out, "index.html", page.encode("utf-8")))
+    summary = _rendered(report_set, "summary.md", lambda: render_summary(report_set))
+    if summary is None:
+        summary = render_failures_only(report_set)
+    written.append(write_bytes(out, "summary.md", summary.encode("utf-8")))
     if report_set.manifest or report_set.failures:
         document = {**report_set.manifest, "failures": dict(report_set.failures)}
         manifest = json.dumps(document, indent=2, sort_keys=True, default=str) + "\n"
         written.append(write_bytes(out, "manifest.json", manifest.encode("utf-8")))
     return written
+
+
+def _rendered(report_set: ReportSet, name: str, render: Callable[[], str]) -> str | None:
+    """``render()``, or None after recording its failure under ``name`` in the set."""
+    try:
+        return render()
+    except Exception as exc:  # noqa: BLE001 - recorded, the other files still written
+        report_set.fail(name, exc)
+        return None
 
 
 def publish_latest(reports_root: str, dated: str) -> str:

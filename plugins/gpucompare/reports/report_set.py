@@ -372,15 +372,20 @@ COLUMN_DOCS: dict[str, str] = {
     "billed_seconds": "seconds paid for: ec2 from launch to termination; ssh and local the wall time of "
     "the sweeps",
     "timed_seconds": "seconds inside timed batches, summed over the configurations of the run",
-    "timed_share": "timed_seconds / sweep_seconds, a fraction (0.75 = 75 %)",
+    "timed_share": "timed_seconds / the wall time of the sweeps (sweep_seconds, plus the seconds of the "
+    "configurations finished on machines lost later), a fraction (0.75 = 75 %)",
     "overhead_ratio": "billed_seconds / timed_seconds (1 = every billed second was timed)",
     "provision_seconds": "provisioning: request to SSH or SSM ready, seconds (every attempt)",
     "deploy_seconds": "deploy: worker bundle and environment, seconds",
-    "sweep_seconds": "sweeps: wall time of the worker, seconds",
+    "sweep_seconds": "sweeps: wall time of the worker, seconds (a sweep whose machine was lost is in "
+    "reclaim_seconds)",
     "setup_seconds": "configurations: process start, symbol, bind, parameters, input, seconds",
     "warmup_seconds": "configurations: warm-up batches, seconds",
     "sweep_other_seconds": "sweep seconds outside those of the configurations (start-up, failed cells), "
     "seconds",
+    "reclaims": "machines lost mid-sweep, ec2 spot reclaims (count; each replaced unless past max_reclaims)",
+    "reclaim_seconds": "reclaims: the interrupted steps of the lost machines and the launch and deploy "
+    "of their replacements, less the configurations the lost machines finished (kept), seconds",
     "teardown_seconds": "teardown: giving the machine back, seconds",
     "idle_seconds": "ec2: billed seconds outside every phase (waits between tasks, collect)",
     "provision_cost": "cost of the billed provisioning seconds in the report currency; empty when unpriced",
@@ -390,6 +395,7 @@ COLUMN_DOCS: dict[str, str] = {
     "warmup_cost": "cost of the warm-up seconds in the report currency; empty when unpriced",
     "timed_cost": "cost of the timed seconds in the report currency; empty when unpriced",
     "sweep_other_cost": "cost of sweep_other_seconds in the report currency; empty when unpriced",
+    "reclaim_cost": "cost of the billed reclaim_seconds in the report currency; empty when unpriced",
     "teardown_cost": "cost of the billed teardown seconds in the report currency; empty when unpriced",
     "idle_cost": "cost of idle_seconds in the report currency; empty when unpriced",
     "billed_cost": "cost of billed_seconds in the report currency (the sum of the phase costs); "

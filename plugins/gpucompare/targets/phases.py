@@ -6,7 +6,10 @@ the machine answers over SSH or SSM), ``deploy`` the bundle and environment buil
 runtime's image pull is a ``pull`` phase of its own; on ec2, where one command does both, the
 instance times the pull and :meth:`PhaseLog.split` carves it out of ``deploy``), each
 ``run_sweep`` a ``sweep`` (the worker's wall time; its configurations' setup, warm-up and timed
-seconds are in their records), ``teardown`` the giving back. A step that raises is recorded
+seconds are in their records), ``teardown`` the giving back. A machine lost mid-sweep (an ec2
+spot reclaim, ``targets.ec2.reclaim``) makes a ``reclaim`` phase of the interrupted sweep
+(status ``lost``: :meth:`PhaseLog.lost`) and of the replacement's provision, deploy and pull
+(:meth:`PhaseLog.reclaiming`). A step that raises is recorded
 too, as ``failed``, with its error: a provisioning failure is still a phase that took time
 and, once an instance exists, money.
 
@@ -33,7 +36,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
-from gpucompare.lake.schema import RUN_LEVEL_PHASES
+from gpucompare.lake.schema import LOST_STATUS, RECLAIM_PHASE, RUN_LEVEL_PHASES
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +48,9 @@ BILLED_PHASES: Mapping[str, frozenset[str]] = {
     "ssh": frozenset({"sweep"}),
     "local": frozenset({"sweep"}),
 }
+#: The phases of a replacement machine (launch and readiness, deploy, image pull) that count as
+#: the reclaim that made it necessary (``PhaseLog.reclaiming``).
+REPLACEMENT_PHASES = frozenset({"provision", "deploy", "pull"})
 #: (kind, phase) whose billing starts only when the target says so (mark_billed): an ec2
 #: provisioning that failed before RunInstances cost nothing.
 BILLED_WHEN_MARKED = frozenset({("ec2", "provision")})
@@ -118,6 +124,37 @@ class PhaseLog:
         self.records.append(record)
         return record
 
+    def lost(self, began: float, step: str = "sweep") -> PhaseRecord:
+        """The step during which the machine was lost, as phase ``reclaim`` with status ``lost``:
+        the last record when it is the failed ``step`` (a ``sweep``, a ``deploy``) the loss ended
+        (relabelled; it began at ``began``, epoch seconds, or later), else a new record from
+        ``began`` to now (a step that found its machine dead before anything was timed)."""
+        last = self.records[-1] if self.records else None
+        if (last is not None and last.phase == step and last.status == "failed"
+                and last.finished_at is not None and _epoch(last.started_at) >= began - 1.0):
+            last.phase, last.status = RECLAIM_PHASE, LOST_STATUS
+            return last
+        now = time.time()
+        record = PhaseRecord(phase=RECLAIM_PHASE, started_at=_iso(began), finished_at=_iso(now),
+                             seconds=max(0.0, now - began),
+                             billed=RECLAIM_PHASE in BILLED_PHASES.get(self.kind, frozenset()),
+                             status=LOST_STATUS)
+        self.records.append(record)
+        return record
+
+    @contextlib.contextmanager
+    def reclaiming(self) -> Iterator[None]:
+        """The records of a replacement machine's launch, deploy and pull begun in the block
+        become phase ``reclaim`` when it ends, returned or raised (their status, times and
+        billing kept): the night's cost of the machine it lost."""
+        before = {id(record) for record in self.records}
+        try:
+            yield
+        finally:
+            for record in self.records:
+                if id(record) not in before and record.phase in REPLACEMENT_PHASES:
+                    record.phase = RECLAIM_PHASE
+
     def finished(self) -> list[PhaseRecord]:
         """The records of the steps that ended (a step still running has no end yet)."""
         return [r for r in self.records if r.finished_at is not None]
@@ -135,6 +172,10 @@ def _now() -> str:
 
 def _iso(epoch: float) -> str:
     return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat()
+
+
+def _epoch(iso: str) -> float:
+    return dt.datetime.fromisoformat(iso).timestamp()
 
 
 def timed_phase(phase: str) -> Callable[[F], F]:

@@ -79,6 +79,64 @@ def test_billing_follows_the_kind_and_ec2_provisioning_bills_from_the_launch() -
     assert [r.billed for r in ec2.records] == [False, True]
 
 
+def test_a_machine_lost_mid_sweep_makes_its_sweep_and_the_replacement_a_reclaim() -> None:
+    """The failed sweep that ended with the machine lost becomes ``reclaim``/``lost``; the
+    replacement's provision, deploy and pull become ``reclaim`` with their own status; the rest of
+    the sweep on it and a teardown stay what they are. Before: no such phase or status existed."""
+    log = PhaseLog("ec2")
+    with log.timed("deploy"):
+        pass
+    began = time.time()
+    with pytest.raises(RuntimeError), log.timed("sweep"):
+        raise RuntimeError("instance i-1 is terminated")
+    lost = log.lost(began)
+    with log.reclaiming():
+        with log.timed("provision"):
+            log.mark_billed()
+        with pytest.raises(RuntimeError), log.timed("deploy"):
+            raise RuntimeError("deploy command failed")  # a retried deploy: still the reclaim's
+        with log.timed("deploy"):
+            log.split("pull", time.time() - 0.01, time.time())
+        with log.timed("teardown"):
+            pass  # not a phase of the replacement: left alone
+    with log.timed("sweep"):
+        pass
+    got = [(r.phase, r.status, r.billed) for r in log.records]
+    assert got == [("deploy", "ok", True), ("reclaim", "lost", True), ("reclaim", "ok", True),
+                   ("reclaim", "failed", True), ("reclaim", "ok", True), ("reclaim", "ok", True),
+                   ("teardown", "ok", True), ("sweep", "ok", True)]
+    assert lost is log.records[1] and lost.error == "RuntimeError: instance i-1 is terminated"
+    assert all(check_row(row(phase=r.phase, status=r.status)) for r in log.records)  # the lake takes them
+
+
+def test_a_machine_found_dead_before_its_sweep_was_timed_is_a_reclaim_from_the_step_start() -> None:
+    """A sweep step whose start found the instance gone timed nothing: the reclaim record spans
+    from the step's start to now; a failed sweep of an earlier step is not relabelled."""
+    log = PhaseLog("ec2")
+    with pytest.raises(RuntimeError), log.timed("sweep"):
+        raise RuntimeError("an earlier step's own failure")
+    log.records[0].started_at = dt.datetime.fromtimestamp(time.time() - 60, dt.UTC).isoformat()
+    began = time.time() - 0.5
+    added = log.lost(began)
+    assert [(r.phase, r.status) for r in log.records] == [("sweep", "failed"), ("reclaim", "lost")]
+    assert added is log.records[1] and added.billed and added.error is None
+    assert dt.datetime.fromisoformat(added.started_at).timestamp() == pytest.approx(began)
+    assert added.seconds >= 0.5 and added.finished_at is not None
+    assert PhaseLog("ssh").lost(time.time()).billed is False  # billing follows the kind
+
+    def failed_deploy() -> PhaseLog:
+        log = PhaseLog("ec2")
+        with pytest.raises(RuntimeError), log.timed("deploy"):
+            raise RuntimeError("instance i-2 is terminated")
+        return log
+
+    other = failed_deploy()  # a failed deploy is not the sweep step that lost the machine
+    assert other.lost(time.time() - 5).phase == "reclaim" and other.records[0].phase == "deploy"
+    deploy = failed_deploy()  # the machine lost during a deploy step: that deploy is the reclaim
+    assert deploy.lost(time.time() - 5, step="deploy") is deploy.records[0] and len(deploy.records) == 1
+    assert (deploy.records[0].phase, deploy.records[0].status) == ("reclaim", "lost")
+
+
 def test_rows_of_the_log_land_in_the_lake_once(tmp_path: Path) -> None:
     lake = open_lake(str(tmp_path / "lake"))
     log = PhaseLog("local")
@@ -116,6 +174,7 @@ def test_the_same_phases_written_again_commit_nothing(tmp_path: Path) -> None:
     ({"phase": "timed"}, "phase"),  # per-configuration phases come from the records
     ({"phase": "coffee"}, "phase"),
     ({"status": "running"}, "status"),
+    ({"status": "lost"}, "status"),  # only the reclaim of a machine lost during the step
     ({"market": "reserved"}, "market"),
     ({"provider": "AWS; DROP TABLE"}, "provider"),
     ({"instance_type": "../../etc"}, "instance_type"),

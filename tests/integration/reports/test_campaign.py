@@ -195,11 +195,97 @@ def test_the_page_shows_each_night_and_where_its_money_went(lake: Lake) -> None:
     rows = {cells[0]: cells for cells in (re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row)
                                           for row in body.split("<tr")[1:])}
     ec2 = rows["aws-x9"]
-    assert ec2[1:5] == ["2026-11-30", "ec2: aws x9.test", "2", "26 min 40 s"]
-    assert ec2[6:9] == ["40.0 %", "4.0", "$1.60"]
+    assert ec2[1:6] == ["2026-11-30", "ec2: aws x9.test", "2", "–", "26 min 40 s"]  # no reclaims
+    assert ec2[7:10] == ["40.0 %", "4.0", "$1.60"]
     # sweep_other 0.54 > timed 0.40 > deploy 0.30 > idle 0.14 > provision 0.10 > teardown 0.06 > warm-up 0.04
-    assert ec2[9] == ("other sweep $0.54 · timed $0.40 · deploy $0.30 · idle $0.14 · provision $0.10 · "
-                      "teardown $0.06 · warm-up $0.04 · setup $0.02")
-    assert rows["rented-box"][8] == "$0.30"
+    assert ec2[10] == ("other sweep $0.54 · timed $0.40 · deploy $0.30 · idle $0.14 · provision $0.10 · "
+                       "teardown $0.06 · warm-up $0.04 · setup $0.02")
+    assert rows["rented-box"][9] == "$0.30"
     local = rows["local"]
-    assert local[4] == "20 s" and local[8] == "–" and local[9] == "no price (missing)"
+    assert local[5] == "20 s" and local[9] == "–" and local[10] == "no price (missing)"
+    assert "spot reclaim" not in section  # no night lost a machine: no line about it
+
+
+SPOT = {**EC2, "target": "aws-x9-spot"}
+
+
+def reclaimed_night(lake: Lake, tmp_path: Path) -> None:
+    """An ec2 night that lost its instance mid-sweep, as ``targets.ec2.reclaim`` leaves it: the
+    interrupted sweep (500-900 s) a ``reclaim``/``lost`` row, in which one configuration finished
+    and was kept (its record starts at 600 s: 10 + 20 + 100 s); the replacement's launch and deploy
+    ``reclaim`` rows (80 + 200 s); the rest of the sweep on it (500 s, one configuration of
+    10 + 20 + 200 s), then the teardown. 3.6 USD/h = 0.001 USD/s."""
+    write_phases(lake, [
+        phase(SPOT, "run-spot", "provision", 0, 100, billed=True),
+        phase(SPOT, "run-spot", "deploy", 100, 300, billed=True),
+        phase(SPOT, "run-spot", "reclaim", 500, 400, billed=True, status="lost"),
+        phase(SPOT, "run-spot", "reclaim", 920, 80, billed=True),
+        phase(SPOT, "run-spot", "reclaim", 1000, 200, billed=True),
+        phase(SPOT, "run-spot", "sweep", 1200, 500, billed=True),
+        phase(SPOT, "run-spot", "teardown", 1750, 50, billed=True),
+    ])
+    records = run_records("run-spot", 2)
+    for record, (start, timed) in zip(records, ((600, 100), (1250, 200)), strict=True):
+        began = T0 + dt.timedelta(seconds=start)
+        record.update(setup_seconds=10, warmup_seconds=20, timed_seconds=timed, started_at=began.isoformat(),
+                      finished_at=(began + dt.timedelta(seconds=30 + timed)).isoformat())
+    context = RunContext(provider="aws", instance_type="x9.test", region="us-east-1", market="on_demand",
+                         target="ec2")
+    ingest_results(lake, write_records(tmp_path / "run-spot.jsonl", records), context, run_id="run-spot")
+
+
+def test_a_reclaimed_night_counts_the_loss_once_and_apart_from_the_sweeps(lake: Lake, tmp_path: Path) -> None:
+    """Before: no reclaim phase, status or columns (the lost sweep was a failed sweep row)."""
+    reclaimed_night(lake, tmp_path)
+    row = campaign(lake)["run-spot"]
+    shown = ("reclaims", "reclaim_seconds", "reclaim_cost", "sweep_seconds", "sweep_other_seconds",
+             "billed_seconds", "billed_cost", "timed_share")
+    print("\nreclaimed night:", {name: row[name] for name in shown})
+    assert (row["reclaims"], row["failed_phases"], row["configurations"]) == (1, 0, 2)
+    # 400 + 80 + 200 s of reclaim rows, less the 130 s of the configuration the lost machine finished
+    assert row["reclaim_seconds"] == pytest.approx(550)
+    assert row["reclaim_cost"] == pytest.approx(0.55)
+    assert row["sweep_seconds"] == pytest.approx(500)  # the sweep that ran to its end only
+    assert (row["setup_seconds"], row["warmup_seconds"], row["timed_seconds"]) == pytest.approx((20, 40, 300))
+    assert row["sweep_other_seconds"] == pytest.approx(500 - 230)  # the replacement's sweep less its own
+    assert row["billed_seconds"] == pytest.approx(1800)
+    assert row["idle_seconds"] == pytest.approx(1800 - (100 + 300 + 680 + 500 + 50))
+    assert row["timed_share"] == pytest.approx(300 / (500 + 130))
+    costs = [row[f"{name}_cost"] for name in ("provision", "deploy", "setup", "warmup", "timed",
+                                              "sweep_other", "reclaim", "teardown", "idle")]
+    assert row["billed_cost"] == pytest.approx(1.8) == pytest.approx(sum(costs))  # nothing counted twice
+    assert campaign(lake)["run-ec2"]["reclaims"] == 0 and campaign(lake)["run-ec2"]["reclaim_cost"] == 0
+
+
+def test_the_page_shows_the_reclaims_and_what_they_cost(lake: Lake, tmp_path: Path) -> None:
+    from gpucompare.reports.page import render_page
+    from gpucompare.reports.page_campaign import KEY
+
+    reclaimed_night(lake, tmp_path)
+    page = render_page(build_reports(ReportInputs.from_lake(lake.uri), currency="USD"), GENERATED_AT)
+    start = page.index(f"<section id=\"{KEY}\"")
+    section = page[start:page.index("</section>", start)]
+    line = re.search(r'<p class="reclaims">(.*?)</p>', section)
+    print(f"\npage line: {line and line.group(1)}")
+    # the ec2 night's $1.60 and the reclaimed night's $1.80 are the priced runs' billed cost with $0.30 (ssh)
+    assert line is not None and line.group(1) == "1 spot reclaim cost $0.55 of $3.70 billed"
+    rows = {cells[0]: cells for cells in (re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row)
+                                          for row in section[section.index("<tbody>"):].split("<tr")[1:])}
+    spot = rows["aws-x9-spot"]
+    assert spot[4] == "1 · $0.55" and spot[9] == "$1.80"
+    assert spot[10].startswith("reclaims $0.55 · timed $0.30 · deploy $0.30 · other sweep $0.27")
+
+
+def test_the_reclaims_line_adds_up_the_runs_listed_and_shows_time_when_unpriced(lake: Lake,
+                                                                               tmp_path: Path) -> None:
+    from gpucompare.reports.page_rows import campaign_cells, campaign_reclaims_line
+
+    reclaimed_night(lake, tmp_path)
+    rows = campaign(lake)
+    twice = [rows["run-spot"], {**rows["run-spot"], "run_id": "run-spot-2"}, rows["run-ec2"]]
+    assert campaign_reclaims_line(twice) == "2 spot reclaims cost $1.10 of $5.20 billed"
+    unpriced = [{**row, "currency": None, "price_per_hour": None, "price_source": "missing",
+                 "reclaim_cost": None, "billed_cost": None} for row in twice[:2]]
+    assert campaign_reclaims_line(unpriced) == "2 spot reclaims cost 18 min 20 s of 1 h 00 min billed"
+    assert campaign_cells(unpriced[0])[4] == "1 · 9 min 10 s"
+    assert campaign_reclaims_line([rows["run-ec2"], rows["run-local"]]) == ""

@@ -64,3 +64,66 @@ def test_formula_cells_are_neutralised_in_the_csvs_and_kept_in_the_parquet(lake_
     assert set(parquet_sources) == {FORMULA}
     raw = (out / "cost_per_million.csv").read_text(encoding="utf-8")
     assert ',"=' not in raw and "\n=" not in raw and ',=' not in raw  # no cell starts with '='
+
+
+def test_a_table_file_that_fails_while_the_page_is_drawn_is_named_on_the_page(lake_with_a_formula, tmp_path,
+                                                                              monkeypatch):
+    """The tables' files are written on a thread of their own while the page is drawn
+    (``publish.TableWriter``): a file that fails then is still named on the page (drawn again),
+    in summary.md and manifest.json, and every other file is written. Before the page waited for
+    the files; a writer that forgot to wait, or a page not drawn again, fails here."""
+    import threading
+
+    from gpucompare.reports import publish
+
+    drawn = threading.Event()
+    real_render, real_parquet = publish.render_page, publish._parquet_bytes
+
+    def render_page(report_set, generated_at):
+        page = real_render(report_set, generated_at)
+        drawn.set()  # the scaling file fails only once the first page is drawn
+        return page
+
+    def parquet_bytes(table):
+        if "speedup" in table.column_names:  # the scaling table
+            assert drawn.wait(30), "the page was not drawn while the files were written"
+            raise OSError(28, "No space left on device")
+        return real_parquet(table)
+
+    monkeypatch.setattr(publish, "render_page", render_page)
+    monkeypatch.setattr(publish, "_parquet_bytes", parquet_bytes)
+    out = tmp_path / "out"
+    with pytest.raises(ReportsIncomplete) as failed:
+        run_reports(lake_with_a_formula, str(out))
+    assert set(failed.value.failures) == {"scaling"}, failed.value.failures
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert "scaling</b>: OSError: [Errno 28] No space left on device" in page
+    assert "scaling: OSError" in (out / "summary.md").read_text(encoding="utf-8")
+    assert not (out / "scaling.csv").exists() and (out / "regressions.csv").exists()
+    assert (out / "throughput" / "throughput.parquet").exists()
+
+
+def test_the_regressions_built_on_their_own_thread_match_one_connection(lake_with_a_formula, tmp_path):
+    """The regressions run on a second DuckDB connection and thread (``build._build_tables``):
+    its session settings (UTC) and files must give the table one connection gives (the SQL run
+    here on the main connection, after the staging, as it ran before)."""
+    from gpucompare.reports import uncertainty
+    from gpucompare.reports.inputs import ReportInputs, ResultFiles, connect, load_sql
+    from gpucompare.reports.report_set import RegressionRule
+
+    inputs = ReportInputs.from_lake(lake_with_a_formula)
+    threaded = build.build_reports(inputs, None).tables["regressions"]
+    con = connect()
+    try:
+        files = ResultFiles.of(inputs.lake, con, inputs.results)
+        files.register("recent")
+        rule = RegressionRule()
+        params = {"history_runs": rule.history_runs, "min_history": rule.min_history,
+                  "mad_factor": rule.mad_factor, "min_drop": rule.min_drop}
+        table = con.sql(load_sql("regressions"), params=params).to_arrow_table()
+        alone = uncertainty.without_sample_key(uncertainty.test_regressions(table))
+    finally:
+        con.close()
+    assert threaded.num_rows == alone.num_rows == 1
+    assert threaded.select(alone.column_names).equals(alone.cast(threaded.select(alone.column_names).schema))
+    assert str(threaded["measured_at"].type) == "timestamp[us, tz=UTC]"

@@ -1,7 +1,7 @@
 """A spot reclaim mid-sweep (issue 32): a replacement within the night, the rest of the sweep on
 it, every configuration's record exactly once (a configuration whose record reached S3 before
-the reclaim is not measured again); a reclaim during the deploy gets a replacement too; past
-``max_reclaims`` the night gives up.
+the reclaim is not measured again); past ``max_reclaims`` the night gives up. A reclaim during
+the deploy: ``test_ec2_reclaim_deploy.py``.
 
 Moto's server stands in for EC2, SSM and S3, behind the fault proxy with the stand-in SSM agent
 (``working_instances``: the instances' commands, the real MXNet worker on CPU, run on this
@@ -13,7 +13,6 @@ file system, a replacement has a fresh disk).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import posixpath
@@ -22,6 +21,7 @@ import signal
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -91,6 +91,14 @@ def test_a_reclaim_mid_sweep_is_replaced_and_every_configuration_is_recorded_onc
     finally:
         target.teardown(state)
     ids = [r["config_id"] for r in records]
+    phases = [(r.phase, r.status, r.billed) for r in target.phases.records]
+    print("\nphases of the night:",
+          [(r.phase, r.status, round(r.seconds or 0, 1)) for r in target.phases.records])
+    # the lost sweep and the replacement's launch and deploy are the reclaim, the rest what it was
+    assert phases == [("provision", "ok", True), ("deploy", "ok", True), ("sweep", "ok", True),
+                      ("reclaim", "lost", True), ("reclaim", "ok", True), ("reclaim", "ok", True),
+                      ("sweep", "ok", True), ("teardown", "ok", True)]
+    assert f"instance {first} is terminated" in (target.phases.records[3].error or "")
     (reclaim,) = state.extra["reclaims"]
     print(f"\nreclaim mid-sweep: launches {proxy.launches}, SendCommand after the first sweep "
           f"{proxy.count('SendCommand') - sends_before}, records {len(ids)}, lost {reclaim['lost_s']} s, "
@@ -116,6 +124,9 @@ def test_past_max_reclaims_the_night_gives_up_saying_so(working_instances: dict[
     print(f"\nreclaim past max_reclaims=0: launches {proxy.launches}, "
           f"SendCommand {proxy.count('SendCommand')}, left running {len(live_instances(aws_client, run_id))}")
     assert proxy.launches == 1 and proxy.count("SendCommand") == 0
+    # the loss is counted even when no replacement follows
+    assert [(r.phase, r.status) for r in target.phases.records] == [
+        ("provision", "ok"), ("reclaim", "lost"), ("teardown", "ok")]
     assert live_instances(aws_client, run_id) == []
 
 
@@ -123,6 +134,59 @@ def test_past_max_reclaims_the_night_gives_up_saying_so(working_instances: dict[
 def test_max_reclaims_out_of_range_is_refused_naming_the_field(value: Any) -> None:
     with pytest.raises(TargetConfigError, match="max_reclaims"):
         ec2.Ec2Target(ec2_spec("profile", "bucket", max_reclaims=value))
+
+
+#: a stand-in spot price of the test's instance type (USD an hour), so the campaign prices the night
+TEST_PRICE = 0.2
+
+
+def _campaign_row(lake: Any, collected: Path, run_id: str) -> dict[str, Any]:
+    """The night's campaign row, with the collected records ingested and a stand-in price."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from gpucompare.lake import schema
+    from gpucompare.lake.ingest import RunContext, ingest_results
+    from gpucompare.reports.build import build_reports
+    from gpucompare.reports.inputs import ReportInputs
+
+    context = RunContext(provider="aws", instance_type="g4dn.xlarge", region="us-east-1", market="spot",
+                         target="ec2")
+    ingest_results(lake, collected, context, run_id=run_id)
+    price = {"provider": "aws", "instance_type": "g4dn.xlarge", "region": "us-east-1", "market": "spot",
+             "gpu_model": "T4", "gpu_count": 1, "price": TEST_PRICE, "currency": "USD", "unit": "hour",
+             "effective_from": dt.date(2020, 1, 1), "source": "test price"}
+    lake.write_table("prices", "test", pa.Table.from_pylist([price], schema=schema.PRICES_SCHEMA))
+    table = build_reports(ReportInputs.from_lake(lake.uri), currency="USD").tables["campaign"]
+    (row,) = [r for r in table.to_pylist() if r["run_id"] == run_id]
+    shown = ("reclaims", "reclaim_seconds", "reclaim_cost", "sweep_seconds", "billed_seconds", "billed_cost",
+             "configurations")
+    print("\ncampaign row of the reclaimed night:", {name: row[name] for name in shown})
+    return row
+
+
+def _sweep_step(working: dict[str, Any], root: Path, monkeypatch: pytest.MonkeyPatch,
+                sweep: dict[str, Any]) -> tuple[ec2.Ec2Target, TargetState, Any]:
+    """A prepared and deployed instance, and the DAG's sweep step (``SweepOperator``) of ``sweep`` on
+    it, recording its phases in a lake beside ``root`` (GPUCOMPARE_LAKE)."""
+    from gpucompare.airflow.operators import SweepOperator
+
+    monkeypatch.setenv("GPUCOMPARE_LAKE", str(root.parent / "lake"))
+    target = _target(working, root)
+    state = target.deploy(target.prepare(new_run_id()))
+    plan = {"spec": target.spec.to_dict(), "run_id": state.run_id, "profile": "tiny",
+            "sweeps": {"score": {"config": sweep, "timeout_s": 120}}}
+    return target, state, SweepOperator(task_id="score_sweep", plan=plan, state=state.to_dict(), mode="score")
+
+
+def _lake_rows(path: Path) -> tuple[Any, list[dict[str, Any]]]:
+    """The lake and its run_phases rows, in the order they started."""
+    from gpucompare.lake.phases import read_phases
+    from gpucompare.lake.tables import open_lake
+
+    lake = open_lake(str(path))
+    return lake, sorted(read_phases(lake).to_pylist(), key=lambda r: r["started_at"])
 
 
 class _Ti:
@@ -147,19 +211,11 @@ def test_the_deferred_sweep_step_replaces_a_reclaimed_instance(
     instance is reclaimed during the wait, whose poller runs here (standing in for the triggerer,
     which runs the same poller) until the error event; ``resume`` launches the replacement and
     runs the rest of the sweep on it. Before: the step failed and the night was lost."""
-    from types import SimpleNamespace
-
     from airflow.sdk.exceptions import TaskDeferred
 
-    from gpucompare.airflow.operators import SweepOperator
-
-    monkeypatch.setenv("GPUCOMPARE_LAKE", str(tmp_path / "lake"))
-    proxy, root, run_id = working_instances["proxy"], tmp_path / "instance-root", new_run_id()
-    target = _target(working_instances, root)
-    state = target.deploy(target.prepare(run_id))
-    plan = {"spec": target.spec.to_dict(), "run_id": run_id, "profile": "tiny",
-            "sweeps": {"score": {"config": SECOND, "timeout_s": 120}}}
-    step = SweepOperator(task_id="score_sweep", plan=plan, state=state.to_dict(), mode="score")
+    proxy, root = working_instances["proxy"], tmp_path / "instance-root"
+    target, state, step = _sweep_step(working_instances, root, monkeypatch, SECOND)
+    run_id = state.run_id
     context = {"ti": _Ti(), "dag_run": SimpleNamespace(run_id=run_id)}
     done: dict[str, Any] = {}
     try:
@@ -179,12 +235,49 @@ def test_the_deferred_sweep_step_replaces_a_reclaimed_instance(
     finally:
         target.teardown(TargetState.from_dict(done.get("state", state.to_dict())))
     ids = [json.loads(line)["config_id"] for line in collected.read_text().splitlines()]
+    # the step's rows, written once when the resumed step ended: the failed sweep relabelled
+    lake, rows = _lake_rows(tmp_path / "lake")
     print(f"\nreclaim in the deferred sweep step: launches {proxy.launches}, SendCommand "
           f"{proxy.count('SendCommand')}, records {len(ids)} of {len(_config_ids(SECOND))}, "
           f"left running {len(live_instances(aws_client, run_id))}")
     assert sorted(ids) == _config_ids(SECOND) and len(ids) == len(set(ids))
     assert done["state"]["resource_id"] != state.resource_id and proxy.launches == 2
+    assert [(r["phase"], r["status"], r["billed"]) for r in rows] == [
+        ("reclaim", "lost", True), ("reclaim", "ok", True), ("reclaim", "ok", True), ("sweep", "ok", True)]
+    row = _campaign_row(lake, collected, run_id)
+    reclaim_rows = sum(r["seconds"] for r in rows if r["phase"] == "reclaim")
+    assert row["reclaims"] == 1 and row["configurations"] == len(ids)
+    assert row["sweep_seconds"] == pytest.approx(rows[-1]["seconds"])  # the replacement's sweep only
+    assert 0 < row["reclaim_seconds"] <= reclaim_rows
+    assert row["reclaim_cost"] == pytest.approx(row["reclaim_seconds"] * TEST_PRICE / 3600)
     assert live_instances(aws_client, run_id) == [] and working_instances["agent"].running() == []
+
+
+def test_a_sweep_step_that_finds_its_instance_gone_counts_the_reclaim_from_its_start(
+        working_instances: dict[str, Any], aws_client: Any, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep step's first part (``SweepOperator.execute``) finds the instance reclaimed before
+    its sweep was sent: nothing was timed, so the loss is a ``reclaim``/``lost`` row from the
+    step's start; the replacement's launch and deploy follow as ``reclaim`` rows, then the sweep.
+    Before: the lost time was in no row at all."""
+    proxy = working_instances["proxy"]
+    target, state, step = _sweep_step(working_instances, tmp_path / "instance-root", monkeypatch, FIRST)
+    run_id = state.run_id
+    done: dict[str, Any] = {}
+    try:
+        aws_client("ec2").terminate_instances(InstanceIds=[state.resource_id])  # reclaimed between steps
+        began = time.time()
+        done["state"] = step.execute({"ti": _Ti(), "dag_run": SimpleNamespace(run_id=run_id)})
+    finally:
+        target.teardown(TargetState.from_dict(done.get("state", state.to_dict())))
+    _, rows = _lake_rows(tmp_path / "lake")
+    print(f"\nreclaim found by the sweep step's start: launches {proxy.launches}, rows "
+          f"{[(r['phase'], r['status'], round(r['seconds'], 1)) for r in rows]}")
+    assert [(r["phase"], r["status"]) for r in rows] == [
+        ("reclaim", "lost"), ("reclaim", "ok"), ("reclaim", "ok"), ("sweep", "ok")]
+    assert rows[0]["started_at"].timestamp() == pytest.approx(began, abs=1.0) and rows[0]["billed"]
+    assert done["state"]["resource_id"] != state.resource_id and proxy.launches == 2
+    assert live_instances(aws_client, run_id) == []
 
 
 #: three cells; the reclaim lands once the first one's record is in S3
@@ -284,122 +377,3 @@ def test_a_reclaim_after_a_record_reached_s3_measures_only_the_other_cells(
     left = aws_client("s3").list_objects_v2(Bucket=bucket, Prefix=target.storage.run_prefix(run_id))
     assert left["KeyCount"] == 0  # the partial objects too
     assert live_instances(aws_client, run_id) == [] and working_instances["agent"].running() == []
-
-
-def _deploy_target(working: dict[str, Any], root: Path, **options: Any) -> ec2.Ec2Target:
-    """A target whose deploy's worker check waits 4 s, so a deploy is certainly still running
-    when the test reclaims its instance (and when the wait first looks at it)."""
-    account = working["account"]
-    python = held_worker(root.parent / f"{root.name}-python", BENCH_PYTHON, wait="sleep 4",
-                         why="4 s (the reclaim lands mid-deploy)", command="sysinfo")
-    return ec2.Ec2Target(ec2_spec(account["profile"], account["bucket"], market="spot", remote_root=str(root),
-                                  bench_python=str(python), **options))
-
-
-def _reclaim_when_deploying(working: dict[str, Any], aws_client: Any, instance_id: str) -> threading.Thread:
-    """Terminate the instance once its deploy command runs (at moto: the command goes on running
-    until the wait, seeing the instance gone, cancels it). The instances share this machine's
-    disk, so the replacement finds the bundle the lost one fetched; its deploy still runs."""
-    def reclaim() -> None:
-        wait_for(lambda: any(i.comment.startswith("gpucompare deploy") and i.instance_id == instance_id
-                             for i in working["agent"].running()), 120, "the deploy's command")
-        aws_client("ec2").terminate_instances(InstanceIds=[instance_id])
-
-    thread = threading.Thread(target=reclaim, daemon=True)
-    thread.start()
-    return thread
-
-
-def _deployed_on(working: dict[str, Any], instance_id: str) -> list[str]:
-    """The statuses of the deploy commands the instance ran."""
-    return [i.status() for i in list(working["agent"].invocations.values())
-            if i.instance_id == instance_id and i.comment.startswith("gpucompare deploy")]
-
-
-def test_a_reclaim_during_the_deploy_is_replaced_and_deployed(working_instances: dict[str, Any],
-                                                              aws_client: Any, tmp_path: Path) -> None:
-    """Before: the deploy's wait did not look at the instance: it waited for a command of a
-    terminated instance (up to ``deploy_timeout_s`` on AWS), then failed, and the night was lost
-    for that target."""
-    proxy, root, run_id = working_instances["proxy"], tmp_path / "instance-root", new_run_id()
-    target = _deploy_target(working_instances, root)
-    state = target.prepare(run_id)
-    first = state.resource_id
-    try:
-        thread = _reclaim_when_deploying(working_instances, aws_client, first)
-        state = target.deploy(state)
-        thread.join(5)
-    finally:
-        target.teardown(state)
-    (reclaim,) = state.extra["reclaims"]
-    print(f"\nreclaim during the deploy (in the task): launches {proxy.launches}, SendCommand "
-          f"{proxy.count('SendCommand')}, lost {reclaim['lost_s']} s, left running "
-          f"{len(live_instances(aws_client, run_id))}")
-    assert reclaim["instance_id"] == first and reclaim["step"] == "deploy" and reclaim["lost_s"] > 0
-    assert state.resource_id != first and proxy.launches == 2
-    assert _deployed_on(working_instances, first) == ["Cancelled"]  # by the wait that saw it gone
-    assert _deployed_on(working_instances, state.resource_id) == ["Success"] and state.workdir
-    assert live_instances(aws_client, run_id) == [] and working_instances["agent"].running() == []
-
-
-async def _first_event(trigger: Any) -> dict[str, Any]:
-    async for event in trigger.run():
-        return event.payload
-    raise AssertionError("no event")
-
-
-def test_the_deferred_deploy_step_replaces_an_instance_reclaimed_during_its_wait(
-        working_instances: dict[str, Any], aws_client: Any, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The DAG's deploy step (``DeployOperator``): its first part sends the deploy and defers; the
-    instance is reclaimed during the wait, which the step's own trigger (``SsmSweepTrigger``)
-    runs here as the triggerer would, until its event; ``resume`` launches the replacement and
-    deploys on it. Before: the step failed and the night was lost."""
-    from types import SimpleNamespace
-
-    from airflow.sdk.exceptions import TaskDeferred
-
-    from gpucompare.airflow.operators import DeployOperator
-
-    monkeypatch.setenv("GPUCOMPARE_LAKE", str(tmp_path / "lake"))
-    proxy, root, run_id = working_instances["proxy"], tmp_path / "instance-root", new_run_id()
-    target = _deploy_target(working_instances, root)
-    state = target.prepare(run_id)
-    plan = {"spec": target.spec.to_dict(), "run_id": run_id, "profile": "tiny", "sweeps": {}}
-    step = DeployOperator(task_id="deploy", plan=plan, state=state.to_dict())
-    context = {"ti": _Ti(), "dag_run": SimpleNamespace(run_id=run_id)}
-    done: dict[str, Any] = {}
-    try:
-        thread = _reclaim_when_deploying(working_instances, aws_client, state.resource_id)
-        with pytest.raises(TaskDeferred) as deferred:
-            step.execute(context)
-        thread.join(120)
-        event = asyncio.run(_first_event(deferred.value.trigger))
-        done["state"] = step.resume(context, event)
-    finally:
-        target.teardown(TargetState.from_dict(done.get("state", state.to_dict())))
-    replacement = done["state"]["resource_id"]
-    print(f"\nreclaim in the deferred deploy step: launches {proxy.launches}, SendCommand "
-          f"{proxy.count('SendCommand')}, left running {len(live_instances(aws_client, run_id))}")
-    assert replacement != state.resource_id and proxy.launches == 2
-    assert [r["instance_id"] for r in done["state"]["extra"]["reclaims"]] == [state.resource_id]
-    assert _deployed_on(working_instances, state.resource_id) == ["Cancelled"]  # by the resumed step
-    assert _deployed_on(working_instances, replacement) == ["Success"]
-    assert live_instances(aws_client, run_id) == [] and working_instances["agent"].running() == []
-
-
-def test_a_reclaim_before_the_deploy_past_max_reclaims_gives_up_sending_nothing(
-        working_instances: dict[str, Any], aws_client: Any, tmp_path: Path) -> None:
-    proxy, run_id = working_instances["proxy"], new_run_id()
-    target = _deploy_target(working_instances, tmp_path / "instance-root", max_reclaims=0)
-    state = target.prepare(run_id)
-    try:
-        aws_client("ec2").terminate_instances(InstanceIds=[state.resource_id])  # between the steps
-        with pytest.raises(ReclaimLimitReached, match=r"during its deploy.*max_reclaims=0 allows"):
-            target.deploy(state)
-    finally:
-        target.teardown(state)
-    print(f"\nreclaim before the deploy past max_reclaims=0: launches {proxy.launches}, "
-          f"SendCommand {proxy.count('SendCommand')}, left running {len(live_instances(aws_client, run_id))}")
-    assert proxy.launches == 1 and proxy.count("SendCommand") == 0
-    assert live_instances(aws_client, run_id) == []

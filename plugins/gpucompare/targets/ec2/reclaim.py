@@ -17,7 +17,12 @@ instance is gone, ``lost``):
    ``agent_timeout_s`` and ``deploy_timeout_s`` (bounded; deferring these waits a second time
    would need a second trigger round-trip inside the sweep step for no saving: a replacement is
    rare and its waits are minutes);
-4. runs what is left of the sweep (``targets.resume.remaining_sweep``: the configurations
+4. counts what the loss cost in the night's phases (``targets.phases``): the lost instance's
+   interrupted step (its failed ``sweep`` record, or, when nothing was timed, the time since
+   ``began``) becomes a ``reclaim`` record with status ``lost``, and the replacement's
+   ``provision``, ``deploy`` and ``pull`` records are ``reclaim`` records too; the records are
+   still in ``target.phases``, written to the lake when the step's recording ends;
+5. runs what is left of the sweep (``targets.resume.remaining_sweep``: the configurations
    without an ``ok`` record of a lost writer) on the replacement, in the task.
 
 ``RunStorage.collect`` then merges the lost writers' ``ok`` records with the replacement's, so
@@ -25,7 +30,8 @@ every configuration of the night appears exactly once.
 
 ``Reclaims.redeploy`` (called by ``Ec2Target.recover_deploy`` when a deploy ends because its
 instance is gone: the DAG's deploy step, in-task or resumed, or a replacement's own deploy) does
-steps 1 to 3 and returns the deployed replacement: nothing was measured, the sweeps run as planned.
+steps 1 to 4 (its failed ``deploy`` record the ``lost`` one) and returns the deployed
+replacement: nothing was measured, the sweeps run as planned.
 """
 
 from __future__ import annotations
@@ -81,12 +87,14 @@ class Reclaims:
         """A replacement instance and the rest of the sweep on it; the state of the replacement
         (its ``reclaims`` carried over) with the sweep's results location."""
         target = self.target
+        target.phases.lost(began)  # the interrupted step: phase reclaim, status lost
         reclaims = self.counted(state, began=began, lost=lost, step="sweep")
         # the dead instance gives a new client token; a failure after the launch leaves the
         # replacement to the DAG's teardown, which reaches every instance tagged with the run
-        replacement = target.prepare(state.run_id)
-        replacement.extra["reclaims"] = reclaims
-        replacement = target.deploy(replacement)
+        with target.phases.reclaiming():  # the replacement's launch and deploy: phase reclaim
+            replacement = target.prepare(state.run_id)
+            replacement.extra["reclaims"] = reclaims
+            replacement = target.deploy(replacement)
         done = resume.ok_config_ids(target.storage.lost_records(replacement))
         remaining = resume.remaining_sweep(sweep_config, done)
         if remaining is None:
@@ -120,7 +128,9 @@ class Reclaims:
         the replacement launched and deployed here, in the task; its state, ``reclaims`` carried
         over. A deploy measures nothing: no record was lost, the sweeps then run as planned."""
         target = self.target
+        target.phases.lost(began, step="deploy")  # the interrupted deploy: phase reclaim, status lost
         reclaims = self.counted(state, began=began, lost=lost, step="deploy")
-        replacement = target.prepare(state.run_id)
-        replacement.extra["reclaims"] = reclaims
-        return target.deploy(replacement)
+        with target.phases.reclaiming():  # the replacement's launch and deploy: phase reclaim
+            replacement = target.prepare(state.run_id)
+            replacement.extra["reclaims"] = reclaims
+            return target.deploy(replacement)
