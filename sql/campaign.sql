@@ -16,7 +16,8 @@
 --     sweep_other (sweep minus the configurations' own seconds: process and sweep start-up,
 --     configurations that did not run ok, writing records), reclaim, teardown, idle (ec2: billed
 --     time outside every phase: waits between Airflow tasks, collect).
---   reclaims: the machines lost mid-sweep (ec2 spot reclaims: the rows of status 'lost').
+--   reclaims: the machines lost mid-sweep or during their deploy (ec2 spot reclaims: the rows of
+--     status 'lost').
 --   reclaim_seconds: what the losses cost the night in time: the reclaim rows (each lost
 --     machine's interrupted step, the replacement's launch, readiness, deploy and pull) less the
 --     seconds of the configurations the lost machine finished (their ok records are kept and

@@ -25,20 +25,22 @@ ENDLESS_SWEEP = {
 
 _HELD_WORKER = """\
 #!/bin/sh
-# The real worker interpreter, except that a sweep first waits: {why}
-if [ "$1" = -m ] && [ "$2" = bench_tasks ] && [ "$3" = sweep ]; then
+# The real worker interpreter, except that `-m bench_tasks {command}` first waits: {why}
+if [ "$1" = -m ] && [ "$2" = bench_tasks ] && [ "$3" = {command} ]; then
   {wait}
 fi
 exec {python} "$@"
 """
 
 
-def held_worker(path: Path, python: Path, *, wait: str, why: str) -> Path:
+def held_worker(path: Path, python: Path, *, wait: str, why: str, command: str = "sweep") -> Path:
     """Write ``path``: an interpreter that runs ``python``, but runs the shell command ``wait``
-    before a sweep (``python -m bench_tasks sweep``); every other use (the deploy's checks) is
-    the real interpreter at once. The sweep's pid is the worker's own (``exec``)."""
+    before a sweep (``python -m bench_tasks sweep``; ``command``: another subcommand, such as the
+    deploy's ``sysinfo`` check); every other use is the real interpreter at once. The held
+    command's pid is the worker's own (``exec``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_HELD_WORKER.format(wait=wait, why=why, python=shlex.quote(str(python))))
+    path.write_text(_HELD_WORKER.format(wait=wait, why=why, python=shlex.quote(str(python)),
+                                        command=shlex.quote(command)))
     path.chmod(0o755)
     return path
 

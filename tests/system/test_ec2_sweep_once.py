@@ -31,12 +31,16 @@ from tests.support.target_helpers import wait_for
 CONFIG = {"run_id": "nightly-1", "timeout_s": 60, "warmup": 1, "batches": 1, "repeats": 1,
           "matrix": [{"modes": ["score"], "networks": ["alexnet"], "batch_sizes": [1], "devices": ["cpu"]}]}
 
+PARTIAL_DESTINATION = "s3://bucket/run/partial/sweep.jsonl"
+
 FAKE_WORKER = textwrap.dedent("""\
     #!/bin/sh
     # stands in for `python -m bench_tasks sweep --config C --output O`
     out="$7"; box="{box}"
     echo "$$" >> "$box/starts"
     echo "sweep started" >&2
+    # asked to: one whole record, then half of the next (the worker is writing it)
+    [ -f "$box/records" ] && printf '%s\n%s' '{{"config_id": "c1", "status": "ok"}}' '{{"config_' >> "$out"
     while [ ! -f "$box/release" ]; do sleep 0.05; done
     [ -f "$box/fail" ] && {{ echo "worker failed" >&2; exit 3; }}
     echo '{{"network": "alexnet"}}' > "$out"
@@ -48,6 +52,7 @@ FAKE_AWS = textwrap.dedent("""\
     # stands in for `aws s3 cp [--only-show-errors] FILE s3://B/K`: a copy into {box}/s3/B/K
     [ "$3" = --only-show-errors ] && shift
     dest="{box}/s3/${{4#s3://}}"
+    echo "$4" >> "{box}/puts"
     mkdir -p "$(dirname "$dest")" && cp "$3" "$dest"
     """)
 
@@ -64,16 +69,22 @@ def instance(tmp_path: Path) -> dict:
     for tool in bindir.iterdir():
         tool.chmod(0o755)
     run_dir = tmp_path / "opt" / "runs" / runs.run_dir_name(CONFIG["run_id"])
-    commands = sweep_commands(config=CONFIG, workdir=str(tmp_path), run_dir=str(run_dir), python=str(worker),
-                              destination="s3://bucket/run/results.jsonl",
-                              progress_destination="s3://bucket/run/progress.log", timeout_s=60,
-                              kill_grace_s=1)
     script = tmp_path / "_script.sh"
-    script.write_text("\n".join(commands) + "\n")
-    script.chmod(0o755)
+    _write_script(script, worker, run_dir)
     env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
     sweep_dir = run_dir / runs.sweep_dir_name(CONFIG)
-    return {"box": box, "script": script, "env": env, "sweep_dir": sweep_dir, "tmp": tmp_path}
+    return {"box": box, "script": script, "env": env, "sweep_dir": sweep_dir, "tmp": tmp_path,
+            "worker": worker, "run_dir": run_dir}
+
+
+def _write_script(script: Path, worker: Path, run_dir: Path) -> None:
+    """The sweep's SSM script, as the agent writes it (``_script.sh``)."""
+    commands = sweep_commands(config=CONFIG, workdir=str(script.parent), run_dir=str(run_dir),
+                              python=str(worker), destination="s3://bucket/run/results.jsonl",
+                              progress_destination="s3://bucket/run/progress.log",
+                              partial_destination=PARTIAL_DESTINATION, timeout_s=60, kill_grace_s=1)
+    script.write_text("\n".join(commands) + "\n")
+    script.chmod(0o755)
 
 
 def _send(instance: dict) -> subprocess.Popen:
@@ -187,3 +198,32 @@ def test_many_commands_at_once_run_one_worker(instance):
     assert len(_starts(instance)) == 1
     # each other command either waited on the running sweep or came after it and reused it
     assert sum(("re-attaching" in err) + ("reusing it" in err) for _, err in results) == 4
+
+
+def test_the_records_so_far_reach_s3_while_the_sweep_runs_and_once_more_at_its_end(instance, monkeypatch):
+    """The worker has written one record and half of the next, then runs on: the uploader copies
+    the partial file once (it does not grow, so it is not copied again however many intervals
+    pass), and once more when the worker has ended, with its final records."""
+    from gpucompare.targets.ec2 import commands
+
+    monkeypatch.setattr(commands, "PROGRESS_UPLOAD_S", 0.2)  # 20 s in production
+    _write_script(instance["script"], instance["worker"], instance["run_dir"])
+    (instance["box"] / "records").touch()
+    partial = instance["box"] / "s3" / PARTIAL_DESTINATION.removeprefix("s3://")
+    puts = instance["box"] / "puts"
+
+    def partial_puts() -> int:
+        return puts.read_text().split().count(PARTIAL_DESTINATION) if puts.exists() else 0
+
+    first = _send(instance)
+    wait_for(partial.exists, 30, "the records so far in S3")
+    assert partial.read_text() == '{"config_id": "c1", "status": "ok"}\n{"config_'
+    progress_puts = puts.read_text().split().count("s3://bucket/run/progress.log")
+    wait_for(lambda: puts.read_text().split().count("s3://bucket/run/progress.log") >= progress_puts + 5, 30,
+             "five more intervals of the uploader")
+    assert partial_puts() == 1  # unchanged: not copied again
+    (instance["box"] / "release").touch()
+    _, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    assert partial.read_text() == '{"network": "alexnet"}\n' and partial_puts() == 2
+    assert _uploaded(instance) == [{"network": "alexnet"}]

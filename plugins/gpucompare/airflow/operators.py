@@ -171,7 +171,8 @@ class DeployOperator(TargetStepOperator):
     """Put the worker and its environment on the machine (idempotent). A ``DeferrableDeploy``
     (ssh, ec2) uploads the code here and, when the environment may have to be built (a pip install of
     minutes; on ec2 always, a container runtime's image pull too), starts the build on the host and
-    defers its wait; the others deploy in ``execute``."""
+    defers its wait; the others deploy in ``execute``. A machine lost during the deploy (a spot
+    reclaim) is replaced and deployed in the task by a ``RecoverableDeploy`` (``recovered_deploy``)."""
 
     def execute(self, context: Any) -> dict[str, Any]:
         from gpucompare.targets.base import DeferrableDeploy
@@ -183,8 +184,11 @@ class DeployOperator(TargetStepOperator):
             if not isinstance(target, DeferrableDeploy):
                 return target.deploy(current).to_dict()
             began = time.time()
-            with phase_if_failed(target, "deploy"):
-                current, started = target.start_deploy(current)
+            try:
+                with phase_if_failed(target, "deploy"):
+                    current, started = target.start_deploy(current)
+            except Exception as exc:  # the machine is gone (a spot reclaim): a replacement, in the task
+                return recovered_deploy(target, current, began, exc).to_dict()
             if started is None:
                 return current.to_dict()
             wait = target.deploy_wait(current, started)
@@ -192,8 +196,12 @@ class DeployOperator(TargetStepOperator):
         self.defer_wait(context, state=current.to_dict(), started={**started, "began": began}, wait=wait)
 
     def resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
-        done, _ = self.resumed(context, "deploy", lambda target, state, started:
-                               target.finish_deploy(state, started, event))
+        # the machine gone (a spot reclaim): a replacement, deployed in the task, the failed
+        # deploy's record relabelled as the reclaim (``targets.ec2.reclaim``)
+        done, _ = self.resumed(
+            context, "deploy", lambda target, state, started: target.finish_deploy(state, started, event),
+            recover=lambda target, state, started, error: recovered_deploy(
+                target, state, float(started["began"]), error))
         return done.to_dict()
 
 
@@ -257,3 +265,15 @@ def recovered_sweep(target: Any, state: Any, sweep: dict[str, Any], began: float
         raise error
     return target.recover_sweep(state, sweep["config"], timeout_s=sweep["timeout_s"], began=began,
                                 error=error)
+
+
+def recovered_deploy(target: Any, state: Any, began: float, error: Exception) -> Any:
+    """After a deploy step failed with ``error``: a ``RecoverableDeploy`` target (ec2) replaces a
+    machine lost during the deploy and deploys on the replacement in this task
+    (``targets.ec2.reclaim``); any other error, or another target, fails the step with ``error``.
+    The next state."""
+    from gpucompare.targets.base import RecoverableDeploy
+
+    if not isinstance(target, RecoverableDeploy):
+        raise error
+    return target.recover_deploy(state, began=began, error=error)

@@ -145,9 +145,9 @@ def empty_results() -> pa.Table:
 PHASES: tuple[str, ...] = ("provision", "deploy", "pull", "sweep", "reclaim", "setup", "warmup", "timed",
                            "teardown")
 #: pull: a container runtime's ``docker pull`` of its image (reused once on the host: seconds);
-#: reclaim: what a machine lost mid-sweep cost the night (ec2 spot: ``targets.ec2.reclaim``): the
-#: lost machine's interrupted step (status ``lost``), then the replacement's launch, readiness and
-#: deploy (their own status)
+#: reclaim: what a machine lost mid-sweep or during its deploy cost the night (ec2 spot:
+#: ``targets.ec2.reclaim``): the lost machine's interrupted step (status ``lost``), then the
+#: replacement's launch, readiness and deploy (their own status)
 RUN_LEVEL_PHASES: tuple[str, ...] = ("provision", "deploy", "pull", "sweep", "reclaim", "teardown")
 CONFIG_PHASES: tuple[str, ...] = ("setup", "warmup", "timed")
 #: lost: the machine was lost during this step (only a ``reclaim`` row has it)

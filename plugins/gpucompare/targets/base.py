@@ -172,6 +172,16 @@ class RecoverableSweep(Protocol):
 
 
 @runtime_checkable
+class RecoverableDeploy(Protocol):
+    """A target that can replace a machine lost during its deploy (ec2: a spot reclaim between
+    launch and sweep): ``recover_deploy`` is given the error the deploy ended with (``began``: when
+    the deploy step started, epoch seconds) and returns the replacement's state, deployed, or
+    raises that error again when the machine was not lost."""
+
+    def recover_deploy(self, state: TargetState, *, began: float, error: BaseException) -> TargetState: ...
+
+
+@runtime_checkable
 class DeferrableDeploy(Protocol):
     """A target whose deploy may wait minutes (building the worker's environment: a pip install)
     outside the task: ``start_deploy`` uploads the code and starts the long part detached,

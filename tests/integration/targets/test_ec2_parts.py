@@ -8,6 +8,7 @@ options and the clients (``clients.AwsClients``). The SSM runner has its own tes
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from typing import Any
 
@@ -19,7 +20,7 @@ from gpucompare.targets.ec2.launch import Ec2Launcher, client_token
 from gpucompare.targets.ec2.options import DEPLOYMENT_TAG, RUN_ID_TAG, Ec2Options
 from gpucompare.targets.ec2.readiness import Readiness
 from gpucompare.targets.ec2.storage import RunStorage, UploadableBundle
-from gpucompare.targets.runs import run_key
+from gpucompare.targets.runs import run_key, sweep_dir_name
 from tests.support.ec2_support import (
     CONN_ID,
     ec2_spec,
@@ -96,3 +97,40 @@ def test_the_storage_alone_names_the_run_keys_and_uploads_a_bundle_once(parts: A
     s3.put_object(Bucket=options.results_bucket, Key=key, Body=b"poisoned")
     assert storage.upload_bundle(bundle) == key and puts == [key, key]
     assert s3.get_object(Bucket=options.results_bucket, Key=key)["Body"].read() == data
+
+
+def _record(config_id: str, status: str = "ok", value: float = 1.0) -> dict[str, Any]:
+    return {"config_id": config_id, "status": status, "value": value}
+
+
+def _lines(*records: dict[str, Any]) -> bytes:
+    return b"".join(json.dumps(record).encode() + b"\n" for record in records)
+
+
+def test_the_lost_records_are_the_whole_ok_lines_of_results_and_partial_objects_once_each(
+        parts: Any, aws_client: Any) -> None:
+    """A lost writer's finished sweeps (``results.jsonl``) and the sweep it was running (its
+    ``partial/`` object, copied while the worker wrote: the last line cut mid-write): each
+    configuration's ``ok`` record once, the cut line and the failed record left out; a writer
+    never lost is not read; ``delete_run_objects`` removes the partial objects too."""
+    spec, options, _, storage = parts
+    run_id, s3, bucket = new_run_id(), aws_client("s3"), options.results_bucket
+    lost, other = storage.writer_of("i-0123456789abcdef0"), storage.writer_of("i-0fedcba9876543210")
+    prefix = storage.run_prefix(run_id)
+    state = TargetState(spec=spec.to_dict(), run_id=run_id, resource_id="i-0fedcba9876543210",
+                        extra={"writer": other, "reclaims": [{"writer": lost}, {"writer": None}]})
+    assert storage.lost_records(state) == []  # nothing uploaded yet
+    s3.put_object(Bucket=bucket, Key=f"{prefix}/{lost}/results.jsonl",
+                  Body=_lines(_record("a"), _record("b", "oom")))
+    cut = json.dumps(_record("e")).encode()[:-7]
+    sweep = {"matrix": [{"modes": ["score"], "networks": ["alexnet"]}]}
+    assert storage.partial_key(state, sweep) == f"{prefix}/{other}/partial/{sweep_dir_name(sweep)}.jsonl"
+    s3.put_object(Bucket=bucket, Key=f"{prefix}/{lost}/partial/{sweep_dir_name(sweep)}.jsonl",
+                  Body=_lines(_record("a", value=2.0), _record("b"), _record("c", "timeout"),
+                              _record("d")) + cut)
+    s3.put_object(Bucket=bucket, Key=f"{prefix}/{other}/partial/sweep-x.jsonl", Body=_lines(_record("z")))
+    kept = storage.lost_records(state)
+    assert sorted(r["config_id"] for r in kept) == ["a", "b", "d"]
+    assert next(r for r in kept if r["config_id"] == "a")["value"] == 1.0  # results.jsonl's first
+    assert storage.delete_run_objects(run_id) == 3
+    assert s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get("KeyCount") == 0

@@ -1,5 +1,7 @@
 """A spot reclaim mid-sweep (issue 32): a replacement within the night, the rest of the sweep on
-it, every configuration's record exactly once; past ``max_reclaims`` the night gives up.
+it, every configuration's record exactly once (a configuration whose record reached S3 before
+the reclaim is not measured again); past ``max_reclaims`` the night gives up. A reclaim during
+the deploy: ``test_ec2_reclaim_deploy.py``.
 
 Moto's server stands in for EC2, SSM and S3, behind the fault proxy with the stand-in SSM agent
 (``working_instances``: the instances' commands, the real MXNet worker on CPU, run on this
@@ -12,7 +14,10 @@ file system, a replacement has a fresh disk).
 from __future__ import annotations
 
 import json
+import os
+import posixpath
 import shutil
+import signal
 import threading
 import time
 from pathlib import Path
@@ -28,7 +33,8 @@ from gpucompare.targets.ec2 import target as ec2
 from gpucompare.targets.ec2.reclaim import ReclaimLimitReached
 from tests.conftest import BENCH_PYTHON
 from tests.support.ec2_support import ec2_spec, live_instances, new_run_id
-from tests.support.target_helpers import held_worker, wait_for
+from tests.support.proc_helpers import children_of, command_line
+from tests.support.target_helpers import held_worker, wait_for, worker_processes
 
 FIRST = {"timeout_s": 120, "warmup": 1, "batches": 1, "repeats": 1,
          "matrix": [{"modes": ["score"], "networks": ["alexnet"], "batch_sizes": [1], "devices": ["cpu"]}]}
@@ -272,3 +278,102 @@ def test_a_sweep_step_that_finds_its_instance_gone_counts_the_reclaim_from_its_s
     assert rows[0]["started_at"].timestamp() == pytest.approx(began, abs=1.0) and rows[0]["billed"]
     assert done["state"]["resource_id"] != state.resource_id and proxy.launches == 2
     assert live_instances(aws_client, run_id) == []
+
+
+#: three cells; the reclaim lands once the first one's record is in S3
+THREE = {**FIRST, "matrix": [{"modes": ["score"], "networks": ["alexnet"], "batch_sizes": [1, 8, 16],
+                              "devices": ["cpu"]}]}
+
+
+def _object_lines(aws_client: Any, bucket: str, key: str) -> list[str]:
+    """The complete lines of an S3 object (none when it is absent)."""
+    try:
+        body = aws_client("s3").get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+    except aws_client("s3").exceptions.NoSuchKey:
+        return []
+    return [line for line in body.splitlines(keepends=True) if line.endswith("\n")]
+
+
+def _worker_tree(sweep_dir: str) -> list[int]:
+    """The sweep's worker processes (``timeout``, the sweep, its runner), not the uploads."""
+    found = [pid for pid in worker_processes(sweep_dir) if "bench_tasks" in command_line(pid)]
+    for pid in list(found):
+        found += [child for child in children_of(pid) if child not in found]
+    return found
+
+
+def _reclaim_after_first_record(aws_client: Any, target: ec2.Ec2Target, state: Any, sweep: dict[str, Any],
+                                root: Path) -> tuple[threading.Thread, dict]:
+    """Once the worker wrote its first record: freeze it (SIGSTOP: it stands in for cells that take
+    minutes on a GPU and a fraction of a second here, so none ends before the reclaim lands),
+    wait until the uploader copied that record to S3, terminate the instance, kill the frozen
+    worker (its processes die with the instance) and drop its disk."""
+    config = runs.with_run_id(sweep, state.run_id)
+    paths = runs.SweepPaths(posixpath.join(target.run_dir(state), runs.sweep_dir_name(config)))
+    bucket, key = target.options.results_bucket, target.storage.partial_key(state, config)
+    seen: dict[str, Any] = {}
+
+    def on_disk() -> int:
+        try:
+            return Path(paths.partial).read_text().count("\n")
+        except FileNotFoundError:
+            return 0
+
+    def reclaim() -> None:
+        deadline = time.monotonic() + 120
+        while on_disk() < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        frozen = _worker_tree(paths.sweep_dir)
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+        seen["on_disk"] = on_disk()
+        wait_for(lambda: _object_lines(aws_client, bucket, key), 60, "the first record in S3")
+        seen["in_s3"] = [json.loads(line)["config_id"] for line in _object_lines(aws_client, bucket, key)]
+        aws_client("ec2").terminate_instances(InstanceIds=[state.resource_id])
+        for pid in frozen:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(root / "runs", ignore_errors=True)
+
+    thread = threading.Thread(target=reclaim, daemon=True)
+    thread.start()
+    return thread, seen
+
+
+def test_a_reclaim_after_a_record_reached_s3_measures_only_the_other_cells(
+        working_instances: dict[str, Any], aws_client: Any, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: the records so far reached S3 only when a sweep ended, so the replacement measured
+    the lost instance's finished cells again (3 of 3 here)."""
+    from gpucompare.targets.ec2 import commands
+
+    monkeypatch.setattr(commands, "PROGRESS_UPLOAD_S", 0.5)  # 20 s in production
+    proxy, root, run_id = working_instances["proxy"], tmp_path / "instance-root", new_run_id()
+    target = _target(working_instances, root)
+    state = target.deploy(target.prepare(run_id))
+    first, bucket = state.resource_id, target.options.results_bucket
+    try:
+        thread, seen = _reclaim_after_first_record(aws_client, target, state, THREE, root)
+        state = target.run_sweep(state, THREE, timeout_s=120)
+        thread.join(5)
+        replaced = [json.loads(line)["config_id"]
+                    for line in _object_lines(aws_client, bucket, target.storage.results_key(state))]
+        ids = [json.loads(line)["config_id"] for line in
+               Path(target.collect(state, str(tmp_path / "results.jsonl"))).read_text().splitlines()]
+        deleted = target.delete_run_objects(run_id)
+    finally:
+        target.teardown(state)
+    twice = set(seen["in_s3"]) & set(replaced)
+    print(f"\nreclaim after a record reached S3: launches {proxy.launches}, SendCommand "
+          f"{proxy.count('SendCommand')}, records in S3 at the reclaim {len(seen['in_s3'])}, on the "
+          f"replacement {len(replaced)}, collected {len(ids)}, measured twice {len(twice)}, left running "
+          f"{len(live_instances(aws_client, run_id))}, objects deleted {deleted}")
+    assert seen["on_disk"] == 1 and len(seen["in_s3"]) == 1  # frozen after its first record
+    assert sorted(replaced) == sorted(set(_config_ids(THREE)) - set(seen["in_s3"])) and not twice
+    assert sorted(ids) == _config_ids(THREE) and len(ids) == len(set(ids))  # each exactly once
+    assert state.resource_id != first and proxy.launches == 2
+    left = aws_client("s3").list_objects_v2(Bucket=bucket, Prefix=target.storage.run_prefix(run_id))
+    assert left["KeyCount"] == 0  # the partial objects too
+    assert live_instances(aws_client, run_id) == [] and working_instances["agent"].running() == []

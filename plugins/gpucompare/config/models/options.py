@@ -136,7 +136,8 @@ class Ec2Options(_Options):
     agent_timeout_s: Annotated[float, Number(1, 7200)] = 900.0
     launch_timeout_s: Annotated[float, Number(1, 7200)] = 900.0
     deploy_timeout_s: Annotated[float, Number(1, 14400)] = 1800.0
-    #: replacements a night may launch after its instance was lost mid-sweep (``ec2.reclaim``)
+    #: replacements a night may launch after its instance was lost mid-sweep or during its deploy
+    #: (``ec2.reclaim``)
     max_reclaims: Annotated[int, Whole(0, 10)] = 2
     tags: Tags = Field(default_factory=dict)
     deployment: Deployment | None = None

@@ -88,7 +88,7 @@ class Readiness:
                 raise
             return "gone"
 
-    def require_alive(self, state: TargetState) -> None:
+    def require_alive(self, state: TargetState, *, purpose: str = "sweep") -> None:
         """Before any command is sent: the run's instance still runs. A reclaimed spot instance
         (or one its time-to-live ended) gets no command: ``InstanceLost`` says so, and that a new
         instance needs the target's prepare again (this try cannot get one)."""
@@ -97,8 +97,9 @@ class Readiness:
         if not states.is_alive(instance_state):
             raise InstanceLost(
                 f"instance {instance_id} of run {state.run_id} is {instance_state} ({state.market}: a spot "
-                "reclaim or the time-to-live): no sweep sent to it. The records swept so far are in S3; the "
-                "rest of the night needs a new instance: clear the target's task group from prepare")
+                f"reclaim or the time-to-live): no {purpose} sent to it. The records swept so far are in S3; "
+                "the rest of the night needs a new instance (the target launches one, up to max_reclaims; "
+                "past them: clear the target's task group from prepare)")
 
     def check_alive(self, instance_id: str, command_id: str, status: str | None) -> None:
         """While a command runs: a ``TargetError`` when the instance is gone."""

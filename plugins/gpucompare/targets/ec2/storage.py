@@ -28,6 +28,9 @@ from gpucompare.targets.ec2.options import Ec2Options
 
 log = logging.getLogger(__name__)
 
+#: Below a writer's prefix: the records so far of each sweep it ran (``RunStorage.partial_key``).
+PARTIAL_FOLDER = "partial"
+
 
 class RunStorage:
     """The run's S3 keys and the bundle upload (see the module docstring): one part of
@@ -149,12 +152,17 @@ class RunStorage:
     def progress_key(self, state: TargetState, config: dict[str, Any]) -> str:
         return f"{self.writer_prefix(state)}/progress/{runs.sweep_dir_name(config)}.log"
 
+    def partial_key(self, state: TargetState, config: dict[str, Any]) -> str:
+        """Where the running sweep's records so far go (``commands.sweep_commands``: copied as they
+        grow), beside its progress object."""
+        return f"{self.writer_prefix(state)}/{PARTIAL_FOLDER}/{runs.sweep_dir_name(config)}.jsonl"
+
     def lost_records(self, state: TargetState) -> list[dict[str, Any]]:
         """The ``ok`` records the run's lost instances uploaded (``state.extra["reclaims"]``, oldest
         first), each configuration once (``targets.resume.kept_records``): the night's share of
-        the machines a reclaim took."""
-        import json
-
+        the machines a reclaim took. Per lost writer: its ``results.jsonl`` (the sweeps it
+        finished), then its ``partial/`` objects (the sweep it was running when it was lost: the
+        records so far, whose last line may be cut mid-write: only lines that parse count)."""
         from gpucompare.targets import resume
 
         kept: dict[str, dict[str, Any]] = {}
@@ -162,10 +170,12 @@ class RunStorage:
             writer = reclaim.get("writer")
             if not isinstance(writer, str) or not patterns.INSTANCE_WRITER.fullmatch(writer):
                 continue  # lost before its writer was known: it uploaded nothing
-            body = self._read_bytes(f"{self.run_prefix(state.run_id)}/{writer}/results.jsonl")
-            records = [json.loads(line) for line in (body or b"").decode().splitlines() if line.strip()]
-            for record in resume.kept_records(records):
-                kept.setdefault(str(record["config_id"]), dict(record))
+            prefix = f"{self.run_prefix(state.run_id)}/{writer}"
+            partials = self.s3_hook.list_keys(bucket_name=self.options.results_bucket,
+                                              prefix=f"{prefix}/{PARTIAL_FOLDER}/") or []
+            for key in [f"{prefix}/results.jsonl", *sorted(partials)]:
+                for record in resume.kept_records(parsed_records(self._read_bytes(key) or b"", where=key)):
+                    kept.setdefault(str(record["config_id"]), dict(record))
         return list(kept.values())
 
     def _read_bytes(self, key: str) -> bytes | None:
@@ -221,6 +231,27 @@ class RunStorage:
             self.s3_hook.delete_objects(bucket, keys)
         log.info("Deleted %d object(s) of run %s under s3://%s/%s", len(keys), run_id, bucket, prefix)
         return len(keys)
+
+
+def parsed_records(body: bytes, *, where: str) -> list[dict[str, Any]]:
+    """The records of a JSON Lines object that a worker may still have been writing: each line
+    that parses as a JSON object with a ``config_id``; any other (the last one cut mid-write by
+    the copy or the reclaim) is left out, with a warning."""
+    import json
+
+    records = []
+    for number, line in enumerate(body.decode("utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if isinstance(record, dict) and "config_id" in record:
+            records.append(record)
+        else:
+            log.warning("%s line %d is not a whole record (cut mid-write?): left out", where, number)
+    return records
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,7 @@ class Sweeps:
             config=config, workdir=state.workdir, run_dir=self.run_dir(state),
             python=str(state.extra["bench_python"]), destination=f"s3://{bucket}/{self.storage.results_key(state)}",
             progress_destination=f"s3://{bucket}/{self.storage.progress_key(state, config)}",
+            partial_destination=f"s3://{bucket}/{self.storage.partial_key(state, config)}",
             worker_prefix=prefix, timeout_s=max(1, math.ceil(timeout_s)), kill_grace_s=KILL_GRACE_S,
             container_name=name,
         )

@@ -64,7 +64,7 @@ the sweep estimate, else 240), ``deployment`` (the plan sets it; default
 creating a venv), ``budget_cap`` + ``budget_currency`` (USD) + ``sweep_configs`` (the sweeps
 the run will execute, for the estimate), ``poll_interval_s`` (15), ``agent_timeout_s`` (900),
 ``launch_timeout_s`` (900), ``deploy_timeout_s`` (1800), ``tags`` (extra tags), ``max_reclaims`` (2:
-replacements a night may launch after losing its instance mid-sweep, ``reclaim``).
+replacements a night may launch after losing its instance mid-sweep or during its deploy, ``reclaim``).
 """
 
 from __future__ import annotations
@@ -222,19 +222,40 @@ class Ec2Target(Target, DeferrableTarget, DeferrablePrepare, DeferrableDeploy):
     def in_container(self) -> bool:
         return self.deployer.in_container
 
-    @timed_phase("deploy")
     def deploy(self, state: TargetState) -> TargetState:
         """The worker bundle (and venv), for a container runtime then the image's pull, waited for
         in this task (``start_deploy``, ``SsmRunner.wait``, ``finish_deploy``; the DAG's deploy
-        task defers the wait instead)."""
+        task defers the wait instead); an instance lost during it is replaced (``recover_deploy``)."""
+        began = time.time()
+        try:
+            return self._deploy_here(state)
+        except TargetError as exc:
+            return self.recover_deploy(state, began=began, error=exc)
+
+    def recover_deploy(self, state: TargetState, *, began: float, error: BaseException) -> TargetState:
+        """After the deploy failed with ``error``: when its instance is gone, a replacement,
+        deployed (``reclaim.Reclaims.redeploy``: at most ``max_reclaims`` a night, in this task);
+        any other error is raised again."""
+        if not reclaim.is_lost(self, state, error):
+            raise error
+        return reclaim.Reclaims(self).redeploy(state, began=began, lost=error)
+
+    @timed_phase("deploy")
+    def _deploy_here(self, state: TargetState) -> TargetState:
+        """One deploy on the state's instance, waited for in this task while the instance lives
+        (a lost one ends the wait at the next poll and its command is cancelled)."""
         state, started = self.start_deploy(state)
-        invocation = self.runner(state).wait(str(started["command_id"]), float(started["limit_s"]))
+        command_id, instance_id = str(started["command_id"]), states.instance_id_of(state)
+        invocation = self.runner(state).wait(
+            command_id, float(started["limit_s"]),
+            still_alive=lambda status: self.readiness.check_alive(instance_id, command_id, status))
         return self.finish_deploy(state, started, {"invocation": invocation})
 
     def start_deploy(self, state: TargetState) -> tuple[TargetState, dict[str, Any]]:
         """The short part of ``deploy`` (``Deployer.start``): its one command sent (or an earlier
         try's attached to), its wait (the fetch, the venv's pip install, a container runtime's
-        image pull) a trigger's."""
+        image pull) a trigger's. A lost instance gets no command (``InstanceLost``)."""
+        self.readiness.require_alive(state, purpose="deploy")
         return self.deployer.start(state)
 
     def deploy_wait(self, state: TargetState, started: dict[str, Any]) -> dict[str, Any]:
