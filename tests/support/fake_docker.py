@@ -113,6 +113,10 @@ if args[:1] == ["kill"]:
     if record is None:
         sys.stderr.write("Error response from daemon: No such container: " + args[-1] + "\n")
         sys.exit(1)
+    # logged before the signal: whoever sees the container gone finds the kill that ended it
+    # (logged after, a test that saw it gone could read the log in between: a flaky empty list)
+    with open(os.path.join(HERE, "killed.jsonl"), "a") as log:
+        log.write(json.dumps(args[-1]) + "\n")
     for pid in tree(record["pid"]):
         try:
             os.kill(pid, signal.SIGKILL)
@@ -121,8 +125,6 @@ if args[:1] == ["kill"]:
     deadline = time.monotonic() + 10
     while alive(record["pid"]) and time.monotonic() < deadline:
         time.sleep(0.05)
-    with open(os.path.join(HERE, "killed.jsonl"), "a") as log:
-        log.write(json.dumps(args[-1]) + "\n")
     print(args[-1])
     sys.exit(0)
 if args[:1] == ["ps"]:
@@ -248,6 +250,6 @@ def running_containers(bin_dir: Path) -> list[str]:
 
 
 def killed(bin_dir: Path) -> list[str]:
-    """The containers a ``docker kill`` found running and ended, in order."""
+    """The containers a ``docker kill`` found running (and then ended), in order."""
     log = bin_dir / "killed.jsonl"
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
