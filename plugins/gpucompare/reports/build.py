@@ -15,8 +15,12 @@ How it stays fast on a big lake (10 million result rows in a few seconds on two 
   of every configuration and methodology: the small ``latest`` table every report but
   regressions reads;
 * ``regressions.sql`` reads only the partitions of its look-back window: the file list is
-  pruned by date before anything is opened, and the history is one window function and one
-  hash aggregation (linear, no self-join);
+  pruned by date before anything is opened, and the history is one window function over each
+  series' newest results and one hash aggregation (linear, no self-join);
+* the reports are built in :data:`LANES`, side by side, each on a thread and DuckDB connection of
+  its own (``latest`` is a table of the build's in-memory database, so every lane reads it), and
+  each table's Parquet and CSV are written on the writer's thread as soon as it is built
+  (``publish.TableWriter``), while the next report is built and the page drawn;
 * nothing goes through pandas.
 
 The tables are built in the order of :data:`BUILDERS` (columns: docs/reports.md and
@@ -183,6 +187,18 @@ BUILDERS: dict[str, Callable[[Build], pa.Table]] = {
 if set(BUILDERS) != set(HISTORY_TABLES):  # a report named in report_set but not built, or back
     raise ReportError(f"BUILDERS {sorted(BUILDERS)} do not match the reports {sorted(HISTORY_TABLES)}")
 
+#: The builders run side by side, each lane on a thread and DuckDB connection of its own, its tables
+#: in order: a table reads only ``latest``, the side tables and earlier tables of its lane
+#: (best_value reads cost_per_million; projections' ranking view both; throughput_matrix and
+#: throughput_by_batch read throughput); the regressions read their own files.
+LANES: tuple[tuple[str, ...], ...] = (
+    ("cost_per_million", "best_value", "projections", projections.BEST_VALUE_WITH_PROJECTIONS, "campaign"),
+    ("scaling", "throughput", "throughput_matrix", "throughput_by_batch"),
+    ("regressions",),
+)
+if {name for lane in LANES for name in lane} != {*BUILDERS, projections.BEST_VALUE_WITH_PROJECTIONS}:
+    raise ReportError(f"LANES {LANES} do not hold every builder of {sorted(BUILDERS)} once")
+
 
 def build_reports(
     inputs: ReportInputs,
@@ -243,37 +259,61 @@ def _new_set(currency: str, rule: RegressionRule | None, options: ReportOptions 
 
 
 def _build_tables(report_set: ReportSet, inputs: ReportInputs, writer: TableWriter | None) -> None:
-    """Every table of the set into ``report_set`` (each handed to ``writer`` once built). The
-    regressions, which read their own files, run on a second DuckDB connection of the same
-    database, on a thread of their own, while the reports read from ``latest`` are built."""
+    """Every table of the set into ``report_set`` (each handed to ``writer`` once built), in
+    :data:`LANES`: the first on this thread and connection, the others each on a thread and a
+    second connection of the same database (DuckDB runs a query without the GIL, and a small
+    report's query uses about one core: two lanes of them take two thirds of the time of one)."""
     options, timings = report_set.options, report_set.timings
     con = connect()
-    side = ThreadPoolExecutor(max_workers=1, thread_name_prefix="regressions")
+    lanes = ThreadPoolExecutor(max_workers=max(1, len(LANES) - 1), thread_name_prefix="report-lane")
+    running = []
     try:
-        register_side_tables(con, inputs)
-        con.register("carbon_intensity", uncertainty.carbon_intensity())
+        _side_tables(con, inputs)
         files = ResultFiles.of(inputs.lake, con, inputs.results)
         rows_scanned, newest_dates = _timed(timings, "scan: latest results",
                                             lambda: files.run(lambda: _stage_latest(con, files, options)))
         report_set.rows_scanned, report_set.newest_date = rows_scanned, max(newest_dates, default=None)
         build = Build(con=con, inputs=inputs, files=files, currency=report_set.currency, rule=report_set.rule,
                       options=options, newest=report_set.newest_date)
-        cursor = second_connection(con)
-        regressions = side.submit(_regressions, dataclasses.replace(
-            build, con=cursor, files=dataclasses.replace(files, con=cursor, views={})))
-        builders = {**BUILDERS, "regressions": lambda _: regressions.result()}
+        builders = dict(BUILDERS)
         if options.with_projections:  # the optional ranking view; best_value itself stays measured-only
             builders[projections.BEST_VALUE_WITH_PROJECTIONS] = (
                 lambda build: verdicts.annotate_best_value(
                     projections.best_value_with_projections(build.con, _ranking(options)),
                     options.practical_margin, stats.CONFIDENCE))
-        for name, builder in builders.items():
-            _build_one(report_set, build, name, builder)
-            if writer is not None and name in report_set.tables:
-                writer.add(name, report_set.tables[name])
+        for lane in LANES[1:]:
+            cursor = second_connection(con)
+            _side_tables(cursor, inputs)
+            lane_build = dataclasses.replace(build, con=cursor, files=dataclasses.replace(files, con=cursor,
+                                                                                         views={}))
+            running.append(lanes.submit(_build_lane, report_set, lane_build, lane, builders, writer))
+        _build_lane(report_set, build, LANES[0], builders, writer)
+        for lane_done in running:
+            lane_done.result()  # a lane's own error (a builder's is recorded in the set) is raised here
     finally:
-        side.shutdown(wait=True)  # the regressions' connection ends before the database closes
+        # every lane has ended (its failures recorded in the set) before the database closes
+        for lane_done in running:
+            lane_done.exception()
+        lanes.shutdown(wait=True)
         con.close()
+    order = [name for name in builders if name in report_set.tables]  # the set in BUILDERS order
+    report_set.tables = {name: report_set.tables[name] for name in order}
+
+
+def _side_tables(con: duckdb.DuckDBPyConnection, inputs: ReportInputs) -> None:
+    register_side_tables(con, inputs)
+    con.register("carbon_intensity", uncertainty.carbon_intensity())
+
+
+def _build_lane(report_set: ReportSet, build: Build, lane: tuple[str, ...],
+                builders: dict[str, Callable[[Build], pa.Table]], writer: TableWriter | None) -> None:
+    """The builders of one lane, in order, on ``build``'s connection (each table to ``writer``)."""
+    for name in lane:
+        if name not in builders:
+            continue
+        _build_one(report_set, build, name, builders[name])
+        if writer is not None and name in report_set.tables:
+            writer.add(name, report_set.tables[name])
 
 
 def _stage_latest(con: duckdb.DuckDBPyConnection, files: ResultFiles,
@@ -285,7 +325,8 @@ def _stage_latest(con: duckdb.DuckDBPyConnection, files: ResultFiles,
     if any(row[2] for row in newest):  # results without a config_id: group by the full key
         newest = con.execute(load_sql("latest_dates_by_key")).fetchall()
     files.register("results", dates={row[0] for row in newest})
-    con.execute(f"CREATE TEMP TABLE latest AS {load_sql('latest_results')}")
+    # a table of the database, not of this connection: every lane of the build reads it
+    con.execute(f"CREATE TABLE latest AS {load_sql('latest_results')}")
     if options.nights > 1:
         files.register("pooled")
     uncertainty.annotate_latest(con, nights=options.nights)

@@ -157,7 +157,7 @@ def annotate_latest(con: duckdb.DuckDBPyConnection, *, nights: int = 1,
     table = _sample_stats(con, nights, confidence)
     con.register("sample_stats", table)
     con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE latest_annotated AS
+        CREATE OR REPLACE TABLE latest_annotated AS
         SELECT l.* REPLACE (coalesce(s.night_figure, l.images_per_sec) AS images_per_sec),
             s.* EXCLUDE ({SAMPLE_KEY}, night_figure),
             CASE WHEN l.status = 'ok' AND l.energy_joules IS NOT NULL AND l.timed_batches > 0
@@ -166,7 +166,7 @@ def annotate_latest(con: duckdb.DuckDBPyConnection, *, nights: int = 1,
     """)  # noqa: S608 (constant text)
     con.execute("DROP TABLE latest")
     con.execute(f"""
-        CREATE TEMP TABLE latest AS
+        CREATE TABLE latest AS
         SELECT a.*, a.joules_per_image * 1e6 / {JOULES_PER_KWH} AS kwh_per_million,
             a.joules_per_image * 1e6 / {JOULES_PER_KWH} * c.gco2e_per_kwh AS gco2e_per_million
         FROM latest_annotated AS a

@@ -127,3 +127,21 @@ def test_the_regressions_built_on_their_own_thread_match_one_connection(lake_wit
     assert threaded.num_rows == alone.num_rows == 1
     assert threaded.select(alone.column_names).equals(alone.cast(threaded.select(alone.column_names).schema))
     assert str(threaded["measured_at"].type) == "timestamp[us, tz=UTC]"
+
+
+def test_the_lanes_build_what_one_connection_builds(tmp_path, monkeypatch):
+    """The reports are built in lanes side by side, each on a thread and DuckDB connection of its
+    own (``build.LANES``): every table must equal the one built with every report in one lane on one
+    connection, in order (a report reading a table registered on another lane's connection, or a
+    connection missing a side table, fails or differs here)."""
+    from tests.integration.reports.test_html import small_report
+
+    lanes = small_report(tmp_path / "lanes")
+    monkeypatch.setattr(build, "LANES", (tuple(name for lane in build.LANES for name in lane),))
+    one = small_report(tmp_path / "one")
+    assert list(lanes.tables) == list(one.tables) == [n for n in build.BUILDERS if n in one.tables]
+    assert not lanes.failures and not one.failures
+    assert all(one.tables[n].num_rows for n in ("cost_per_million", "best_value", "scaling", "throughput",
+                                                 "regressions"))
+    for name, table in one.tables.items():
+        assert lanes.tables[name].equals(table), name
