@@ -32,11 +32,13 @@ history is :mod:`gpucompare.reports.publish`; :func:`run_reports` does all of it
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
+import gc
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -46,7 +48,7 @@ import pyarrow as pa
 
 from bench_tasks.constants import IMAGENET_TRAIN_IMAGES
 from gpucompare.config import patterns
-from gpucompare.reports import projections, stats, uncertainty, verdicts
+from gpucompare.reports import page_view, projections, stats, uncertainty, verdicts
 from gpucompare.reports.campaign import build_campaign
 from gpucompare.reports.inputs import (
     ReportInputs,
@@ -71,6 +73,24 @@ from gpucompare.reports.report_set import (
 T = TypeVar("T")
 
 
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a report set is built and drawn, restored
+    after. Building one allocates hundreds of thousands of short-lived rows, cells and template
+    objects, and each full collection it triggers walks every object of the process (an Airflow
+    worker's modules, DAGs and providers included): on the 10M-row bench the page alone took 0.36 s
+    with the collector on and 0.27 s with it off (``scripts/bench_reports.py``). Nothing the set
+    allocates needs the collector (reference counting frees it); a cycle left is collected by the
+    next collection after."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _timed(timings: dict[str, float], name: str, action: Callable[[], T]) -> T:
     """``action()``, its wall-clock time recorded under ``name``."""
     started = time.perf_counter()
@@ -90,7 +110,9 @@ class Build:
     currency: str
     rule: RegressionRule
     options: ReportOptions
-    #: the newest date of any latest result (the regressions' look-back counts from it)
+    #: the newest date partition in the results table's log (the regressions' look-back counts
+    #: from it; known before the scan, and the newest date of any result unless that partition
+    #: holds only empty files)
     newest: dt.date | None
 
     def sql(self, name: str, parameters: dict[str, object] | None = None) -> pa.Table:
@@ -190,16 +212,20 @@ if set(BUILDERS) != set(HISTORY_TABLES):  # a report named in report_set but not
 #: The builders run side by side, each lane on a thread and DuckDB connection of its own, its tables
 #: in order: a table reads only ``latest``, the side tables and earlier tables of its lane
 #: (best_value reads cost_per_million; projections' ranking view both; throughput_matrix and
-#: throughput_by_batch read throughput); the regressions read their own files.
+#: throughput_by_batch read throughput); the regressions and the campaign read their own files.
 LANES: tuple[tuple[str, ...], ...] = (
-    ("cost_per_million", "best_value", "projections", projections.BEST_VALUE_WITH_PROJECTIONS, "campaign"),
+    ("cost_per_million", "best_value", "projections", projections.BEST_VALUE_WITH_PROJECTIONS),
     ("scaling", "throughput", "throughput_matrix", "throughput_by_batch"),
-    ("regressions",),
+    ("regressions", "campaign"),
 )
+#: The reports that read no ``latest`` (the regressions and the campaign read their own files): a
+#: lane of them alone starts before the scan
+WITHOUT_LATEST = frozenset({"regressions", "campaign"})
 if {name for lane in LANES for name in lane} != {*BUILDERS, projections.BEST_VALUE_WITH_PROJECTIONS}:
     raise ReportError(f"LANES {LANES} do not hold every builder of {sorted(BUILDERS)} once")
 
 
+@collector_paused()
 def build_reports(
     inputs: ReportInputs,
     out: str | Path | None = None,
@@ -215,17 +241,21 @@ def build_reports(
     ``ReportsIncomplete`` is raised, unless ``keep_going`` (the caller reports the failures)."""
     report_set = _new_set(currency, rule, options)
     writer = TableWriter(str(out), report_set.fail) if out is not None else None
+    closing: Future[None] | None = None
     try:
-        _build_tables(report_set, inputs, writer)
+        closing = _build_tables(report_set, inputs, writer)
     finally:
         if writer is not None:  # also after a failure: nothing is left being written
             report_set.written = writer.join()
             report_set.timings["write parquet + csv"] = writer.busy_s
+        if closing is not None:
+            closing.result()
     if report_set.failures and not keep_going:
         raise ReportsIncomplete(report_set)
     return report_set
 
 
+@collector_paused()
 def publish_reports(inputs: ReportInputs, out: str, *, currency: str = "EUR",
                     options: ReportOptions | None = None, history: str | None = None,
                     generated_at: dt.datetime | None = None) -> ReportSet:
@@ -236,16 +266,24 @@ def publish_reports(inputs: ReportInputs, out: str, *, currency: str = "EUR",
     part written)."""
     report_set = _new_set(currency, None, options)
     writer = TableWriter(out, report_set.fail)
+    closing: Future[None] | None = None
     try:
-        _build_tables(report_set, inputs, writer)
+        closing = _build_tables(report_set, inputs, writer, page=True)
         report_set.manifest = inputs.manifest()
         if history is not None:
             writer.add_history(report_set.tables, history, report_set.options.today)
     except BaseException:
         writer.join()  # nothing half-written is left behind a failure
+        if closing is not None:
+            closing.result()
         raise
-    report_set.written = _timed(report_set.timings, "index.html + summary.md",
-                                lambda: write_site(report_set, out, generated_at=generated_at, writer=writer))
+    def draw() -> list[str]:
+        return write_site(report_set, out, generated_at=generated_at, writer=writer)
+
+    try:
+        report_set.written = _timed(report_set.timings, "index.html + summary.md", draw)
+    finally:
+        closing.result()  # the build's database is closed before this returns
     if report_set.failures:
         raise ReportsIncomplete(report_set)
     return report_set
@@ -258,11 +296,17 @@ def _new_set(currency: str, rule: RegressionRule | None, options: ReportOptions 
                      newest_date=None, options=options or ReportOptions())
 
 
-def _build_tables(report_set: ReportSet, inputs: ReportInputs, writer: TableWriter | None) -> None:
+def _build_tables(report_set: ReportSet, inputs: ReportInputs, writer: TableWriter | None, *,
+                  page: bool = False) -> Future[None]:
     """Every table of the set into ``report_set`` (each handed to ``writer`` once built), in
     :data:`LANES`: the first on this thread and connection, the others each on a thread and a
     second connection of the same database (DuckDB runs a query without the GIL, and a small
-    report's query uses about one core: two lanes of them take two thirds of the time of one)."""
+    report's query uses about one core: two lanes of them take two thirds of the time of one).
+    A lane of :data:`WITHOUT_LATEST` reports alone starts before the scan; the others
+    start once ``latest`` is staged. Returns the closing of the build's database, begun on a
+    lane's thread (freeing its tables took 0.09 s on the 10M-row bench): the caller waits for it
+    once the page is drawn. With ``page``, a lane that has built its tables writes the page's chart
+    rows drawn from them (``page_view.prepare_rows``) while the other lanes are still at work."""
     options, timings = report_set.options, report_set.timings
     con = connect()
     lanes = ThreadPoolExecutor(max_workers=max(1, len(LANES) - 1), thread_name_prefix="report-lane")
@@ -270,34 +314,47 @@ def _build_tables(report_set: ReportSet, inputs: ReportInputs, writer: TableWrit
     try:
         _side_tables(con, inputs)
         files = ResultFiles.of(inputs.lake, con, inputs.results)
-        rows_scanned, newest_dates = _timed(timings, "scan: latest results",
-                                            lambda: files.run(lambda: _stage_latest(con, files, options)))
-        report_set.rows_scanned, report_set.newest_date = rows_scanned, max(newest_dates, default=None)
         build = Build(con=con, inputs=inputs, files=files, currency=report_set.currency, rule=report_set.rule,
-                      options=options, newest=report_set.newest_date)
+                      options=options, newest=max(files.by_date, default=None))
         builders = dict(BUILDERS)
         if options.with_projections:  # the optional ranking view; best_value itself stays measured-only
             builders[projections.BEST_VALUE_WITH_PROJECTIONS] = (
                 lambda build: verdicts.annotate_best_value(
                     projections.best_value_with_projections(build.con, _ranking(options)),
                     options.practical_margin, stats.CONFIDENCE))
-        for lane in LANES[1:]:
+
+        def start(lane: tuple[str, ...]) -> None:
             cursor = second_connection(con)
             _side_tables(cursor, inputs)
             lane_build = dataclasses.replace(build, con=cursor, files=dataclasses.replace(files, con=cursor,
                                                                                          views={}))
-            running.append(lanes.submit(_build_lane, report_set, lane_build, lane, builders, writer))
-        _build_lane(report_set, build, LANES[0], builders, writer)
+            running.append(lanes.submit(_build_lane, report_set, lane_build, lane, builders, writer, page))
+
+        early = [lane for lane in LANES[1:] if set(lane) <= WITHOUT_LATEST]
+        for lane in early:
+            start(lane)
+        rows_scanned, newest_dates = _timed(timings, "scan: latest results",
+                                            lambda: files.run(lambda: _stage_latest(con, files, options)))
+        report_set.rows_scanned, report_set.newest_date = rows_scanned, max(newest_dates, default=None)
+        for lane in LANES[1:]:
+            if lane not in early:
+                start(lane)
+        _build_lane(report_set, build, LANES[0], builders, writer, page)
         for lane_done in running:
             lane_done.result()  # a lane's own error (a builder's is recorded in the set) is raised here
-    finally:
+    except BaseException:
         # every lane has ended (its failures recorded in the set) before the database closes
         for lane_done in running:
             lane_done.exception()
         lanes.shutdown(wait=True)
         con.close()
+        raise
+    # the database's memory is freed on a lane's thread while the caller draws the page
+    closing = lanes.submit(con.close)
+    lanes.shutdown(wait=False)
     order = [name for name in builders if name in report_set.tables]  # the set in BUILDERS order
     report_set.tables = {name: report_set.tables[name] for name in order}
+    return closing
 
 
 def _side_tables(con: duckdb.DuckDBPyConnection, inputs: ReportInputs) -> None:
@@ -306,14 +363,19 @@ def _side_tables(con: duckdb.DuckDBPyConnection, inputs: ReportInputs) -> None:
 
 
 def _build_lane(report_set: ReportSet, build: Build, lane: tuple[str, ...],
-                builders: dict[str, Callable[[Build], pa.Table]], writer: TableWriter | None) -> None:
-    """The builders of one lane, in order, on ``build``'s connection (each table to ``writer``)."""
+                builders: dict[str, Callable[[Build], pa.Table]], writer: TableWriter | None,
+                page: bool) -> None:
+    """The builders of one lane, in order, on ``build``'s connection (each table to ``writer``);
+    then, with ``page``, the page's rows drawn from the lane's tables."""
     for name in lane:
         if name not in builders:
             continue
         _build_one(report_set, build, name, builders[name])
         if writer is not None and name in report_set.tables:
             writer.add(name, report_set.tables[name])
+    if page:
+        for name in lane:
+            page_view.prepare_rows(report_set, name)
 
 
 def _stage_latest(con: duckdb.DuckDBPyConnection, files: ResultFiles,

@@ -285,6 +285,36 @@ def projection_rows(report_set: ReportSet) -> dict[str, Any]:
             "measured": measured_machines(table)}
 
 
+#: The chart rows of the throughput and scaling sections (``page_rows.chart_rows``), each drawn
+#: from one table: part name → (that table, how its rows are written).
+CHART_ROWS: dict[str, tuple[str, Callable[[pa.Table], list[dict[str, Any]]]]] = {
+    "throughput rows": ("throughput", lambda table: chart_rows(rows_of(chartable_throughput(table)),
+                                                               ("images_per_sec",))),
+    "scaling rows": ("scaling", lambda table: chart_rows(rows_of(table), ("speedup", "efficiency"))),
+}
+
+
+def prepare_rows(report_set: ReportSet, table_name: str) -> None:
+    """Write the chart rows drawn from ``table_name`` ahead, into the set's ``prepared`` (a build
+    does it on a lane that has finished its tables while another lane is still building). The rows
+    depend on that table only, not on the rest of the page (colours, order): the page is the same
+    with or without them. A failure here is left for the page, which writes the part again and
+    records it."""
+    for part, (table, write) in CHART_ROWS.items():
+        if table == table_name and table in report_set.tables:
+            try:
+                report_set.prepared[part] = write(report_set.tables[table])
+            except Exception:  # noqa: BLE001, S110 - the page writes the part again and records the failure
+                pass
+
+
+def _chart_rows(report_set: ReportSet, part: str) -> list[dict[str, Any]]:
+    if part in report_set.prepared:
+        return report_set.prepared[part]
+    table, write = CHART_ROWS[part]
+    return write(report_set.tables[table])
+
+
 def _section_rows(report_set: ReportSet, parts: _Parts) -> dict[str, Any]:
     """The rows of the sections' charts and tables, their words and cells written (``page_rows``),
     each on its own: rows that fail are ``_FAILED`` (recorded as ``index.html: <name> rows``)."""
@@ -292,10 +322,8 @@ def _section_rows(report_set: ReportSet, parts: _Parts) -> dict[str, Any]:
     return {
         "regressions": parts.value("regressions rows", lambda: _regression_rows(report_set)),
         "campaign": parts.value("campaign rows", lambda: _campaign_rows(report_set), []),
-        "throughput": parts.value("throughput rows", lambda: chart_rows(
-            rows_of(chartable_throughput(tables["throughput"])), ("images_per_sec",))),
-        "scaling": parts.value("scaling rows", lambda: chart_rows(
-            rows_of(tables["scaling"]), ("speedup", "efficiency"))),
+        "throughput": parts.value("throughput rows", lambda: _chart_rows(report_set, "throughput rows")),
+        "scaling": parts.value("scaling rows", lambda: _chart_rows(report_set, "scaling rows")),
         "projections": parts.value("projections rows", lambda: projection_rows(report_set)),
         "flags": parts.value("flags rows", lambda: with_cells(
             suspicious_rows(tables["throughput"]), suspicious_cells)),

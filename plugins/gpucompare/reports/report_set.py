@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -163,6 +164,9 @@ class ReportSet:
     #: the parts that failed (a report, ``index.html``, ``summary.md``…) → what went wrong; a
     #: failed report has no table in ``tables``
     failures: dict[str, str] = field(default_factory=dict)
+    #: rows of the page's view written while the other reports were still being built
+    #: (``page_view.prepare_rows``: part name → rows); the page writes any part missing here
+    prepared: dict[str, Any] = field(default_factory=dict)
 
     def fail(self, name: str, exc: BaseException) -> None:
         """Record that ``name`` failed with ``exc`` (the rest of the set goes on)."""

@@ -13,6 +13,7 @@ import pytest
 from gpucompare.lake.tables import open_lake
 from gpucompare.reports import formatting
 from gpucompare.reports.build import build_reports
+from gpucompare.reports.inputs import ReportInputs
 from gpucompare.reports.page import render_page
 from gpucompare.reports.page_rows import chart_rows
 from gpucompare.reports.page_throughput import throughput_figures
@@ -26,6 +27,11 @@ NIGHT = dt.date(2026, 3, 10)
 
 def small_report(lake_dir) -> ReportSet:
     """Two priced machines over eight nights (one regresses tonight), an unpriced one, a 2-GPU series."""
+    return build_reports(small_inputs(lake_dir), currency="EUR")
+
+
+def small_inputs(lake_dir) -> ReportInputs:
+    """The lake of :func:`small_report` (written at ``lake_dir``) with its prices, rate and curve."""
     lake = open_lake(str(lake_dir))
     for offset in range(8):
         night = NIGHT - dt.timedelta(days=7 - offset)
@@ -88,7 +94,7 @@ def small_report(lake_dir) -> ReportSet:
         price("g4dn.xlarge", 0.5, gpu_count=None),
         price("g5.12xlarge", 5.0, gpu_count=4),
     ]
-    return build_reports(inputs(lake, prices, [fx(1.1, dt.date(2025, 1, 1))], curve), currency="EUR")
+    return inputs(lake, prices, [fx(1.1, dt.date(2025, 1, 1))], curve)
 
 
 @pytest.fixture(scope="module")

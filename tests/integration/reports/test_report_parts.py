@@ -145,3 +145,63 @@ def test_the_lanes_build_what_one_connection_builds(tmp_path, monkeypatch):
                                                  "regressions"))
     for name, table in one.tables.items():
         assert lanes.tables[name].equals(table), name
+
+
+@pytest.mark.parametrize("enabled_before", [True, False])
+def test_the_collector_is_paused_while_the_set_is_built_and_restored_after(lake_with_a_formula, tmp_path,
+                                                                          monkeypatch, enabled_before):
+    """``build.collector_paused``: Python's cyclic collector is off while the reports are built and
+    the page drawn (seen from inside a builder and from the page), and afterwards as it was before
+    (a caller that had it off, e.g. a benchmark, keeps it off)."""
+    import gc
+
+    from gpucompare.reports import publish
+
+    seen: dict[str, bool] = {}
+    scaling = build.BUILDERS["scaling"]
+    monkeypatch.setitem(build.BUILDERS, "scaling",
+                        lambda b: (seen.setdefault("builder", gc.isenabled()), scaling(b))[1])
+    draw = publish.render_page
+    monkeypatch.setattr(publish, "render_page",
+                        lambda *a, **k: (seen.setdefault("page", gc.isenabled()), draw(*a, **k))[1])
+    (gc.enable if enabled_before else gc.disable)()
+    try:
+        run_reports(lake_with_a_formula, str(tmp_path / "out"))
+        assert gc.isenabled() is enabled_before
+    finally:
+        gc.enable()
+    assert seen == {"builder": False, "page": False}
+
+
+def test_the_chart_rows_written_on_a_lane_draw_the_page_the_page_draws_alone(tmp_path, monkeypatch):
+    """``publish_reports`` writes the throughput and scaling chart rows on the lane that built their
+    table (``page_view.prepare_rows``) while the other lanes build: index.html must be byte for byte
+    the page drawn with no rows prepared (the page writes them itself); and a part that fails there
+    is left to the page, which records it once and draws the rest."""
+    from gpucompare.reports import page_view
+    from gpucompare.reports.build import publish_reports
+    from tests.integration.reports.test_html import small_inputs
+    from tests.support.page_site import GENERATED_AT
+
+    inputs = small_inputs(tmp_path / "lake")
+    lanes = publish_reports(inputs, str(tmp_path / "lanes"), generated_at=GENERATED_AT)
+    assert set(lanes.prepared) == {"throughput rows", "scaling rows"}
+    assert all(lanes.prepared.values()), "no rows prepared: the comparison below would prove nothing"
+    monkeypatch.setattr(page_view, "prepare_rows", lambda report_set, name: None)
+    alone = publish_reports(inputs, str(tmp_path / "alone"), generated_at=GENERATED_AT)
+    assert alone.prepared == {}
+    page = "index.html"
+    assert (tmp_path / "lanes" / page).read_bytes() == (tmp_path / "alone" / page).read_bytes()
+
+    monkeypatch.undo()
+
+    def broken(table):
+        raise ValueError("a scaling row that cannot be written")
+
+    monkeypatch.setitem(page_view.CHART_ROWS, "scaling rows", ("scaling", broken))
+    with pytest.raises(ReportsIncomplete) as failed:
+        publish_reports(inputs, str(tmp_path / "broken"), generated_at=GENERATED_AT)
+    assert "scaling rows" not in failed.value.report_set.prepared
+    assert list(failed.value.report_set.failures) == ["index.html: scaling rows"]
+    page = (tmp_path / "broken" / "index.html").read_text(encoding="utf-8")
+    assert "a scaling row that cannot be written" in page and "Throughput against batch size" in page
