@@ -277,11 +277,9 @@ def publish_reports(inputs: ReportInputs, out: str, *, currency: str = "EUR",
         if closing is not None:
             closing.result()
         raise
-    def draw() -> list[str]:
-        return write_site(report_set, out, generated_at=generated_at, writer=writer)
-
     try:
-        report_set.written = _timed(report_set.timings, "index.html + summary.md", draw)
+        report_set.written = _timed(report_set.timings, "index.html + summary.md", lambda: write_site(
+            report_set, out, generated_at=generated_at, writer=writer))
     finally:
         closing.result()  # the build's database is closed before this returns
     if report_set.failures:
