@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from bench_tasks.record_fields import empty_record
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -107,3 +109,12 @@ def start(command: list[str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+
+
+def expected_series_keys(table: pa.Table) -> list[int]:
+    """Each row's series_key computed one row at a time from its series columns (lake.series):
+    what every writer of the results table must have stored."""
+    from gpucompare.lake import series
+
+    return [series.series_key([row[c] for c in series.SERIES_COLUMNS])
+            for row in table.select(list(series.SERIES_COLUMNS)).to_pylist()]

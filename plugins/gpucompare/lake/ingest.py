@@ -24,6 +24,7 @@ from gpucompare.config import patterns
 from gpucompare.lake import schema
 from gpucompare.lake.commits import WriteSummary
 from gpucompare.lake.rows import IngestError, check_run_id
+from gpucompare.lake.series import with_series_keys
 from gpucompare.lake.storage import filesystem_for
 from gpucompare.lake.tables import (
     BATCH_BYTES,
@@ -266,14 +267,19 @@ def _row(record: dict[str, Any], context: RunContext, ingested_at: dt.datetime) 
     return row
 
 
+def _results_batch(rows: list[dict[str, Any]]) -> pa.RecordBatch:
+    """Rows of the results table as one Arrow batch, their series keys filled (``lake.series``)."""
+    return with_series_keys(pa.RecordBatch.from_pylist(rows, schema=schema.RESULTS_SCHEMA))
+
+
 def results_rows(
     records: list[dict[str, Any]], context: RunContext, *, ingested_at: dt.datetime | None = None
 ) -> pa.Table:
     """Validated records plus the orchestrator's columns, as a results table."""
     ingested_at = ingested_at or dt.datetime.now(dt.UTC)
-    return pa.Table.from_pylist(
+    return with_series_keys(pa.Table.from_pylist(
         [_row(r, context, ingested_at) for r in records], schema=schema.RESULTS_SCHEMA
-    )
+    ))
 
 
 def ingest_results(
@@ -322,10 +328,10 @@ def ingest_results(
                     )
                     size += len(raw)
                     if len(pending) >= batch_rows or size >= batch_bytes:
-                        yield pa.RecordBatch.from_pylist(pending, schema=schema.RESULTS_SCHEMA)
+                        yield _results_batch(pending)
                         pending, size = [], 0
                 if pending:
-                    yield pa.RecordBatch.from_pylist(pending, schema=schema.RESULTS_SCHEMA)
+                    yield _results_batch(pending)
 
             return pa.RecordBatchReader.from_batches(schema.RESULTS_SCHEMA, generate())
 

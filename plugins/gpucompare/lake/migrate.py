@@ -27,6 +27,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from gpucompare.lake import schema
+from gpucompare.lake.series import with_series_keys
 from gpucompare.lake.storage import LakeError
 from gpucompare.lake.tables import Lake, open_lake
 
@@ -84,7 +85,7 @@ def _conform(table: pa.Table, mode: str, date: dt.date) -> pa.Table:
             columns.append(table.column(f.name).cast(f.type))
         else:  # a column added since the file was written (code_hash, ingest_key…)
             columns.append(pa.nulls(table.num_rows, f.type))
-    return pa.Table.from_arrays(columns, schema=schema.RESULTS_SCHEMA)
+    return with_series_keys(pa.Table.from_arrays(columns, schema=schema.RESULTS_SCHEMA))
 
 
 #: The columns each old table keeps (every other column of an old file is dropped, and listed).

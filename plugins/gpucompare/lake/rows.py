@@ -16,6 +16,7 @@ import pyarrow as pa
 from gpucompare.config import patterns
 from gpucompare.errors import PermanentError
 from gpucompare.lake import schema
+from gpucompare.lake.series import with_series_keys
 from gpucompare.lake.storage import LakeError
 
 
@@ -66,7 +67,8 @@ def check_positive(rows: pa.Table, column: str, kind: str) -> None:
 
 # ---- the rows of one run (written by Lake.write_results, built by lake.ingest) -------------
 def with_orchestrator_columns(table: pa.Table, *, code_hash: str | None) -> pa.Table:
-    """``table`` with every column of RESULTS_SCHEMA (code_hash filled when given)."""
+    """``table`` with every column of RESULTS_SCHEMA (code_hash filled when given, series_key
+    always: ``lake.series``)."""
     for f in schema.RESULTS_SCHEMA:
         if f.name not in table.column_names:
             table = table.append_column(f, pa.nulls(table.num_rows, f.type))
@@ -81,7 +83,7 @@ def with_orchestrator_columns(table: pa.Table, *, code_hash: str | None) -> pa.T
             schema.RESULTS_SCHEMA.field("code_hash"),
             pa.array([code_hash] * table.num_rows, pa.string()),
         )
-    return table
+    return with_series_keys(table)
 
 
 def table_key(table: pa.Table) -> str:

@@ -13,7 +13,9 @@ Results columns, in order:
   ingest_key`` (the orchestrator's: ``run_id`` too is the orchestrator's, records must agree);
 * ``ingested_at`` (timestamp of the ingest), ``published_value`` (the cell exactly as
   published, for ``target = published``), ``note`` (the publication's remark),
-  ``flags`` (list<string>: why a value looks suspicious, never a rewrite of it);
+  ``flags`` (list<string>: why a value looks suspicious, never a rewrite of it),
+  ``series_key`` (int64: the result's series as one number, ``lake.series``; the reports group
+  by it);
 * partition columns of the Delta table: ``mode`` (string) and ``date`` (date32, the UTC day
   the configuration started; for published figures, the publication).
 
@@ -79,6 +81,9 @@ ORCHESTRATOR_FIELDS: tuple[pa.Field, ...] = (
     pa.field("published_value", pa.string(), metadata={"doc": "the published cell, verbatim"}),
     pa.field("note", pa.string()),
     pa.field("flags", pa.list_(pa.string()), metadata={"doc": "suspicions, see schema.FLAGS"}),
+    pa.field("series_key", pa.int64(),
+             metadata={"doc": "64-bit key of the result's series (machine, configuration, methodology; "
+                              "lake.series); null in rows written before it existed"}),
 )
 
 PARTITION_SCHEMA = pa.schema([pa.field("mode", pa.string()), pa.field("date", pa.date32())])

@@ -33,6 +33,7 @@ from gpucompare.lake.rows import IngestError
 from gpucompare.lake.storage import LakeError
 from gpucompare.reports.build import run_reports
 from tests.conftest import REPO_ROOT
+from tests.support.lake_support import expected_series_keys
 
 
 def make_record(**overrides: object) -> dict:
@@ -522,6 +523,8 @@ def test_migrate_lake_converts_the_old_layout_with_equal_counts(
         ("train-resnet-50-b8-cpu", "train", dt.date(2026, 12, 1)),
     ]
     assert new.loads("prices") == ["shipped"]
+    table = new.results_table()
+    assert table["series_key"].to_pylist() == expected_series_keys(table)  # keyed on the way in
     # a second migration into the same lake is refused rather than merged by guesswork
     assert cli.main(["migrate-lake", "--from", str(tmp_path / "old"), "--to", str(tmp_path / "new")]) == 2
 
