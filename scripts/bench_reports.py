@@ -8,8 +8,9 @@ machines (AWS families over regions and markets, rented hosts, the published 201
 × every configuration of a nightly sweep (score and train, seven networks, batch sizes,
 dtypes, 1–8 GPUs, weak and strong scaling series) × one result a night, with noise, a few
 failed cells (oom) and a few real regressions on the last night. Rows are written through
-the lake's own Delta commits (``Lake.commit``, delta-rs, zstd): by default every night of a
-mode in one streamed commit, one file a partition as a compacted lake has them; building
+the lake's own Delta commits (``Lake.commit``, delta-rs, zstd): by default every night but the
+last of a mode in one streamed commit, one file a partition as a compacted lake has them, then
+the last night of each mode as a commit of its own, as the night's ingest adds it; building
 takes a minute or two and is not part of the timing. ``--files-per-partition N`` splits the
 machines into N groups and commits each group's night separately (a run id each, one file
 per run and partition); ``--run-by-run`` is one commit per machine and night, as the nightly
@@ -19,11 +20,14 @@ compacts the lake (``Lake.compact``: Delta optimize + vacuum, timed) and times t
 
 Prints, for each of ``--repeat`` runs, the floor (ONE DuckDB group-by over the machine and
 configuration columns of every result, on the same live files) and then the whole report set
-(reading the lake's log, every SQL report, Parquet + CSV output, index.html and summary.md)
-in wall-clock and CPU seconds, side by side with their ratios (wall and CPU), and the load average
+(reading the lake's log, every SQL report, Parquet + CSV output, index.html and summary.md) in
+each state of the report cache (``CACHE_STATES``: none; the one the report of the version before
+the last night left, so the nightly report after its ingest; one of the lake as it is), in
+wall-clock and CPU seconds, side by side with their ratios (wall and CPU), and the load average
 when the run started: on a shared machine the wall-clock figure is only meaningful when the load
-is low; the CPU ratio is steadier under load. Ends with the median ratio of the runs (default 5),
-the figure the 2x bound is judged on: one run moves by about a tenth with what else the machine does.
+is low; the CPU ratio is steadier under load. Ends with the median ratio of the runs (default 5)
+per cache state, the figure the 2x bound is judged on: one run moves by about a tenth with what
+else the machine does.
 """
 
 from __future__ import annotations
@@ -48,8 +52,9 @@ for path in (REPO, REPO / "plugins"):
         sys.path.insert(0, str(path))
 
 from bench_tasks.constants import NETWORKS  # noqa: E402
-from gpucompare.lake import schema  # noqa: E402
+from gpucompare.lake import schema, series  # noqa: E402
 from gpucompare.lake import tables as lake_module  # noqa: E402
+from gpucompare.reports import newest  # noqa: E402
 from gpucompare.reports.build import publish_reports  # noqa: E402
 from gpucompare.reports.inputs import ReportInputs, ResultFiles, connect  # noqa: E402
 
@@ -173,6 +178,8 @@ class _Nights:
 
     def __init__(self, plans: dict[str, dict], nights: int, rng: np.random.Generator) -> None:
         self.plans, self.count, self.rng = plans, nights, rng
+        #: each mode's series_key column, the same every night (lake.series: as ingest writes it)
+        self.series_keys: dict[str, pa.ChunkedArray] = {}
 
     def table(self, mode: str, night: int) -> tuple[dt.date, pa.Table]:
         m = self.plans[mode]
@@ -180,19 +187,25 @@ class _Nights:
         ips = m["base"] * self.rng.normal(1.0, 0.01, m["n"])  # night-to-night spread of a median of 3 repeats
         if night == self.count - 1:
             ips = np.where(m["regressed"], ips * 0.7, ips)
-        return date, _night_table(m["static"], mode, date, ips, m["oom"])
+        table = _night_table(m["static"], mode, date, ips, m["oom"])
+        if mode not in self.series_keys:
+            self.series_keys[mode] = series.with_series_keys(table).column(series.COLUMN)
+        return date, table.set_column(table.schema.get_field_index(series.COLUMN), series.COLUMN,
+                                      self.series_keys[mode])
 
 
 def _commit_streamed(target: lake_module.Lake, nights: _Nights) -> None:
-    """Every night of a mode streamed into one commit: a compacted lake's shape."""
-    for mode in ("score", "train"):
-        def batches(mode: str = mode) -> pa.RecordBatchReader:
-            def generate():  # noqa: ANN202 - a generator of record batches
-                for night in range(nights.count):
-                    yield from nights.table(mode, night)[1].to_batches()
-            return pa.RecordBatchReader.from_batches(schema.RESULTS_SCHEMA, generate())
+    """Every night but the last of a mode streamed into one commit (a compacted lake's shape),
+    then the last night of each mode as a commit of its own (as the night's ingest adds it)."""
+    for first, stop in ((0, nights.count - 1), (nights.count - 1, nights.count)):
+        for mode in ("score", "train"):
+            def batches(mode: str = mode, first: int = first, stop: int = stop) -> pa.RecordBatchReader:
+                def generate():  # noqa: ANN202 - a generator of record batches
+                    for night in range(first, stop):
+                        yield from nights.table(mode, night)[1].to_batches()
+                return pa.RecordBatchReader.from_batches(schema.RESULTS_SCHEMA, generate())
 
-        target.commit("results", batches, predicate=None, partition_by=["mode", "date"])
+            target.commit("results", batches, predicate=None, partition_by=["mode", "date"])
 
 
 def _commit_run_by_run(target: lake_module.Lake, nights: _Nights, files_per_partition: int) -> None:
@@ -391,39 +404,70 @@ def _floor(lake: Path) -> tuple[float, float]:
         con.close()
 
 
-def _time_once(lake: Path, out: Path, currency: str, attempt: int) -> tuple[float, float]:
+#: The states of the report cache (reports.newest) each run times the set in: none (the first
+#: report of a lake, or the first after a compaction), the one the previous night's report left
+#: (every file but the newest night's: the nightly report after an ingest), and one of every file
+#: (a report run again on an unchanged lake)
+CACHE_STATES = ("cold", "nightly", "unchanged")
+
+
+def _prepare_cache(lake: Path, state: str) -> None:
+    """Leave the lake's report cache in ``state`` (:data:`CACHE_STATES`; the nightly one as the
+    report of the version before the newest night's commits left it); not timed."""
+    target = lake_module.open_lake(str(lake))
+    cache = newest.NewestCache(target)
+    Path(cache.path).unlink(missing_ok=True)
+    if state == "cold":
+        return
+    snapshot = target.snapshot("results")
+    if state == "nightly":
+        last = max(f.partition["date"] for f in snapshot.files)
+        while last in {f.partition["date"] for f in snapshot.files}:
+            snapshot = target.snapshot("results", snapshot.version - 1)
+    con = connect()
+    try:
+        files = ResultFiles.of(target, con, snapshot)
+        cache.save(files.run(lambda: newest.scan(con, files, None)))
+    finally:
+        con.close()
+
+
+def _time_once(lake: Path, out: Path, currency: str, attempt: int) -> dict[str, tuple[float, float]]:
     """One timed run: the floor (one group-by), then the whole report set (inputs, every report,
-    files, the HTML page), side by side."""
+    files, the HTML page) in each state of the report cache, side by side."""
     floor, floor_cpu = _floor(lake)
-    load = os.getloadavg()[0]
-    started, cpu = time.perf_counter(), _cpu_seconds()
-    result = publish_reports(bench_inputs(lake), str(out), currency=currency)
-    total, cpu = time.perf_counter() - started, _cpu_seconds() - cpu
-    print(f"run {attempt} (load average {load:.1f} on {os.cpu_count()} cores when it started):")
-    for name, seconds in result.timings.items():
-        print(f"  {name:<28} {seconds:6.2f} s")
-    flagged = sum(1 for value in result.tables["regressions"]["regression"].to_pylist() if value)
-    print(f"  regressions flagged: {flagged}")
-    print(
-        f"  whole report set incl. index.html: {total:.2f} s wall, {cpu:.2f} s CPU, over "
-        f"{result.rows_scanned:,} result rows",
-        flush=True,
-    )
-    ratio = total / floor
-    print(f"  floor (one group-by over every result): {floor:.2f} s; report set / floor = {ratio:.2f} "
-          f"({'within' if ratio <= 2.0 else 'OVER'} the 2x bound)", flush=True)
-    # on a loaded machine the wall-clock ratio is mostly the other processes' noise: CPU seconds
-    # (both sides in this process, DuckDB's threads included) are the steadier comparison
-    print(f"  floor CPU {floor_cpu:.2f} s; report set CPU / floor CPU = {cpu / floor_cpu:.2f}", flush=True)
-    return ratio, cpu / floor_cpu
+    ratios = {}
+    for state in CACHE_STATES:
+        _prepare_cache(lake, state)
+        load = os.getloadavg()[0]
+        started, cpu = time.perf_counter(), _cpu_seconds()
+        result = publish_reports(bench_inputs(lake), str(out), currency=currency)
+        total, cpu = time.perf_counter() - started, _cpu_seconds() - cpu
+        print(f"run {attempt}, report cache {state} (load average {load:.1f} on {os.cpu_count()} cores "
+              f"when it started): {result.files_read:,} results file(s) read to find the newest partitions")
+        for name, seconds in result.timings.items():
+            print(f"  {name:<28} {seconds:6.2f} s")
+        flagged = sum(1 for value in result.tables["regressions"]["regression"].to_pylist() if value)
+        print(f"  regressions flagged: {flagged}")
+        print(f"  whole report set incl. index.html: {total:.2f} s wall, {cpu:.2f} s CPU, over "
+              f"{result.rows_scanned:,} result rows", flush=True)
+        ratio = total / floor
+        print(f"  floor (one group-by over every result): {floor:.2f} s; report set / floor = {ratio:.2f} "
+              f"({'within' if ratio <= 2.0 else 'OVER'} the 2x bound)", flush=True)
+        # on a loaded machine the wall-clock ratio is mostly the other processes' noise: CPU seconds
+        # (both sides in this process, DuckDB's threads included) are the steadier comparison
+        print(f"  floor CPU {floor_cpu:.2f} s; report set CPU / floor CPU = {cpu / floor_cpu:.2f}",
+              flush=True)
+        ratios[state] = (ratio, cpu / floor_cpu)
+    return ratios
 
 
-def _median_line(ratios: list[tuple[float, float]]) -> str:
-    """One line over the runs: one run's ratio moves by about a tenth with what else the machine
-    does, so the bound is judged on the median (every run is printed above)."""
+def _median_line(state: str, ratios: list[tuple[float, float]]) -> str:
+    """One line over the runs of one cache state: one run's ratio moves by about a tenth with what
+    else the machine does, so the bound is judged on the median (every run is printed above)."""
     walls, cpus = sorted(r[0] for r in ratios), sorted(r[1] for r in ratios)
     wall = statistics.median(walls)
-    return (f"median of {len(ratios)} run(s): report set / floor = {wall:.2f} wall "
+    return (f"report cache {state}: median of {len(ratios)} run(s): report set / floor = {wall:.2f} wall "
             f"(runs {walls[0]:.2f}–{walls[-1]:.2f}), {statistics.median(cpus):.2f} CPU "
             f"(runs {cpus[0]:.2f}–{cpus[-1]:.2f}): {'within' if wall <= 2.0 else 'OVER'} the 2x bound")
 
@@ -475,8 +519,9 @@ def main(argv: list[str] | None = None) -> int:
             snap = lake_module.open_lake(str(lake)).snapshot("results")
             print(f"--- {phase or 'reports'}: {len(snap.files):,} live results file(s), table version "
                   f"{snap.version}", flush=True)
-            ratios = [_time_once(lake, out, args.currency, attempt) for attempt in range(1, args.repeat + 1)]
-            print(_median_line(ratios), flush=True)
+            runs = [_time_once(lake, out, args.currency, attempt) for attempt in range(1, args.repeat + 1)]
+            for state in CACHE_STATES:
+                print(_median_line(state, [run[state] for run in runs]), flush=True)
     finally:
         if not args.keep and args.lake is None:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -3,8 +3,9 @@
     .venv/bin/python scripts/bench_sql_revisions.py --lake /tmp/benchlake --rev 4cc1a87 [--repeat 5]
 
 Builds nothing: point it at a lake ``scripts/bench_reports.py --lake DIR --keep`` left (10
-million results). For each query (``latest_dates``, ``regressions``, ``latest_results``) it
-runs the text of ``sql/<name>.sql`` at ``--rev`` (``git show``) and in the working tree,
+million results). For each query (``newest_by_series``, ``newest_by_config``, ``regressions``,
+``latest_results``) it runs the text of ``sql/<name>.sql`` at ``--rev`` (``git show``; a query
+the revision does not have is timed in the working tree only) and in the working tree,
 alternating, on the same DuckDB views over the same live files, and prints the median wall
 and CPU seconds of each, so a change to the SQL (e.g. one more key column) is measured apart
 from the machine's load.
@@ -27,6 +28,7 @@ for path in (REPO, REPO / "plugins"):
         sys.path.insert(0, str(path))
 
 from gpucompare.lake.tables import open_lake  # noqa: E402
+from gpucompare.reports import newest  # noqa: E402
 from gpucompare.reports.inputs import (  # noqa: E402
     ResultFiles,
     connect,
@@ -35,7 +37,7 @@ from gpucompare.reports.inputs import (  # noqa: E402
 )
 from gpucompare.reports.report_set import RegressionRule  # noqa: E402
 
-QUERIES = ("latest_dates", "regressions", "latest_results")
+QUERIES = ("newest_by_series", "newest_by_config", "regressions", "latest_results")
 
 
 def _cpu() -> float:
@@ -43,10 +45,12 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _sql_at(rev: str, name: str) -> str:
-    text = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:sql/{name}.sql"], check=True,
-                          capture_output=True, text=True).stdout
-    return fill_fragments(text, f"{rev}:sql/{name}.sql")  # {{machine_key}} as load_sql writes it out
+def _sql_at(rev: str, name: str) -> str | None:
+    shown = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:sql/{name}.sql"], check=False,
+                           capture_output=True, text=True)
+    if shown.returncode != 0:
+        return None  # the query is newer than the revision
+    return fill_fragments(shown.stdout, f"{rev}:sql/{name}.sql")  # {{machine_key}} as load_sql writes it out
 
 
 def main() -> int:
@@ -60,16 +64,16 @@ def main() -> int:
     con = connect()
     files = ResultFiles.of(lake, con)
     files.register("results")
-    newest = max(files.by_date)
-    files.register("recent", since=newest - dt.timedelta(days=rule.lookback_days))
+    files.register("recent", since=max(files.by_date) - dt.timedelta(days=rule.lookback_days))
     params = {"history_runs": rule.history_runs, "min_history": rule.min_history,
               "mad_factor": rule.mad_factor, "min_drop": rule.min_drop}
-    texts = {name: {args.rev: _sql_at(args.rev, name), "working tree": load_sql(name)} for name in QUERIES}
+    texts = {name: {label: text for label, text in ((args.rev, _sql_at(args.rev, name)),
+                                                    ("working tree", load_sql(name))) if text is not None}
+             for name in QUERIES}
     print(f"lake {args.lake}: {sum(len(p) for p in files.by_date.values())} live files")
     for name in QUERIES:
         if name == "latest_results":  # as in the build: only the newest partitions are read
-            newest_dates = con.execute(load_sql("latest_dates")).fetchall()
-            files.register("results", dates={row[0] for row in newest_dates})
+            files.register("results", dates=newest.scan(con, files, None).dates)
         times: dict[str, list[tuple[float, float]]] = {label: [] for label in texts[name]}
         for _ in range(args.repeat):
             for label, text in texts[name].items():

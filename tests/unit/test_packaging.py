@@ -78,7 +78,7 @@ def test_shipped_files_resolve_to_the_project_folders() -> None:
     assert resources.fleet_file() == REPO_ROOT / "dags" / "config" / "fleet.yaml"
     from gpucompare.reports.report_set import REPORTS
 
-    for name in (*REPORTS, "latest_dates", "latest_results"):
+    for name in (*REPORTS, "newest_by_series", "newest_by_config", "newest_by_key", "latest_results"):
         assert resources.sql_file(f"{name}.sql").is_file(), name
     with pytest.raises(resources.ResourceError, match="'no_such.sql' not found"):
         resources.sql_file("no_such.sql")

@@ -9,8 +9,9 @@ is loaded or downloaded.
 
 How it stays fast on a big lake (10 million result rows in a few seconds on two cores):
 
-* ``latest_dates.sql`` reads only the key columns of every result (DuckDB pushes the
-  projection into its reader) and finds each configuration's newest date partition;
+* ``reports.newest`` finds each series' newest date partition from one integer column of every
+  result (``series_key``; DuckDB pushes the projection into its reader), and keeps what it found
+  between reports (the lake's report cache: the next report reads only the files added since);
 * ``latest_results.sql`` reads only those partitions and keeps each machine's latest result
   of every configuration and methodology: the small ``latest`` table every report but
   regressions reads;
@@ -48,7 +49,7 @@ import pyarrow as pa
 
 from bench_tasks.constants import IMAGENET_TRAIN_IMAGES
 from gpucompare.config import patterns
-from gpucompare.reports import page_view, projections, stats, uncertainty, verdicts
+from gpucompare.reports import newest, page_view, projections, stats, uncertainty, verdicts
 from gpucompare.reports.campaign import build_campaign
 from gpucompare.reports.inputs import (
     ReportInputs,
@@ -331,9 +332,9 @@ def _build_tables(report_set: ReportSet, inputs: ReportInputs, writer: TableWrit
         early = [lane for lane in LANES[1:] if set(lane) <= WITHOUT_LATEST]
         for lane in early:
             start(lane)
-        rows_scanned, newest_dates = _timed(timings, "scan: latest results",
-                                            lambda: files.run(lambda: _stage_latest(con, files, options)))
-        report_set.rows_scanned, report_set.newest_date = rows_scanned, max(newest_dates, default=None)
+        found = _timed(timings, "scan: latest results", lambda: _stage_latest(con, files, options, inputs))
+        report_set.rows_scanned, report_set.newest_date = found.results, max(found.dates, default=None)
+        report_set.files_read = found.files_read
         for lane in LANES[1:]:
             if lane not in early:
                 start(lane)
@@ -376,21 +377,25 @@ def _build_lane(report_set: ReportSet, build: Build, lane: tuple[str, ...],
             page_view.prepare_rows(report_set, name)
 
 
-def _stage_latest(con: duckdb.DuckDBPyConnection, files: ResultFiles,
-                  options: ReportOptions) -> tuple[int, list[dt.date]]:
+def _stage_latest(con: duckdb.DuckDBPyConnection, files: ResultFiles, options: ReportOptions,
+                  inputs: ReportInputs) -> newest.Newest:
     """The ``latest`` table (each machine's latest result of every configuration, annotated with
-    its interval): the number of results in the lake and the newest dates found."""
-    files.register("results")
-    newest = con.execute(load_sql("latest_dates")).fetchall()
-    if any(row[2] for row in newest):  # results without a config_id: group by the full key
-        newest = con.execute(load_sql("latest_dates_by_key")).fetchall()
-    files.register("results", dates={row[0] for row in newest})
-    # a table of the database, not of this connection: every lane of the build reads it
-    con.execute(f"CREATE TABLE latest AS {load_sql('latest_results')}")
-    if options.nights > 1:
-        files.register("pooled")
-    uncertainty.annotate_latest(con, nights=options.nights)
-    return sum(int(row[1]) for row in newest), [row[0] for row in newest]
+    its interval), from step 1's answer (returned: the lake's results, the dates read). The report
+    cache of step 1 is read and written only for the table's current version. Each step is retried
+    alone when the files' columns must be matched by name (``ResultFiles.run``)."""
+    cache = newest.NewestCache(inputs.lake) if inputs.as_of is None else None
+    found = files.run(lambda: newest.find_newest(con, files, cache))
+
+    def second_step() -> None:
+        files.register("results", dates=found.dates)
+        # a table of the database, not of this connection: every lane of the build reads it
+        con.execute(f"CREATE OR REPLACE TABLE latest AS {load_sql('latest_results')}")
+        if options.nights > 1:
+            files.register("pooled")
+        uncertainty.annotate_latest(con, nights=options.nights)
+
+    files.run(second_step)
+    return found
 
 
 def _build_one(report_set: ReportSet, build: Build, name: str, builder: Callable[[Build], pa.Table]) -> None:

@@ -23,7 +23,7 @@ from bench_tasks.constants import MODES
 from gpucompare import resources
 from gpucompare.config import patterns
 from gpucompare.config.models.prices import DECLARED
-from gpucompare.lake import schema
+from gpucompare.lake import schema, series
 from gpucompare.lake.reading import TableSnapshot
 from gpucompare.lake.tables import Lake, open_lake
 from gpucompare.prices import tables as price_tables
@@ -167,6 +167,16 @@ class ReportInputs:
                 else snap.timestamp.isoformat()}
 
 
+@dataclass(frozen=True)
+class ViewSpec:
+    """Which rows a view of :class:`ResultFiles` reads (see :meth:`ResultFiles.register`)."""
+
+    dates: set[dt.date] | None = None
+    since: dt.date | None = None
+    only: frozenset[str] | None = None
+    unkeyed: bool = False
+
+
 @dataclass
 class ResultFiles:
     """The results table's live files (from its Delta log), by date partition, for DuckDB's reader.
@@ -195,7 +205,14 @@ class ResultFiles:
     #: the same schema); True after a file turned out to differ in a column that is read,
     #: to match columns by name in every file.
     union_by_name: bool = False
-    views: dict[str, tuple[set[dt.date] | None, dt.date | None]] = field(default_factory=dict)
+    #: path for DuckDB -> the path below the table folder, as the log holds it (what names a file
+    #: whatever the lake's location: reports.newest keys its cache on it)
+    relative: dict[str, str] = field(default_factory=dict)
+    #: the table version the files are of (None: no table)
+    version: int | None = None
+    #: the results in the files, from the log's per-file counts (None: some file has none)
+    rows: int | None = 0
+    views: dict[str, ViewSpec] = field(default_factory=dict)
 
     @classmethod
     def of(cls, lake: Lake, con: duckdb.DuckDBPyConnection,
@@ -212,6 +229,8 @@ class ResultFiles:
             protocol = wrapper.protocol if isinstance(wrapper.protocol, str) else wrapper.protocol[0]
             prefix = f"{protocol}://"
         by_date: dict[dt.date, list[tuple[str, str]]] = {}
+        relative: dict[str, str] = {}
+        rows: int | None = 0
         hive_paths = True
         missing: tuple[str, ...] = ()
         if snapshot is not None and snapshot.version is not None:
@@ -224,17 +243,24 @@ class ResultFiles:
                 hive_paths = (hive_paths and live.relative.startswith(expected)
                               and live.relative.count("=") == 2)
                 by_date.setdefault(date, []).append((prefix + live.path, mode))
-        return cls(con=con, by_date=by_date, missing=missing, hive_paths=hive_paths)
+                relative[prefix + live.path] = live.relative
+                rows = None if rows is None or live.rows is None else rows + live.rows
+        return cls(con=con, by_date=by_date, missing=missing, hive_paths=hive_paths, relative=relative,
+                   version=None if snapshot is None else snapshot.version, rows=rows)
 
-    def register(self, view: str, *, dates: set[dt.date] | None = None, since: dt.date | None = None) -> int:
+    def register(self, view: str, *, dates: set[dt.date] | None = None, since: dt.date | None = None,
+                 only: frozenset[str] | None = None, unkeyed: bool = False) -> int:
         """(Re)define ``view`` over the files of ``dates`` (or of every date >= ``since``, or all),
-        oldest first."""
-        self.views[view] = (dates, since)
+        oldest first; with ``only``, just those files (relative paths); with ``unkeyed``, only their
+        rows without a ``series_key`` (written before it existed). Returns the number of files."""
+        spec = ViewSpec(dates=dates, since=since, only=only, unkeyed=unkeyed)
+        self.views[view] = spec
         chosen = [
             (path, mode, date)
             for date, paths in sorted(self.by_date.items())
             if (dates is None or date in dates) and (since is None or date >= since)
             for path, mode in paths
+            if only is None or self.relative[path] in only
         ]
         if not chosen:
             self.con.register("empty_results", schema.empty_results())
@@ -262,6 +288,8 @@ class ResultFiles:
                 else f'"{f.name}"'
                 for f in schema.RESULTS_SCHEMA)
             source = f"SELECT {columns} FROM ({source})"  # noqa: S608 (column names from the schema)
+            if unkeyed:
+                source += f" WHERE {series.COLUMN} IS NULL"
         self.con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {source}")  # noqa: S608
         return len(chosen)
 
@@ -279,8 +307,8 @@ class ResultFiles:
         except (duckdb.BinderException, duckdb.InvalidInputException):
             pass
         self.union_by_name = True
-        for view, (dates, since) in list(self.views.items()):
-            self.register(view, dates=dates, since=since)
+        for view, spec in list(self.views.items()):
+            self.register(view, dates=spec.dates, since=spec.since, only=spec.only, unkeyed=spec.unkeyed)
         return action()
 
 

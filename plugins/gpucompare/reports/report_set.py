@@ -155,6 +155,9 @@ class ReportSet:
     rule: RegressionRule
     rows_scanned: int
     newest_date: dt.date | None
+    #: results files read to find each series' newest partition (the others came from the lake's
+    #: report cache: reports.newest); None before the scan
+    files_read: int | None = None
     options: ReportOptions = field(default_factory=ReportOptions)
     timings: dict[str, float] = field(default_factory=dict)
     written: list[str] = field(default_factory=list)

@@ -49,7 +49,7 @@ def test_the_fragment_follows_its_definition(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setitem(inputs.SQL_FRAGMENTS, "machine_key", ("provider", "instance_type", "zone"))
     assert fill_fragments("GROUP BY {{machine_key}}, x JOIN {{machine_key r.}}", "t.sql") == (
         "GROUP BY provider, instance_type, zone, x JOIN r.provider, r.instance_type, r.zone")
-    assert "GROUP BY hash(provider, instance_type, zone, num_nodes" in load_sql("latest_dates")
+    assert "hash(provider, instance_type, zone, num_nodes" in load_sql("newest_by_config")
 
 
 @pytest.mark.parametrize("text", ["SELECT {{machine_keys}}", "SELECT {{Machine_key}}",
