@@ -142,6 +142,10 @@ def _run_report(args: argparse.Namespace) -> int:
         args.out = publish_latest(args.out, dated)  # REPORTS/latest → REPORTS/<today>
     counts = ", ".join(f"{name} {table.num_rows}" for name, table in report_set.tables.items())
     print(f"reports of {report_set.rows_scanned:,} results in {args.out} ({report_set.currency}): {counts}")
+    files = report_set.manifest.get("results_files")
+    if isinstance(files, int) and report_set.files_read is not None and report_set.files_read < files:
+        print(f"  newest results found reading {report_set.files_read:,} of {files:,} results file(s); the "
+              "rest from the lake's report cache (_report_cache/)")
     print(describe_provenance(report_set))
     missing = report_set.missing_prices.num_rows
     if missing:

@@ -231,3 +231,20 @@ def test_a_log_entry_gone_after_a_checkpoint_makes_the_report_read_every_file(la
     after = report(lake)
     assert after.files_read == live_files(lake) == 10
     assert_same_as_without_cache(lake, after)
+
+
+def test_the_cache_is_kept_where_the_lake_is_on_s3_too(lake_uri: str) -> None:
+    """The cache is written and read through the lake's own filesystem (moto's server standing in
+    for S3): the second report of an S3 lake reads only the files added since the first."""
+    target = open_lake(lake_uri)
+    ingest(target, [record(batch_size=b, night=night) for night in NIGHTS[:2] for b in (16, 32)])
+    assert report(target).files_read == 2
+    assert target.fs.get_file_info(newest.NewestCache(target).path).size > 0
+    ingest(target, [record(batch_size=64, images_per_sec=640.0, night=NIGHTS[2])])
+    second = report(target)
+    assert (second.files_read, second.rows_scanned, second.newest_date) == (1, 5, NIGHTS[2])
+    target.fs.delete_file(newest.NewestCache(target).path)
+    cold = report(target)
+    assert cold.files_read == 3
+    for name, table in cold.tables.items():
+        assert second.tables[name].equals(table), name

@@ -68,6 +68,10 @@ def test_report_command_writes_every_file(tmp_path):
     # where each section came from: 2 configurations of g5 (5 nights, the latest kept) + the local run
     assert "cost_per_million   measured 3 (newest 2026-03-10) · published 0" in done.stdout
     assert "best_value ranking: published figures before" in done.stdout
+    assert "report cache" not in done.stdout  # the first report reads every file
+    again = _gpucompare("report", "--lake", str(lake_dir), "--out", str(out), "--currency", "usd")
+    assert "newest results found reading 0 of 6 results file(s); the rest from the lake's report cache" \
+        in again.stdout
     for name in FILES:
         assert (out / name).stat().st_size > 0, name
     for name in REPORTS:
