@@ -165,14 +165,15 @@ def files_to_read(lake: Lake, cached: Newest, files: ResultFiles) -> frozenset[s
         actions = _log_entry(lake, version)
         if actions is None or any(a.kind == "remove" and a.data_change for a in actions):
             return None
-        # a rewrite without a data change keeps a partition's rows in new files: covered where
-        # every file it removed from that partition was
+        # a rewrite without a data change keeps a partition's rows in new files: covered where it
+        # removed files from that partition and every one of them was covered
+        removed_from = {a.partition for a in actions if a.kind == "remove"}
         uncovered = {a.partition for a in actions if a.kind == "remove" and a.path not in covered}
         for action in actions:
             if action.kind == "remove":
                 covered.discard(action.path)
                 pending.discard(action.path)
-            elif action.data_change or action.partition in uncovered:
+            elif action.data_change or action.partition not in removed_from - uncovered:
                 pending.add(action.path)
             else:
                 covered.add(action.path)
