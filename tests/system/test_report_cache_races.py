@@ -95,6 +95,7 @@ def test_finders_racing_ingests_and_a_remover_always_answer_as_a_full_scan(tmp_p
     assert all(r == {"checked": 40, "wrong": 0, "from_cache": r["from_cache"]} for r in results), results
     assert results[0]["from_cache"] + results[1]["from_cache"] > 0  # the cache was in play
     assert night > 4  # ingests happened while they ran
+    print(f"{night - 3} night(s) ingested while the finders ran: {results}")
     kept = newest.NewestCache(lake).load()
     assert kept is not None
     assert sorted(kept.groups.to_pylist(), key=str) == _cold(lake, kept.files)
