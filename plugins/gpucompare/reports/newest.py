@@ -133,14 +133,17 @@ class NewestCache:
 
 def find_newest(con: duckdb.DuckDBPyConnection, files: ResultFiles, cache: NewestCache | None) -> Newest:
     """Step 1 over the live ``files``: from ``cache`` where its log replay allows (only the files
-    it does not cover are read), else from every file; the cache is written when files were read."""
+    it does not cover are read), else from every file; the cache is written when it changed (files
+    read, or a newer version: a compaction's files)."""
     live = frozenset(files.relative.values())
     cached = cache.load() if cache is not None else None
     pending = files_to_read(cache.lake, cached, files) if cache is not None and cached is not None else None
     if pending is None or files.rows is None:
         found = scan(con, files, None)
     elif not pending:
-        return replace(cached, files=live, version=files.version, results=files.rows)
+        found = replace(cached, files=live, version=files.version, results=files.rows)
+        if cached.version == files.version:
+            return found
     else:
         added = scan(con, files, pending)
         merged = pa.concat_tables([cached.groups, added.groups]).group_by("key").aggregate(
