@@ -69,10 +69,9 @@ def with_series_keys(rows: Rows) -> Rows:
             coded = pc.binary_join_element_wise(pc.cast(pc.utf8_length(column), pa.string()), column, ":")
             texts.append(pc.fill_null(coded, _NULL))
         joined = pc.binary_join_element_wise(*texts, "")
-        encoded = pc.dictionary_encode(joined).combine_chunks() if isinstance(joined, pa.ChunkedArray) \
-            else pc.dictionary_encode(joined)
-        digests = pa.array([_digest(text) for text in encoded.dictionary.to_pylist()], pa.int64())
-        keys = pc.take(digests, encoded.indices)
+        distinct = pc.unique(joined)
+        digests = pa.array([_digest(text) for text in distinct.to_pylist()], pa.int64())
+        keys = pc.take(digests, pc.index_in(joined, value_set=distinct))
     names = rows.schema.names
     if COLUMN in names:
         return rows.set_column(names.index(COLUMN), COLUMN, keys)

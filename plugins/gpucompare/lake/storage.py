@@ -1,7 +1,7 @@
 """Where a lake is stored: its URI (a local path, ``file://`` or ``s3://bucket/prefix``), the
 filesystem and path behind it, the S3 endpoint and region, delta-rs's storage options and how
-commits to S3 are made safe (``s3_commit_mode``), and whole-file copies in and out of it
-(``put_file``, ``delete_file``).
+commits to S3 are made safe (``s3_commit_mode``), and whole-file writes and copies in and out of it
+(``put_bytes``, ``put_file``, ``delete_file``).
 
 For S3 the identity, region and endpoint come from one Airflow connection (setting
 ``lake_conn_id``, see ``lake.identity``), else from the process environment (``AWS_ENDPOINT_URL``
@@ -14,6 +14,7 @@ Delta tables themselves are ``lake.tables``.
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -119,6 +120,23 @@ def storage_options(uri: str) -> dict[str, str]:
     else:
         options["AWS_S3_ALLOW_UNSAFE_RENAME"] = "true"
     return options
+
+
+def put_bytes(fs: pafs.FileSystem, path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` in ``fs``, whole or not at all: on a local disk under a hidden
+    temporary name of this writer's own, then renamed (a reader sees the old file or the new one,
+    and two writers of one file never write into each other's); elsewhere (S3) with one PUT, which
+    appears when complete."""
+    if isinstance(fs, pafs.LocalFileSystem):
+        parent, name = path.rsplit("/", 1)
+        fs.create_dir(parent, recursive=True)
+        temp = f"{parent}/.{name}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+        with fs.open_output_stream(temp) as stream:
+            stream.write(data)
+        fs.move(temp, path)
+    else:
+        with fs.open_output_stream(path) as stream:
+            stream.write(data)
 
 
 def put_file(local_path: str | Path, uri: str) -> None:

@@ -35,18 +35,16 @@ import datetime as dt
 import io
 import json
 import logging
-import os
-import uuid
 from dataclasses import dataclass, replace
 from urllib.parse import unquote
 
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from gpucompare.lake import series
+from gpucompare.lake.storage import put_bytes
 from gpucompare.lake.tables import Lake
 from gpucompare.reports.inputs import ResultFiles, load_sql
 
@@ -108,25 +106,14 @@ class NewestCache:
         return Newest(groups=groups, files=frozenset(files), version=version, results=0, files_read=0)
 
     def save(self, newest: Newest) -> None:
-        """Keep ``newest``: written whole under a temporary name, then renamed where the
-        filesystem renames (one PUT on S3), so a reader sees the old cache or the new one. A
-        failure is logged and left: the next report reads every file again."""
+        """Keep ``newest``, written whole (``storage.put_bytes``): a reader sees the old cache or
+        the new one. A failure is logged and left: the next report reads every file again."""
         metadata = {_VERSION_KEY: str(newest.version).encode(),
                     _FILES_KEY: json.dumps(sorted(newest.files)).encode()}
         data = io.BytesIO()
         pq.write_table(newest.groups.replace_schema_metadata(metadata), data, compression="zstd")
         try:
-            fs = self.lake.fs
-            parent = self.path.rsplit("/", 1)[0]
-            if isinstance(fs, pafs.LocalFileSystem):
-                fs.create_dir(parent, recursive=True)
-                temp = f"{parent}/.results_newest.{os.getpid()}.{uuid.uuid4().hex}.tmp"
-                with fs.open_output_stream(temp) as stream:
-                    stream.write(data.getvalue())
-                fs.move(temp, self.path)
-            else:
-                with fs.open_output_stream(self.path) as stream:
-                    stream.write(data.getvalue())
+            put_bytes(self.lake.fs, self.path, data.getvalue())
         except Exception as exc:  # noqa: BLE001 - the report does not depend on its cache
             log.warning("report cache %s not written (%s)", self.path, exc)
 

@@ -26,11 +26,9 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
-import os
 import shutil
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -42,6 +40,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from gpucompare import settings
+from gpucompare.lake.storage import put_bytes
 from gpucompare.lake.tables import open_lake
 from gpucompare.reports.page import render_page
 from gpucompare.reports.report_set import HISTORY_TABLES, ReportSet
@@ -60,19 +59,10 @@ def write_bytes(out: str, name: str, data: bytes) -> str:
 
 
 def _put(fs: pafs.FileSystem, root: str, name: str, data: bytes) -> str:
+    """``name`` below ``root`` written whole (``storage.put_bytes``: two builds of one day, a rerun
+    while the scheduled one runs, never write into each other's file); returns its path."""
     path = f"{root.rstrip('/')}/{name}"
-    parent = path.rsplit("/", 1)[0]
-    if isinstance(fs, pafs.LocalFileSystem):
-        fs.create_dir(parent, recursive=True)
-        # a temporary name of its own per writer: two builds of one day (a rerun while the
-        # scheduled one runs) never write into each other's file; the dot hides it from readers
-        temp = f"{parent}/.{path.rsplit('/', 1)[1]}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
-        with fs.open_output_stream(temp) as stream:
-            stream.write(data)
-        fs.move(temp, path)  # a rename: a reader sees the old report or the new one
-    else:
-        with fs.open_output_stream(path) as stream:
-            stream.write(data)
+    put_bytes(fs, path, data)
     return path
 
 
